@@ -1,0 +1,357 @@
+/* ir.h - the HLO IR: modules, computations, instructions, literals.
+ *
+ * Memory: everything belongs to its module and lives in the module's arena
+ * (hk_alloc); nothing is freed individually, hk_module_free() releases it
+ * all.  Names, shapes and shardings are interned per module.
+ *
+ * Structs are transparent so passes read fields directly on hot paths.  The
+ * ABI rule that makes this safe across versions: the host allocates every
+ * struct here, and new fields are only ever appended at the end, so a
+ * plugin compiled against an older header sees a valid prefix.  Mutate
+ * through the functions (they keep operand/user lists, names and ids
+ * consistent); reading fields is always fine.
+ *
+ * Called computations per opcode (instr->called[]):
+ *   while: [condition, body]   conditional: branches (pred: [true, false])
+ *   call/fusion/map/reduce/reduce-window/all-reduce/reduce-scatter/scatter/
+ *   sort/async-start/custom-call: [to_apply|calls|comparator|...]
+ *   select-and-scatter: [select, scatter] */
+#ifndef HLOKIT_IR_H
+#define HLOKIT_IR_H
+
+#include "shape.h"
+#include "sharding.h"
+#include "status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct hk_module hk_module;
+typedef struct hk_computation hk_computation;
+typedef struct hk_instr hk_instr;
+
+/* ---- small attribute types ------------------------------------------ */
+
+typedef struct hk_i64s {           /* a length-prefixed list of int64 */
+  int32_t n;
+  const int64_t *v;
+} hk_i64s;
+
+typedef struct hk_kv {             /* key="value" pairs, kept in order */
+  const char *key;
+  const char *value;
+} hk_kv;
+
+typedef struct hk_metadata {
+  const char *op_type;             /* NULL when absent */
+  const char *op_name;
+  const char *source_file;
+  int64_t source_line;             /* 0 when absent */
+  /* Other metadata fields (profile_type, deduplicated_name, ...) printed
+   * verbatim, in order, after the known ones; NULL if none. */
+  const char *extra;
+} hk_metadata;
+
+typedef struct hk_window_dim {
+  int64_t size, stride, pad_lo, pad_hi, base_dilation, window_dilation;
+  bool reversal;
+} hk_window_dim;
+
+typedef struct hk_window {
+  int32_t n_dims;
+  const hk_window_dim *dims;
+} hk_window;
+
+/* dim_labels=b01f_01io->b01f */
+typedef struct hk_conv_dnums {
+  int64_t input_batch, input_feature;
+  int64_t kernel_input_feature, kernel_output_feature;
+  int64_t output_batch, output_feature;
+  int32_t n_spatial;
+  const int64_t *input_spatial, *kernel_spatial, *output_spatial;
+} hk_conv_dnums;
+
+typedef struct hk_dot_dnums {
+  hk_i64s lhs_batch, rhs_batch, lhs_contracting, rhs_contracting;
+} hk_dot_dnums;
+
+typedef struct hk_gather_dnums {
+  hk_i64s offset_dims, collapsed_slice_dims, start_index_map,
+      operand_batching_dims, start_indices_batching_dims;
+  int64_t index_vector_dim;
+} hk_gather_dnums;
+
+typedef struct hk_scatter_dnums {
+  hk_i64s update_window_dims, inserted_window_dims,
+      scatter_dims_to_operand_dims, input_batching_dims,
+      scatter_indices_batching_dims;
+  int64_t index_vector_dim;
+} hk_scatter_dnums;
+
+typedef struct hk_slice_dim { int64_t start, limit, stride; } hk_slice_dim;
+typedef struct hk_pad_dim { int64_t lo, hi, interior; } hk_pad_dim;
+
+/* replica_groups={{0,1},{2,3}} or replica_groups=[2,2]<=[4] */
+typedef struct hk_replica_groups {
+  int32_t n_groups;
+  const int32_t *group_start;      /* n_groups + 1 offsets into ids */
+  const int64_t *ids;
+  const hk_iota *iota;             /* non-NULL when spelled in iota form */
+} hk_replica_groups;
+
+typedef struct hk_pair { int64_t a, b; } hk_pair;
+
+typedef enum hk_cmp_dir { HK_CMP_NONE, HK_CMP_EQ, HK_CMP_NE, HK_CMP_LT, HK_CMP_LE, HK_CMP_GT, HK_CMP_GE } hk_cmp_dir;
+typedef enum hk_cmp_type { HK_CMPT_DEFAULT, HK_CMPT_FLOAT, HK_CMPT_TOTALORDER, HK_CMPT_SIGNED, HK_CMPT_UNSIGNED } hk_cmp_type;
+
+/* An attribute kept verbatim: name=value exactly as written. */
+typedef struct hk_raw_attr {
+  const char *name;
+  const char *value;
+} hk_raw_attr;
+
+/* ---- literals --------------------------------------------------------- */
+/* Dense row-major data in logical index order (layout does not matter),
+ * hk_prim_storage_bytes() per element: pred/s2/s4/u2/u4/f4/f8 one byte,
+ * f16/bf16 raw 16-bit patterns, c64 two floats, c128 two doubles. */
+typedef struct hk_literal {
+  const hk_shape *shape;
+  void *data;                      /* NULL for tuples and elided constants */
+  int64_t nbytes;
+  int32_t n_elems;                 /* tuple literal */
+  struct hk_literal **elems;
+  bool elided;                     /* printed as {...}: values unknown */
+} hk_literal;
+
+hk_literal *hk_literal_new(hk_module *m, const hk_shape *shape); /* zeroed */
+double hk_literal_get_f64(const hk_literal *l, int64_t linear_index);
+int64_t hk_literal_get_i64(const hk_literal *l, int64_t linear_index);
+void hk_literal_set_f64(hk_literal *l, int64_t linear_index, double v);
+void hk_literal_set_i64(hk_literal *l, int64_t linear_index, int64_t v);
+/* f16/bf16/f8 conversions used by literals and the evaluator. */
+float hk_half_to_float(uint16_t h);
+uint16_t hk_float_to_half(float f);
+float hk_bf16_to_float(uint16_t h);
+uint16_t hk_float_to_bf16(float f);     /* round to nearest even */
+double hk_small_float_decode(hk_prim p, uint8_t bits);    /* f8/f4 types */
+uint8_t hk_small_float_encode(hk_prim p, double v);
+
+/* ---- rarer instruction attributes ------------------------------------- */
+/* Allocated on demand by hk_instr_attrs(); zero means "absent" for every
+ * field (counts 0, pointers NULL, ids 0, flags false). */
+typedef struct hk_attrs {
+  hk_literal *literal;             /* constant */
+  int64_t parameter_number;        /* parameter */
+  int64_t tuple_index;             /* get-tuple-element: index= */
+  uint8_t cmp_dir, cmp_type;       /* compare: direction=, type= */
+  const hk_window *window;         /* conv, reduce-window, select-and-scatter */
+  const hk_conv_dnums *conv;       /* dim_labels= */
+  int64_t feature_group_count;     /* 0 = default (1) */
+  int64_t batch_group_count;       /* 0 = default (1) */
+  const hk_dot_dnums *dot;
+  const hk_gather_dnums *gather;
+  hk_i64s gather_slice_sizes;      /* gather slice_sizes= */
+  const hk_scatter_dnums *scatter;
+  bool indices_are_sorted, unique_indices;
+  int32_t n_slice;                 /* slice={[a:b:c], ...} */
+  const hk_slice_dim *slice;
+  hk_i64s dynamic_slice_sizes;     /* dynamic-slice */
+  int32_t n_pad;                   /* pad padding=lo_hi_interior x ... */
+  const hk_pad_dim *pad;
+  const hk_replica_groups *replica_groups;
+  int32_t n_source_target_pairs;
+  const hk_pair *source_target_pairs;
+  int64_t channel_id;              /* 0 = none */
+  bool use_global_device_ids, constrain_layout, is_host_transfer;
+  const char *custom_call_target;
+  bool custom_call_has_side_effect;
+  const char *backend_config;      /* verbatim text of the value, quotes included */
+  int32_t api_version;             /* 0 = unset / API_VERSION_ORIGINAL default */
+  const char *fusion_kind;         /* kLoop, kInput, kOutput, kCustom */
+  bool is_stable;                  /* sort */
+  const char *rng_distribution;    /* rng: rng_uniform / rng_normal */
+  const char *rng_algorithm;       /* rng-bit-generator: rng_default, ... */
+  int64_t rng_delta;               /* rng-get-and-update-state delta= */
+  const hk_metadata *metadata;
+  int32_t n_frontend_attributes;
+  const hk_kv *frontend_attributes;
+  int32_t n_control_preds;
+  hk_instr **control_preds;
+  int32_t n_control_succs;
+  hk_instr **control_succs;
+  int32_t n_operand_precision;     /* operand_precision={high,default} */
+  const char *const *operand_precision;
+  int32_t n_parameter_replication;
+  const bool *parameter_replication;
+  int64_t exponent_bits, mantissa_bits;   /* reduce-precision */
+  const char *infeed_config;       /* infeed/outfeed config string */
+  int64_t k; bool largest;         /* topk */
+  const char *fft_type; hk_i64s fft_length;
+  bool is_composite;               /* call */
+  const char *async_execution_thread;
+  /* Every other attribute, name=value verbatim, in the order written. */
+  int32_t n_raw;
+  const hk_raw_attr *raw;
+} hk_attrs;
+
+/* ---- instructions ------------------------------------------------------ */
+struct hk_instr {
+  uint16_t opcode;                 /* hk_opcode */
+  uint16_t flags;                  /* host-private bits; do not touch */
+  int32_t n_operands, cap_operands;
+  int32_t n_users, cap_users;
+  int32_t n_dims;                  /* dimensions=, iota_dimension= (1 entry) */
+  int32_t n_called;
+  int64_t id;                      /* unique in the module */
+  const char *name;                /* interned, unique in the module */
+  const hk_shape *shape;
+  hk_computation *parent;
+  hk_instr *prev, *next;           /* order within the computation */
+  hk_instr **operands;
+  hk_instr **users;                /* each user once, in order of first use */
+  int64_t *dims;
+  hk_computation **called;
+  const hk_sharding *sharding;     /* NULL = no sharding */
+  hk_attrs *attrs;                 /* NULL = none of the rarer attributes */
+  void *scratch;                   /* free for the running pass */
+};
+
+/* ---- computations ------------------------------------------------------ */
+struct hk_computation {
+  const char *name;                /* interned */
+  hk_module *module;
+  hk_instr *first, *last;          /* instruction list, in print order */
+  int64_t n_instrs;
+  hk_instr *root;
+  int32_t n_params;
+  hk_instr **params;               /* by parameter number */
+  bool is_entry;
+  const char *execution_thread;    /* NULL = "main" */
+  int32_t index;                   /* position in module->computations */
+  void *scratch;
+};
+
+/* ---- modules ------------------------------------------------------------ */
+typedef struct hk_program_shape {
+  int32_t n_params;
+  const hk_shape *const *params;
+  const char *const *param_names;  /* may be NULL */
+  const hk_shape *result;
+} hk_program_shape;
+
+typedef struct hk_module_config {
+  int64_t num_partitions;          /* 1 by default */
+  int64_t replica_count;           /* 1 by default */
+  bool use_spmd_partitioning;
+  bool is_scheduled;
+  bool has_entry_layout;           /* entry_computation_layout={...} given */
+  hk_program_shape entry_layout;
+  int32_t n_allow_prop_to_output;  /* allow_spmd_sharding_propagation_to_output={...} */
+  const bool *allow_prop_to_output;
+  int32_t n_allow_prop_to_params;
+  const bool *allow_prop_to_params;
+  int32_t n_frontend_attributes;
+  const hk_kv *frontend_attributes;
+  /* Recorded by the SPMD partitioner (RecordInputsOutputsSharding). */
+  int32_t n_spmd_parameters_shardings;
+  const hk_sharding *const *spmd_parameters_shardings;
+  const hk_sharding *spmd_output_sharding;
+  /* Other header attributes (input_output_alias=, buffer_donor=, ...),
+   * verbatim and in order. */
+  int32_t n_raw;
+  const hk_raw_attr *raw;
+} hk_module_config;
+
+struct hk_module {
+  const char *name;
+  hk_computation *entry;
+  int32_t n_computations, cap_computations;
+  hk_computation **computations;   /* in print order (callees first) */
+  hk_module_config config;
+  int64_t next_id;                 /* next instruction id */
+  struct hk_module_impl *impl;     /* host-private: arena, intern tables */
+};
+
+/* ---- module ------------------------------------------------------------ */
+hk_module *hk_module_new(const char *name);
+void hk_module_free(hk_module *m);
+/* Arena allocation: zeroed, 16-byte aligned, freed with the module. */
+void *hk_alloc(hk_module *m, size_t n);
+void *hk_memdup(hk_module *m, const void *p, size_t n);
+/* Interned NUL-terminated copy of s[0..len). */
+const char *hk_intern(hk_module *m, const char *s, size_t len);
+const char *hk_intern_cstr(hk_module *m, const char *s);
+/* Bytes the module holds (arena plus tables), for benchmarks. */
+size_t hk_module_memory(const hk_module *m);
+
+hk_computation *hk_module_find_computation(hk_module *m, const char *name);
+/* A new empty computation appended to the module (name made unique). */
+hk_computation *hk_computation_new(hk_module *m, const char *name);
+void hk_module_set_entry(hk_module *m, hk_computation *c);
+/* Removes a computation nobody calls any more. */
+void hk_module_remove_computation(hk_module *m, hk_computation *c);
+/* Reorders module->computations so every callee precedes its callers
+ * (stable otherwise), as XLA prints them. */
+void hk_module_sort_computations(hk_module *m);
+/* A name not yet used in the module: prefix, or prefix.N. */
+const char *hk_module_unique_name(hk_module *m, const char *prefix);
+/* Largest channel id in use + 1 (XLA's hlo_query::NextChannelId). */
+int64_t hk_module_next_channel_id(const hk_module *m);
+/* Deep copy of the whole module. */
+hk_module *hk_module_clone(const hk_module *m);
+
+/* ---- computation --------------------------------------------------------- */
+hk_instr *hk_computation_find_instr(hk_computation *c, const char *name);
+void hk_computation_set_root(hk_computation *c, hk_instr *root);
+/* Instructions in XLA's post order (operands and control predecessors
+ * first, otherwise list order).  Returns a malloc'ed array (caller frees);
+ * *n gets the count. */
+hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
+/* Computes the program shape (params by number, root shape). */
+hk_program_shape hk_computation_program_shape(hk_computation *c);
+
+/* ---- instruction ---------------------------------------------------------- */
+/* A new instruction appended to c's list, named `name` if unique in the
+ * module (else name.N; NULL means the opcode name).  Operands are linked,
+ * users updated. */
+hk_instr *hk_instr_new(hk_computation *c, hk_opcode op, const hk_shape *shape,
+                       int n_operands, hk_instr *const *operands,
+                       const char *name);
+/* As hk_instr_new but inserted just before `before` in its computation. */
+hk_instr *hk_instr_new_before(hk_instr *before, hk_opcode op, const hk_shape *shape,
+                              int n_operands, hk_instr *const *operands,
+                              const char *name);
+/* The attribute block, allocated (zeroed) on first use. */
+hk_attrs *hk_instr_attrs(hk_instr *i);
+void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims);
+void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called);
+void hk_instr_set_name(hk_instr *i, const char *name);   /* made unique */
+void hk_instr_append_operand(hk_instr *i, hk_instr *op);
+void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op);
+/* Every use of `old` (operands, and the root if it is one) now uses `new_`. */
+void hk_instr_replace_all_uses(hk_instr *old, hk_instr *new_);
+/* Unlinks and removes an instruction without users (operands' user lists
+ * updated, control edges dropped).  Returns an error if it still has users
+ * or is the root. */
+hk_status *hk_instr_remove(hk_instr *i);
+void hk_instr_add_control_dep(hk_instr *pred, hk_instr *succ);
+void hk_instr_remove_control_deps(hk_instr *i);
+/* Copies an instruction (attributes, sharding, dims, called) into
+ * computation c with new operands, appended. */
+hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src,
+                         const hk_shape *shape, int n_operands,
+                         hk_instr *const *operands, const char *name);
+/* True for ops XLA never removes as dead (side effects). */
+bool hk_instr_has_side_effect(const hk_instr *i);
+/* Convenience getters with XLA defaults. */
+int64_t hk_instr_channel_id(const hk_instr *i);
+int64_t hk_instr_parameter_number(const hk_instr *i);
+int64_t hk_instr_tuple_index(const hk_instr *i);
+const hk_metadata *hk_instr_metadata(const hk_instr *i);
+bool hk_instr_is_root(const hk_instr *i);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

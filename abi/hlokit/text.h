@@ -1,0 +1,52 @@
+/* text.h - XLA's HLO text format: parse and print modules and pieces.
+ *
+ * hk_parse_module() accepts both the long form (%-names, operand shapes,
+ * computation signatures) and the short form, with or without an HloModule
+ * header.  Errors are "FILE:LINE:COL: error: MESSAGE" in the status.
+ * hk_print_module() prints exactly as XLA's HloModule::ToString does for the
+ * chosen form, so print(parse(text)) is a fixed point. */
+#ifndef HLOKIT_TEXT_H
+#define HLOKIT_TEXT_H
+
+#include "ir.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum hk_print_form {
+  HK_PRINT_LONG,    /* XLA's default ToString: %names, operand shapes, signatures, large constants */
+  HK_PRINT_SHORT,   /* XLA's short parsable form: no %, no operand shapes */
+} hk_print_form;
+
+/* filename is used only in error messages (may be NULL: "<input>"). */
+hk_status *hk_parse_module(const char *text, size_t len, const char *filename,
+                           hk_module **out);
+
+/* Pieces, as XLA's ParseShape / ParseSharding / ... do (whole text must be
+ * consumed). */
+hk_status *hk_parse_shape(hk_module *m, const char *text, size_t len, const hk_shape **out);
+
+/* A growable output buffer. */
+typedef struct hk_buf {
+  char *data;
+  size_t len, cap;
+} hk_buf;
+void hk_buf_init(hk_buf *b);
+void hk_buf_free(hk_buf *b);
+void hk_buf_put(hk_buf *b, const char *s, size_t n);
+void hk_buf_puts(hk_buf *b, const char *s);
+void hk_buf_printf(hk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out);
+void hk_print_shape(const hk_shape *s, hk_buf *out);
+void hk_print_instr(const hk_instr *i, hk_print_form form, hk_buf *out);
+/* malloc'ed strings, for messages and tests. */
+char *hk_module_to_string(const hk_module *m, hk_print_form form);
+char *hk_shape_to_string(const hk_shape *s);
+char *hk_instr_to_string(const hk_instr *i, hk_print_form form);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
