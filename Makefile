@@ -1,8 +1,11 @@
 # hlokit - one entry point: make, make test, make bench, make install.
 #
 # make            build/libhlokit.so, build/hlokit, build/plugins/*.so
-# make test       Check suites (normal and ASan/UBSan builds) + conformance
+# make test       deps, Check suites (normal, ASan/UBSan, valgrind) + conformance
+# make valgrind   the Check suites of $(BUILD) under valgrind (no leaks)
+# make conformance  scripts/conformance.sh: pass rates against the floors
 # make bench      benchmarks (scripts/bench.sh)
+# make fuzz       libFuzzer run of the HLO parser (needs clang; FUZZ_TIME=60)
 # make install    PREFIX=/usr/local
 # BUILD=dir       build into another folder (e.g. to build in parallel)
 
@@ -35,12 +38,16 @@ TESTS_ONLY ?=
 TEST_SRC := $(sort $(if $(TESTS_ONLY),$(patsubst %,tests/%.c,$(TESTS_ONLY)),$(wildcard tests/test_*.c)))
 HEADERS  := $(wildcard abi/hlokit/*.h) $(wildcard host/*/*.h)
 
+VERSION  := $(shell sed -n 's/^\#define HK_VERSION_STRING "\(.*\)"/\1/p' abi/hlokit/hlokit.h)
 LIB      := $(BUILD)/libhlokit.so
 BIN      := $(BUILD)/hlokit
 PLUGIN_SOS := $(patsubst %,$(BUILD)/plugins/%.so,$(PLUGINS))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# Tools built from scripts/*.c, linked against libhlokit.so (not part of `all`,
+# so a restricted LIB_DIRS build does not need json/analysis).
+TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse $(BUILD)/hk-bench-pipeline
 
-.PHONY: all test check-tests conformance bench install clean deps fuzz
+.PHONY: all test check-tests valgrind conformance tools bench install clean deps fuzz
 all: $(LIB) $(BIN) $(PLUGIN_SOS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
@@ -64,29 +71,64 @@ $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN/..' $(CHECK_LIBS) $(LDLIBS)
 
+$(BUILD)/hk-%: scripts/%.c $(LIB) $(HEADERS)
+	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDFLAGS_SAN) $(LDLIBS)
+
+tools: $(TOOLS)
+
+deps:
+	@bash scripts/deps.sh
+
 check-tests: $(TESTS)
-	@scripts/run-checks.sh $(BUILD) $(TESTS)
+	@bash scripts/run-checks.sh $(BUILD) $(TESTS)
 
-# The README's test command: deps, normal + sanitizer Check suites, conformance.
+valgrind: $(TESTS)
+	@VALGRIND=1 bash scripts/run-checks.sh $(BUILD) $(TESTS)
+
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+
+# The README's test command: deps, normal + sanitizer + valgrind Check
+# suites, then the conformance runner against its floors.
 test:
-	@scripts/deps.sh
-	@$(MAKE) --no-print-directory all check-tests
-	@$(MAKE) --no-print-directory BUILD=build/san SAN=1 OPT="-O1 -g" all check-tests
-	@scripts/conformance.sh $(BUILD)
+	@bash scripts/deps.sh
+	@echo "== build and Check suites ($(BUILD))"
+	@$(MAKE) --no-print-directory -j$(NPROC) all tools check-tests
+	@echo "== ASan/UBSan build and Check suites (build/san)"
+	@$(MAKE) --no-print-directory -j$(NPROC) BUILD=build/san SAN=1 OPT="-O1 -g" all check-tests
+	@echo "== Check suites under valgrind ($(BUILD))"
+	@$(MAKE) --no-print-directory -j$(NPROC) valgrind
+	@echo "== conformance ($(BUILD))"
+	@bash scripts/conformance.sh $(BUILD)
 
-conformance: all
-	@scripts/conformance.sh $(BUILD)
+conformance: all tools
+	@bash scripts/conformance.sh $(BUILD)
 
-bench: all
-	@scripts/bench.sh $(BUILD)
+bench: all tools
+	@bash scripts/bench.sh $(BUILD)
+
+# libFuzzer target for the parser: the library sources compiled into the
+# fuzzer with coverage, seeded from fixtures/.  Needs clang.
+FUZZ_TIME ?= 60
+FUZZ_CC   ?= clang
+fuzz:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang ($(FUZZ_CC) not found)"; exit 2; }
+	@mkdir -p $(BUILD)/fuzz/corpus
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_parser \
+	  scripts/fuzz_parser.c $(LIB_SRC) $(LDLIBS)
+	cp fixtures/*.hlo $(BUILD)/fuzz/corpus/
+	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus
 
 install: all
-	install -d $(PREFIX)/bin $(PREFIX)/lib/hlokit/plugins $(PREFIX)/include/hlokit $(PREFIX)/lib/pkgconfig
-	install -m 755 $(BIN) $(PREFIX)/bin/hlokit
-	install -m 755 $(LIB) $(PREFIX)/lib/libhlokit.so
-	for p in $(PLUGIN_SOS); do install -m 755 $$p $(PREFIX)/lib/hlokit/plugins/; done
-	install -m 644 abi/hlokit/*.h $(PREFIX)/include/hlokit/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' scripts/hlokit.pc.in > $(PREFIX)/lib/pkgconfig/hlokit.pc
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/hlokit/plugins \
+	  $(DESTDIR)$(PREFIX)/include/hlokit $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/hlokit
+	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libhlokit.so
+	for p in $(PLUGIN_SOS); do install -m 755 $$p $(DESTDIR)$(PREFIX)/lib/hlokit/plugins/; done
+	install -m 644 abi/hlokit/*.h $(DESTDIR)$(PREFIX)/include/hlokit/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/hlokit.pc.in \
+	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hlokit.pc
 
 clean:
 	rm -rf build

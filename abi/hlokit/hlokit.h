@@ -23,5 +23,7 @@
 #include "text.h"
 #include "json.h"
 #include "analysis.h"
+#include "eval.h"
+#include "pass.h"
 
 #endif

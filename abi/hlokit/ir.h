@@ -230,6 +230,7 @@ struct hk_computation {
   const char *execution_thread;    /* NULL = "main" */
   int32_t index;                   /* position in module->computations */
   void *scratch;
+  int32_t cap_params;              /* allocated length of params */
 };
 
 /* ---- modules ------------------------------------------------------------ */
@@ -310,6 +311,10 @@ void hk_computation_set_root(hk_computation *c, hk_instr *root);
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
 /* Computes the program shape (params by number, root shape). */
 hk_program_shape hk_computation_program_shape(hk_computation *c);
+/* Puts parameter p in c->params at its parameter_number (set in
+ * hk_instr_attrs(p) first), growing the array; n_params becomes at least
+ * parameter_number + 1. */
+void hk_computation_register_param(hk_computation *c, hk_instr *p);
 
 /* ---- instruction ---------------------------------------------------------- */
 /* A new instruction appended to c's list, named `name` if unique in the

@@ -1,0 +1,242 @@
+/* eval.h - the HLO evaluator: values, one-device and multi-device runs.
+ *
+ * hk_eval_module() runs a module's entry computation on one device.
+ * hk_eval_spmd() runs it on num_replicas x num_partitions simulated devices
+ * at once (one thread per device); collectives meet through a collective
+ * back end (hk_collective_backend), an interface whose default
+ * implementation rendezvouses threads in this process, so another back end
+ * (e.g. one Open MPI rank per device) slots in without touching the
+ * evaluator.  Device ids are XLA's global ids:
+ *   device = replica * num_partitions + partition.
+ *
+ * Numerics: elementwise float ops compute in double and round once to the
+ * result type (exact for +,-,*,/,sqrt on f32).  dot and convolution
+ * accumulate f32 (and f16/bf16) in f32 and f64 in f64, like XLA's
+ * evaluator; reductions apply the reducer in operand order in the result
+ * type.  Integer ops follow XLA: x/0 = -1, INT_MIN/-1 = INT_MIN, x%0 = x,
+ * shifts by >= the bit width give 0 (or the sign for arithmetic right
+ * shifts), float->int converts saturate with NaN -> 0, min/max propagate
+ * NaN. */
+#ifndef HLOKIT_EVAL_H
+#define HLOKIT_EVAL_H
+
+#include "ir.h"
+#include "text.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- values ---------------------------------------------------------- */
+/* A runtime value: a dense array (row-major in logical index order, the
+ * hk_literal element encoding), a tuple of values, or a token.  Values are
+ * reference counted (atomically: one value may be an input of several
+ * devices); hk_value_release() drops a reference. */
+typedef struct hk_value {
+  uint8_t elem;                    /* hk_prim; HK_TUPLE, HK_TOKEN */
+  uint8_t rank;
+  int32_t refcount;
+  int64_t *dims;                   /* rank entries */
+  int64_t n;                       /* element count (arrays) */
+  void *data;                      /* n * hk_prim_storage_bytes(elem) bytes */
+  int64_t nbytes;
+  int32_t n_elems;                 /* tuples */
+  struct hk_value **elems;
+} hk_value;
+
+/* A zeroed array value. */
+hk_value *hk_value_new_array(hk_prim elem, int rank, const int64_t *dims);
+/* A tuple; takes over the references in elems[]. */
+hk_value *hk_value_new_tuple(int n, hk_value *const *elems);
+hk_value *hk_value_new_token(void);
+/* A zeroed value of the shape (tuples recursively). */
+hk_value *hk_value_of_shape(const hk_shape *s);
+/* A copy of a literal's data (tuple literals recursively).  Elided
+ * literals are an error. */
+hk_status *hk_value_from_literal(const hk_literal *l, hk_value **out);
+hk_value *hk_value_retain(hk_value *v);
+void hk_value_release(hk_value *v);
+/* A deep copy (fresh buffers). */
+hk_value *hk_value_clone(const hk_value *v);
+
+/* Element access by linear (row-major) index. get_i64 gives signed ints
+ * sign-extended and unsigned ints zero-extended (u64 as its bit pattern);
+ * set_* round/wrap to the element type (floats: round to nearest even;
+ * ints: wrap; pred: != 0). */
+double hk_value_get_f64(const hk_value *v, int64_t i);
+int64_t hk_value_get_i64(const hk_value *v, int64_t i);
+void hk_value_set_f64(hk_value *v, int64_t i, double x);
+void hk_value_set_i64(hk_value *v, int64_t i, int64_t x);
+
+/* True when the value has the shape's element type and dims (tuples
+ * recursively; layout ignored). */
+bool hk_value_matches_shape(const hk_value *v, const hk_shape *s);
+/* "f32[2,3]", "(f32[2], s32[])": a malloc'ed string. */
+char *hk_value_shape_string(const hk_value *v);
+/* Bytes held by the value's array leaves. */
+int64_t hk_value_byte_size(const hk_value *v);
+/* Number of array leaves; hk_value_leaf(v, k) is the k-th in order. */
+int64_t hk_value_leaf_count(const hk_value *v);
+const hk_value *hk_value_leaf(const hk_value *v, int64_t k);
+
+/* Deterministic pseudo-random value for a parameter: floats uniform in
+ * [-1, 1], signed ints in [-8, 8], unsigned ints in [0, 8], pred random.
+ * The same (seed, stream, shape) always gives the same value. */
+hk_value *hk_value_random(const hk_shape *s, uint64_t seed, uint64_t stream);
+
+/* ---- collective back ends -------------------------------------------- */
+/* One execution of a collective by one device.  `group` lists the global
+ * device ids taking part, in XLA's participant order; `rank` is this
+ * device's position in it.  (instr, sequence) identifies the execution: the
+ * sequence counts how often this device has run this instruction, so every
+ * participant of one execution presents the same key. */
+typedef struct hk_collective_op {
+  const hk_instr *instr;
+  int64_t sequence;
+  int64_t device;
+  int32_t rank;
+  int32_t group_size;
+  const int64_t *group;
+} hk_collective_op;
+
+/* Folds `in` into `acc` elementwise (n elements); used by all-reduce and
+ * reduce-scatter, applied in group order so every device gets the same
+ * bits. */
+typedef hk_status *(*hk_combine_fn)(void *ctx, void *acc, const void *in,
+                                    int64_t n);
+
+typedef struct hk_collective_backend hk_collective_backend;
+typedef struct hk_collective_vtable {
+  const char *name;
+  /* out = concatenation of every participant's `in` (nbytes each), in
+   * group order. */
+  hk_status *(*all_gather)(hk_collective_backend *b, const hk_collective_op *op,
+                           const void *in, int64_t nbytes, void *out);
+  /* out = combine over the group (in group order) of n elements of
+   * elem_bytes each. */
+  hk_status *(*all_reduce)(hk_collective_backend *b, const hk_collective_op *op,
+                           const void *in, void *out, int64_t n, int elem_bytes,
+                           hk_combine_fn combine, void *ctx);
+  /* `in` holds group_size chunks of n elements; out = combine over the
+   * group of chunk `rank`. */
+  hk_status *(*reduce_scatter)(hk_collective_backend *b, const hk_collective_op *op,
+                               const void *in, void *out, int64_t n, int elem_bytes,
+                               hk_combine_fn combine, void *ctx);
+  /* `in` holds group_size chunks of chunk_bytes; out chunk j = chunk `rank`
+   * of participant j. */
+  hk_status *(*all_to_all)(hk_collective_backend *b, const hk_collective_op *op,
+                           const void *in, int64_t chunk_bytes, void *out);
+  /* Sends `in` to device send_to (-1: none); receives into out from
+   * recv_from (-1: none; out is left as is).  group = every device named
+   * by the op's pairs in this device's id space. */
+  hk_status *(*collective_permute)(hk_collective_backend *b,
+                                   const hk_collective_op *op, const void *in,
+                                   int64_t nbytes, int64_t send_to,
+                                   int64_t recv_from, void *out);
+  /* Waits until every participant arrived. */
+  hk_status *(*barrier)(hk_collective_backend *b, const hk_collective_op *op);
+  /* A device failed: wake and fail every waiting participant. */
+  void (*abort)(hk_collective_backend *b, const char *why);
+  void (*destroy)(hk_collective_backend *b);
+} hk_collective_vtable;
+
+struct hk_collective_backend {
+  const hk_collective_vtable *vt;
+};
+
+/* The default back end: devices are threads of this process.  A
+ * rendezvous that waits longer than timeout_ms (0: 120000) fails, naming
+ * the instruction and who arrived. */
+hk_collective_backend *hk_collective_threads_new(int64_t num_devices,
+                                                 int64_t timeout_ms);
+
+/* ---- running ---------------------------------------------------------- */
+typedef struct hk_eval_options {
+  uint64_t seed;                   /* rng, rng-bit-generator state */
+  int64_t max_while_iterations;    /* 0: unlimited */
+  hk_collective_backend *backend;  /* hk_eval_spmd: NULL = threads */
+} hk_eval_options;
+
+enum { HK_EVAL_NUM_COLLECTIVE_KINDS = 6 };
+/* Collective kinds counted in hk_eval_stats, by index. */
+typedef enum hk_collective_kind {
+  HK_COLL_ALL_REDUCE, HK_COLL_ALL_GATHER, HK_COLL_REDUCE_SCATTER,
+  HK_COLL_ALL_TO_ALL, HK_COLL_COLLECTIVE_PERMUTE, HK_COLL_COLLECTIVE_BROADCAST,
+} hk_collective_kind;
+const char *hk_collective_kind_name(int kind);   /* "all-reduce", ... */
+
+typedef struct hk_eval_stats {
+  int64_t peak_live_bytes;         /* array buffers alive at once, incl. inputs */
+  int64_t instructions_executed;
+  int64_t collective_count[HK_EVAL_NUM_COLLECTIVE_KINDS];
+  int64_t collective_bytes[HK_EVAL_NUM_COLLECTIVE_KINDS];   /* operand bytes sent */
+} hk_eval_stats;
+
+/* Runs the entry computation with args (one per entry parameter; the
+ * callee does not take the references).  *result gets a new reference.
+ * stats may be NULL.  Replica and partition id are 0. */
+hk_status *hk_eval_module(const hk_module *m, hk_value *const *args, int n_args,
+                          hk_value **result, const hk_eval_options *opts,
+                          hk_eval_stats *stats);
+
+/* Runs the entry computation on every device at once.  args[d] holds the
+ * n_args parameters of device d (device = replica * num_partitions +
+ * partition); results[d] gets device d's result; stats (may be NULL) has
+ * one entry per device.  On error every device is stopped and no result
+ * is returned. */
+hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions,
+                        int64_t num_replicas, hk_value *const *const *args,
+                        int n_args, hk_value **results,
+                        const hk_eval_options *opts, hk_eval_stats *stats);
+
+
+/* ---- values and shardings ------------------------------------------------ */
+/* The piece of a global value that `device` holds under sharding s (tuple
+ * shardings per element; replicated, manual or unknown: the whole value;
+ * maximal: the whole value).  local is the per-device shape (its dims
+ * decide the piece's size; the part beyond the global bounds, the padding
+ * of uneven tiles, is zero). */
+hk_status *hk_value_shard(const hk_value *global, const hk_sharding *s,
+                          const hk_shape *global_shape, int64_t device,
+                          const hk_shape *local, hk_value **out);
+/* Reassembles a global value of global_shape from one value per device
+ * under sharding s: tiles are placed at their offsets; replicated values
+ * come from device 0, maximal ones from their device.  Devices that hold
+ * the same elements must agree bit for bit: otherwise *disagree (if not
+ * NULL) gets a malloc'ed description, first one only, and the value of
+ * the lowest device is kept. */
+hk_status *hk_value_unshard(hk_value *const *per_device, int64_t n_devices,
+                            const hk_sharding *s, const hk_shape *global_shape,
+                            hk_value **out, char **disagree);
+
+/* ---- comparing ------------------------------------------------------------- */
+typedef struct hk_compare_result {
+  bool equal;
+  double max_abs_error, max_rel_error;
+  bool has_mismatch;               /* first mismatch: */
+  int64_t mismatch_leaf, mismatch_index;
+  double expected, actual;
+  char *message;                   /* malloc'ed; shape/type mismatch or NULL */
+} hk_compare_result;
+/* Compares actual against expected leaf by leaf: integers and pred
+ * exactly, floats within atol + rtol * |expected| (NaN equals NaN; a
+ * negative atol/rtol picks the type's default: f32 1e-5/1e-4, f64
+ * 1e-9/1e-8, f16/bf16 and f8 looser). */
+void hk_value_compare(const hk_value *expected, const hk_value *actual, double atol,
+                      double rtol, hk_compare_result *out);
+void hk_compare_result_free(hk_compare_result *r);
+
+/* ---- JSON ----------------------------------------------------------------- */
+/* Appends {"shape": "f32[2]", "values": [...]} for one array value
+ * (floats as numbers; "inf", "-inf", "nan" as strings; pred as true/false). */
+void hk_value_leaf_to_json(const hk_value *v, hk_buf *out);
+/* Reads entry-parameter values from JSON: an array (or {"inputs": [...]})
+ * with one entry per parameter: {"shape": S, "values": [...]} or
+ * {"tuple": [...]} for tuple parameters. */
+hk_status *hk_values_from_json(const hk_module *m, const char *text, size_t len,
+                               hk_value ***out, int *n_out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

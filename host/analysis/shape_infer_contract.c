@@ -1,0 +1,343 @@
+/* shape_infer_contract.c - shape inference for dot, convolution, gather and scatter. */
+#include <string.h>
+
+#include "analysis_internal.h"
+
+#define OPND(c, k) ((c)->i->operands[k]->shape)
+
+static hk_prim elem_of(const hk_shape *s) { return (hk_prim)s->elem; }
+
+static bool contains(hk_i64s l, int64_t v) {
+  for (int k = 0; k < l.n; k++)
+    if (l.v[k] == v) return true;
+  return false;
+}
+
+/* Every entry in [0, rank) and no entry twice (also across `other`). */
+static hk_status *check_dim_list(ana_ctx *c, const char *what, hk_i64s l, int rank,
+                                 hk_i64s other, bool sorted) {
+  for (int k = 0; k < l.n; k++) {
+    if (l.v[k] < 0 || l.v[k] >= rank)
+      return ana_fail(c->i, "%s entry %lld is out of range for rank %d", what,
+                      (long long)l.v[k], rank);
+    for (int j = 0; j < k; j++)
+      if (l.v[j] == l.v[k])
+        return ana_fail(c->i, "%s repeats dimension %lld", what, (long long)l.v[k]);
+    if (contains(other, l.v[k]))
+      return ana_fail(c->i, "%s dimension %lld is used twice", what, (long long)l.v[k]);
+    if (sorted && k > 0 && l.v[k] < l.v[k - 1])
+      return ana_fail(c->i, "%s must be sorted", what);
+  }
+  return NULL;
+}
+
+static const hk_i64s no_dims = {0, NULL};
+
+/* ---- dot ------------------------------------------------------------------ */
+
+static hk_status *dot_result_type(ana_ctx *c, hk_prim l, hk_prim r, hk_prim *out) {
+  bool both_int = hk_prim_is_integral(l) && hk_prim_is_integral(r);
+  if (!ana_same_elem_ignoring_fp(l, r) && !both_int)
+    return ana_fail(c->i, "dot/convolution operand element types %s and %s do not match",
+                    hk_prim_name(l), hk_prim_name(r));
+  hk_prim from = hk_prim_bits(r) > hk_prim_bits(l) ? r : l;
+  hk_prim pref = elem_of(c->i->shape);
+  if (!hk_prim_is_array(pref)) pref = from;
+  if (pref != from && !hk_prim_is_float(from) && !hk_prim_is_complex(from) &&
+      hk_prim_bits(pref) < hk_prim_bits(from))
+    return ana_fail(c->i, "result type %s must not be narrower than the operand type %s",
+                    hk_prim_name(pref), hk_prim_name(from));
+  *out = pref;
+  return NULL;
+}
+
+static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
+  const hk_shape *l = OPND(c, 0), *r = OPND(c, 1);
+  if (!hk_shape_is_array(l) || !hk_shape_is_array(r))
+    return ana_fail(c->i, "dot operands must be arrays");
+  hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
+  if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
+  if (dn.lhs_batch.n != dn.rhs_batch.n)
+    return ana_fail(c->i, "dot must have as many lhs as rhs batch dimensions");
+  if (dn.lhs_contracting.n != dn.rhs_contracting.n)
+    return ana_fail(c->i, "dot must have as many lhs as rhs contracting dimensions");
+  HK_TRY(check_dim_list(c, "lhs_batch_dims", dn.lhs_batch, l->rank, no_dims, false));
+  HK_TRY(check_dim_list(c, "rhs_batch_dims", dn.rhs_batch, r->rank, no_dims, false));
+  HK_TRY(check_dim_list(c, "lhs_contracting_dims", dn.lhs_contracting, l->rank, dn.lhs_batch, false));
+  HK_TRY(check_dim_list(c, "rhs_contracting_dims", dn.rhs_contracting, r->rank, dn.rhs_batch, false));
+  for (int k = 0; k < dn.lhs_contracting.n; k++)
+    if (l->dims[dn.lhs_contracting.v[k]] != r->dims[dn.rhs_contracting.v[k]])
+      return ana_fail(c->i, "contracting dimension sizes differ: lhs %lld vs rhs %lld",
+                      (long long)l->dims[dn.lhs_contracting.v[k]],
+                      (long long)r->dims[dn.rhs_contracting.v[k]]);
+  for (int k = 0; k < dn.lhs_batch.n; k++)
+    if (l->dims[dn.lhs_batch.v[k]] != r->dims[dn.rhs_batch.v[k]])
+      return ana_fail(c->i, "batch dimension sizes differ: lhs %lld vs rhs %lld",
+                      (long long)l->dims[dn.lhs_batch.v[k]],
+                      (long long)r->dims[dn.rhs_batch.v[k]]);
+  hk_prim e;
+  HK_TRY(dot_result_type(c, elem_of(l), elem_of(r), &e));
+  int64_t dims[HK_MAX_RANK];
+  bool dyn[HK_MAX_RANK];
+  int n = 0;
+  for (int k = 0; k < dn.lhs_batch.n; k++, n++) {
+    dims[n] = l->dims[dn.lhs_batch.v[k]];
+    dyn[n] = l->dynamic && l->dynamic[dn.lhs_batch.v[k]];
+  }
+  for (int d = 0; d < l->rank; d++)
+    if (!contains(dn.lhs_batch, d) && !contains(dn.lhs_contracting, d) && n < HK_MAX_RANK) {
+      dyn[n] = l->dynamic && l->dynamic[d];
+      dims[n++] = l->dims[d];
+    }
+  for (int d = 0; d < r->rank; d++)
+    if (!contains(dn.rhs_batch, d) && !contains(dn.rhs_contracting, d) && n < HK_MAX_RANK) {
+      dyn[n] = r->dynamic && r->dynamic[d];
+      dims[n++] = r->dims[d];
+    }
+  *out = ana_array(c->m, e, n, dims, dyn);
+  return NULL;
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+static hk_status *conv_counts(ana_ctx *c, const hk_shape *l, const hk_shape *r,
+                              const hk_conv_dnums *dn, int64_t fgc, int64_t bgc) {
+  int64_t in_batch = l->dims[dn->input_batch], in_feat = l->dims[dn->input_feature];
+  int64_t k_in = r->dims[dn->kernel_input_feature], k_out = r->dims[dn->kernel_output_feature];
+  if (fgc <= 0 || bgc <= 0)
+    return ana_fail(c->i, "feature_group_count and batch_group_count must be positive");
+  if (fgc > 1 && bgc > 1)
+    return ana_fail(c->i, "feature_group_count and batch_group_count cannot both exceed 1");
+  if (in_batch % bgc != 0)
+    return ana_fail(c->i, "input batch %lld is not a multiple of batch_group_count %lld",
+                    (long long)in_batch, (long long)bgc);
+  if (in_feat % fgc != 0 || in_feat / fgc != k_in)
+    return ana_fail(c->i, "input features %lld / feature_group_count %lld must equal the "
+                    "kernel input features %lld", (long long)in_feat, (long long)fgc,
+                    (long long)k_in);
+  if (k_out % fgc != 0 || k_out % bgc != 0)
+    return ana_fail(c->i, "kernel output features %lld must be a multiple of the group counts",
+                    (long long)k_out);
+  return NULL;
+}
+
+static hk_status *conv_dims_valid(ana_ctx *c, const hk_conv_dnums *dn, int rank) {
+  int64_t all[3][HK_MAX_RANK + 2];
+  int64_t fixed[3][2] = {{dn->input_batch, dn->input_feature},
+                         {dn->kernel_input_feature, dn->kernel_output_feature},
+                         {dn->output_batch, dn->output_feature}};
+  const int64_t *sp[3] = {dn->input_spatial, dn->kernel_spatial, dn->output_spatial};
+  for (int t = 0; t < 3; t++) {
+    int n = 0;
+    all[t][n++] = fixed[t][0];
+    all[t][n++] = fixed[t][1];
+    for (int k = 0; k < dn->n_spatial; k++) all[t][n++] = sp[t][k];
+    for (int k = 0; k < n; k++) {
+      if (all[t][k] < 0 || all[t][k] >= rank)
+        return ana_fail(c->i, "convolution dimension number %lld is out of range for rank %d",
+                        (long long)all[t][k], rank);
+      for (int j = 0; j < k; j++)
+        if (all[t][j] == all[t][k])
+          return ana_fail(c->i, "convolution dimension numbers repeat dimension %lld",
+                          (long long)all[t][k]);
+    }
+  }
+  return NULL;
+}
+
+static hk_status *infer_convolution(ana_ctx *c, const hk_shape **out) {
+  const hk_shape *l = OPND(c, 0), *r = OPND(c, 1);
+  const hk_attrs *a = c->i->attrs;
+  if (!hk_shape_is_array(l) || !hk_shape_is_array(r))
+    return ana_fail(c->i, "convolution operands must be arrays");
+  if (!a || !a->conv) return ana_fail(c->i, "convolution is missing dim_labels");
+  const hk_conv_dnums *dn = a->conv;
+  int rank = dn->n_spatial + 2;
+  if (l->rank != rank || r->rank != rank)
+    return ana_fail(c->i, "convolution with %d spatial dimensions needs rank-%d operands, "
+                    "got %d and %d", (int)dn->n_spatial, rank, (int)l->rank, (int)r->rank);
+  HK_TRY(conv_dims_valid(c, dn, rank));
+  int64_t fgc = a->feature_group_count ? a->feature_group_count : 1;
+  int64_t bgc = a->batch_group_count ? a->batch_group_count : 1;
+  HK_TRY(conv_counts(c, l, r, dn, fgc, bgc));
+  int nw = a->window ? a->window->n_dims : 0;
+  if (nw != dn->n_spatial)
+    return ana_fail(c->i, "window has %d dimensions for %d spatial dimensions", nw,
+                    (int)dn->n_spatial);
+  int64_t in_sp[HK_MAX_RANK], out_sp[HK_MAX_RANK];
+  for (int k = 0; k < dn->n_spatial; k++) {
+    if (a->window->dims[k].size != r->dims[dn->kernel_spatial[k]])
+      return ana_fail(c->i, "window size %lld does not match kernel spatial dimension %lld",
+                      (long long)a->window->dims[k].size,
+                      (long long)r->dims[dn->kernel_spatial[k]]);
+    in_sp[k] = l->dims[dn->input_spatial[k]];
+  }
+  if (dn->n_spatial)
+    HK_TRY(ana_window_output(c->i, a->window, dn->n_spatial, in_sp, out_sp));
+  hk_prim e;
+  HK_TRY(dot_result_type(c, elem_of(l), elem_of(r), &e));
+  int64_t dims[HK_MAX_RANK];
+  dims[dn->output_batch] = l->dims[dn->input_batch] / bgc;
+  dims[dn->output_feature] = r->dims[dn->kernel_output_feature];
+  for (int k = 0; k < dn->n_spatial; k++) dims[dn->output_spatial[k]] = out_sp[k];
+  *out = ana_array(c->m, e, rank, dims, NULL);
+  return NULL;
+}
+
+/* ---- gather / scatter --------------------------------------------------------- */
+
+/* Index dims with the index vector dim appended when it equals the rank. */
+static hk_status *expanded_indices(ana_ctx *c, const hk_shape *idx, int64_t ivd,
+                                   int64_t *dims, int *rank) {
+  if (!hk_shape_is_array(idx) || !hk_prim_is_integral(elem_of(idx)))
+    return ana_fail(c->i, "start indices must be an integral array");
+  if (ivd < 0 || ivd > idx->rank)
+    return ana_fail(c->i, "index_vector_dim %lld is out of range for indices of rank %d",
+                    (long long)ivd, (int)idx->rank);
+  *rank = idx->rank;
+  memcpy(dims, idx->dims, sizeof(int64_t) * idx->rank);
+  if (ivd == idx->rank) {
+    if (*rank >= HK_MAX_RANK) return ana_fail(c->i, "indices rank too large");
+    dims[(*rank)++] = 1;
+  }
+  return NULL;
+}
+
+static hk_status *infer_gather(ana_ctx *c, const hk_shape **out) {
+  const hk_shape *op = OPND(c, 0), *idx = OPND(c, 1);
+  const hk_attrs *a = c->i->attrs;
+  if (!hk_shape_is_array(op)) return ana_fail(c->i, "gather operand must be an array");
+  if (!a || !a->gather) return ana_fail(c->i, "gather is missing its dimension numbers");
+  const hk_gather_dnums *dn = a->gather;
+  int64_t ex[HK_MAX_RANK + 1];
+  int ex_rank;
+  HK_TRY(expanded_indices(c, idx, dn->index_vector_dim, ex, &ex_rank));
+  int n_batch = ex_rank - 1;
+  int out_rank = dn->offset_dims.n + n_batch;
+  if (out_rank > HK_MAX_RANK) return ana_fail(c->i, "gather output rank too large");
+  HK_TRY(check_dim_list(c, "offset_dims", dn->offset_dims, out_rank, no_dims, true));
+  HK_TRY(check_dim_list(c, "collapsed_slice_dims", dn->collapsed_slice_dims, op->rank, no_dims, true));
+  HK_TRY(check_dim_list(c, "operand_batching_dims", dn->operand_batching_dims, op->rank,
+                        dn->collapsed_slice_dims, true));
+  HK_TRY(check_dim_list(c, "start_index_map", dn->start_index_map, op->rank, no_dims, false));
+  if (dn->start_index_map.n != ex[dn->index_vector_dim])
+    return ana_fail(c->i, "start_index_map has %d entries but the index vector has %lld",
+                    (int)dn->start_index_map.n, (long long)ex[dn->index_vector_dim]);
+  if (dn->operand_batching_dims.n != dn->start_indices_batching_dims.n)
+    return ana_fail(c->i, "operand_batching_dims and start_indices_batching_dims differ in size");
+  hk_i64s ss = a->gather_slice_sizes;
+  if (ss.n != op->rank)
+    return ana_fail(c->i, "slice_sizes has %d entries for an operand of rank %d", (int)ss.n,
+                    (int)op->rank);
+  for (int d = 0; d < op->rank; d++) {
+    if (ss.v[d] < 0 || ss.v[d] > op->dims[d])
+      return ana_fail(c->i, "slice size %lld is out of range for operand dimension %d of size %lld",
+                      (long long)ss.v[d], d, (long long)op->dims[d]);
+    if ((contains(dn->collapsed_slice_dims, d) || contains(dn->operand_batching_dims, d)) &&
+        ss.v[d] > 1)
+      return ana_fail(c->i, "collapsed or batching dimension %d must have slice size 0 or 1", d);
+  }
+  if (dn->offset_dims.n != op->rank - dn->collapsed_slice_dims.n - dn->operand_batching_dims.n)
+    return ana_fail(c->i, "offset_dims has %d entries, expected %d", (int)dn->offset_dims.n,
+                    (int)(op->rank - dn->collapsed_slice_dims.n - dn->operand_batching_dims.n));
+  int64_t dims[HK_MAX_RANK];
+  int od = 0, bd = 0;
+  for (int k = 0; k < out_rank; k++) {
+    if (contains(dn->offset_dims, k)) {
+      while (contains(dn->collapsed_slice_dims, od) || contains(dn->operand_batching_dims, od)) od++;
+      dims[k] = ss.v[od++];
+    } else {
+      if (bd == dn->index_vector_dim) bd++;
+      dims[k] = ex[bd++];
+    }
+  }
+  *out = ana_array(c->m, elem_of(op), out_rank, dims, NULL);
+  return NULL;
+}
+
+static hk_status *scatter_updates(ana_ctx *c, const hk_scatter_dnums *dn, const hk_shape *op,
+                                  const hk_shape *up, const int64_t *ex, int ex_rank) {
+  char a[128];
+  int want_rank = dn->update_window_dims.n + ex_rank - 1;
+  if (!hk_shape_is_array(up) || up->rank != want_rank)
+    return ana_fail(c->i, "updates %s must have rank %d", ana_shape_str(up, a, sizeof a),
+                    want_rank);
+  HK_TRY(check_dim_list(c, "update_window_dims", dn->update_window_dims, up->rank, no_dims, true));
+  int od = 0, sd = 0;
+  for (int k = 0; k < up->rank; k++) {
+    if (contains(dn->update_window_dims, k)) {
+      while (contains(dn->inserted_window_dims, od) || contains(dn->input_batching_dims, od)) od++;
+      if (od >= op->rank || up->dims[k] > op->dims[od])
+        return ana_fail(c->i, "update window dimension %d of size %lld exceeds the operand",
+                        k, (long long)up->dims[k]);
+      od++;
+    } else {
+      if (sd == dn->index_vector_dim) sd++;
+      if (up->dims[k] != ex[sd])
+        return ana_fail(c->i, "update scatter dimension %d has size %lld, indices have %lld",
+                        k, (long long)up->dims[k], (long long)ex[sd]);
+      sd++;
+    }
+  }
+  return NULL;
+}
+
+static hk_status *infer_scatter(ana_ctx *c, const hk_shape **out) {
+  int n_ops = c->i->n_operands;
+  const hk_attrs *a = c->i->attrs;
+  if (n_ops < 3 || n_ops % 2 == 0)
+    return ana_fail(c->i, "scatter needs 2N+1 operands (N >= 1), has %d", n_ops);
+  int n = (n_ops - 1) / 2;
+  if (n > HK_MAX_RANK) return ana_fail(c->i, "too many operands");
+  if (!a || !a->scatter) return ana_fail(c->i, "scatter is missing its dimension numbers");
+  if (c->i->n_called < 1 || !c->i->called[0] || !c->i->called[0]->root)
+    return ana_fail(c->i, "scatter is missing its to_apply computation");
+  const hk_scatter_dnums *dn = a->scatter;
+  const hk_shape *op = OPND(c, 0), *res[HK_MAX_RANK], *init[HK_MAX_RANK];
+  hk_prim up_elem[HK_MAX_RANK], acc[HK_MAX_RANK];
+  int64_t ex[HK_MAX_RANK + 1];
+  int ex_rank;
+  HK_TRY(expanded_indices(c, OPND(c, n), dn->index_vector_dim, ex, &ex_rank));
+  for (int k = 0; k < n; k++)
+    if (!hk_shape_is_array(OPND(c, k)) || !ana_same_dims(OPND(c, k), op))
+      return ana_fail(c->i, "scatter inputs must be arrays of one shape");
+  HK_TRY(check_dim_list(c, "inserted_window_dims", dn->inserted_window_dims, op->rank, no_dims, true));
+  HK_TRY(check_dim_list(c, "input_batching_dims", dn->input_batching_dims, op->rank,
+                        dn->inserted_window_dims, true));
+  HK_TRY(check_dim_list(c, "scatter_dims_to_operand_dims", dn->scatter_dims_to_operand_dims,
+                        op->rank, no_dims, false));
+  if (dn->scatter_dims_to_operand_dims.n != ex[dn->index_vector_dim])
+    return ana_fail(c->i, "scatter_dims_to_operand_dims has %d entries, the index vector %lld",
+                    (int)dn->scatter_dims_to_operand_dims.n, (long long)ex[dn->index_vector_dim]);
+  if (dn->update_window_dims.n != op->rank - dn->inserted_window_dims.n - dn->input_batching_dims.n)
+    return ana_fail(c->i, "update_window_dims has %d entries, expected %d",
+                    (int)dn->update_window_dims.n,
+                    (int)(op->rank - dn->inserted_window_dims.n - dn->input_batching_dims.n));
+  for (int k = 0; k < n; k++) {
+    HK_TRY(scatter_updates(c, dn, op, OPND(c, n + 1 + k), ex, ex_rank));
+    init[k] = ana_scalar(c->m, elem_of(OPND(c, k)));
+    up_elem[k] = elem_of(OPND(c, n + 1 + k));
+    res[k] = OPND(c, k);
+  }
+  HK_TRY(ana_check_reducer(c->i, c->i->called[0], n, init, up_elem, acc));
+  *out = ana_single_or_tuple(c->m, n, res);
+  return NULL;
+}
+
+hk_status *ana_infer_contract(ana_ctx *c, bool *handled, const hk_shape **out) {
+  *handled = true;
+  switch ((hk_opcode)c->i->opcode) {
+    case HK_OP_DOT:
+      if (c->i->n_operands < 2) return ana_fail(c->i, "dot needs two operands");
+      return infer_dot(c, out);
+    case HK_OP_CONVOLUTION: return infer_convolution(c, out);
+    case HK_OP_GATHER: return infer_gather(c, out);
+    case HK_OP_SCATTER: return infer_scatter(c, out);
+    case HK_OP_RAGGED_DOT:
+      return ana_fail_code(HK_UNIMPLEMENTED, c->i,
+                           "shape inference for ragged-dot is not implemented");
+    default:
+      *handled = false;
+      return NULL;
+  }
+}

@@ -1,0 +1,371 @@
+/* verifier.c - hk_verify_module: structure, operand counts, called computations, shapes, shardings and the entry layout. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "analysis_internal.h"
+
+hk_verify_options hk_verify_defaults(void) {
+  hk_verify_options o = {.check_shapes = true, .check_shardings = true,
+                         .layout_sensitive = false};
+  return o;
+}
+
+/* ---- a small pointer/string hash set -------------------------------------- */
+
+typedef struct ptr_set {
+  const void **keys;
+  uint32_t *vals;
+  size_t cap;
+} ptr_set;
+
+static size_t hash_ptr(const void *p) {
+  uint64_t x = (uint64_t)(uintptr_t)p;
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  return (size_t)x;
+}
+
+static size_t hash_str(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return (size_t)h;
+}
+
+static bool set_init(ptr_set *s, size_t n) {
+  s->cap = 16;
+  while (s->cap < n * 2 + 16) s->cap *= 2;
+  s->keys = calloc(s->cap, sizeof(void *));
+  s->vals = calloc(s->cap, sizeof(uint32_t));
+  return s->keys && s->vals;
+}
+
+static void set_free(ptr_set *s) {
+  free(s->keys);
+  free(s->vals);
+}
+
+/* Slot of key (by pointer, or by string content when `str`). */
+static size_t set_slot(const ptr_set *s, const void *key, bool str) {
+  size_t h = (str ? hash_str(key) : hash_ptr(key)) & (s->cap - 1);
+  while (s->keys[h] && (str ? strcmp(s->keys[h], key) != 0 : s->keys[h] != key))
+    h = (h + 1) & (s->cap - 1);
+  return h;
+}
+
+/* ---- messages ------------------------------------------------------------- */
+
+static hk_status *comp_fail(const hk_computation *c, const char *what) {
+  return hk_error(HK_INVALID_ARGUMENT, "computation '%s': %s", c->name ? c->name : "?", what);
+}
+
+/* ---- structure ------------------------------------------------------------- */
+
+static hk_status *check_operands(const hk_instr *i) {
+  for (int k = 0; k < i->n_operands; k++) {
+    const hk_instr *op = i->operands[k];
+    if (!op) return ana_fail(i, "operand %d is null", k);
+    if (op->parent != i->parent)
+      return ana_fail(i, "operand %d ('%s') is in a different computation ('%s')", k, op->name,
+                      op->parent && op->parent->name ? op->parent->name : "?");
+  }
+  const hk_attrs *a = i->attrs;
+  for (int k = 0; a && k < a->n_control_preds; k++)
+    if (!a->control_preds[k] || a->control_preds[k]->parent != i->parent)
+      return ana_fail(i, "control predecessor %d is not in the same computation", k);
+  for (int k = 0; k < i->n_called; k++)
+    if (!i->called[k] || i->called[k]->module != i->parent->module)
+      return ana_fail(i, "called computation %d is not in this module", k);
+  return NULL;
+}
+
+/* Parameters numbered 0..n-1, each once, and the computation's table. */
+static hk_status *check_parameters(const hk_computation *c) {
+  int64_t n = 0;
+  for (const hk_instr *i = c->first; i; i = i->next) n += i->opcode == HK_OP_PARAMETER;
+  const hk_instr **by_num = calloc((size_t)n + 1, sizeof(*by_num));
+  if (!by_num) return hk_error(HK_INTERNAL, "out of memory");
+  hk_status *st = NULL;
+  for (const hk_instr *i = c->first; i && !st; i = i->next) {
+    if (i->opcode != HK_OP_PARAMETER) continue;
+    int64_t p = hk_instr_parameter_number(i);
+    if (p < 0 || p >= n)
+      st = ana_fail(i, "parameter number %lld is out of range: the computation has %lld "
+                    "parameters", (long long)p, (long long)n);
+    else if (by_num[p])
+      st = ana_fail(i, "duplicate parameter number %lld (also '%s')", (long long)p,
+                    by_num[p]->name);
+    else
+      by_num[p] = i;
+  }
+  free(by_num);
+  if (st) return st;
+  if (c->n_params != n) return comp_fail(c, "parameter table does not match its parameters");
+  for (int32_t k = 0; k < c->n_params; k++)
+    if (!c->params[k] || c->params[k]->parent != c ||
+        hk_instr_parameter_number(c->params[k]) != k)
+      return comp_fail(c, "parameter table does not match its parameters");
+  return NULL;
+}
+
+/* Depth-first over operands and control predecessors; a back edge is a
+ * cycle.  `state` maps instruction -> 1 (on stack) / 2 (done). */
+static hk_status *check_acyclic(const hk_computation *c) {
+  ptr_set st;
+  if (!set_init(&st, (size_t)c->n_instrs)) {
+    set_free(&st);
+    return hk_error(HK_INTERNAL, "out of memory");
+  }
+  size_t cap = (size_t)c->n_instrs + 1;
+  const hk_instr **stack = malloc(sizeof(*stack) * cap);
+  int32_t *next = malloc(sizeof(int32_t) * cap);
+  hk_status *err = stack && next ? NULL : hk_error(HK_INTERNAL, "out of memory");
+  for (const hk_instr *root = c->first; root && !err; root = root->next) {
+    size_t h = set_slot(&st, root, false);
+    if (st.keys[h]) continue;
+    st.keys[h] = root;
+    st.vals[h] = 1;
+    size_t sp = 0;
+    stack[sp] = root;
+    next[sp++] = 0;
+    while (sp && !err) {
+      const hk_instr *i = stack[sp - 1];
+      int32_t k = next[sp - 1]++;
+      int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
+      if (k >= i->n_operands + n_ctl) {
+        st.vals[set_slot(&st, i, false)] = 2;
+        sp--;
+        continue;
+      }
+      const hk_instr *op = k < i->n_operands ? i->operands[k]
+                                              : i->attrs->control_preds[k - i->n_operands];
+      size_t oh = set_slot(&st, op, false);
+      if (st.keys[oh] && st.vals[oh] == 1)
+        err = ana_fail(i, "is part of a cycle through '%s'", op->name);
+      else if (!st.keys[oh] && sp < cap) {
+        st.keys[oh] = op;
+        st.vals[oh] = 1;
+        stack[sp] = op;
+        next[sp++] = 0;
+      }
+    }
+  }
+  free(stack);
+  free(next);
+  set_free(&st);
+  return err;
+}
+
+static hk_status *check_computation(const hk_module *m, const hk_computation *c,
+                                    ptr_set *names) {
+  if (c->module != m) return comp_fail(c, "belongs to another module");
+  if (!c->root) return comp_fail(c, "has no root instruction");
+  if (c->root->parent != c) return comp_fail(c, "root instruction is not in the computation");
+  int64_t count = 0;
+  for (const hk_instr *i = c->first; i; i = i->next, count++) {
+    if (i->parent != c) return ana_fail(i, "parent pointer does not name its computation");
+    if (!i->name) return comp_fail(c, "has an instruction without a name");
+    size_t h = set_slot(names, i->name, true);
+    if (names->keys[h])
+      return ana_fail(i, "name is not unique within the module");
+    names->keys[h] = i->name;
+    HK_TRY(check_operands(i));
+  }
+  if (count != c->n_instrs) return comp_fail(c, "instruction count does not match its list");
+  HK_TRY(check_parameters(c));
+  return check_acyclic(c);
+}
+
+static hk_status *check_structure(const hk_module *m) {
+  if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "module '%s' has no entry computation",
+                                 m->name ? m->name : "?");
+  size_t total = 0;
+  for (int32_t k = 0; k < m->n_computations; k++) total += (size_t)m->computations[k]->n_instrs;
+  ptr_set names;
+  if (!set_init(&names, total)) {
+    set_free(&names);
+    return hk_error(HK_INTERNAL, "out of memory");
+  }
+  hk_status *st = NULL;
+  bool entry_found = false;
+  for (int32_t k = 0; k < m->n_computations && !st; k++) {
+    entry_found |= m->computations[k] == m->entry;
+    st = check_computation(m, m->computations[k], &names);
+  }
+  set_free(&names);
+  if (!st && !entry_found)
+    st = hk_error(HK_INVALID_ARGUMENT, "entry computation is not in the module");
+  return st;
+}
+
+/* ---- per-instruction checks ------------------------------------------------ */
+
+static hk_status *check_called_count(const hk_instr *i) {
+  int n = i->n_called;
+  switch ((hk_opcode)i->opcode) {
+    case HK_OP_WHILE: case HK_OP_SELECT_AND_SCATTER:
+      return n == 2 ? NULL : ana_fail(i, "expects 2 called computations, has %d", n);
+    case HK_OP_CALL: case HK_OP_FUSION: case HK_OP_MAP: case HK_OP_REDUCE:
+    case HK_OP_REDUCE_WINDOW: case HK_OP_SCATTER: case HK_OP_SORT:
+    case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: case HK_OP_REDUCE_SCATTER:
+    case HK_OP_ASYNC_START:
+      return n == 1 ? NULL : ana_fail(i, "expects 1 called computation, has %d", n);
+    case HK_OP_ASYNC_UPDATE: case HK_OP_ASYNC_DONE:
+      return n <= 1 ? NULL : ana_fail(i, "expects at most 1 called computation, has %d", n);
+    case HK_OP_CONDITIONAL: case HK_OP_CUSTOM_CALL: case HK_OP_TOPK:
+      return NULL;
+    default:
+      return n == 0 ? NULL : ana_fail(i, "called computations specified for a non-caller "
+                                      "instruction");
+  }
+}
+
+static bool mixed_precision_allowed(hk_opcode op) {
+  switch (op) {
+    case HK_OP_CALL: case HK_OP_CONDITIONAL: case HK_OP_CONSTANT:
+    case HK_OP_CONVOLUTION: case HK_OP_DOT: case HK_OP_ALL_REDUCE:
+    case HK_OP_ALL_REDUCE_START: case HK_OP_ALL_REDUCE_DONE: case HK_OP_ALL_GATHER:
+    case HK_OP_ALL_GATHER_START: case HK_OP_ALL_GATHER_DONE: case HK_OP_ASYNC_DONE:
+    case HK_OP_ASYNC_UPDATE: case HK_OP_ASYNC_START: case HK_OP_COPY_DONE:
+    case HK_OP_COPY_START: case HK_OP_CUSTOM_CALL: case HK_OP_DOMAIN: case HK_OP_FUSION:
+    case HK_OP_GET_TUPLE_ELEMENT: case HK_OP_OPTIMIZATION_BARRIER: case HK_OP_INFEED:
+    case HK_OP_OUTFEED: case HK_OP_PARAMETER: case HK_OP_RECV: case HK_OP_RECV_DONE:
+    case HK_OP_REDUCE_PRECISION: case HK_OP_REDUCE_WINDOW: case HK_OP_SEND:
+    case HK_OP_SEND_DONE: case HK_OP_SORT: case HK_OP_TUPLE: case HK_OP_WHILE:
+      return true;
+    default:
+      return false;
+  }
+}
+
+static hk_prim first_float(const hk_shape *s, hk_prim seen, bool *mixed) {
+  if (hk_shape_is_tuple(s)) {
+    for (int k = 0; k < s->n_tuple; k++) seen = first_float(s->tuple[k], seen, mixed);
+    return seen;
+  }
+  if (!hk_prim_is_float((hk_prim)s->elem)) return seen;
+  if (seen != HK_PRIM_INVALID && seen != s->elem) *mixed = true;
+  return seen == HK_PRIM_INVALID ? (hk_prim)s->elem : seen;
+}
+
+/* XLA's CheckMixedPrecisionOperands (mixed precision is not allowed). */
+static hk_status *check_mixed_precision(const hk_instr *i) {
+  if (mixed_precision_allowed((hk_opcode)i->opcode)) return NULL;
+  hk_prim seen = HK_PRIM_INVALID;
+  bool mixed = false;
+  for (int k = 0; k < i->n_operands; k++) seen = first_float(i->operands[k]->shape, seen, &mixed);
+  if (mixed)
+    return ana_fail(i, "seen floating point types of different precisions, but mixed "
+                    "precision is disallowed");
+  return NULL;
+}
+
+/* XLA's comparison-type rule: float operands compare as FLOAT or
+ * TOTALORDER, others with their default (signed/unsigned). */
+static hk_status *check_compare_type(const hk_instr *i) {
+  if (i->opcode != HK_OP_COMPARE || !i->attrs || i->n_operands < 2) return NULL;
+  uint8_t t = i->attrs->cmp_type;
+  if (t == HK_CMPT_DEFAULT) return NULL;
+  hk_prim e = (hk_prim)i->operands[1]->shape->elem;
+  bool ok;
+  if (hk_prim_is_float(e)) ok = t == HK_CMPT_FLOAT || t == HK_CMPT_TOTALORDER;
+  else if (hk_prim_is_complex(e)) ok = t == HK_CMPT_FLOAT;
+  else if (hk_prim_is_signed_int(e)) ok = t == HK_CMPT_SIGNED;
+  else ok = t == HK_CMPT_UNSIGNED;
+  return ok ? NULL : ana_fail(i, "comparison type does not suit operands of type %s",
+                              hk_prim_name(e));
+}
+
+static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
+  HK_TRY(check_mixed_precision(i));
+  HK_TRY(check_compare_type(i));
+  ana_ctx c = {(hk_module *)m, i, true};
+  const hk_shape *inferred = NULL;
+  hk_status *st = ana_infer(&c, &inferred);
+  if (st && st->code == HK_UNIMPLEMENTED) {
+    hk_status_free(st);
+    return NULL;
+  }
+  if (st) return st;
+  if (!ana_compatible(i->shape, inferred)) {
+    char a[256], b[256];
+    return ana_fail(i, "declared shape %s does not match the inferred shape %s",
+                    ana_shape_str(i->shape, a, sizeof a), ana_shape_str(inferred, b, sizeof b));
+  }
+  return NULL;
+}
+
+/* XLA checks device ids only for SPMD modules with num_partitions > 1. */
+static int64_t sharding_device_limit(const hk_module *m) {
+  if (m->config.use_spmd_partitioning && m->config.num_partitions > 1)
+    return m->config.num_partitions;
+  return -1;
+}
+
+static hk_status *check_sharding(const hk_module *m, const hk_instr *i) {
+  if (!i->sharding) return NULL;
+  hk_status *st = hk_sharding_validate(i->sharding, i->shape, sharding_device_limit(m));
+  if (!st) return NULL;
+  char *s = hk_sharding_to_string(i->sharding);
+  hk_status *err = ana_fail(i, "invalid sharding %s: %s", s ? s : "?", st->message);
+  free(s);
+  hk_status_free(st);
+  return err;
+}
+
+static hk_status *check_instr(const hk_module *m, const hk_instr *i,
+                              const hk_verify_options *o) {
+  if (i->opcode >= HK_OPCODE_COUNT) return ana_fail(i, "unknown opcode %d", (int)i->opcode);
+  int arity = ana_opcode_arity((hk_opcode)i->opcode);
+  if (arity >= 0 && i->n_operands != arity)
+    return ana_fail(i, "expected %d operands for %s instruction, has %d", arity,
+                    hk_opcode_name((hk_opcode)i->opcode), (int)i->n_operands);
+  HK_TRY(check_called_count(i));
+  if (!i->shape) return ana_fail(i, "has no shape");
+  if (o->check_shapes) HK_TRY(check_shape(m, i));
+  if (o->check_shardings) HK_TRY(check_sharding(m, i));
+  return NULL;
+}
+
+/* ---- entry layout ---------------------------------------------------------- */
+
+static bool layout_match(const hk_shape *a, const hk_shape *b, bool sensitive) {
+  return sensitive ? hk_shape_equal_minor_to_major(a, b) : ana_compatible(a, b);
+}
+
+static hk_status *check_entry_layout(const hk_module *m, const hk_verify_options *o) {
+  if (!m->config.has_entry_layout) return NULL;
+  const hk_program_shape *ps = &m->config.entry_layout;
+  const hk_computation *e = m->entry;
+  char a[256], b[256];
+  if (ps->result && !layout_match(e->root->shape, ps->result, o->layout_sensitive))
+    return hk_error(HK_INVALID_ARGUMENT,
+                    "shape of the root instruction of entry computation '%s' (%s) should be "
+                    "compatible to the one specified in the module's entry computation "
+                    "layout (%s)", e->name, ana_shape_str(e->root->shape, a, sizeof a),
+                    ana_shape_str(ps->result, b, sizeof b));
+  if (ps->n_params != e->n_params)
+    return hk_error(HK_INVALID_ARGUMENT,
+                    "number of parameters in entry computation layout (%d) must be the same "
+                    "as the number of parameters of entry computation '%s' (%d)",
+                    (int)ps->n_params, e->name, (int)e->n_params);
+  for (int32_t k = 0; k < e->n_params; k++)
+    if (!layout_match(e->params[k]->shape, ps->params[k], o->layout_sensitive))
+      return hk_error(HK_INVALID_ARGUMENT,
+                      "shape of entry computation '%s' parameter %d is %s, which should be "
+                      "compatible to the one specified in the module's entry computation "
+                      "layout %s", e->name, k, ana_shape_str(e->params[k]->shape, a, sizeof a),
+                      ana_shape_str(ps->params[k], b, sizeof b));
+  return NULL;
+}
+
+hk_status *hk_verify_module(const hk_module *m, const hk_verify_options *opts) {
+  if (!m) return hk_error(HK_INVALID_ARGUMENT, "no module to verify");
+  hk_verify_options o = opts ? *opts : hk_verify_defaults();
+  HK_TRY(check_structure(m));
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      HK_TRY(check_instr(m, i, &o));
+  return check_entry_layout(m, &o);
+}

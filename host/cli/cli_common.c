@@ -1,0 +1,345 @@
+/* cli_common.c - what every hlokit subcommand shares: common options,
+ * plugin loading, reading a module (text or JSON), building and running
+ * the pipeline, and writing output whole or not at all. */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "commands.h"
+
+void hk_cli_common_init(hk_cli_common *c) {
+  memset(c, 0, sizeof *c);
+  c->num_partitions = -1;
+  c->num_replicas = -1;
+  c->print_form = HK_PRINT_LONG;
+}
+
+void hk_cli_common_free(hk_cli_common *c) {
+  free(c->plugin_files);
+  free(c->plugin_dirs);
+}
+
+bool hk_cli_is_option(const char *arg) { return arg[0] == '-' && arg[1] != '\0'; }
+
+int hk_cli_fail(const char *cmd, hk_status *st) {
+  fprintf(stderr, "hlokit %s: error: %s\n", cmd, st ? st->message : "unknown error");
+  hk_status_free(st);
+  return HK_EXIT_ERROR;
+}
+
+int hk_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "hlokit %s: error: ", cmd);
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "\nusage: %s\n", usage);
+  return HK_EXIT_ERROR;
+}
+
+/* ---- option parsing --------------------------------------------------------- */
+
+/* If argv[*i] is `name=VALUE` or `name VALUE`, returns VALUE (advancing *i
+ * past a separate value); else NULL.  *missing is set for `name` last. */
+static const char *option_value(const char *name, int argc, char **argv, int *i,
+                                bool *missing) {
+  const char *arg = argv[*i];
+  size_t n = strlen(name);
+  if (strncmp(arg, name, n) != 0) return NULL;
+  if (arg[n] == '=') return arg + n + 1;
+  if (arg[n] != '\0') return NULL;
+  if (*i + 1 >= argc) {
+    *missing = true;
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static void push(const char ***list, int32_t *n, const char *v) {
+  *list = realloc(*list, sizeof(char *) * (size_t)(*n + 1));
+  (*list)[(*n)++] = v;
+}
+
+static int parse_count(const char *opt, const char *v, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long x = strtoll(v, &end, 10);
+  if (errno || *end || !*v || x < 1) {
+    fprintf(stderr, "hlokit: error: %s expects a positive integer, got '%s'\n", opt, v);
+    return -1;
+  }
+  *out = x;
+  return 1;
+}
+
+static int parse_choice(const char *opt, const char *v, const char *a, const char *b,
+                        bool *is_b) {
+  if (strcmp(v, a) == 0 || strcmp(v, b) == 0) {
+    *is_b = strcmp(v, b) == 0;
+    return 1;
+  }
+  fprintf(stderr, "hlokit: error: %s expects %s or %s, got '%s'\n", opt, a, b, v);
+  return -1;
+}
+
+static int parse_flag(hk_cli_common *c, const char *arg) {
+  static const struct { const char *name; size_t off; } flags[] = {
+      {"--time-passes", offsetof(hk_cli_common, time_passes)},
+      {"--verify-each", offsetof(hk_cli_common, verify_each)},
+      {"--no-verify", offsetof(hk_cli_common, no_verify)},
+      {"--no-default-plugins", offsetof(hk_cli_common, no_default_plugins)},
+      {"--json", offsetof(hk_cli_common, json)},
+  };
+  for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+    if (strcmp(arg, flags[k].name) == 0) {
+      *(bool *)((char *)c + flags[k].off) = true;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+/* String-valued options stored as-is. */
+static int parse_string_option(hk_cli_common *c, int argc, char **argv, int *i, bool *missing) {
+  static const struct { const char *name; size_t off; } opts[] = {
+      {"--passes", offsetof(hk_cli_common, passes)},
+      {"--pipeline", offsetof(hk_cli_common, pipeline_file)},
+      {"--dump-after", offsetof(hk_cli_common, dump_after)},
+      {"--dump-dir", offsetof(hk_cli_common, dump_dir)},
+      {"--execution-threads", offsetof(hk_cli_common, execution_threads)},
+      {"-o", offsetof(hk_cli_common, output)},
+      {"--output", offsetof(hk_cli_common, output)},
+  };
+  for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+    const char *v = option_value(opts[k].name, argc, argv, i, missing);
+    if (v) {
+      *(const char **)((char *)c + opts[k].off) = v;
+      return 1;
+    }
+    if (*missing) return 0;
+  }
+  return 0;
+}
+
+static int parse_typed_option(hk_cli_common *c, int argc, char **argv, int *i, bool *missing) {
+  const char *v;
+  bool is_b;
+  if ((v = option_value("--load-pass-plugin", argc, argv, i, missing)))
+    return push(&c->plugin_files, &c->n_plugin_files, v), 1;
+  if ((v = option_value("--plugin-dir", argc, argv, i, missing)))
+    return push(&c->plugin_dirs, &c->n_plugin_dirs, v), 1;
+  if ((v = option_value("--num-partitions", argc, argv, i, missing)))
+    return parse_count("--num-partitions", v, &c->num_partitions);
+  if ((v = option_value("--num-replicas", argc, argv, i, missing)))
+    return parse_count("--num-replicas", v, &c->num_replicas);
+  if ((v = option_value("--print-form", argc, argv, i, missing))) {
+    int r = parse_choice("--print-form", v, "long", "short", &is_b);
+    c->print_form = is_b ? HK_PRINT_SHORT : HK_PRINT_LONG;
+    return r;
+  }
+  if ((v = option_value("--format", argc, argv, i, missing))) {
+    int r = parse_choice("--format", v, "hlo", "json", &is_b);
+    c->format_json = is_b;
+    return r;
+  }
+  return 0;
+}
+
+int hk_cli_parse_common(hk_cli_common *c, int argc, char **argv, int *i) {
+  bool missing = false;
+  int r = parse_flag(c, argv[*i]);
+  if (!r) r = parse_string_option(c, argc, argv, i, &missing);
+  if (!r && !missing) r = parse_typed_option(c, argc, argv, i, &missing);
+  if (missing) {
+    fprintf(stderr, "hlokit: error: %s needs a value\n", argv[*i]);
+    return -1;
+  }
+  return r;
+}
+
+/* ---- plugins -------------------------------------------------------------------- */
+
+hk_status *hk_cli_load_plugins(const hk_cli_common *c, hk_registry **out) {
+  hk_registry *reg = hk_registry_new();
+  hk_plugin_sources src = {c->n_plugin_dirs, c->plugin_dirs, c->n_plugin_files,
+                           c->plugin_files, c->no_default_plugins};
+  hk_status *st = hk_plugin_load_all(reg, &src);
+  if (st) {
+    hk_registry_free(reg);
+    return st;
+  }
+  *out = reg;
+  return NULL;
+}
+
+/* ---- input ------------------------------------------------------------------------ */
+
+static hk_status *read_all(const char *path, hk_buf *b) {
+  bool is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  if (!f) return hk_error(HK_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(b, chunk, n);
+  bool failed = ferror(f);
+  if (!is_stdin) fclose(f);
+  if (failed) return hk_error(HK_INVALID_ARGUMENT, "%s: read error", path);
+  hk_buf_put(b, "", 1);   /* NUL-terminate; not counted below */
+  b->len--;
+  return NULL;
+}
+
+static bool looks_like_json(const hk_buf *b) {
+  for (size_t i = 0; i < b->len; i++) {
+    char ch = b->data[i];
+    if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
+    return ch == '{';
+  }
+  return false;
+}
+
+hk_status *hk_cli_read_module(const char *path, hk_module **out) {
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *st = read_all(path, &b);
+  const char *name = strcmp(path, "-") == 0 ? "<stdin>" : path;
+  if (!st) {
+    if (looks_like_json(&b))
+      st = hk_module_from_json(b.data, b.len, name, out);
+    else
+      st = hk_parse_module(b.data, b.len, name, out);
+  }
+  hk_buf_free(&b);
+  return st;
+}
+
+void hk_cli_apply_config(const hk_cli_common *c, hk_module *m) {
+  if (c->num_partitions > 0) {
+    m->config.num_partitions = c->num_partitions;
+    if (c->num_partitions > 1) m->config.use_spmd_partitioning = true;
+  }
+  if (c->num_replicas > 0) m->config.replica_count = c->num_replicas;
+}
+
+/* ---- pipeline ------------------------------------------------------------------------ */
+
+static hk_status *pipeline_spec(const hk_cli_common *c, const hk_module *m,
+                                hk_pipeline_spec *spec) {
+  if (c->passes && c->pipeline_file)
+    return hk_error(HK_INVALID_ARGUMENT, "give --passes or --pipeline, not both");
+  if (c->pipeline_file) return hk_pipeline_spec_from_file(c->pipeline_file, &m->config, spec);
+  return hk_pipeline_spec_parse(c->passes ? c->passes : "", &m->config, spec);
+}
+
+hk_status *hk_cli_build_pipeline(const hk_cli_common *c, hk_registry *reg,
+                                 const hk_module *m, hk_pass **out) {
+  if (c->dump_after && !c->dump_dir)
+    return hk_error(HK_INVALID_ARGUMENT, "--dump-after needs --dump-dir=DIR");
+  hk_pipeline_spec spec;
+  HK_TRY(pipeline_spec(c, m, &spec));
+  hk_status *st = hk_pipeline_build(reg, &spec, "opt", out);
+  hk_pipeline_spec_free(&spec);
+  if (st) return st;
+  if (c->time_passes || c->verify_each || c->dump_after) {
+    hk_pipeline_run_options ro = {c->time_passes, c->verify_each, c->dump_after,
+                                  c->dump_dir, c->print_form, stderr};
+    hk_pipeline_set_run_options(*out, &ro);
+  }
+  return NULL;
+}
+
+hk_status *hk_cli_run_pipeline(const hk_cli_common *c, hk_pass *pipeline, hk_module *m,
+                               bool *changed) {
+  hk_exec_threads threads = hk_exec_threads_parse(c->execution_threads);
+  hk_status *st = hk_pass_run(pipeline, m, &threads, changed);
+  hk_exec_threads_free(&threads);
+  return st;
+}
+
+/* ---- output -------------------------------------------------------------------------- */
+
+void hk_cli_format_module(const hk_cli_common *c, const hk_module *m, hk_buf *out) {
+  if (c->format_json) {
+    hk_module_to_json(m, true, out);
+    if (out->len && out->data[out->len - 1] != '\n') hk_buf_put(out, "\n", 1);
+  } else {
+    hk_print_module(m, c->print_form, out);
+  }
+}
+
+static hk_status *write_fd(int fd, const char *path, const char *data, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, data, len);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", path, strerror(errno));
+    data += n;
+    len -= (size_t)n;
+  }
+  return NULL;
+}
+
+static hk_status *write_direct(const char *path, const char *data, size_t len) {
+  int fd = open(path, O_WRONLY);
+  if (fd < 0) return hk_error(HK_INVALID_ARGUMENT, "%s: cannot open: %s", path, strerror(errno));
+  hk_status *st = write_fd(fd, path, data, len);
+  if (close(fd) != 0 && !st)
+    st = hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", path, strerror(errno));
+  return st;
+}
+
+/* Mode for a new file: the old file's mode, or 0666 minus the umask. */
+static mode_t file_mode(const char *target) {
+  struct stat st;
+  if (stat(target, &st) == 0) return st.st_mode & 07777;
+  mode_t u = umask(0);
+  umask(u);
+  return 0666 & ~u;
+}
+
+static hk_status *write_atomic(const char *target, const char *data, size_t len) {
+  char *copy = strdup(target);
+  const char *dir = dirname(copy);
+  char *tmpl = malloc(strlen(dir) + strlen(target) + 32);
+  char *base_copy = strdup(target);
+  sprintf(tmpl, "%s/.%s.hlokit-XXXXXX", dir, basename(base_copy));
+  free(base_copy);
+  free(copy);
+  hk_status *st = NULL;
+  int fd = mkstemp(tmpl);
+  if (fd < 0) {
+    st = hk_error(HK_INVALID_ARGUMENT, "%s: cannot create a temporary file beside it: %s",
+                  target, strerror(errno));
+    free(tmpl);
+    return st;
+  }
+  st = write_fd(fd, target, data, len);
+  if (!st && fchmod(fd, file_mode(target)) != 0)
+    st = hk_error(HK_INVALID_ARGUMENT, "%s: chmod failed: %s", target, strerror(errno));
+  if (close(fd) != 0 && !st)
+    st = hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", target, strerror(errno));
+  if (!st && rename(tmpl, target) != 0)
+    st = hk_error(HK_INVALID_ARGUMENT, "%s: cannot replace: %s", target, strerror(errno));
+  if (st) unlink(tmpl);
+  free(tmpl);
+  return st;
+}
+
+hk_status *hk_cli_write_output(const char *path, const char *data, size_t len) {
+  if (!path || strcmp(path, "-") == 0) {
+    fflush(stdout);
+    return write_fd(STDOUT_FILENO, "<stdout>", data, len);
+  }
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return write_direct(path, data, len);
+  char *real = NULL;
+  struct stat lst;
+  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) real = realpath(path, NULL);
+  hk_status *s = write_atomic(real ? real : path, data, len);
+  free(real);
+  return s;
+}

@@ -1,0 +1,75 @@
+/* cmd_opt.c - `hlokit opt`: read a module, run a pass pipeline, print it. */
+#include <string.h>
+
+#include "commands.h"
+
+static const char usage[] =
+    "hlokit opt IN [-o OUT] [--print-form=short|long] [--format=hlo|json] [--no-verify]\n"
+    "          [--passes=P1,P2{key=value},...|@preset | --pipeline=FILE.json]\n"
+    "          [--num-partitions=N] [--num-replicas=R] [--execution-threads=a,b]\n"
+    "          [--time-passes] [--verify-each] [--dump-after=PASS|all --dump-dir=DIR]\n"
+    "          [--load-pass-plugin=PATH]... [--plugin-dir=DIR]... [--no-default-plugins]\n"
+    "  IN is HLO text or JSON (a file, or - for stdin); OUT defaults to stdout.";
+
+static hk_status *verify(const hk_module *m, const char *when) {
+  hk_verify_options vo = hk_verify_defaults();
+  hk_status *st = hk_verify_module(m, &vo);
+  return st ? hk_status_prefix(st, "%s", when) : NULL;
+}
+
+/* Everything after the arguments are parsed; the output is produced only
+ * when every step succeeded. */
+static hk_status *run_opt(const hk_cli_common *c, const char *in) {
+  hk_registry *reg;
+  HK_TRY(hk_cli_load_plugins(c, &reg));
+  hk_module *m = NULL;
+  hk_pass *pipeline = NULL;
+  hk_buf out;
+  hk_buf_init(&out);
+  hk_status *st = hk_cli_read_module(in, &m);
+  if (!st) hk_cli_apply_config(c, m);
+  if (!st && !c->no_verify) st = verify(m, "input module fails verification");
+  if (!st) st = hk_cli_build_pipeline(c, reg, m, &pipeline);
+  bool changed = false;
+  if (!st) st = hk_cli_run_pipeline(c, pipeline, m, &changed);
+  if (!st && !c->no_verify && changed)
+    st = verify(m, "module after the pipeline fails verification");
+  if (!st) {
+    hk_cli_format_module(c, m, &out);
+    st = hk_cli_write_output(c->output, out.data ? out.data : "", out.len);
+  }
+  hk_buf_free(&out);
+  hk_pass_destroy(pipeline);
+  hk_module_free(m);
+  hk_registry_free(reg);
+  return st;
+}
+
+int hk_cmd_opt(int argc, char **argv) {
+  hk_cli_common c;
+  hk_cli_common_init(&c);
+  const char *in = NULL;
+  int rc = HK_EXIT_OK;
+  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: %s\n", usage);
+      hk_cli_common_free(&c);
+      return HK_EXIT_OK;
+    }
+    int r = hk_cli_is_option(argv[i]) ? hk_cli_parse_common(&c, argc, argv, &i) : 0;
+    if (r < 0) rc = HK_EXIT_ERROR;
+    else if (r == 0 && hk_cli_is_option(argv[i]))
+      rc = hk_cli_usage_error("opt", usage, "unknown option '%s'", argv[i]);
+    else if (r == 0 && in)
+      rc = hk_cli_usage_error("opt", usage, "more than one input ('%s' and '%s')", in, argv[i]);
+    else if (r == 0)
+      in = argv[i];
+  }
+  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("opt", usage, "no input module");
+  if (rc == HK_EXIT_OK) {
+    hk_status *st = run_opt(&c, in);
+    if (st) rc = hk_cli_fail("opt", st);
+  }
+  hk_cli_common_free(&c);
+  return rc;
+}

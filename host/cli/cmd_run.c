@@ -1,0 +1,169 @@
+/* cmd_run.c - `hlokit run`: evaluate a module on one or several simulated devices. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands.h"
+
+static const char usage[] =
+    "hlokit run IN [--num-partitions=N] [--num-replicas=R] [--seed=S] [--inputs=FILE.json] [--json]\n"
+    "  Evaluates IN (HLO text or JSON) on R x N simulated devices (default: the module's\n"
+    "  num_partitions and replica_count).  Parameters come from --inputs (a JSON array with\n"
+    "  one {\"shape\": S, \"values\": [...]} per parameter, {\"tuple\": [...]} for tuples) or are\n"
+    "  generated from the seed (floats uniform in [-1,1], small integers, random pred); every\n"
+    "  device gets the same parameter values.";
+
+typedef struct run_opts {
+  uint64_t seed;
+  const char *inputs;
+} run_opts;
+
+static hk_status *read_text_file(const char *path, hk_buf *b) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return hk_error(HK_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
+  char chunk[1 << 16];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(b, chunk, n);
+  bool bad = ferror(f);
+  fclose(f);
+  return bad ? hk_error(HK_INVALID_ARGUMENT, "%s: read error", path) : NULL;
+}
+
+/* Parameter values from --inputs or from the seed (one per parameter). */
+static hk_status *make_inputs(const hk_module *m, const run_opts *o, hk_value ***out, int *n) {
+  if (o->inputs) {
+    hk_buf b;
+    hk_buf_init(&b);
+    hk_status *st = read_text_file(o->inputs, &b);
+    if (!st) st = hk_values_from_json(m, b.data ? b.data : "", b.len, out, n);
+    hk_buf_free(&b);
+    return st ? hk_status_prefix(st, "%s", o->inputs) : NULL;
+  }
+  const hk_computation *e = m->entry;
+  *n = e->n_params;
+  *out = calloc((size_t)(e->n_params ? e->n_params : 1), sizeof(hk_value *));
+  if (!*out) abort();
+  for (int i = 0; i < e->n_params; i++) (*out)[i] = hk_value_random(e->params[i]->shape, o->seed, (uint64_t)i);
+  return NULL;
+}
+
+static void print_leaf_summary(const hk_value *v, int64_t k) {
+  char *s = hk_value_shape_string(v);
+  printf("  output %lld: %s", (long long)k, s);
+  free(s);
+  int64_t shown = v->n < 8 ? v->n : 8;
+  printf(" = [");
+  for (int64_t i = 0; i < shown; i++) {
+    if (hk_prim_is_float((hk_prim)v->elem) || hk_prim_is_complex((hk_prim)v->elem))
+      printf("%s%g", i ? ", " : "", hk_value_get_f64(v, i));
+    else
+      printf("%s%lld", i ? ", " : "", (long long)hk_value_get_i64(v, i));
+  }
+  printf("%s]\n", v->n > shown ? ", ..." : "");
+}
+
+static void print_results(hk_value *const *res, int64_t n, int64_t parts, bool json) {
+  if (json) {
+    hk_buf b;
+    hk_buf_init(&b);
+    hk_buf_puts(&b, "{\"devices\": [");
+    for (int64_t d = 0; d < n; d++) {
+      hk_buf_printf(&b, "%s{\"replica\": %lld, \"partition\": %lld, \"outputs\": [", d ? ", " : "",
+                    (long long)(d / parts), (long long)(d % parts));
+      int64_t nl = hk_value_leaf_count(res[d]);
+      for (int64_t k = 0; k < nl; k++) {
+        if (k) hk_buf_puts(&b, ", ");
+        hk_value_leaf_to_json(hk_value_leaf(res[d], k), &b);
+      }
+      hk_buf_puts(&b, "]}");
+    }
+    hk_buf_puts(&b, "]}\n");
+    fwrite(b.data, 1, b.len, stdout);
+    hk_buf_free(&b);
+    return;
+  }
+  for (int64_t d = 0; d < n; d++) {
+    printf("device %lld (replica %lld, partition %lld):\n", (long long)d, (long long)(d / parts),
+           (long long)(d % parts));
+    int64_t nl = hk_value_leaf_count(res[d]);
+    for (int64_t k = 0; k < nl; k++) print_leaf_summary(hk_value_leaf(res[d], k), k);
+  }
+}
+
+static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const char *in) {
+  hk_module *m = NULL;
+  HK_TRY(hk_cli_read_module(in, &m));
+  int64_t parts = c->num_partitions > 0 ? c->num_partitions : m->config.num_partitions;
+  int64_t reps = c->num_replicas > 0 ? c->num_replicas : m->config.replica_count;
+  if (parts < 1) parts = 1;
+  if (reps < 1) reps = 1;
+  int64_t n = parts * reps;
+  hk_value **args = NULL;
+  int n_args = 0;
+  hk_status *st = make_inputs(m, o, &args, &n_args);
+  hk_value **res = calloc((size_t)n, sizeof(hk_value *));
+  hk_value *const **dev_args = malloc((size_t)n * sizeof(*dev_args));
+  if (!res || !dev_args) abort();
+  for (int64_t d = 0; d < n; d++) dev_args[d] = args;
+  hk_eval_options eo = {.seed = o->seed};
+  if (!st && n == 1) st = hk_eval_module(m, args, n_args, &res[0], &eo, NULL);
+  else if (!st) st = hk_eval_spmd(m, parts, reps, dev_args, n_args, res, &eo, NULL);
+  if (!st) print_results(res, n, parts, c->json);
+  for (int64_t d = 0; d < n; d++) hk_value_release(res[d]);
+  for (int i = 0; i < n_args; i++) hk_value_release(args[i]);
+  free(args);
+  free(res);
+  free(dev_args);
+  hk_module_free(m);
+  return st;
+}
+
+static int parse_run_option(run_opts *o, const char *arg) {
+  if (strncmp(arg, "--seed=", 7) == 0) {
+    char *end;
+    errno = 0;
+    o->seed = strtoull(arg + 7, &end, 0);
+    return *end || errno || !arg[7] ? -1 : 1;
+  }
+  if (strncmp(arg, "--inputs=", 9) == 0 && arg[9]) {
+    o->inputs = arg + 9;
+    return 1;
+  }
+  return 0;
+}
+
+int hk_cmd_run(int argc, char **argv) {
+  hk_cli_common c;
+  hk_cli_common_init(&c);
+  run_opts o = {0};
+  const char *in = NULL;
+  int rc = HK_EXIT_OK;
+  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: %s\n", usage);
+      hk_cli_common_free(&c);
+      return HK_EXIT_OK;
+    }
+    int r = parse_run_option(&o, argv[i]);
+    if (r < 0) {
+      rc = hk_cli_usage_error("run", usage, "bad value in '%s'", argv[i]);
+      break;
+    }
+    if (r == 0 && hk_cli_is_option(argv[i])) r = hk_cli_parse_common(&c, argc, argv, &i);
+    if (r < 0) rc = HK_EXIT_ERROR;
+    else if (r == 0 && hk_cli_is_option(argv[i]))
+      rc = hk_cli_usage_error("run", usage, "unknown option '%s'", argv[i]);
+    else if (r == 0 && in)
+      rc = hk_cli_usage_error("run", usage, "more than one input ('%s' and '%s')", in, argv[i]);
+    else if (r == 0)
+      in = argv[i];
+  }
+  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("run", usage, "no input module");
+  if (rc == HK_EXIT_OK) {
+    hk_status *st = run_module(&c, &o, in);
+    if (st) rc = hk_cli_fail("run", st);
+  }
+  hk_cli_common_free(&c);
+  return rc;
+}

@@ -1,0 +1,113 @@
+/* eval_internal.h - shared declarations of the evaluator's own files. */
+#ifndef HK_EVAL_INTERNAL_H
+#define HK_EVAL_INTERNAL_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlokit/hlokit.h"
+
+/* ---- memory accounting (per device thread) ---------------------------- */
+typedef struct hk_mem_counter {
+  int64_t live, peak;
+} hk_mem_counter;
+/* The counter array allocations and frees of this thread are charged to
+ * (NULL: none). */
+void hk_eval_set_mem_counter(hk_mem_counter *c);
+void hk_eval_mem_charge(int64_t bytes);
+
+/* ---- element helpers --------------------------------------------------- */
+static inline int hk_esize(int elem) { return hk_prim_storage_bytes((hk_prim)elem); }
+/* Wraps x to the bit width of an integer type (sign- or zero-extended). */
+int64_t hk_wrap_int(hk_prim p, int64_t x);
+/* Rounds a double to the precision of float type p (the value it would
+ * read back as). */
+double hk_round_to_type(hk_prim p, double x);
+/* Stores/loads a complex element (re, im); real types read im = 0. */
+void hk_value_get_c(const hk_value *v, int64_t i, double *re, double *im);
+void hk_value_set_c(hk_value *v, int64_t i, double re, double im);
+/* Row-major strides of a dims list (elements). */
+void hk_strides(int rank, const int64_t *dims, int64_t *strides);
+int64_t hk_dims_product(int rank, const int64_t *dims);
+/* An array value shaped like the instruction's (array) shape. */
+hk_value *hk_value_for_shape_dims(const hk_shape *s);
+
+/* ---- the per-device evaluator ------------------------------------------ */
+typedef struct hk_eval_plan hk_eval_plan;
+typedef struct hk_device_ctx hk_device_ctx;
+
+hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out);
+void hk_eval_plan_free(hk_eval_plan *p);
+
+struct hk_device_ctx {
+  const hk_eval_plan *plan;
+  const hk_eval_options *opts;
+  int64_t replica, partition, num_replicas, num_partitions;
+  hk_collective_backend *backend;      /* NULL on a single device */
+  int64_t *exec_count;                 /* per instruction (plan index) */
+  uint64_t rng_state;                  /* rng-get-and-update-state */
+  uint64_t rng_counter;                /* rng */
+  hk_mem_counter mem;
+  hk_eval_stats stats;
+};
+
+hk_status *hk_device_ctx_init(hk_device_ctx *d, const hk_eval_plan *plan,
+                              const hk_eval_options *opts);
+void hk_device_ctx_free(hk_device_ctx *d);
+/* Runs computation c with args; *out gets a new reference. */
+hk_status *hk_eval_computation(hk_device_ctx *d, const hk_computation *c,
+                               hk_value *const *args, int n_args, hk_value **out);
+int64_t hk_eval_plan_instr_index(const hk_eval_plan *p, const hk_instr *i);
+
+/* Scalar computation as a binary reducer: fast kinds are recognised,
+ * anything else is evaluated per element. */
+typedef enum hk_reducer_kind {
+  HK_RED_GENERIC, HK_RED_ADD, HK_RED_MUL, HK_RED_MAX, HK_RED_MIN,
+  HK_RED_AND, HK_RED_OR, HK_RED_XOR
+} hk_reducer_kind;
+hk_reducer_kind hk_reducer_kind_of(const hk_computation *c);
+
+/* ---- op families (each returns a new value in *out) --------------------- */
+typedef hk_status *(*hk_op_fn)(hk_device_ctx *d, const hk_instr *ins,
+                               hk_value *const *ops, hk_value **out);
+
+hk_status *hk_op_elementwise(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_bitcast_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* Converts one value to element type `to` with XLA's convert semantics. */
+hk_value *hk_convert_value(const hk_value *v, hk_prim to);
+
+hk_status *hk_op_broadcast(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_reshape(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_transpose(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_slice(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_dynamic_slice(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_dynamic_update_slice(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_pad(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_concatenate(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_reverse(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_iota(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_reduce(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_reduce_window(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_select_and_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_rng_get_and_update_state(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_collective(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+
+/* Applies a scalar computation to scalar values (for generic reducers,
+ * comparators, map). args are arrays of rank 0. */
+hk_status *hk_eval_scalar_call(hk_device_ctx *d, const hk_computation *c,
+                               hk_value *const *args, int n, hk_value **out);
+
+/* Names an instruction in an error: "op name: ..." */
+hk_status *hk_eval_error(const hk_instr *ins, hk_code code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

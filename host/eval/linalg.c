@@ -1,0 +1,317 @@
+/* linalg.c - dot (general dimension numbers, cache-blocked kernel) and
+ * convolution (windows, dilation, padding, feature and batch groups).
+ * f32/f16/bf16 accumulate in f32, f64 in f64, integers in int64 (wrapped
+ * to the result type). */
+#include "eval/eval_internal.h"
+
+typedef enum { ACC_F32, ACC_F64, ACC_INT } acc_kind;
+
+static acc_kind acc_of(hk_prim out, hk_prim a, hk_prim b) {
+  if (out == HK_F64 || a == HK_F64 || b == HK_F64) return ACC_F64;
+  if (hk_prim_is_float(out)) return ACC_F32;
+  return ACC_INT;
+}
+
+/* Offsets (in elements of v) of every combination of the listed dims,
+ * row-major over that list. */
+static int64_t *dim_offsets(const hk_value *v, int n, const int64_t *dims, int64_t *count) {
+  int64_t st[HK_MAX_RANK];
+  hk_strides(v->rank, v->dims, st);
+  int64_t c = 1;
+  for (int i = 0; i < n; i++) c *= v->dims[dims[i]];
+  int64_t *off = malloc((size_t)(c ? c : 1) * sizeof(int64_t));
+  if (!off) abort();
+  int64_t idx[HK_MAX_RANK] = {0};
+  for (int64_t k = 0; k < c; k++) {
+    int64_t o = 0;
+    for (int i = 0; i < n; i++) o += idx[i] * st[dims[i]];
+    off[k] = o;
+    for (int i = n - 1; i >= 0; i--) {
+      if (++idx[i] < v->dims[dims[i]]) break;
+      idx[i] = 0;
+    }
+  }
+  *count = c;
+  return off;
+}
+
+/* Dims of v not in either list, in order. */
+static int free_dims(const hk_value *v, hk_i64s a, hk_i64s b, int64_t *out) {
+  int n = 0;
+  for (int d = 0; d < v->rank; d++) {
+    bool used = false;
+    for (int i = 0; i < a.n; i++) used |= a.v[i] == d;
+    for (int i = 0; i < b.n; i++) used |= b.v[i] == d;
+    if (!used) out[n++] = d;
+  }
+  return n;
+}
+
+/* Packs v into [B][R][C] of doubles (or floats / int64, by kind). */
+static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64_t *orr,
+                   int64_t nr, const int64_t *oc, int64_t nc, acc_kind k) {
+  size_t es = k == ACC_F32 ? sizeof(float) : 8;
+  void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * es);
+  if (!p) abort();
+  int64_t w = 0;
+  for (int64_t b = 0; b < nb; b++)
+    for (int64_t r = 0; r < nr; r++)
+      for (int64_t c = 0; c < nc; c++, w++) {
+        int64_t i = ob[b] + orr[r] + oc[c];
+        if (k == ACC_F32)
+          ((float *)p)[w] = v->elem == HK_F32 ? ((const float *)v->data)[i] : (float)hk_value_get_f64(v, i);
+        else if (k == ACC_F64)
+          ((double *)p)[w] = hk_value_get_f64(v, i);
+        else
+          ((int64_t *)p)[w] = hk_value_get_i64(v, i);
+      }
+  return p;
+}
+
+enum { BLK_I = 64, BLK_K = 256, BLK_J = 512 };
+
+/* C[M][N] = A[M][K] * B[K][N], summing over k in order. */
+static void matmul_f32(const float *restrict A, const float *restrict B, float *restrict C,
+                       int64_t M, int64_t K, int64_t N) {
+  memset(C, 0, (size_t)(M * N) * sizeof(float));
+  for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
+    int64_t k1 = k0 + BLK_K < K ? k0 + BLK_K : K;
+    for (int64_t j0 = 0; j0 < N; j0 += BLK_J) {
+      int64_t j1 = j0 + BLK_J < N ? j0 + BLK_J : N;
+      for (int64_t i0 = 0; i0 < M; i0 += BLK_I) {
+        int64_t i1 = i0 + BLK_I < M ? i0 + BLK_I : M;
+        for (int64_t i = i0; i < i1; i++) {
+          float *restrict c = C + i * N;
+          for (int64_t k = k0; k < k1; k++) {
+            float a = A[i * K + k];
+            const float *restrict b = B + k * N;
+            for (int64_t j = j0; j < j1; j++) c[j] += a * b[j];
+          }
+        }
+      }
+    }
+  }
+}
+
+static void matmul_f64(const double *restrict A, const double *restrict B, double *restrict C,
+                       int64_t M, int64_t K, int64_t N) {
+  memset(C, 0, (size_t)(M * N) * sizeof(double));
+  for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
+    int64_t k1 = k0 + BLK_K < K ? k0 + BLK_K : K;
+    for (int64_t i = 0; i < M; i++) {
+      double *restrict c = C + i * N;
+      for (int64_t k = k0; k < k1; k++) {
+        double a = A[i * K + k];
+        const double *restrict b = B + k * N;
+        for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
+      }
+    }
+  }
+}
+
+static void matmul_int(const int64_t *A, const int64_t *B, int64_t *C, int64_t M, int64_t K,
+                       int64_t N) {
+  memset(C, 0, (size_t)(M * N) * sizeof(int64_t));
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t k = 0; k < K; k++) {
+      uint64_t a = (uint64_t)A[i * K + k];
+      for (int64_t j = 0; j < N; j++)
+        C[i * N + j] = (int64_t)((uint64_t)C[i * N + j] + a * (uint64_t)B[k * N + j]);
+    }
+}
+
+static hk_status *check_dot(const hk_instr *ins, const hk_value *l, const hk_value *r,
+                            const hk_dot_dnums *dn) {
+  if (l->elem == HK_TUPLE || r->elem == HK_TUPLE)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "dot of a tuple");
+  if (hk_prim_is_complex((hk_prim)l->elem) || hk_prim_is_complex((hk_prim)ins->shape->elem))
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "complex dot is not supported");
+  if (dn->lhs_batch.n != dn->rhs_batch.n || dn->lhs_contracting.n != dn->rhs_contracting.n)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "dimension numbers do not pair up");
+  for (int i = 0; i < dn->lhs_batch.n; i++)
+    if (l->dims[dn->lhs_batch.v[i]] != r->dims[dn->rhs_batch.v[i]])
+      return hk_eval_error(ins, HK_INVALID_ARGUMENT, "batch dimension %d sizes differ", i);
+  for (int i = 0; i < dn->lhs_contracting.n; i++)
+    if (l->dims[dn->lhs_contracting.v[i]] != r->dims[dn->rhs_contracting.v[i]])
+      return hk_eval_error(ins, HK_INVALID_ARGUMENT, "contracting dimension %d sizes differ", i);
+  return NULL;
+}
+
+hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                     hk_value **out) {
+  (void)d;
+  const hk_value *l = ops[0], *r = ops[1];
+  static const hk_dot_dnums empty;
+  const hk_dot_dnums *dn = ins->attrs && ins->attrs->dot ? ins->attrs->dot : &empty;
+  HK_TRY(check_dot(ins, l, r, dn));
+  int64_t lfree[HK_MAX_RANK], rfree[HK_MAX_RANK];
+  int nlf = free_dims(l, dn->lhs_batch, dn->lhs_contracting, lfree);
+  int nrf = free_dims(r, dn->rhs_batch, dn->rhs_contracting, rfree);
+  int64_t B, B2, M, N, K, K2;
+  int64_t *lb = dim_offsets(l, dn->lhs_batch.n, dn->lhs_batch.v, &B);
+  int64_t *lm = dim_offsets(l, nlf, lfree, &M);
+  int64_t *lk = dim_offsets(l, dn->lhs_contracting.n, dn->lhs_contracting.v, &K);
+  int64_t *rb = dim_offsets(r, dn->rhs_batch.n, dn->rhs_batch.v, &B2);
+  int64_t *rk = dim_offsets(r, dn->rhs_contracting.n, dn->rhs_contracting.v, &K2);
+  int64_t *rn = dim_offsets(r, nrf, rfree, &N);
+  hk_value *res = hk_value_for_shape_dims(ins->shape);
+  hk_status *st = NULL;
+  if (res->n != B * M * N) {
+    st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "result has %lld elements, dot gives %lld",
+                       (long long)res->n, (long long)(B * M * N));
+  } else {
+    acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)l->elem, (hk_prim)r->elem);
+    void *A = pack3(l, lb, B, lm, M, lk, K, k);
+    void *Bm = pack3(r, rb, B, rk, K, rn, N, k);
+    size_t es = k == ACC_F32 ? sizeof(float) : 8;
+    void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * es);
+    if (!C) abort();
+    for (int64_t b = 0; b < B; b++) {
+      const char *Ab = (const char *)A + (size_t)(b * M * K) * es;
+      const char *Bb = (const char *)Bm + (size_t)(b * K * N) * es;
+      if (k == ACC_F32) matmul_f32((const float *)Ab, (const float *)Bb, C, M, K, N);
+      else if (k == ACC_F64) matmul_f64((const double *)Ab, (const double *)Bb, C, M, K, N);
+      else matmul_int((const int64_t *)Ab, (const int64_t *)Bb, C, M, K, N);
+      for (int64_t i = 0; i < M * N; i++) {
+        int64_t o = b * M * N + i;
+        if (k == ACC_F32) {
+          if (res->elem == HK_F32) ((float *)res->data)[o] = ((float *)C)[i];
+          else hk_value_set_f64(res, o, ((float *)C)[i]);
+        } else if (k == ACC_F64) {
+          hk_value_set_f64(res, o, ((double *)C)[i]);
+        } else {
+          hk_value_set_i64(res, o, ((int64_t *)C)[i]);
+        }
+      }
+    }
+    free(A);
+    free(Bm);
+    free(C);
+  }
+  free(lb); free(lm); free(lk); free(rb); free(rk); free(rn);
+  if (st) {
+    hk_value_release(res);
+    return st;
+  }
+  *out = res;
+  return NULL;
+}
+
+/* ---- convolution ------------------------------------------------------------ */
+
+typedef struct conv_geom {
+  const hk_conv_dnums *dn;
+  const hk_window *win;
+  int ns;                          /* spatial dims */
+  int64_t lst[HK_MAX_RANK], kst[HK_MAX_RANK], ost[HK_MAX_RANK];
+  int64_t G, BG, IZ, OZ, IFG, OFG, out_batch;
+} conv_geom;
+
+static double *as_doubles(const hk_value *v) {
+  double *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(double));
+  if (!p) abort();
+  for (int64_t i = 0; i < v->n; i++) p[i] = hk_value_get_f64(v, i);
+  return p;
+}
+
+/* One output element: sum over kernel spatial positions and input
+ * features of its group. */
+static double conv_point(const conv_geom *g, const hk_value *lhs, const hk_value *rhs,
+                         const double *L, const double *R, const int64_t *oidx, acc_kind k) {
+  const hk_conv_dnums *dn = g->dn;
+  int64_t ob = oidx[dn->output_batch], of = oidx[dn->output_feature];
+  int64_t fg = of / g->OFG;
+  int64_t bg = of / (g->OZ / g->BG);
+  int64_t lb = bg * g->out_batch + ob;
+  int64_t kidx[HK_MAX_RANK] = {0};
+  int64_t kspatial = 1;
+  for (int s = 0; s < g->ns; s++) kspatial *= rhs->dims[dn->kernel_spatial[s]];
+  float accf = 0;
+  double accd = 0;
+  for (int64_t kp = 0; kp < kspatial; kp++) {
+    int64_t loff = lb * g->lst[dn->input_batch] + fg * g->IFG * g->lst[dn->input_feature];
+    int64_t roff = of * g->kst[dn->kernel_output_feature];
+    bool valid = true;
+    for (int s = 0; s < g->ns && valid; s++) {
+      const hk_window_dim *w = &g->win->dims[s];
+      int64_t stride = w->stride ? w->stride : 1, bd = w->base_dilation ? w->base_dilation : 1;
+      int64_t wd = w->window_dilation ? w->window_dilation : 1;
+      int64_t pos = oidx[dn->output_spatial[s]] * stride - w->pad_lo + kidx[s] * wd;
+      if (pos < 0 || pos % bd) { valid = false; break; }
+      pos /= bd;
+      if (pos >= lhs->dims[dn->input_spatial[s]]) { valid = false; break; }
+      loff += pos * g->lst[dn->input_spatial[s]];
+      int64_t kpos = w->reversal ? w->size - 1 - kidx[s] : kidx[s];
+      roff += kpos * g->kst[dn->kernel_spatial[s]];
+    }
+    if (valid) {
+      int64_t ls = g->lst[dn->input_feature], ks = g->kst[dn->kernel_input_feature];
+      for (int64_t z = 0; z < g->IFG; z++) {
+        if (k == ACC_F32) accf += (float)L[loff + z * ls] * (float)R[roff + z * ks];
+        else accd += L[loff + z * ls] * R[roff + z * ks];
+      }
+    }
+    for (int s = g->ns - 1; s >= 0; s--) {
+      if (++kidx[s] < rhs->dims[dn->kernel_spatial[s]]) break;
+      kidx[s] = 0;
+    }
+  }
+  return k == ACC_F32 ? accf : accd;
+}
+
+static hk_status *conv_setup(const hk_instr *ins, const hk_value *lhs, const hk_value *rhs,
+                             const hk_value *res, conv_geom *g) {
+  const hk_attrs *at = ins->attrs;
+  if (!at || !at->conv) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "missing dim_labels");
+  g->dn = at->conv;
+  g->ns = at->conv->n_spatial;
+  static const hk_window none;
+  g->win = at->window ? at->window : &none;
+  if (g->win->n_dims != g->ns)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "window has %d dims, %d spatial dims", g->win->n_dims, g->ns);
+  if (lhs->rank != g->ns + 2 || rhs->rank != g->ns + 2 || res->rank != g->ns + 2)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ranks do not match dim_labels");
+  if (hk_prim_is_complex((hk_prim)lhs->elem))
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "complex convolution is not supported");
+  hk_strides(lhs->rank, lhs->dims, g->lst);
+  hk_strides(rhs->rank, rhs->dims, g->kst);
+  hk_strides(res->rank, res->dims, g->ost);
+  g->G = at->feature_group_count > 0 ? at->feature_group_count : 1;
+  g->BG = at->batch_group_count > 0 ? at->batch_group_count : 1;
+  g->IZ = lhs->dims[g->dn->input_feature];
+  g->OZ = rhs->dims[g->dn->kernel_output_feature];
+  g->IFG = g->IZ / g->G;
+  g->OFG = g->OZ / g->G;
+  g->out_batch = lhs->dims[g->dn->input_batch] / g->BG;
+  if (g->IZ % g->G || g->OZ % g->G || g->OZ % g->BG || rhs->dims[g->dn->kernel_input_feature] != g->IFG)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "feature/batch group counts do not divide the dims");
+  return NULL;
+}
+
+hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                             hk_value **out) {
+  (void)d;
+  const hk_value *lhs = ops[0], *rhs = ops[1];
+  hk_value *res = hk_value_for_shape_dims(ins->shape);
+  conv_geom g;
+  hk_status *st = conv_setup(ins, lhs, rhs, res, &g);
+  if (st) {
+    hk_value_release(res);
+    return st;
+  }
+  acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)lhs->elem, (hk_prim)rhs->elem);
+  if (k == ACC_INT) k = ACC_F64;   /* exact for the integer sizes convolutions see */
+  double *L = as_doubles(lhs), *R = as_doubles(rhs);
+  int64_t oidx[HK_MAX_RANK] = {0};
+  for (int64_t i = 0; i < res->n; i++) {
+    hk_value_set_f64(res, i, conv_point(&g, lhs, rhs, L, R, oidx, k));
+    for (int j = res->rank - 1; j >= 0; j--) {
+      if (++oidx[j] < res->dims[j]) break;
+      oidx[j] = 0;
+    }
+  }
+  free(L);
+  free(R);
+  *out = res;
+  return NULL;
+}

@@ -1,0 +1,140 @@
+/* sort.c - sort: multi-operand, custom comparator, always stable (merge sort). */
+#include <math.h>
+
+#include "eval/eval_internal.h"
+
+typedef struct sort_ctx {
+  hk_device_ctx *d;
+  const hk_computation *cmp;
+  int N;
+  hk_value *const *ops;
+  int64_t base, stride;            /* current row */
+  int fast_dir;                    /* 0: generic; else HK_CMP_LT / HK_CMP_GT */
+  bool total_order;
+  hk_status *err;
+} sort_ctx;
+
+static uint64_t total_key(double x) {
+  uint64_t b;
+  memcpy(&b, &x, sizeof b);
+  return (b >> 63) ? ~b : b | (UINT64_C(1) << 63);
+}
+
+static hk_value *scalar_at(const hk_value *v, int64_t i) {
+  hk_value *s = hk_value_new_array((hk_prim)v->elem, 0, NULL);
+  int es = hk_esize(v->elem);
+  memcpy(s->data, (const uint8_t *)v->data + i * es, (size_t)es);
+  return s;
+}
+
+static bool fast_less(const sort_ctx *c, int64_t x, int64_t y) {
+  const hk_value *v = c->ops[0];
+  int64_t ix = c->base + x * c->stride, iy = c->base + y * c->stride;
+  int r;
+  if (hk_prim_is_float((hk_prim)v->elem)) {
+    double a = hk_value_get_f64(v, ix), b = hk_value_get_f64(v, iy);
+    if (c->total_order) {
+      uint64_t ka = total_key(a), kb = total_key(b);
+      r = (ka > kb) - (ka < kb);
+    } else {
+      if (isnan(a) || isnan(b)) return false;
+      r = (a > b) - (a < b);
+    }
+  } else if (hk_prim_is_signed_int((hk_prim)v->elem)) {
+    int64_t a = hk_value_get_i64(v, ix), b = hk_value_get_i64(v, iy);
+    r = (a > b) - (a < b);
+  } else {
+    uint64_t a = (uint64_t)hk_value_get_i64(v, ix), b = (uint64_t)hk_value_get_i64(v, iy);
+    r = (a > b) - (a < b);
+  }
+  return c->fast_dir == HK_CMP_LT ? r < 0 : r > 0;
+}
+
+static bool generic_less(sort_ctx *c, int64_t x, int64_t y) {
+  if (c->err) return false;
+  hk_value *args[32];
+  for (int k = 0; k < c->N; k++) {
+    args[2 * k] = scalar_at(c->ops[k], c->base + x * c->stride);
+    args[2 * k + 1] = scalar_at(c->ops[k], c->base + y * c->stride);
+  }
+  hk_value *r = NULL;
+  c->err = hk_eval_scalar_call(c->d, c->cmp, args, 2 * c->N, &r);
+  for (int k = 0; k < 2 * c->N; k++) hk_value_release(args[k]);
+  bool less = !c->err && hk_value_get_i64(r, 0) != 0;
+  hk_value_release(r);
+  return less;
+}
+
+static bool less(sort_ctx *c, int64_t x, int64_t y) {
+  return c->fast_dir ? fast_less(c, x, y) : generic_less(c, x, y);
+}
+
+static void merge_sort(sort_ctx *c, int64_t *a, int64_t *tmp, int64_t n) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  merge_sort(c, a, tmp, h);
+  merge_sort(c, a + h, tmp, n - h);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) tmp[k++] = less(c, a[j], a[i]) ? a[j++] : a[i++];
+  while (i < h) tmp[k++] = a[i++];
+  while (j < n) tmp[k++] = a[j++];
+  memcpy(a, tmp, (size_t)n * sizeof(int64_t));
+}
+
+static void detect_fast(sort_ctx *c) {
+  const hk_instr *r = c->cmp->root;
+  c->fast_dir = 0;
+  if (r->opcode != HK_OP_COMPARE || r->n_operands != 2 || !r->attrs) return;
+  const hk_instr *a = r->operands[0], *b = r->operands[1];
+  if (a->opcode != HK_OP_PARAMETER || b->opcode != HK_OP_PARAMETER) return;
+  if (hk_instr_parameter_number(a) != 0 || hk_instr_parameter_number(b) != 1) return;
+  if (r->attrs->cmp_dir != HK_CMP_LT && r->attrs->cmp_dir != HK_CMP_GT) return;
+  if (hk_prim_is_complex((hk_prim)c->ops[0]->elem)) return;
+  c->fast_dir = r->attrs->cmp_dir;
+  c->total_order = r->attrs->cmp_type == HK_CMPT_TOTALORDER;
+}
+
+hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                      hk_value **out) {
+  int N = ins->n_operands;
+  if (N < 1 || N > 16 || ins->n_called < 1 || ins->n_dims != 1)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad sort operands, comparator or dimension");
+  const hk_value *a = ops[0];
+  int64_t dim = ins->dims[0];
+  if (dim < 0 || dim >= a->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad sort dimension");
+  for (int k = 0; k < N; k++)
+    if (ops[k]->elem == HK_TUPLE || ops[k]->n != a->n)
+      return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand %d does not match", k);
+  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL};
+  detect_fast(&c);
+  int64_t st[HK_MAX_RANK];
+  hk_strides(a->rank, a->dims, st);
+  int64_t n = a->dims[dim];
+  c.stride = st[dim];
+  hk_value *res[16];
+  for (int k = 0; k < N; k++) res[k] = hk_value_new_array((hk_prim)ops[k]->elem, a->rank, a->dims);
+  int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+  int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+  if (!perm || !tmp) abort();
+  int64_t rows = n ? a->n / n : 0;
+  int64_t inner = st[dim];
+  for (int64_t r = 0; r < rows && !c.err; r++) {
+    c.base = (r / inner) * inner * n + r % inner;
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    merge_sort(&c, perm, tmp, n);
+    for (int k = 0; k < N; k++) {
+      int es = hk_esize(ops[k]->elem);
+      for (int64_t i = 0; i < n; i++)
+        memcpy((uint8_t *)res[k]->data + (c.base + i * c.stride) * es,
+               (const uint8_t *)ops[k]->data + (c.base + perm[i] * c.stride) * es, (size_t)es);
+    }
+  }
+  free(perm);
+  free(tmp);
+  if (c.err) {
+    for (int k = 0; k < N; k++) hk_value_release(res[k]);
+    return hk_status_prefix(c.err, "%s", ins->name);
+  }
+  *out = N == 1 && ins->shape->elem != HK_TUPLE ? res[0] : hk_value_new_tuple(N, res);
+  return NULL;
+}

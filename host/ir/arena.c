@@ -1,0 +1,79 @@
+/* arena.c - chunked bump allocator: each module's memory, zeroed, freed at once. */
+#include "arena.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+struct hk_arena_chunk {
+  hk_arena_chunk *next;
+  size_t size;
+  /* data follows, 16-byte aligned */
+  _Alignas(16) char data[];
+};
+
+#define ARENA_FIRST_CHUNK 4096
+#define ARENA_MAX_CHUNK ((size_t)4 << 20)
+
+void hk_arena_init(hk_arena *a) {
+  a->chunks = NULL;
+  a->cur = a->end = NULL;
+  a->next_size = ARENA_FIRST_CHUNK;
+  a->bytes = 0;
+}
+
+void hk_arena_release(hk_arena *a) {
+  hk_arena_chunk *c = a->chunks;
+  while (c) {
+    hk_arena_chunk *next = c->next;
+    free(c);
+    c = next;
+  }
+  hk_arena_init(a);
+}
+
+static hk_arena_chunk *chunk_new(hk_arena *a, size_t size) {
+  hk_arena_chunk *c = calloc(1, sizeof *c + size);
+  if (!c) abort();
+  c->size = size;
+  a->bytes += size;
+  return c;
+}
+
+/* A big request gets its own chunk, linked behind the current one so the
+ * current chunk's free space is kept for later small requests. */
+static void *arena_alloc_dedicated(hk_arena *a, size_t n) {
+  hk_arena_chunk *c = chunk_new(a, (n + 15) & ~(size_t)15);
+  if (a->chunks) {
+    c->next = a->chunks->next;
+    a->chunks->next = c;
+  } else {
+    c->next = NULL;
+    a->chunks = c;
+  }
+  return c->data;
+}
+
+static void arena_new_current(hk_arena *a) {
+  hk_arena_chunk *c = chunk_new(a, a->next_size);
+  c->next = a->chunks;
+  a->chunks = c;
+  a->cur = c->data;
+  a->end = c->data + c->size;
+  if (a->next_size < ARENA_MAX_CHUNK) a->next_size *= 2;
+}
+
+void *hk_arena_alloc(hk_arena *a, size_t n, size_t align) {
+  if (n == 0) n = 1;
+  uintptr_t p = ((uintptr_t)a->cur + (align - 1)) & ~(uintptr_t)(align - 1);
+  if (a->cur && p + n <= (uintptr_t)a->end) {
+    a->cur = (char *)(p + n);
+    return (void *)p;
+  }
+  if (n > a->next_size / 4) return arena_alloc_dedicated(a, n);
+  arena_new_current(a);
+  p = (uintptr_t)a->cur;
+  a->cur = (char *)(p + n);
+  return (void *)p;
+}
+
+size_t hk_arena_bytes(const hk_arena *a) { return a->bytes; }

@@ -1,0 +1,22 @@
+/* arena.h - chunked bump allocator: zeroed memory freed all at once (host-private). */
+#ifndef HLOKIT_IR_ARENA_H
+#define HLOKIT_IR_ARENA_H
+
+#include <stddef.h>
+
+typedef struct hk_arena_chunk hk_arena_chunk;
+
+typedef struct hk_arena {
+  hk_arena_chunk *chunks;  /* newest first */
+  char *cur, *end;         /* free space in the newest chunk */
+  size_t next_size;        /* size of the next chunk */
+  size_t bytes;            /* total bytes of all chunks */
+} hk_arena;
+
+void hk_arena_init(hk_arena *a);
+void hk_arena_release(hk_arena *a);
+/* n zeroed bytes aligned to `align` (a power of two, at most 16). */
+void *hk_arena_alloc(hk_arena *a, size_t n, size_t align);
+size_t hk_arena_bytes(const hk_arena *a);
+
+#endif

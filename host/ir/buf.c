@@ -1,0 +1,56 @@
+/* buf.c - hk_buf: the growable output buffer every printer writes into. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlokit/text.h"
+
+void hk_buf_init(hk_buf *b) {
+  b->data = NULL;
+  b->len = 0;
+  b->cap = 0;
+}
+
+void hk_buf_free(hk_buf *b) {
+  free(b->data);
+  hk_buf_init(b);
+}
+
+/* Ensures room for n more bytes plus a terminating NUL. */
+static void buf_reserve(hk_buf *b, size_t n) {
+  size_t need = b->len + n + 1;
+  if (need <= b->cap) return;
+  size_t cap = b->cap ? b->cap : 64;
+  while (cap < need) cap *= 2;
+  char *d = realloc(b->data, cap);
+  if (!d) abort();
+  b->data = d;
+  b->cap = cap;
+}
+
+void hk_buf_put(hk_buf *b, const char *s, size_t n) {
+  buf_reserve(b, n);
+  if (n) memcpy(b->data + b->len, s, n);
+  b->len += n;
+  b->data[b->len] = 0;
+}
+
+void hk_buf_puts(hk_buf *b, const char *s) { hk_buf_put(b, s, strlen(s)); }
+
+void hk_buf_printf(hk_buf *b, const char *fmt, ...) {
+  char small[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if ((size_t)n < sizeof small) {
+    hk_buf_put(b, small, (size_t)n);
+    return;
+  }
+  buf_reserve(b, (size_t)n);
+  va_start(ap, fmt);
+  vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+  va_end(ap);
+  b->len += (size_t)n;
+}

@@ -1,0 +1,159 @@
+/* computation.c - computations: lookup, root, parameters, post order, program shape. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "irpriv.h"
+
+hk_instr *hk_computation_find_instr(hk_computation *c, const char *name) {
+  if (!name) return NULL;
+  hk_instr *i = hk_ns_lookup(&c->module->impl->instr_names, name);
+  return i && i->parent == c ? i : NULL;
+}
+
+void hk_computation_set_root(hk_computation *c, hk_instr *root) { c->root = root; }
+
+void hk_computation_register_param(hk_computation *c, hk_instr *p) {
+  int64_t num = hk_instr_parameter_number(p);
+  if (num < 0) return;
+  if (num >= c->cap_params) {
+    int64_t cap = c->cap_params ? c->cap_params : 4;
+    while (cap <= num) cap *= 2;
+    hk_instr **params = hk_alloc(c->module, (size_t)cap * sizeof *params);
+    if (c->n_params) memcpy(params, c->params, (size_t)c->n_params * sizeof *params);
+    c->params = params;
+    c->cap_params = (int32_t)cap;
+  }
+  c->params[num] = p;
+  if (num >= c->n_params) c->n_params = (int32_t)num + 1;
+}
+
+/* ---- post order (XLA's MakeInstructionPostOrder) ------------------------------ */
+
+enum { VISIT_NEW = 0, VISIT_ACTIVE = 1, VISIT_DONE = 2 };
+
+/* The visit marks live in instr->flags; one post order at a time. */
+static pthread_mutex_t post_order_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static unsigned visit_state(const hk_instr *i) { return i->flags & HK_IFLAG_VISIT_MASK; }
+static void set_visit_state(hk_instr *i, unsigned s) {
+  i->flags = (uint16_t)((i->flags & ~HK_IFLAG_VISIT_MASK) | s);
+}
+
+typedef struct ptr_stack {
+  hk_instr **v;
+  size_t n, cap;
+} ptr_stack;
+
+static void stack_push(ptr_stack *s, hk_instr *i) {
+  if (visit_state(i) == VISIT_DONE) return;
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 64;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    if (!s->v) abort();
+  }
+  s->v[s->n++] = i;
+}
+
+/* Collectives sharing a channel id run together (XLA's
+ * ComputeChannelDependencies): each depends on the earlier ones. */
+typedef struct channel_deps {
+  hk_instr **order;      /* channel collectives, list order */
+  int64_t n;
+} channel_deps;
+
+static bool is_channel_collective(const hk_instr *i) {
+  switch ((hk_opcode)i->opcode) {
+    case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_ALL_TO_ALL:
+    case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_COLLECTIVE_PERMUTE:
+    case HK_OP_RAGGED_ALL_TO_ALL: case HK_OP_REDUCE_SCATTER:
+      return i->attrs && i->attrs->channel_id != 0;
+    default:
+      return false;
+  }
+}
+
+static void channel_deps_init(channel_deps *d, const hk_computation *c) {
+  d->order = NULL;
+  d->n = 0;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (is_channel_collective(i)) d->n++;
+  if (!d->n) return;
+  d->order = malloc((size_t)d->n * sizeof *d->order);
+  if (!d->order) abort();
+  int64_t k = 0;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (is_channel_collective(i)) d->order[k++] = i;
+}
+
+static void push_channel_deps(ptr_stack *s, const channel_deps *d, const hk_instr *cur) {
+  if (!d->n || !is_channel_collective(cur)) return;
+  int64_t ch = cur->attrs->channel_id;
+  for (int64_t k = 0; k < d->n && d->order[k] != cur; k++)
+    if (d->order[k]->attrs->channel_id == ch) stack_push(s, d->order[k]);
+}
+
+static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_instr **out,
+                     int64_t *n_out) {
+  s->n = 0;
+  stack_push(s, start);
+  while (s->n) {
+    hk_instr *cur = s->v[s->n - 1];
+    unsigned st = visit_state(cur);
+    if (st != VISIT_NEW) {
+      s->n--;
+      if (st != VISIT_DONE) {
+        set_visit_state(cur, VISIT_DONE);
+        out[(*n_out)++] = cur;
+      }
+      continue;
+    }
+    set_visit_state(cur, VISIT_ACTIVE);
+    if (cur != start) push_channel_deps(s, d, cur);
+    for (int32_t k = cur->n_operands; k-- > 0;) stack_push(s, cur->operands[k]);
+    if (cur->attrs)
+      for (int32_t k = 0; k < cur->attrs->n_control_preds; k++)
+        stack_push(s, cur->attrs->control_preds[k]);
+  }
+}
+
+hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
+  hk_instr **out = malloc((size_t)(c->n_instrs ? c->n_instrs : 1) * sizeof *out);
+  if (!out) abort();
+  int64_t n_out = 0;
+  ptr_stack s = {0};
+  channel_deps d;
+  channel_deps_init(&d, c);
+  pthread_mutex_lock(&post_order_lock);
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (i->n_users == 0) dfs_from(i, &s, &d, out, &n_out);
+  /* Instructions only reachable through a cycle (invalid IR) still appear. */
+  if (n_out < c->n_instrs)
+    for (hk_instr *i = c->first; i; i = i->next)
+      if (visit_state(i) == VISIT_NEW) dfs_from(i, &s, &d, out, &n_out);
+  for (hk_instr *i = c->first; i; i = i->next) set_visit_state(i, VISIT_NEW);
+  pthread_mutex_unlock(&post_order_lock);
+  free(s.v);
+  free(d.order);
+  *n = n_out;
+  return out;
+}
+
+hk_program_shape hk_computation_program_shape(hk_computation *c) {
+  hk_program_shape ps = {0};
+  hk_module *m = c->module;
+  ps.n_params = c->n_params;
+  if (c->n_params) {
+    const hk_shape **shapes = hk_alloc(m, (size_t)c->n_params * sizeof *shapes);
+    const char **names = hk_alloc(m, (size_t)c->n_params * sizeof *names);
+    for (int32_t k = 0; k < c->n_params; k++) {
+      hk_instr *p = c->params[k];
+      shapes[k] = p ? p->shape : NULL;
+      names[k] = p ? p->name : NULL;
+    }
+    ps.params = shapes;
+    ps.param_names = names;
+  }
+  ps.result = c->root ? c->root->shape : NULL;
+  return ps;
+}

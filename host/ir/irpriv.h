@@ -1,0 +1,119 @@
+/* irpriv.h - internals shared by the files of host/ir (module tables, name maps). */
+#ifndef HLOKIT_IR_IRPRIV_H
+#define HLOKIT_IR_IRPRIV_H
+
+#include "arena.h"
+#include "intern.h"
+
+/* ---- strings with a header ---------------------------------------------- */
+/* Strings kept in name maps carry their hash and length just before the
+ * characters, so tables need not store or recompute them. */
+typedef struct hk_strhdr {
+  uint32_t hash;
+  uint32_t len;
+} hk_strhdr;
+
+static inline const hk_strhdr *hk_str_hdr(const char *s) {
+  return (const hk_strhdr *)(const void *)(s - sizeof(hk_strhdr));
+}
+uint32_t hk_str_hash(const char *s, size_t len);
+/* A header string in the arena (not registered in any table). */
+const char *hk_str_new(hk_arena *a, const char *s, size_t len, uint32_t hash);
+
+/* ---- string map: header string -> value, open addressing ----------------- */
+/* Both words keep a pointer in their low 48 bits (user-space addresses fit)
+ * and 16 bits of the key's 32-bit hash above it: kt the high half, vt the
+ * low half.  Probing compares hashes without touching keys and growing
+ * never reads them. */
+typedef struct hk_strmap_entry {
+  uintptr_t kt;      /* key | hash >> 16 << 48; 0 = empty slot */
+  uintptr_t vt;      /* value | (hash & 0xffff) << 48 */
+} hk_strmap_entry;
+
+#define HK_STRMAP_PTR_BITS 48
+#define HK_STRMAP_PTR_MASK ((((uintptr_t)1) << HK_STRMAP_PTR_BITS) - 1)
+
+static inline const char *hk_strmap_key(const hk_strmap_entry *e) {
+  return (const char *)(e->kt & HK_STRMAP_PTR_MASK);
+}
+static inline void *hk_strmap_value(const hk_strmap_entry *e) {
+  return (void *)(e->vt & HK_STRMAP_PTR_MASK);
+}
+static inline void hk_strmap_set_value(hk_strmap_entry *e, const void *v) {
+  e->vt = (e->vt & ~HK_STRMAP_PTR_MASK) | ((uintptr_t)v & HK_STRMAP_PTR_MASK);
+}
+static inline uint32_t hk_strmap_hash(const hk_strmap_entry *e) {
+  return (uint32_t)((e->kt >> HK_STRMAP_PTR_BITS) << 16 | (e->vt >> HK_STRMAP_PTR_BITS));
+}
+
+typedef struct hk_strmap {
+  hk_strmap_entry *slots;   /* malloc'ed */
+  uint32_t mask;            /* capacity - 1, or 0 when no slots */
+  uint32_t count;
+} hk_strmap;
+
+void hk_strmap_free(hk_strmap *t);
+hk_strmap_entry *hk_strmap_find(const hk_strmap *t, const char *s, size_t len, uint32_t hash);
+/* Makes room for one more key, then returns the entry matching s or the
+ * empty slot where s belongs (kt == 0); fill that with hk_strmap_fill. */
+hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_t hash);
+void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *value);
+/* Adds key (a header string not yet present); returns its entry. */
+hk_strmap_entry *hk_strmap_add(hk_strmap *t, const char *key, void *value);
+size_t hk_strmap_bytes(const hk_strmap *t);
+
+/* ---- hash-cons tables ------------------------------------------------------ */
+typedef struct hk_hc_entry {
+  uint64_t hash;
+  const void *ptr;   /* NULL = empty */
+} hk_hc_entry;
+
+typedef struct hk_hctab {
+  hk_hc_entry *slots;
+  size_t mask, count;
+} hk_hctab;
+
+/* ---- name spaces (XLA's NameUniquer) --------------------------------------- */
+/* Values in a name map: the owner, or one of these. */
+#define HK_NAME_RESERVED NULL              /* handed out, not owned yet */
+#define HK_NAME_RETIRED ((void *)1)        /* owner removed; never reused */
+
+typedef struct hk_namespace {
+  hk_strmap names;      /* every name ever used -> owner */
+  hk_strmap counters;   /* root -> next id to try (only roots that collided) */
+  bool has_dot_zero;    /* some name ends in ".0" */
+} hk_namespace;
+
+/* A unique name for `want` (XLA rules), registered with owner. */
+const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,
+                         void *owner);
+/* Registers an exact name (already known to be free); returns the stored copy. */
+const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t len,
+                        void *owner);
+void *hk_ns_lookup(const hk_namespace *ns, const char *name);
+void hk_ns_retire(hk_namespace *ns, const char *name);
+void hk_ns_free(hk_namespace *ns);
+
+/* ---- the module's private part --------------------------------------------- */
+struct hk_module_impl {
+  hk_arena arena;
+  hk_strmap strings;              /* hk_intern */
+  hk_namespace instr_names;
+  hk_namespace comp_names;
+  hk_hctab hc[HK_HC_COUNT];
+};
+
+static inline hk_arena *hk_module_arena(hk_module *m) { return &m->impl->arena; }
+
+/* Arena allocation with a smaller alignment (pointer arrays, strings). */
+static inline void *hk_alloc_aligned(hk_module *m, size_t n, size_t align) {
+  return hk_arena_alloc(&m->impl->arena, n, align);
+}
+
+/* Deep copies used by cloning (clone.c). */
+hk_literal *hk_literal_copy(hk_module *m, const hk_literal *src);
+
+/* Host-private bits of hk_instr.flags. */
+#define HK_IFLAG_VISIT_MASK 3u      /* post-order DFS state */
+
+#endif

@@ -1,0 +1,204 @@
+/* module.c - hk_module: creation, arena, computations list, names and ordering. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "irpriv.h"
+
+hk_module *hk_module_new(const char *name) {
+  hk_module *m = calloc(1, sizeof *m);
+  if (!m) abort();
+  m->impl = calloc(1, sizeof *m->impl);
+  if (!m->impl) abort();
+  hk_arena_init(&m->impl->arena);
+  m->name = hk_intern_cstr(m, name ? name : "module");
+  m->config.num_partitions = 1;
+  m->config.replica_count = 1;
+  return m;
+}
+
+void hk_module_free(hk_module *m) {
+  if (!m) return;
+  struct hk_module_impl *impl = m->impl;
+  hk_strmap_free(&impl->strings);
+  hk_ns_free(&impl->instr_names);
+  hk_ns_free(&impl->comp_names);
+  for (int t = 0; t < HK_HC_COUNT; t++) free(impl->hc[t].slots);
+  hk_arena_release(&impl->arena);
+  free(m->computations);
+  free(impl);
+  free(m);
+}
+
+void *hk_alloc(hk_module *m, size_t n) { return hk_arena_alloc(&m->impl->arena, n, 16); }
+
+void *hk_memdup(hk_module *m, const void *p, size_t n) {
+  if (!p) return NULL;
+  void *d = hk_arena_alloc(&m->impl->arena, n, 16);
+  if (n) memcpy(d, p, n);
+  return d;
+}
+
+size_t hk_module_memory(const hk_module *m) {
+  const struct hk_module_impl *impl = m->impl;
+  size_t n = sizeof *m + sizeof *impl + hk_arena_bytes(&impl->arena);
+  n += hk_strmap_bytes(&impl->strings);
+  n += hk_strmap_bytes(&impl->instr_names.names) + hk_strmap_bytes(&impl->instr_names.counters);
+  n += hk_strmap_bytes(&impl->comp_names.names) + hk_strmap_bytes(&impl->comp_names.counters);
+  for (int t = 0; t < HK_HC_COUNT; t++)
+    if (impl->hc[t].slots) n += (impl->hc[t].mask + 1) * sizeof(hk_hc_entry);
+  n += (size_t)m->cap_computations * sizeof(hk_computation *);
+  return n;
+}
+
+/* ---- computations ------------------------------------------------------------ */
+
+hk_computation *hk_module_find_computation(hk_module *m, const char *name) {
+  return name ? hk_ns_lookup(&m->impl->comp_names, name) : NULL;
+}
+
+static void computations_append(hk_module *m, hk_computation *c) {
+  if (m->n_computations == m->cap_computations) {
+    int32_t cap = m->cap_computations ? m->cap_computations * 2 : 8;
+    hk_computation **a = realloc(m->computations, (size_t)cap * sizeof *a);
+    if (!a) abort();
+    m->computations = a;
+    m->cap_computations = cap;
+  }
+  c->index = m->n_computations;
+  m->computations[m->n_computations++] = c;
+}
+
+hk_computation *hk_computation_new(hk_module *m, const char *name) {
+  hk_computation *c = hk_alloc(m, sizeof *c);
+  c->module = m;
+  const char *want = name ? name : "computation";
+  c->name = hk_ns_unique(m, &m->impl->comp_names, want, strlen(want), c);
+  computations_append(m, c);
+  return c;
+}
+
+void hk_module_set_entry(hk_module *m, hk_computation *c) {
+  if (m->entry) m->entry->is_entry = false;
+  m->entry = c;
+  if (c) c->is_entry = true;
+}
+
+void hk_module_remove_computation(hk_module *m, hk_computation *c) {
+  int32_t at = -1;
+  for (int32_t i = 0; i < m->n_computations; i++)
+    if (m->computations[i] == c) at = i;
+  if (at < 0) return;
+  memmove(m->computations + at, m->computations + at + 1,
+          (size_t)(m->n_computations - at - 1) * sizeof *m->computations);
+  m->n_computations--;
+  for (int32_t i = at; i < m->n_computations; i++) m->computations[i]->index = i;
+  for (hk_instr *i = c->first; i; i = i->next) hk_ns_retire(&m->impl->instr_names, i->name);
+  hk_ns_retire(&m->impl->comp_names, c->name);
+  if (m->entry == c) m->entry = NULL;
+  c->index = -1;
+}
+
+const char *hk_module_unique_name(hk_module *m, const char *prefix) {
+  const char *p = prefix ? prefix : "";
+  return hk_ns_unique(m, &m->impl->instr_names, p, strlen(p), HK_NAME_RESERVED);
+}
+
+int64_t hk_module_next_channel_id(const hk_module *m) {
+  int64_t next = 1;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->attrs && i->attrs->channel_id >= next) next = i->attrs->channel_id + 1;
+  return next;
+}
+
+/* ---- call-graph order (XLA's MakeComputationPostOrder) ------------------------ */
+
+typedef struct comp_frame {
+  hk_computation *c;
+  hk_instr *next;          /* next instruction to look at */
+} comp_frame;
+
+typedef struct comp_stack {
+  comp_frame *v;
+  size_t n, cap;
+} comp_stack;
+
+static void comp_stack_push(comp_stack *s, hk_computation *c) {
+  if (s->n == s->cap) {
+    s->cap = s->cap ? s->cap * 2 : 16;
+    s->v = realloc(s->v, s->cap * sizeof *s->v);
+    if (!s->v) abort();
+  }
+  s->v[s->n].c = c;
+  s->v[s->n].next = c->first;
+  s->n++;
+}
+
+/* Pushes i's callees not seen yet, last first, so the first is done first. */
+static void push_callees(comp_stack *s, const hk_instr *i, uint8_t *seen) {
+  for (int32_t k = i->n_called; k-- > 0;) {
+    hk_computation *callee = i->called[k];
+    if (!callee || callee->index < 0 || seen[callee->index]) continue;
+    seen[callee->index] = 1;
+    comp_stack_push(s, callee);
+  }
+}
+
+/* XLA's MakeEmbeddedComputationsList for root, appended to out (deduplicated
+ * through added[]). */
+static void embedded_post_order(hk_computation *root, uint8_t *seen, uint8_t *added,
+                                hk_computation **out, int32_t *n_out, comp_stack *s) {
+  s->n = 0;
+  for (const hk_instr *i = root->first; i; i = i->next) {
+    push_callees(s, i, seen);
+    while (s->n) {
+      comp_frame *f = &s->v[s->n - 1];
+      if (!f->next) {
+        hk_computation *done = f->c;
+        s->n--;
+        if (!added[done->index]) {
+          added[done->index] = 1;
+          out[(*n_out)++] = done;
+        }
+        continue;
+      }
+      hk_instr *cur = f->next;
+      f->next = cur->next;
+      push_callees(s, cur, seen);   /* may move s->v; f is not used after */
+    }
+  }
+}
+
+void hk_module_sort_computations(hk_module *m) {
+  int32_t n = m->n_computations;
+  if (n <= 1) return;
+  for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
+  uint8_t *called = calloc((size_t)n * 3, 1);
+  hk_computation **out = malloc((size_t)n * sizeof *out);
+  if (!called || !out) abort();
+  uint8_t *seen = called + n, *added = called + 2 * n;
+  for (int32_t k = 0; k < n; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      for (int32_t j = 0; j < i->n_called; j++)
+        if (i->called[j] && i->called[j]->index >= 0) called[i->called[j]->index] = 1;
+  comp_stack s = {0};
+  int32_t n_out = 0;
+  for (int32_t k = 0; k < n; k++) {
+    hk_computation *c = m->computations[k];
+    if (called[k]) continue;
+    memset(seen, 0, (size_t)n);
+    embedded_post_order(c, seen, added, out, &n_out, &s);
+    if (!added[k]) {
+      added[k] = 1;
+      out[n_out++] = c;
+    }
+  }
+  /* Computations only reachable through call cycles keep their order. */
+  for (int32_t k = 0; k < n; k++)
+    if (!added[k]) out[n_out++] = m->computations[k];
+  memcpy(m->computations, out, (size_t)n * sizeof *out);
+  for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
+  free(s.v);
+  free(out);
+  free(called);
+}

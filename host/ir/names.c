@@ -1,0 +1,208 @@
+/* names.c - unique names per module, following XLA's NameUniquer rules. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "irpriv.h"
+
+static bool name_char_allowed(char c) {
+  return isalnum((unsigned char)c) || c == '-' || c == '.' || c == '_';
+}
+
+/* XLA's GetSanitizedName: bad characters become '_', a primitive type name
+ * gets a trailing '_', a leading "__" (other than "__xla_") becomes "a_".
+ * out must hold len + 2 bytes; returns the new length. */
+static size_t sanitize(const char *s, size_t len, char *out) {
+  if (len == 0) {
+    memcpy(out, "name", 4);
+    return 4;
+  }
+  for (size_t i = 0; i < len; i++) {
+    char c = s[i];
+    bool ok = i == 0 ? (isalpha((unsigned char)c) || c == '_') : name_char_allowed(c);
+    out[i] = ok ? c : '_';
+  }
+  hk_prim p = hk_prim_from_name(out, len);
+  if (p != HK_PRIM_INVALID && p != HK_TUPLE) out[len++] = '_';
+  if (len >= 2 && out[0] == '_' && out[1] == '_' &&
+      !(len >= 6 && memcmp(out, "__xla_", 6) == 0))
+    out[0] = 'a';
+  return len;
+}
+
+/* absl::SimpleAtoi for int64 over [s, s+len): optional sign, digits. */
+static bool parse_i64(const char *s, size_t len, int64_t *out) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < len && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+  if (i == len) return false;
+  uint64_t v = 0, limit = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  for (; i < len; i++) {
+    if (s[i] < '0' || s[i] > '9') return false;
+    uint64_t d = (uint64_t)(s[i] - '0');
+    if (v > (limit - d) / 10) return false;
+    v = v * 10 + d;
+  }
+  *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+  return true;
+}
+
+/* Splits name into root and numeric suffix ("add.3" -> "add", 3); the
+ * separator counts only strictly inside the name. */
+static bool split_suffix(const char *s, size_t len, size_t *root_len, int64_t *id) {
+  const char *dot = NULL;
+  for (size_t i = len; i-- > 0;)
+    if (s[i] == '.') {
+      dot = s + i;
+      break;
+    }
+  *root_len = len;
+  *id = 0;
+  if (!dot || dot == s || (size_t)(dot - s) == len - 1) return false;
+  int64_t v;
+  if (!parse_i64(dot + 1, len - (size_t)(dot - s) - 1, &v)) return false;
+  *root_len = (size_t)(dot - s);
+  *id = v;
+  return true;
+}
+
+static bool name_taken(const hk_namespace *ns, const char *s, size_t len) {
+  return hk_strmap_find(&ns->names, s, len, hk_str_hash(s, len)) != NULL;
+}
+
+/* Writes v in decimal at out; returns the number of characters. */
+static size_t put_i64(char *out, int64_t v) {
+  char tmp[24];
+  size_t n = 0;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do {
+    tmp[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  size_t k = 0;
+  if (v < 0) out[k++] = '-';
+  while (n) out[k++] = tmp[--n];
+  return k;
+}
+
+/* Writes root.id (or root / root.0 for id 0) into out; returns its length. */
+static size_t format_name(char *out, const char *root, size_t root_len, bool suffix,
+                          int64_t id) {
+  if (out != root) memmove(out, root, root_len);
+  if (id == 0 && !suffix) return root_len;
+  out[root_len] = '.';
+  return root_len + 1 + put_i64(out + root_len + 1, id);
+}
+
+/* For id 0 the name may be spelled two ways ("x" and "x.0"); this checks
+ * the spelling other than the canonical one. */
+static bool zero_alias_taken(const hk_namespace *ns, const char *root, size_t root_len,
+                             bool suffix, char *scratch) {
+  if (suffix) {
+    size_t r;
+    int64_t unused;
+    return !split_suffix(root, root_len, &r, &unused) && name_taken(ns, root, root_len);
+  }
+  if (!ns->has_dot_zero) return false;
+  size_t n = format_name(scratch, root, root_len, true, 0);
+  return name_taken(ns, scratch, n);
+}
+
+/* Whether id is registered for root: XLA keeps a set of ids per root; every
+ * name we hold is canonical, so the set is read off the name map. */
+static bool id_used(const hk_namespace *ns, const char *root, size_t root_len, int64_t id,
+                    char *scratch) {
+  size_t n = format_name(scratch, root, root_len, id == 0, id);
+  if (name_taken(ns, scratch, n)) return true;
+  return id == 0 && zero_alias_taken(ns, root, root_len, true, scratch);
+}
+
+static hk_strmap_entry *counter_entry(hk_module *m, hk_namespace *ns, const char *root,
+                                      size_t root_len) {
+  uint32_t h = hk_str_hash(root, root_len);
+  hk_strmap_entry *e = hk_strmap_slot(&ns->counters, root, root_len, h);
+  if (!e->kt) hk_strmap_fill(&ns->counters, e, hk_str_new(&m->impl->arena, root, root_len, h),
+                             (void *)(uintptr_t)0);
+  return e;
+}
+
+/* XLA's SequentialIdGenerator::RegisterId for an id already known taken:
+ * the next free id from the root's counter. */
+static int64_t next_free_id(hk_module *m, hk_namespace *ns, const char *root, size_t root_len,
+                            char *scratch) {
+  hk_strmap_entry *e = counter_entry(m, ns, root, root_len);
+  int64_t next = (int64_t)(uintptr_t)hk_strmap_value(e);
+  while (id_used(ns, root, root_len, next, scratch)) next++;
+  hk_strmap_set_value(e, (void *)(uintptr_t)(next + 1));
+  return next;
+}
+
+static void note_name(hk_namespace *ns, const char *name, size_t len) {
+  if (len >= 2 && name[len - 2] == '.' && name[len - 1] == '0') ns->has_dot_zero = true;
+}
+
+const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t len,
+                        void *owner) {
+  uint32_t h = hk_str_hash(name, len);
+  hk_strmap_entry *e = hk_strmap_slot(&ns->names, name, len, h);
+  if (e->kt) {
+    hk_strmap_set_value(e, owner);
+    return hk_strmap_key(e);
+  }
+  const char *key = hk_str_new(&m->impl->arena, name, len, h);
+  hk_strmap_fill(&ns->names, e, key, owner);
+  note_name(ns, name, len);
+  return key;
+}
+
+/* XLA's NameUniquer::GetUniqueName.  The common case (the canonical name is
+ * free) costs one probe of the name map. */
+const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,
+                         void *owner) {
+  char stack[256];
+  size_t need = 2 * (len + 40);
+  char *buf = need <= sizeof stack ? stack : malloc(need);
+  if (!buf) abort();
+  char *scratch = buf + len + 40;
+  size_t n = sanitize(want, len, buf);
+  size_t root_len;
+  int64_t id;
+  bool suffix = split_suffix(buf, n, &root_len, &id);
+  n = format_name(buf, buf, root_len, suffix, id);
+  uint32_t h = hk_str_hash(buf, n);
+  hk_strmap_entry *e = hk_strmap_slot(&ns->names, buf, n, h);
+  const char *name;
+  if (e->kt && hk_strmap_value(e) == HK_NAME_RESERVED && owner != HK_NAME_RESERVED) {
+    /* handed out by hk_module_unique_name: its first owner takes it */
+    hk_strmap_set_value(e, owner);
+    name = hk_strmap_key(e);
+  } else if (!e->kt && !(id == 0 && zero_alias_taken(ns, buf, root_len, suffix, scratch))) {
+    name = hk_str_new(&m->impl->arena, buf, n, h);
+    hk_strmap_fill(&ns->names, e, name, owner);
+    note_name(ns, buf, n);
+  } else {
+    id = next_free_id(m, ns, buf, root_len, scratch);
+    n = format_name(buf, buf, root_len, suffix, id);
+    name = hk_ns_claim(m, ns, buf, n, owner);
+  }
+  if (buf != stack) free(buf);
+  return name;
+}
+
+void *hk_ns_lookup(const hk_namespace *ns, const char *name) {
+  size_t len = strlen(name);
+  hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));
+  void *v = e ? hk_strmap_value(e) : NULL;
+  return v == HK_NAME_RESERVED || v == HK_NAME_RETIRED ? NULL : v;
+}
+
+void hk_ns_retire(hk_namespace *ns, const char *name) {
+  size_t len = strlen(name);
+  hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));
+  if (e) hk_strmap_set_value(e, HK_NAME_RETIRED);
+}
+
+void hk_ns_free(hk_namespace *ns) {
+  hk_strmap_free(&ns->names);
+  hk_strmap_free(&ns->counters);
+}

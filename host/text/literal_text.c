@@ -1,0 +1,511 @@
+/* literal_text.c - constant literals in HLO text: parsing every element type (nan payloads, inf, complex, elided {...}) and printing as XLA does. */
+#include <ctype.h>
+#include <errno.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/text_internal.h"
+
+/* ---- element encodings --------------------------------------------------- */
+
+typedef struct fp_format {
+  int mant_bits, exp_bits;   /* IEEE-like formats with a payload-carrying NaN */
+  int digits10, max_digits10;
+} fp_format;
+
+static fp_format fp_of(hk_prim p) {
+  switch (p) {
+    case HK_F16: return (fp_format){10, 5, 3, 5};
+    case HK_BF16: return (fp_format){7, 8, 2, 4};
+    case HK_F32: return (fp_format){23, 8, 6, 9};
+    case HK_F64: return (fp_format){52, 11, 15, 17};
+    default: return (fp_format){0, 0, 1, 3};
+  }
+}
+
+static const char *upper_name(hk_prim p, char *buf) {
+  const char *n = hk_prim_name(p);
+  size_t i = 0;
+  for (; n[i] && i < 31; i++) buf[i] = (char)toupper((unsigned char)n[i]);
+  buf[i] = 0;
+  return buf;
+}
+
+static uint64_t load_bits(hk_prim p, const void *e) {
+  switch (hk_prim_storage_bytes(p)) {
+    case 1: return *(const uint8_t *)e;
+    case 2: { uint16_t v; memcpy(&v, e, 2); return v; }
+    case 4: { uint32_t v; memcpy(&v, e, 4); return v; }
+    default: { uint64_t v; memcpy(&v, e, 8); return v; }
+  }
+}
+
+static void store_bits(hk_prim p, void *e, uint64_t bits) {
+  switch (hk_prim_storage_bytes(p)) {
+    case 1: *(uint8_t *)e = (uint8_t)bits; break;
+    case 2: { uint16_t v = (uint16_t)bits; memcpy(e, &v, 2); break; }
+    case 4: { uint32_t v = (uint32_t)bits; memcpy(e, &v, 4); break; }
+    default: memcpy(e, &bits, 8);
+  }
+}
+
+static double decode_real(hk_prim p, const void *e) {
+  switch (p) {
+    case HK_F16: return hk_half_to_float((uint16_t)load_bits(p, e));
+    case HK_BF16: return hk_bf16_to_float((uint16_t)load_bits(p, e));
+    case HK_F32: { float f; memcpy(&f, e, 4); return f; }
+    case HK_F64: { double d; memcpy(&d, e, 8); return d; }
+    default: return hk_small_float_decode(p, *(const uint8_t *)e);
+  }
+}
+
+/* Stores a finite or infinite value; returns false if it overflows the type. */
+static bool encode_real(hk_prim p, void *e, double v) {
+  switch (p) {
+    case HK_F16: store_bits(p, e, hk_float_to_half((float)v)); break;
+    case HK_BF16: store_bits(p, e, hk_float_to_bf16((float)v)); break;
+    case HK_F32: { float f = (float)v; memcpy(e, &f, 4); break; }
+    case HK_F64: memcpy(e, &v, 8); break;
+    default: *(uint8_t *)e = hk_small_float_encode(p, v);
+  }
+  if (isinf(v)) return true;
+  double back = decode_real(p, e);
+  return !isinf(back) && !(isnan(back) && !isnan(v));
+}
+
+/* ---- element parsing ---------------------------------------------------------- */
+
+static bool parse_real_token(tx_parser *P, hk_prim p, void *e) {
+  tx_skip(P);
+  const char *at = P->p, *q = P->p, *end = P->end;
+  bool neg = false;
+  if (q < end && (*q == '-' || *q == '+')) neg = *q++ == '-';
+  if (end - q >= 3 && memcmp(q, "nan", 3) == 0) {
+    q += 3;
+    uint64_t payload = 0;
+    bool has_payload = false;
+    if (q < end && *q == '(') {
+      P->p = q + 1;
+      tx_skip(P);
+      const char *h = P->p;
+      if (end - h < 3 || h[0] != '0' || (h[1] != 'x' && h[1] != 'X'))
+        return tx_error_at(P, h, "expects hexadecimal NaN payload");
+      h += 2;
+      while (h < end && isxdigit((unsigned char)*h))
+        payload = payload * 16 + (uint64_t)(isdigit((unsigned char)*h) ? *h - '0' : (tolower((unsigned char)*h) - 'a' + 10)), h++;
+      P->p = h;
+      if (!tx_expect(P, ')', "after NaN payload")) return false;
+      q = P->p;
+      has_payload = true;
+    }
+    P->p = q;
+    fp_format f = fp_of(p);
+    if (f.mant_bits) {
+      uint64_t quiet = 1ull << (f.mant_bits - 1);
+      if (!has_payload) payload = quiet;
+      if (payload == 0 || payload >> f.mant_bits)
+        return tx_error_at(P, at, "tries to set NaN payload 0x%llx to a literal with type %s",
+                           (unsigned long long)payload, hk_prim_name(p));
+      uint64_t bits = ((uint64_t)neg << (f.mant_bits + f.exp_bits)) |
+                      (((1ull << f.exp_bits) - 1) << f.mant_bits) | payload;
+      store_bits(p, e, bits);
+      return true;
+    }
+    uint8_t b = hk_small_float_encode(p, NAN);
+    if (has_payload) {
+      /* Only the canonical NaN of a narrow type can be spelled with its payload. */
+      uint8_t canon = b & 0x7f;
+      int mbits = p == HK_F8E5M2 ? 2 : p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ || p == HK_F8E4M3FNUZ ? 0 : 3;
+      uint64_t mask = mbits ? (1u << mbits) - 1 : 0;
+      if (!mbits || payload == 0 || (payload & ~mask))
+        return tx_error_at(P, at, "tries to set NaN payload 0x%llx to a literal with type %s",
+                           (unsigned long long)payload, hk_prim_name(p));
+      b = (uint8_t)((canon & ~mask) | payload);
+    }
+    if (neg && !(p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ || p == HK_F8E4M3FNUZ ||
+                 p == HK_F8E8M0FNU))
+      b |= 0x80;
+    *(uint8_t *)e = b;
+    return true;
+  }
+  double v;
+  if (end - q >= 3 && memcmp(q, "inf", 3) == 0) {
+    v = neg ? -INFINITY : INFINITY;
+    P->p = q + 3;
+  } else {
+    char buf[128];
+    size_t n = 0;
+    const char *r = at;
+    while (r < end && n < sizeof buf - 1 &&
+           (isdigit((unsigned char)*r) || *r == '.' || *r == 'e' || *r == 'E' || *r == '-' ||
+            *r == '+'))
+      buf[n++] = *r++;
+    buf[n] = 0;
+    if (n == 0) return tx_error_at(P, at, "expects a number");
+    char *ep;
+    errno = 0;
+    v = strtod(buf, &ep);
+    if (ep == buf) return tx_error_at(P, at, "expects a number");
+    if (errno == ERANGE && isinf(v)) {
+      char un[32];
+      return tx_error_at(P, at, "value %s is out of range for literal's primitive type %s",
+                         buf, upper_name(p, un));
+    }
+    P->p = at + (ep - buf);
+  }
+  if (!encode_real(p, e, v)) {
+    char un[32];
+    return tx_error_at(P, at, "value %.*s is out of range for literal's primitive type %s",
+                       (int)(P->p - at), at, upper_name(p, un));
+  }
+  return true;
+}
+
+static bool int_in_range(hk_prim p, uint64_t u, bool neg) {
+  int bits = hk_prim_bits(p);
+  if (hk_prim_is_unsigned_int(p)) {
+    if (neg) return u == 0;
+    return bits >= 64 || u <= ((1ull << bits) - 1);
+  }
+  uint64_t lim = 1ull << (bits - 1);
+  return neg ? u <= lim : u < lim;
+}
+
+static bool parse_element(tx_parser *P, hk_prim p, void *e) {
+  tx_skip(P);
+  const char *at = P->p;
+  if (p == HK_PRED) {
+    bool b;
+    if (tx_accept_word(P, "true")) b = true;
+    else if (tx_accept_word(P, "false")) b = false;
+    else {
+      int64_t v;
+      if (!tx_int(P, &v)) return false;
+      b = v != 0;
+    }
+    *(uint8_t *)e = b;
+    return true;
+  }
+  if (hk_prim_is_integral(p)) {
+    uint64_t u;
+    bool neg;
+    if (!tx_uint64(P, &u, &neg)) return false;
+    if (!int_in_range(p, u, neg)) {
+      char un[32];
+      return tx_error_at(P, at, "value %.*s is out of range for literal's primitive type %s",
+                         (int)(P->p - at), at, upper_name(p, un));
+    }
+    uint64_t bits = neg ? 0 - u : u;
+    int sb = hk_prim_storage_bytes(p);
+    if (sb < 8) bits &= (1ull << (8 * sb)) - 1;
+    store_bits(p, e, bits);
+    return true;
+  }
+  if (hk_prim_is_complex(p)) {
+    hk_prim c = p == HK_C64 ? HK_F32 : HK_F64;
+    int half = hk_prim_storage_bytes(p) / 2;
+    if (!tx_expect(P, '(', "at the start of a complex number") ||
+        !parse_real_token(P, c, e) || !tx_expect(P, ',', "in a complex number") ||
+        !parse_real_token(P, c, (char *)e + half) ||
+        !tx_expect(P, ')', "at the end of a complex number"))
+      return false;
+    return true;
+  }
+  if (hk_prim_is_float(p)) return parse_real_token(P, p, e);
+  return tx_error_at(P, at, "literal of type %s is not supported", hk_prim_name(p));
+}
+
+/* ---- literals ------------------------------------------------------------------- */
+
+static hk_literal *new_literal(hk_module *m, const hk_shape *s) {
+  hk_literal *l = hk_alloc(m, sizeof *l);
+  l->shape = s;
+  if (hk_shape_is_array(s)) {
+    l->nbytes = hk_shape_elements(s) * hk_prim_storage_bytes((hk_prim)s->elem);
+    l->data = l->nbytes ? hk_alloc(m, (size_t)l->nbytes) : NULL;
+  }
+  return l;
+}
+
+static bool at_elided(tx_parser *P) {
+  const char *q = P->p + 1;
+  while (q < P->end && (*q == ' ' || *q == '\n')) q++;
+  return P->end - q >= 3 && memcmp(q, "...", 3) == 0;
+}
+
+static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
+  hk_prim p = (hk_prim)s->elem;
+  int esz = hk_prim_storage_bytes(p);
+  int rank = s->rank;
+  if (rank == 0) return parse_element(P, p, l->data);
+  if (tx_peek(P) != '{') {
+    if (tx_peek(P) == '}') return tx_error_at(P, P->p, "unexpected '}' token");
+    return tx_error_at(P, P->p, "expects '{' at the start of an array literal");
+  }
+  if (at_elided(P)) {
+    P->p++;
+    tx_skip(P);
+    P->p += 3;
+    l->elided = true;
+    l->data = NULL;
+    return tx_expect(P, '}', "after '...'");
+  }
+  int64_t seen[HK_MAX_RANK + 1];
+  int nest = 0;
+  int64_t idx = 0, total = hk_shape_elements(s);
+  do {
+    int c = tx_peek(P);
+    const char *at = P->p;
+    if (c == '{') {
+      if (nest >= rank)
+        return tx_error_at(P, at, "expects nested array in rank %d, but sees larger", rank);
+      if (nest > 0) seen[nest - 1]++;
+      seen[nest++] = 0;
+      P->p++;
+    } else if (c == '}') {
+      if (nest == 0) return tx_error_at(P, at, "unexpected '}' token");
+      nest--;
+      if (seen[nest] != s->dims[nest]) {
+        char idxs[256];
+        size_t o = 0;
+        idxs[o++] = '[';
+        for (int d = 0; d < nest && o < 200; d++)
+          o += (size_t)snprintf(idxs + o, sizeof idxs - o, "%s%lld", d ? "," : "",
+                                (long long)(seen[d] - 1 < 0 ? 0 : seen[d] - 1));
+        idxs[o++] = ']';
+        idxs[o] = 0;
+        return tx_error_at(P, at, "expects %lld elements in the %sth element, but sees %lld",
+                           (long long)s->dims[nest], idxs, (long long)seen[nest]);
+      }
+      P->p++;
+    } else if (c == ',') {
+      P->p++;
+    } else if (c == 0) {
+      return tx_error_at(P, at, "unexpected end of input in a literal");
+    } else {
+      if (nest < rank)
+        return tx_error_at(P, at, "expects nested array in rank %d, but sees %d", rank, nest);
+      if (idx >= total) return tx_error_at(P, at, "too many elements in the literal");
+      seen[rank - 1]++;
+      if (!parse_element(P, p, (char *)l->data + idx * esz)) return false;
+      idx++;
+    }
+  } while (nest > 0);
+  return true;
+}
+
+static bool parse_any(tx_parser *P, const hk_shape *s, hk_literal **out) {
+  hk_literal *l = new_literal(P->m, s);
+  *out = l;
+  if (s->elem == HK_TUPLE) {
+    if (!tx_expect(P, '(', "at the start of a tuple literal")) return false;
+    l->n_elems = s->n_tuple;
+    l->elems = hk_alloc(P->m, sizeof(hk_literal *) * (size_t)(s->n_tuple ? s->n_tuple : 1));
+    for (int i = 0; i < s->n_tuple; i++) {
+      if (i && !tx_expect(P, ',', "between tuple literal elements")) return false;
+      if (!parse_any(P, s->tuple[i], &l->elems[i])) return false;
+    }
+    return tx_expect(P, ')', "at the end of a tuple literal");
+  }
+  if (!hk_shape_is_array(s)) {
+    if (s->elem == HK_TOKEN) return true;
+    return tx_error_at(P, P->p, "cannot parse a literal of type %s", hk_prim_name((hk_prim)s->elem));
+  }
+  return parse_dense(P, s, l);
+}
+
+bool tx_parse_literal(tx_parser *P, const hk_shape *shape, hk_literal **out) {
+  return parse_any(P, shape, out);
+}
+
+/* ---- printing -------------------------------------------------------------------- */
+
+static void print_real(hk_prim p, double v, const void *e, hk_buf *out) {
+  if (isnan(v)) {
+    fp_format f = fp_of(p);
+    uint64_t bits = load_bits(p, e);
+    bool neg;
+    uint64_t payload = 0, quiet = 0;
+    if (f.mant_bits) {
+      neg = (bits >> (f.mant_bits + f.exp_bits)) & 1;
+      payload = bits & ((1ull << f.mant_bits) - 1);
+      quiet = 1ull << (f.mant_bits - 1);
+    } else {
+      neg = (bits & 0x80) && !(p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ ||
+                               p == HK_F8E4M3FNUZ || p == HK_F8E8M0FNU);
+      uint8_t canon = hk_small_float_encode(p, NAN) & 0x7f;
+      payload = quiet = (uint64_t)(bits & 0x7f) == canon ? 0 : 0;
+    }
+    hk_buf_puts(out, neg ? "-nan" : "nan");
+    if (payload != quiet) hk_buf_printf(out, "(0x%llx)", (unsigned long long)payload);
+    return;
+  }
+  if (isinf(v)) {
+    hk_buf_puts(out, v < 0 ? "-inf" : "inf");
+    return;
+  }
+  fp_format f = fp_of(p);
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.*g", f.digits10, v);
+  bool same;
+  if (p == HK_F64) same = strtod(buf, NULL) == v;
+  else same = strtof(buf, NULL) == (float)v;
+  if (!same) snprintf(buf, sizeof buf, "%.*g", f.max_digits10, v);
+  hk_buf_puts(out, buf);
+}
+
+void tx_print_float(hk_prim p, const void *e, hk_buf *out) {
+  print_real(p, decode_real(p, e), e, out);
+}
+
+static void print_element(hk_prim p, const void *e, int rank, hk_buf *out) {
+  if (p == HK_PRED) {
+    bool b = *(const uint8_t *)e;
+    hk_buf_puts(out, rank > 0 ? (b ? "1" : "0") : (b ? "true" : "false"));
+    return;
+  }
+  if (hk_prim_is_integral(p)) {
+    uint64_t bits = load_bits(p, e);
+    int nb = hk_prim_bits(p);
+    if (hk_prim_storage_bytes(p) * 8 < 64 && nb < 64) bits &= (1ull << nb) - 1;
+    if (hk_prim_is_signed_int(p)) {
+      int64_t v = nb >= 64 ? (int64_t)bits
+                           : (int64_t)(bits << (64 - nb)) >> (64 - nb);
+      hk_buf_printf(out, "%lld", (long long)v);
+    } else {
+      hk_buf_printf(out, "%llu", (unsigned long long)bits);
+    }
+    return;
+  }
+  if (hk_prim_is_complex(p)) {
+    hk_prim c = p == HK_C64 ? HK_F32 : HK_F64;
+    int half = hk_prim_storage_bytes(p) / 2;
+    hk_buf_put(out, "(", 1);
+    tx_print_float(c, e, out);
+    hk_buf_put(out, ", ", 2);
+    tx_print_float(c, (const char *)e + half, out);
+    hk_buf_put(out, ")", 1);
+    return;
+  }
+  tx_print_float(p, e, out);
+}
+
+/* XLA prints literals over several lines and then compacts every run of
+ * blanks to one space; we emit the compacted form directly: a piece list
+ * joined so that whitespace collapses. */
+typedef struct compact {
+  hk_buf *out;
+  bool pending_space, started;
+} compact;
+
+static void c_space(compact *c) {
+  if (c->started) c->pending_space = true;
+}
+static void c_put(compact *c, const char *s) {
+  if (c->pending_space) hk_buf_put(c->out, " ", 1);
+  c->pending_space = false;
+  c->started = true;
+  hk_buf_puts(c->out, s);
+}
+
+static void print_dense_rec(const hk_literal *l, int dim, int64_t *idx, int64_t *lin,
+                            compact *c, hk_buf *tmp) {
+  const hk_shape *s = l->shape;
+  int rank = s->rank;
+  hk_prim p = (hk_prim)s->elem;
+  int remaining = rank - dim;
+  if (remaining == 0) {
+    tmp->len = 0;
+    print_element(p, (const char *)l->data + (*lin)++ * hk_prim_storage_bytes(p), rank, tmp);
+    /* element strings may contain blanks (complex): they compact the same */
+    c_put(c, tmp->data);
+    return;
+  }
+  /* opening brace */
+  if (rank == 1) {
+    c_put(c, "{");
+    c->pending_space = false;
+  } else if (remaining == 1) {
+    c_space(c);
+    c_put(c, "{");
+    if (s->dims[dim] > 1) c_space(c);
+    else c->pending_space = false;
+  } else {
+    c_put(c, "{");
+    if (rank > 3 && dim > 0 && dim < rank) {
+      char cm[48];
+      snprintf(cm, sizeof cm, "/*i%d=%lld*/", dim - 1, (long long)idx[dim - 1]);
+      c_space(c);
+      c_put(c, cm);
+    }
+    c_space(c);
+  }
+  for (int64_t i = 0; i < s->dims[dim]; i++) {
+    idx[dim] = i;
+    print_dense_rec(l, dim + 1, idx, lin, c, tmp);
+    if (i < s->dims[dim] - 1) {
+      c->pending_space = false;
+      c_put(c, ",");
+      c_space(c);
+    }
+  }
+  /* closing brace */
+  if (rank == 1) {
+    c->pending_space = false;
+    c_put(c, "}");
+  } else if (remaining == 1) {
+    if (s->dims[dim] > 1) c_space(c);
+    else c->pending_space = false;
+    c_put(c, "}");
+  } else {
+    c_space(c);
+    c_put(c, "}");
+  }
+}
+
+static void print_lit(const hk_literal *l, compact *c, hk_buf *tmp) {
+  const hk_shape *s = l->shape;
+  if (s->elem == HK_TUPLE) {
+    c_put(c, "(");
+    c_space(c);
+    for (int i = 0; i < l->n_elems; i++) {
+      if (i) {
+        c->pending_space = false;
+        c_put(c, ",");
+        c_space(c);
+      }
+      print_lit(l->elems[i], c, tmp);
+    }
+    c_space(c);
+    c_put(c, ")");
+    return;
+  }
+  if (l->elided || (!l->data && hk_shape_elements(s) > 0)) {
+    c_put(c, "{...}");
+    return;
+  }
+  if (s->elem == HK_TOKEN) {
+    c_put(c, "token");
+    return;
+  }
+  int64_t idx[HK_MAX_RANK + 1], lin = 0;
+  if (s->rank == 0) {
+    tmp->len = 0;
+    print_element((hk_prim)s->elem, l->data, 0, tmp);
+    c_put(c, tmp->data);
+    return;
+  }
+  print_dense_rec(l, 0, idx, &lin, c, tmp);
+}
+
+void tx_print_literal(const hk_literal *l, hk_buf *out) {
+  compact c = {out, false, false};
+  hk_buf tmp;
+  hk_buf_init(&tmp);
+  hk_buf_put(&tmp, "", 0);
+  print_lit(l, &c, &tmp);
+  hk_buf_free(&tmp);
+}

@@ -1,0 +1,949 @@
+/* parse.c - the HLO text parser: module header, computations, instructions (nested and async sugar), single-instruction text. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/text_internal.h"
+
+static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out);
+
+static void pending_init(tx_pending *pi, tx_parser *P) {
+  memset(pi, 0, sizeof *pi);
+  pi->op_base = P->opstack.n;
+}
+
+static void pending_free(tx_pending *pi) {
+  free(pi->raw);
+  free(pi->ctrl);
+  pi->raw = NULL;
+  pi->ctrl = NULL;
+}
+
+static const char *cstr(tx_parser *P, const char *s, size_t len) {
+  return hk_intern(P->m, s, len);
+}
+
+/* ---- computation references ------------------------------------------------ */
+
+bool tx_computation_ref(tx_parser *P, hk_computation **out) {
+  if (tx_peek(P) == '{') {
+    hk_computation *c = hk_computation_new(P->m, "computation");
+    const char *open = P->p;
+    if (!tx_parse_computation_body(P, c, open)) return false;
+    *out = c;
+    return true;
+  }
+  const char *s;
+  size_t l;
+  const char *at = P->p;
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, at, "expects a computation name");
+  hk_computation *c = tx_table_get(&P->comps, s, l);
+  if (!c) return tx_error_at(P, at, "computation does not exist: %.*s", (int)l, s);
+  *out = c;
+  return true;
+}
+
+/* ---- opcodes --------------------------------------------------------------- */
+
+/* Opcode at the cursor: a plain opcode, or async sugar `<op>-start|update|done`. */
+static bool parse_opcode(tx_parser *P, tx_pending *pi) {
+  const char *s;
+  size_t l;
+  pi->op_at = P->p;
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects opcode");
+  hk_opcode op = hk_opcode_from_name(s, l);
+  if (op != HK_OPCODE_COUNT) {
+    pi->op = op;
+    return true;
+  }
+  static const struct { const char *suffix; int kind; } sugar[] = {
+      {"-start", HK_OP_ASYNC_START}, {"-update", HK_OP_ASYNC_UPDATE}, {"-done", HK_OP_ASYNC_DONE}};
+  for (int k = 0; k < 3; k++) {
+    size_t sl = strlen(sugar[k].suffix);
+    if (l > sl && memcmp(s + l - sl, sugar[k].suffix, sl) == 0) {
+      hk_opcode w = hk_opcode_from_name(s, l - sl);
+      if (w != HK_OPCODE_COUNT) {
+        pi->op = w;
+        pi->async_kind = sugar[k].kind;
+        return true;
+      }
+    }
+  }
+  return tx_error_at(P, pi->op_at, "unknown opcode: %.*s", (int)l, s);
+}
+
+/* ---- operands ---------------------------------------------------------------- */
+
+static hk_instr *auto_parameter(tx_parser *P, hk_computation *c, const hk_shape *s,
+                                const char *name, size_t len) {
+  char buf[256];
+  if (len == 0 || len >= sizeof buf) {
+    name = "parameter";
+    len = 9;
+  }
+  memcpy(buf, name, len);
+  buf[len] = 0;
+  hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, buf);
+  hk_instr_attrs(p)->parameter_number = P->n_auto_params++;
+  if (len) tx_table_put(P->scope, name == buf ? p->name : name, len, p);
+  return p;
+}
+
+static bool at_nested_instr(tx_parser *P, const char *after) {
+  const char *q = after;
+  while (q < P->end && (*q == ' ' || *q == '\t')) q++;
+  return q < P->end && *q == '(';
+}
+
+static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
+  tx_skip(P);
+  const char *at = P->p;
+  const hk_shape *os = NULL;
+  if (tx_at_shape(P) && !tx_parse_shape(P, &os)) return false;
+  const char *s, *after;
+  size_t l;
+  tx_skip(P);
+  if (tx_peek_ident(P, &s, &l, &after)) {
+    if (at_nested_instr(P, after)) {
+      tx_pending sub;
+      pending_init(&sub, P);
+      sub.shape = os;
+      sub.at = at;
+      P->anon_depth++;
+      bool ok = parse_rhs(P, c, &sub, out);
+      P->anon_depth--;
+      P->opstack.n = sub.op_base;
+      pending_free(&sub);
+      return ok;
+    }
+    P->p = after;
+    hk_instr *i = tx_table_get(P->scope, s, l);
+    if (!i) {
+      if (P->single_instr) {
+        if (!os) return tx_error_at(P, at, "Operand had no shape in HLO text");
+        *out = auto_parameter(P, c, os, s, l);
+        return true;
+      }
+      return tx_error_at(P, s, "instruction does not exist: %.*s", (int)l, s);
+    }
+    if (os && !hk_shape_compatible(os, i->shape)) {
+      char *a = hk_shape_to_string(os), *b = hk_shape_to_string(i->shape);
+      tx_error_at(P, at,
+                  "The declared operand shape %s is not compatible with the shape of the "
+                  "operand instruction %s.",
+                  a, b);
+      free(a);
+      free(b);
+      return false;
+    }
+    *out = i;
+    return true;
+  }
+  if (os && P->single_instr) {
+    *out = auto_parameter(P, c, os, NULL, 0);
+    return true;
+  }
+  return tx_error_at(P, at, "expects an operand");
+}
+
+static bool parse_operands(tx_parser *P, hk_computation *c, tx_pending *pi) {
+  if (!tx_expect(P, '(', "at the start of operands")) return false;
+  if (tx_accept(P, ')')) return true;
+  do {
+    hk_instr *o;
+    if (!parse_operand(P, c, &o)) return false;
+    tx_vec_push(&P->opstack, o);
+    pi->n_operands++;
+  } while (tx_accept(P, ','));
+  return tx_expect(P, ')', "at the end of operands");
+}
+
+/* `, name=` ahead?  Leaves the cursor after '=' when it is. */
+static bool next_attr(tx_parser *P, const char **name, size_t *len, const char **at) {
+  const char *save = P->p;
+  if (!tx_accept(P, ',')) return false;
+  const char *s, *after;
+  size_t l;
+  if (tx_peek_ident(P, &s, &l, &after) && s == P->p) {
+    const char *q = after;
+    while (q < P->end && (*q == ' ' || *q == '\t')) q++;
+    if (q < P->end && *q == '=') {
+      *name = s;
+      *len = l;
+      *at = s;
+      P->p = q + 1;
+      return true;
+    }
+  }
+  P->p = save;
+  return false;
+}
+
+/* ---- shape inference for instructions written without a shape ------------------- */
+
+static bool infer_shape(tx_parser *P, tx_pending *pi) {
+  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  int n = pi->n_operands;
+  hk_opcode op = pi->op;
+  if (op == HK_OP_TUPLE) {
+    const hk_shape *stack[64] = {0};
+    const hk_shape **el = n <= 64 ? stack : malloc(sizeof *el * (size_t)n);
+    for (int i = 0; i < n; i++) el[i] = ops[i]->shape;
+    pi->shape = hk_shape_tuple(P->m, n, el);
+    if (el != stack) free(el);
+    return true;
+  }
+  if (op == HK_OP_GET_TUPLE_ELEMENT && n == 1 && hk_shape_is_tuple(ops[0]->shape) &&
+      pi->a.tuple_index >= 0 && pi->a.tuple_index < ops[0]->shape->n_tuple) {
+    pi->shape = ops[0]->shape->tuple[pi->a.tuple_index];
+    return true;
+  }
+  if ((op == HK_OP_SELECT || op == HK_OP_CLAMP) && n == 3) {
+    pi->shape = ops[1]->shape;
+    return true;
+  }
+  if (op == HK_OP_COMPARE && n == 2) {
+    pi->shape = hk_shape_with_elem(P->m, ops[0]->shape, HK_PRED);
+    return true;
+  }
+  if (n >= 1 && hk_opcode_is_elementwise(op) && op != HK_OP_CONVERT &&
+      op != HK_OP_BITCAST_CONVERT && op != HK_OP_REAL && op != HK_OP_IMAG &&
+      op != HK_OP_COMPLEX && op != HK_OP_IS_FINITE) {
+    pi->shape = ops[0]->shape;
+    return true;
+  }
+  if (op == HK_OP_COPY || op == HK_OP_OPTIMIZATION_BARRIER) {
+    if (n == 1) {
+      pi->shape = ops[0]->shape;
+      return true;
+    }
+  }
+  if (op == HK_OP_AFTER_ALL) {
+    pi->shape = hk_shape_token(P->m);
+    return true;
+  }
+  return tx_error_at(P, pi->at, "expects a shape for %s: its shape cannot be inferred",
+                     hk_opcode_name(op));
+}
+
+/* ---- checks XLA's parser makes ---------------------------------------------------- */
+
+static bool check_instr(tx_parser *P, tx_pending *pi) {
+  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  switch (pi->op) {
+    case HK_OP_BROADCAST:
+      if (!pi->seen_dims) return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
+      break;
+    case HK_OP_GET_TUPLE_ELEMENT:
+      if (!pi->seen_index) return tx_error_at(P, pi->op_at, "attribute index is expected but not seen");
+      break;
+    case HK_OP_COMPARE:
+      if (!pi->seen_direction) return tx_error_at(P, pi->op_at, "attribute direction is expected but not seen");
+      break;
+    case HK_OP_PARAMETER:
+      if (pi->a.n_parameter_replication) {
+        int64_t leaves = hk_shape_leaf_count(pi->shape);
+        if (leaves != pi->a.n_parameter_replication)
+          return tx_error_at(P, pi->at,
+                             "parameter has %lld leaf buffers, but parameter_replication has %d elements",
+                             (long long)leaves, pi->a.n_parameter_replication);
+      }
+      break;
+    case HK_OP_INFEED:
+      if (!hk_shape_is_tuple(pi->shape) || pi->shape->n_tuple == 0)
+        return tx_error_at(P, pi->at, "infeed must have a non-empty tuple shape");
+      break;
+    case HK_OP_CONDITIONAL: {
+      if (pi->n_operands < 1) return tx_error_at(P, pi->at, "conditional needs operands");
+      const hk_shape *s0 = ops[0]->shape;
+      bool is_pred = s0->elem == HK_PRED && s0->rank == 0;
+      bool is_s32 = s0->elem == HK_S32 && s0->rank == 0;
+      if (is_pred && pi->list_is_branches)
+        return tx_error_at(P, pi->at, "unexpected attribute \"branch_computations\"");
+      if (!is_pred && !is_s32)
+        return tx_error_at(P, pi->at, "The first operand must be a scalar of PRED or S32");
+      if (is_pred && (!pi->true_c || !pi->false_c))
+        return tx_error_at(P, pi->at, "attribute true_computation is expected but not seen");
+      if (is_s32 && !pi->list_is_branches)
+        return tx_error_at(P, pi->at, "attribute branch_computations is expected but not seen");
+      break;
+    }
+    case HK_OP_WHILE:
+      if (!pi->condition || !pi->body)
+        return tx_error_at(P, pi->at, "attribute %s is expected but not seen",
+                           pi->condition ? "body" : "condition");
+      break;
+    default:
+      break;
+  }
+  return true;
+}
+
+/* ---- creating the instruction ------------------------------------------------------- */
+
+static void set_called(tx_parser *P, hk_instr *i, tx_pending *pi) {
+  hk_computation *tmp[4];
+  int n = 0;
+  hk_computation **v = tmp;
+  if (pi->op == HK_OP_WHILE) {
+    tmp[n++] = pi->condition;
+    tmp[n++] = pi->body;
+  } else if (pi->op == HK_OP_SELECT_AND_SCATTER) {
+    if (pi->select) tmp[n++] = pi->select;
+    if (pi->scatter) tmp[n++] = pi->scatter;
+  } else if (pi->true_c || pi->false_c) {
+    if (pi->true_c) tmp[n++] = pi->true_c;
+    if (pi->false_c) tmp[n++] = pi->false_c;
+  } else if (pi->n_list) {
+    v = pi->list;
+    n = pi->n_list;
+    if (pi->to_apply) {
+      v = hk_alloc(P->m, sizeof *v * (size_t)(n + 1));
+      v[0] = pi->to_apply;
+      memcpy(v + 1, pi->list, sizeof *v * (size_t)n);
+      n++;
+    }
+  } else {
+    if (pi->to_apply) tmp[n++] = pi->to_apply;
+    if (pi->condition) tmp[n++] = pi->condition;
+    if (pi->body) tmp[n++] = pi->body;
+    if (pi->select) tmp[n++] = pi->select;
+    if (pi->scatter) tmp[n++] = pi->scatter;
+  }
+  if (n) hk_instr_set_called(i, n, v);
+}
+
+static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_only,
+                        bool specific_only) {
+  if (pi->has_attrs || pi->n_raw) {
+    hk_attrs *a = hk_instr_attrs(i);
+    hk_attrs src = pi->a;
+    if (generic_only) {
+      hk_attrs g;
+      memset(&g, 0, sizeof g);
+      g.metadata = src.metadata;
+      g.n_frontend_attributes = src.n_frontend_attributes;
+      g.frontend_attributes = src.frontend_attributes;
+      g.backend_config = src.backend_config;
+      g.async_execution_thread = pi->async_thread;
+      src = g;
+    } else if (specific_only) {
+      src.metadata = NULL;
+      src.n_frontend_attributes = 0;
+      src.frontend_attributes = NULL;
+      src.backend_config = NULL;
+    }
+    int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
+    hk_instr **cp = a->control_preds, **cs = a->control_succs;
+    *a = src;
+    a->n_control_preds = ncp, a->control_preds = cp;
+    a->n_control_succs = ncs, a->control_succs = cs;
+    if (!generic_only && pi->n_raw) {
+      /* statistics stays with the outer instruction of async sugar; fine */
+      a->n_raw = pi->n_raw;
+      a->raw = hk_memdup(P->m, pi->raw, sizeof *pi->raw * (size_t)pi->n_raw);
+    }
+    if (!generic_only && !specific_only && pi->async_thread)
+      a->async_execution_thread = pi->async_thread;
+  }
+  if (!generic_only && pi->has_dims) hk_instr_set_dims(i, pi->dims.n, pi->dims.v);
+  if (!generic_only) set_called(P, i, pi);
+  if (!specific_only) {
+    i->sharding = pi->sharding;
+    for (int k = 0; k < pi->n_ctrl; k++) hk_instr_add_control_dep(pi->ctrl[k], i);
+  }
+}
+
+static const char *instr_name(tx_parser *P, tx_pending *pi, char *buf, size_t cap) {
+  if (pi->name && pi->name_len < cap) {
+    memcpy(buf, pi->name, pi->name_len);
+    buf[pi->name_len] = 0;
+    return buf;
+  }
+  (void)P;
+  const char *base = pi->async_kind == HK_OP_ASYNC_START    ? "async-start"
+                     : pi->async_kind == HK_OP_ASYNC_UPDATE ? "async-update"
+                     : pi->async_kind == HK_OP_ASYNC_DONE   ? "async-done"
+                                                            : hk_opcode_name(pi->op);
+  snprintf(buf, cap, "%s.anon", base);
+  return buf;
+}
+
+static bool async_shape_ok(const hk_shape *s) {
+  return hk_shape_is_tuple(s) && s->n_tuple >= 2 && hk_shape_is_tuple(s->tuple[0]);
+}
+
+/* The async op `prev` must be a start/update whose wrapped op matches. */
+static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk_computation **wrapped) {
+  if (pi->n_operands != 1 || (ops[0]->opcode != HK_OP_ASYNC_START &&
+                              ops[0]->opcode != HK_OP_ASYNC_UPDATE))
+    return tx_error_at(P, pi->at,
+                       "AsyncUpdate and AsyncDone expect their operand to be the previous async op.");
+  hk_computation *w = ops[0]->n_called ? ops[0]->called[0] : NULL;
+  if (pi->async_kind && w && w->root && w->root->opcode != pi->op)
+    return tx_error_at(P, pi->op_at, "Expect async wrapped opcode to be %s, but got %s",
+                       hk_opcode_name((hk_opcode)w->root->opcode), hk_opcode_name(pi->op));
+  *wrapped = w;
+  return true;
+}
+
+static bool mark_async_computation(tx_parser *P, tx_pending *pi, hk_computation *w) {
+  for (size_t k = 0; k < P->async_comps.n; k++)
+    if (P->async_comps.v[k] == (void *)w)
+      return tx_error_at(P, pi->at, "Computation %s is already referenced by another async op",
+                         w->name);
+  tx_vec_push(&P->async_comps, w);
+  return true;
+}
+
+static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
+  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  char nb[300];
+  const char *name = instr_name(P, pi, nb, sizeof nb);
+  if (pi->async_kind == HK_OP_ASYNC_START) {
+    if (!async_shape_ok(pi->shape))
+      return tx_error_at(P, pi->at,
+                         "AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                         "((async-operands), async-outputs, state).");
+    hk_computation *w = hk_computation_new(P->m, "async_wrapped");
+    if (pi->async_thread) w->execution_thread = pi->async_thread;
+    hk_instr *params[256];
+    int n = pi->n_operands < 256 ? pi->n_operands : 256;
+    for (int k = 0; k < n; k++) {
+      params[k] = hk_instr_new(w, HK_OP_PARAMETER, ops[k]->shape, 0, NULL, "async_param");
+      hk_instr_attrs(params[k])->parameter_number = k;
+    }
+    w->n_params = n;
+    w->params = n ? hk_memdup(P->m, params, sizeof *params * (size_t)n) : NULL;
+    hk_instr *inner = hk_instr_new(w, pi->op, pi->shape->tuple[1], n, params, hk_opcode_name(pi->op));
+    apply_attrs(P, inner, pi, false, true);
+    hk_computation_set_root(w, inner);
+    tx_vec_push(&P->async_comps, w);
+    hk_instr *start = hk_instr_new(c, HK_OP_ASYNC_START, pi->shape, pi->n_operands, ops, name);
+    hk_computation *wc = w;
+    hk_instr_set_called(start, 1, &wc);
+    apply_attrs(P, start, pi, true, false);
+    *out = start;
+    return true;
+  }
+  hk_computation *w;
+  if (!check_async_operand(P, pi, ops, &w)) return false;
+  if (pi->async_kind == HK_OP_ASYNC_UPDATE && !async_shape_ok(pi->shape))
+    return tx_error_at(P, pi->at,
+                       "AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                       "((async-operands), async-outputs, state).");
+  hk_instr *i = hk_instr_new(c, (hk_opcode)pi->async_kind, pi->shape, 1, ops, name);
+  if (w) hk_instr_set_called(i, 1, &w);
+  apply_attrs(P, i, pi, true, false);
+  *out = i;
+  return true;
+}
+
+static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
+  if (!pi->shape && !infer_shape(P, pi)) return false;
+  if (!check_instr(P, pi)) return false;
+  if (pi->name && tx_table_get(P->scope, pi->name, pi->name_len))
+    return tx_error_at(P, pi->at, "instruction already exists: %.*s", (int)pi->name_len, pi->name);
+  hk_instr *i = NULL;
+  if (pi->async_kind) {
+    if (!build_async_sugar(P, c, pi, &i)) return false;
+  } else {
+    hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+    if (pi->op == HK_OP_ASYNC_START || pi->op == HK_OP_ASYNC_UPDATE) {
+      if (!async_shape_ok(pi->shape))
+        return tx_error_at(P, pi->at,
+                           "AsyncStart and AsyncUpdate expect the op shape to be in the form of "
+                           "((async-operands), async-outputs, state).");
+    }
+    hk_computation *wrapped = NULL;
+    if (pi->op == HK_OP_ASYNC_UPDATE || pi->op == HK_OP_ASYNC_DONE) {
+      if (!check_async_operand(P, pi, ops, &wrapped)) return false;
+    }
+    if (pi->op == HK_OP_ASYNC_START) {
+      hk_computation *w = pi->n_list ? pi->list[0] : pi->to_apply;
+      if (!w) return tx_error_at(P, pi->at, "attribute calls is expected but not seen");
+      if (!mark_async_computation(P, pi, w)) return false;
+    }
+    char nb[300];
+    i = hk_instr_new(c, pi->op, pi->shape, pi->n_operands, ops, instr_name(P, pi, nb, sizeof nb));
+    apply_attrs(P, i, pi, false, false);
+    if (wrapped && !i->n_called) hk_instr_set_called(i, 1, &wrapped);
+  }
+  if (pi->name) tx_table_put(P->scope, pi->name, pi->name_len, i);
+  *out = i;
+  return true;
+}
+
+/* [shape] opcode(operands) [, attr=value]* */
+static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
+  tx_skip(P);
+  if (!pi->at) pi->at = P->p;
+  if (!pi->shape && tx_at_shape(P) && !tx_parse_shape(P, &pi->shape)) return false;
+  tx_skip(P);
+  if (!parse_opcode(P, pi)) return false;
+  if (pi->op == HK_OP_CONSTANT && !pi->async_kind) {
+    if (!pi->shape) return tx_error_at(P, pi->op_at, "constant needs a shape");
+    if (!tx_expect(P, '(', "at the start of a constant")) return false;
+    if (!tx_parse_literal(P, pi->shape, &pi->a.literal)) return false;
+    pi->has_attrs = true;
+    if (!tx_expect(P, ')', "at the end of a constant")) return false;
+  } else if (pi->op == HK_OP_PARAMETER && !pi->async_kind) {
+    int64_t num;
+    if (!tx_expect(P, '(', "at the start of a parameter")) return false;
+    const char *at = (tx_skip(P), P->p);
+    if (!tx_int(P, &num)) return false;
+    if (num < 0) return tx_error_at(P, at, "parameter number must be >= 0");
+    if (!tx_expect(P, ')', "after the parameter number")) return false;
+    pi->a.parameter_number = num;
+    pi->has_attrs = true;
+    if (!pi->shape) return tx_error_at(P, pi->op_at, "parameter needs a shape");
+  } else if (!parse_operands(P, c, pi)) {
+    return false;
+  }
+  const char *an, *aat;
+  size_t al;
+  while (next_attr(P, &an, &al, &aat))
+    if (!tx_parse_attr(P, pi, an, al, aat)) return false;
+  return build_instr(P, c, pi, out);
+}
+
+/* [ROOT] name = rhs */
+static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, bool *is_root) {
+  tx_skip(P);
+  tx_pending pi;
+  pending_init(&pi, P);
+  pi.at = P->p;
+  *is_root = tx_accept_word(P, "ROOT");
+  const char *s;
+  size_t l;
+  tx_skip(P);
+  if (P->single_instr && tx_at_shape(P)) {
+    /* canonical form without a name */
+  } else {
+    if (!tx_ident(P, &s, &l)) {
+      pending_free(&pi);
+      return tx_error_at(P, P->p, "expects instruction name");
+    }
+    if (!tx_accept(P, '=')) {
+      pending_free(&pi);
+      return tx_error_at(P, P->p, "expects '=' in instruction");
+    }
+    pi.name = s;
+    pi.name_len = l;
+  }
+  bool ok = parse_rhs(P, c, &pi, out);
+  P->opstack.n = pi.op_base;
+  pending_free(&pi);
+  return ok;
+}
+
+/* ---- computations --------------------------------------------------------------------- */
+
+static bool finish_params(tx_parser *P, hk_computation *c, const char *at) {
+  int64_t maxn = -1, count = 0;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (i->opcode == HK_OP_PARAMETER) {
+      int64_t k = hk_instr_parameter_number(i);
+      if (k > maxn) maxn = k;
+      count++;
+    }
+  if (count != maxn + 1)
+    return tx_error_at(P, at, "computation %s has %lld parameters but the largest parameter number is %lld",
+                       c->name, (long long)count, (long long)maxn);
+  hk_instr **ps = count ? hk_alloc(P->m, sizeof *ps * (size_t)count) : NULL;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (i->opcode == HK_OP_PARAMETER) {
+      int64_t k = hk_instr_parameter_number(i);
+      if (ps[k]) return tx_error_at(P, at, "parameter number %lld is used twice in computation %s",
+                                    (long long)k, c->name);
+      ps[k] = i;
+    }
+  c->n_params = (int32_t)count;
+  c->params = ps;
+  return true;
+}
+
+bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open) {
+  if (!tx_expect(P, '{', "at the start of a computation body")) return false;
+  tx_table scope, *saved = P->scope;
+  bool saved_single = P->single_instr;
+  tx_table_init(&scope);
+  P->scope = &scope;
+  P->single_instr = false;
+  hk_instr *root = NULL, *last = NULL;
+  bool ok = true;
+  while (ok) {
+    int ch = tx_peek(P);
+    if (ch == '}') break;
+    if (ch == 0) {
+      ok = tx_error_at(P, P->p, "expects '}' at the end of the computation");
+      break;
+    }
+    bool is_root;
+    hk_instr *i;
+    const char *at = P->p;
+    if (!(ok = parse_instruction(P, c, &i, &is_root))) break;
+    if (is_root) {
+      if (root) {
+        ok = tx_error_at(P, at, "one computation should have only one ROOT");
+        break;
+      }
+      root = i;
+    }
+    last = i;
+  }
+  if (ok) {
+    P->p++;
+    if (!root) root = last;
+    if (root) hk_computation_set_root(c, root);
+    else ok = tx_error_at(P, open, "computation %s has no instructions", c->name);
+  }
+  if (ok) ok = finish_params(P, c, open);
+  tx_table_free(&scope);
+  P->scope = saved;
+  P->single_instr = saved_single;
+  return ok;
+}
+
+static bool skip_signature(tx_parser *P) {
+  if (!tx_expect(P, '(', "at the start of a signature")) return false;
+  if (!tx_accept(P, ')')) {
+    do {
+      const char *s;
+      size_t l;
+      const hk_shape *sh;
+      if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects a parameter name");
+      if (!tx_expect(P, ':', "after a parameter name")) return false;
+      if (!tx_parse_shape(P, &sh)) return false;
+    } while (tx_accept(P, ','));
+    if (!tx_expect(P, ')', "at the end of a signature")) return false;
+  }
+  tx_skip(P);
+  if (P->end - P->p < 2 || P->p[0] != '-' || P->p[1] != '>')
+    return tx_error_at(P, P->p, "expects '->' in a computation signature");
+  P->p += 2;
+  const hk_shape *r;
+  return tx_parse_shape(P, &r);
+}
+
+static bool parse_computation(tx_parser *P, hk_computation **entry, hk_computation **last) {
+  tx_skip(P);
+  const char *at = P->p;
+  bool is_entry = tx_accept_word(P, "ENTRY");
+  const char *s;
+  size_t l;
+  tx_skip(P);
+  const char *name_at = P->p;
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects a computation name");
+  if (tx_peek(P) == '(' && !skip_signature(P)) return false;
+  hk_computation *prev = tx_table_get(&P->comps, s, l);
+  if (prev) {
+    tx_error_at(P, name_at, "computation already exists: %.*s", (int)l, s);
+    const char *pat = prev->scratch;
+    tx_note_at(P, pat ? pat : P->src, "computation previously defined here");
+    return false;
+  }
+  tx_skip(P);
+  const char *open = P->p;
+  hk_computation *c = hk_computation_new(P->m, cstr(P, s, l));
+  c->scratch = (void *)name_at;
+  tx_table_put(&P->comps, s, l, c);
+  if (!tx_parse_computation_body(P, c, open)) return false;
+  const char *an, *aat;
+  size_t al;
+  while (next_attr(P, &an, &al, &aat)) {
+    if (al == 16 && !memcmp(an, "execution_thread", 16)) {
+      const char *v;
+      size_t vl;
+      if (!tx_string(P, &v, &vl)) return false;
+      c->execution_thread = v;
+    } else {
+      return tx_error_at(P, aat, "unexpected computation attribute %.*s", (int)al, an);
+    }
+  }
+  if (is_entry) {
+    if (*entry) return tx_error_at(P, at, "expects only one ENTRY");
+    *entry = c;
+  }
+  *last = c;
+  return true;
+}
+
+/* ---- module header -------------------------------------------------------------------- */
+
+static bool parse_program_shape(tx_parser *P, hk_program_shape *ps) {
+  if (!tx_expect(P, '{', "at the start of entry_computation_layout") ||
+      !tx_expect(P, '(', "at the start of entry_computation_layout parameters"))
+    return false;
+  tx_vec v = {0};
+  bool ok = true;
+  if (!tx_accept(P, ')')) {
+    do {
+      const hk_shape *s;
+      if (!(ok = tx_parse_shape(P, &s))) break;
+      tx_vec_push(&v, (void *)s);
+    } while (tx_accept(P, ','));
+    if (ok) ok = tx_expect(P, ')', "at the end of entry_computation_layout parameters");
+  }
+  if (ok) {
+    tx_skip(P);
+    if (P->end - P->p < 2 || P->p[0] != '-' || P->p[1] != '>') ok = tx_error_at(P, P->p, "expects '->'");
+    else P->p += 2;
+  }
+  const hk_shape *r = NULL;
+  if (ok) ok = tx_parse_shape(P, &r) && tx_expect(P, '}', "at the end of entry_computation_layout");
+  if (ok) {
+    ps->n_params = (int32_t)v.n;
+    const hk_shape **a = hk_alloc(P->m, sizeof *a * (v.n ? v.n : 1));
+    for (size_t i = 0; i < v.n; i++) a[i] = v.v[i];
+    ps->params = a;
+    ps->result = r;
+  }
+  free(v.v);
+  return ok;
+}
+
+/* {0}: (0, {0}, must-alias), ... and (0, {1}), ... are checked and kept verbatim. */
+static bool check_shape_index(tx_parser *P) {
+  if (!tx_accept(P, '{')) return tx_error_at(P, P->p, "Expects '{' at the start of ShapeIndex");
+  if (tx_accept(P, '}')) return true;
+  do {
+    int64_t v;
+    tx_skip(P);
+    if (!tx_int(P, &v)) return false;
+  } while (tx_accept(P, ','));
+  if (!tx_accept(P, '}')) return tx_error_at(P, P->p, "Expects '}' at the end of ShapeIndex");
+  return true;
+}
+
+static bool check_param_and_index(tx_parser *P) {
+  if (!tx_expect(P, '(', "at the start of a parameter reference")) return false;
+  int64_t v;
+  tx_skip(P);
+  if (!tx_int(P, &v)) return false;
+  if (!tx_expect(P, ',', "after the parameter number")) return false;
+  if (!check_shape_index(P)) return false;
+  return true;
+}
+
+static bool parse_alias_like(tx_parser *P, bool with_output, const char **raw) {
+  tx_skip(P);
+  const char *st = P->p;
+  if (!tx_expect(P, '{', "at the start of the alias description")) return false;
+  if (!tx_accept(P, '}')) {
+    do {
+      if (with_output) {
+        if (!check_shape_index(P)) return false;
+        if (!tx_expect(P, ':', "after the output index")) return false;
+      }
+      if (!check_param_and_index(P)) return false;
+      if (with_output && tx_accept(P, ',')) {
+        const char *k;
+        size_t kl;
+        if (!tx_ident(P, &k, &kl)) return tx_error_at(P, P->p, "expects alias kind");
+      }
+      if (!tx_expect(P, ')', "at the end of a parameter reference")) return false;
+    } while (tx_accept(P, ','));
+    if (!tx_accept(P, '}'))
+      return tx_error_at(P, P->p, "Expects '}' at the end of aliasing description");
+  }
+  *raw = tx_intern(P, st, (size_t)(P->p - st));
+  return true;
+}
+
+static void add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v) {
+  hk_module_config *cf = &P->m->config;
+  hk_raw_attr *r = hk_alloc(P->m, sizeof *r * (size_t)(cf->n_raw + 1));
+  if (cf->n_raw) memcpy(r, cf->raw, sizeof *r * (size_t)cf->n_raw);
+  r[cf->n_raw].name = tx_intern(P, name, nl);
+  r[cf->n_raw].value = v;
+  cf->raw = r;
+  cf->n_raw++;
+}
+
+static bool parse_bools_or_bool(tx_parser *P, int32_t *n, const bool **out) {
+  if (tx_peek(P) == '{') return tx_parse_bool_list(P, n, out);
+  bool b;
+  if (!tx_bool(P, &b)) return false;
+  *n = 1;
+  *out = hk_memdup(P->m, &b, sizeof b);
+  return true;
+}
+
+#define ISN(lit) (nl == sizeof(lit) - 1 && memcmp(n, lit, nl) == 0)
+
+static bool parse_header_attr(tx_parser *P, const char *n, size_t nl, const char *at) {
+  hk_module_config *cf = &P->m->config;
+  if (ISN("is_scheduled")) return tx_bool(P, &cf->is_scheduled);
+  if (ISN("entry_computation_layout")) {
+    cf->has_entry_layout = true;
+    return parse_program_shape(P, &cf->entry_layout);
+  }
+  if (ISN("replica_count") || ISN("num_partitions")) {
+    int64_t v;
+    tx_skip(P);
+    if (!tx_int(P, &v)) return false;
+    if (v < 1) return tx_error_at(P, at, "%.*s must be positive", (int)nl, n);
+    if (ISN("replica_count")) cf->replica_count = v;
+    else cf->num_partitions = v, cf->use_spmd_partitioning = v > 1;
+    return true;
+  }
+  if (ISN("allow_spmd_sharding_propagation_to_parameters"))
+    return parse_bools_or_bool(P, &cf->n_allow_prop_to_params, &cf->allow_prop_to_params);
+  if (ISN("allow_spmd_sharding_propagation_to_output"))
+    return parse_bools_or_bool(P, &cf->n_allow_prop_to_output, &cf->allow_prop_to_output);
+  if (ISN("frontend_attributes"))
+    return tx_parse_kv_list(P, &cf->n_frontend_attributes, &cf->frontend_attributes);
+  if (ISN("spmd_output_sharding")) return tx_parse_sharding_value(P, &cf->spmd_output_sharding);
+  if (ISN("spmd_parameters_shardings")) {
+    if (!tx_expect(P, '{', "at the start of spmd_parameters_shardings")) return false;
+    tx_vec v = {0};
+    bool ok = true;
+    if (!tx_accept(P, '}')) {
+      do {
+        const hk_sharding *s;
+        if (!(ok = tx_parse_sharding_value(P, &s))) break;
+        tx_vec_push(&v, (void *)s);
+      } while (tx_accept(P, ','));
+      if (ok) ok = tx_expect(P, '}', "at the end of spmd_parameters_shardings");
+    }
+    if (ok) {
+      const hk_sharding **a = hk_alloc(P->m, sizeof *a * (v.n ? v.n : 1));
+      for (size_t i = 0; i < v.n; i++) a[i] = v.v[i];
+      cf->n_spmd_parameters_shardings = (int32_t)v.n;
+      cf->spmd_parameters_shardings = a;
+    }
+    free(v.v);
+    return ok;
+  }
+  const char *raw;
+  if (ISN("input_output_alias")) {
+    if (!parse_alias_like(P, true, &raw)) return false;
+  } else if (ISN("buffer_donor")) {
+    if (!parse_alias_like(P, false, &raw)) return false;
+  } else {
+    const char *v;
+    size_t vl;
+    if (!tx_raw_value(P, &v, &vl)) return false;
+    raw = tx_intern(P, v, vl);
+  }
+  add_module_raw(P, n, nl, raw);
+  return true;
+}
+
+static bool parse_header(tx_parser *P) {
+  const char *s;
+  size_t l;
+  tx_skip(P);
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects the module name");
+  P->m->name = cstr(P, s, l);
+  if (P->p < P->end && *P->p == ':') P->p++;
+  const char *an, *aat;
+  size_t al;
+  while (next_attr(P, &an, &al, &aat))
+    if (!parse_header_attr(P, an, al, aat)) return false;
+  return true;
+}
+
+/* ---- entry points ------------------------------------------------------------------------ */
+
+static bool parse_computations(tx_parser *P) {
+  hk_computation *entry = NULL, *last = NULL;
+  while (tx_peek(P) != 0) {
+    if (!parse_computation(P, &entry, &last)) return false;
+  }
+  if (P->err) return false;
+  if (!last) return tx_error_at(P, P->p, "expects at least one computation");
+  hk_module_set_entry(P->m, entry ? entry : last);
+  return true;
+}
+
+static bool parse_single_instruction(tx_parser *P) {
+  hk_computation *c = hk_computation_new(P->m, "single_instruction");
+  tx_table scope;
+  tx_table_init(&scope);
+  P->scope = &scope;
+  P->single_instr = true;
+  hk_instr *i;
+  bool is_root;
+  bool ok = parse_instruction(P, c, &i, &is_root);
+  if (ok && tx_peek(P) != 0)
+    ok = tx_error_at(P, P->p,
+                     "Syntax error:\nExpected eof after parsing single instruction.  Did you "
+                     "mean to write an HLO module and forget the \"HloModule\" header?");
+  if (ok) {
+    hk_computation_set_root(c, i);
+    ok = finish_params(P, c, P->src);
+  }
+  if (ok) hk_module_set_entry(P->m, c);
+  tx_table_free(&scope);
+  P->scope = NULL;
+  return ok;
+}
+
+static bool looks_like_computation(tx_parser *P) {
+  const char *s, *after;
+  size_t l;
+  if (!tx_peek_ident(P, &s, &l, &after)) return false;
+  if (l == 5 && !memcmp(s, "ENTRY", 5)) return true;
+  const char *save = P->p;
+  P->p = after;
+  bool r = tx_peek(P) == '{';
+  P->p = save;
+  return r;
+}
+
+static void parser_init(tx_parser *P, const char *text, size_t len, const char *filename) {
+  memset(P, 0, sizeof *P);
+  P->src = P->p = text;
+  P->end = text + len;
+  P->filename = filename;
+  tx_table_init(&P->comps);
+}
+
+static void parser_free(tx_parser *P) {
+  tx_table_free(&P->comps);
+  free(P->opstack.v);
+  free(P->async_comps.v);
+  free(P->ints);
+}
+
+hk_status *hk_parse_module(const char *text, size_t len, const char *filename,
+                           hk_module **out) {
+  *out = NULL;
+  tx_parser P;
+  parser_init(&P, text ? text : "", text ? len : 0, filename);
+  P.m = hk_module_new("module");
+  if (P.m->config.num_partitions < 1) P.m->config.num_partitions = 1;
+  if (P.m->config.replica_count < 1) P.m->config.replica_count = 1;
+  bool ok;
+  tx_skip(&P);
+  if (P.err) ok = false;
+  else if (tx_accept_word(&P, "HloModule")) ok = parse_header(&P) && parse_computations(&P);
+  else if (looks_like_computation(&P)) ok = parse_computations(&P);
+  else ok = parse_single_instruction(&P);
+  if (!ok || P.err) {
+    hk_status *st = P.err ? P.err : hk_error(HK_INVALID_ARGUMENT, "%s:1:1: error: parse failed",
+                                            filename ? filename : "<input>");
+    parser_free(&P);
+    hk_module_free(P.m);
+    return st;
+  }
+  for (int k = 0; k < P.m->n_computations; k++) P.m->computations[k]->scratch = NULL;
+  parser_free(&P);
+  *out = P.m;
+  return NULL;
+}
+
+hk_status *hk_parse_shape(hk_module *m, const char *text, size_t len, const hk_shape **out) {
+  tx_parser P;
+  parser_init(&P, text, len, NULL);
+  P.m = m;
+  bool ok = tx_parse_shape(&P, out);
+  if (ok && tx_peek(&P) != 0) ok = tx_error_at(&P, P.p, "expects end of shape text");
+  hk_status *st = NULL;
+  if (!ok || P.err) st = P.err ? P.err : hk_error(HK_INVALID_ARGUMENT, "<input>:1:1: error: bad shape");
+  parser_free(&P);
+  return st;
+}

@@ -1,0 +1,423 @@
+/* shape_text.c - shapes and layouts in HLO text: f32[<=4,?]{1,0:T(8,128)S(1)}, tuples, token[], opaque[]. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "text/text_internal.h"
+
+#define TX_UNBOUNDED INT64_MIN
+
+static bool prim_at(tx_parser *P, hk_prim *prim, const char **after) {
+  const char *s, *a;
+  size_t len;
+  if (!tx_peek_ident(P, &s, &len, &a) || s != P->p) return false;
+  hk_prim pr = hk_prim_from_name(s, len);
+  if (pr == HK_PRIM_INVALID || pr == HK_TUPLE) return false;
+  if (a >= P->end || *a != '[') return false;
+  *prim = pr;
+  *after = a;
+  return true;
+}
+
+bool tx_at_shape(tx_parser *P) {
+  int c = tx_peek(P);
+  if (c == '(') return true;
+  hk_prim pr;
+  const char *a;
+  return prim_at(P, &pr, &a);
+}
+
+/* ---- layouts ------------------------------------------------------------- */
+
+/* Rank of an extra layout item in XLA's print order (D, T, L, #, *, E, S, SC, P, M). */
+static int extra_rank(const char *item) {
+  switch (item[0]) {
+    case 'D': return 0;
+    case 'L': return 2;
+    case '#': return 3;
+    case '*': return 4;
+    case 'S': return 7;    /* SC */
+    case 'P': return 8;
+    case 'M': return 9;
+  }
+  return 10;
+}
+
+/* Length of the balanced "(...)" group starting at p (0 if none). */
+static size_t paren_group(const char *p, const char *e) {
+  if (p >= e || *p != '(') return 0;
+  int d = 0;
+  const char *q = p;
+  for (; q < e; q++) {
+    if (*q == '(') d++;
+    else if (*q == ')' && --d == 0) return (size_t)(q + 1 - p);
+  }
+  return 0;
+}
+
+typedef struct layout_items {
+  const char *s[8];
+  size_t n[8];
+  int k;
+} layout_items;
+
+static bool check_dim_level_types(tx_parser *P, const char *p, size_t n, int rank,
+                                  int *count) {
+  /* p points at "(...)" */
+  int cnt = 0;
+  const char *q = p + 1, *e = p + n - 1;
+  while (q < e) {
+    while (q < e && (*q == ' ' || *q == ',')) q++;
+    if (q >= e) break;
+    if (*q != 'D' && *q != 'C' && *q != 'S' && *q != 'H')
+      return tx_error_at(P, q, "expected a DimLevelType abbreviation (D, C, S, or H)");
+    q++;
+    while (q < e && (*q == '+' || *q == '~')) q++;
+    cnt++;
+  }
+  *count = cnt;
+  (void)rank;
+  return true;
+}
+
+static bool parse_layout(tx_parser *P, int rank, hk_layout *lay, int64_t *m2m,
+                         hk_tile *tiles, int64_t *tile_dims, char **extra_out) {
+  const char *open = P->p;
+  P->p++; /* '{' */
+  int n = 0;
+  tx_skip(P);
+  while (P->p < P->end && isdigit((unsigned char)*P->p)) {
+    int64_t v;
+    if (!tx_int(P, &v)) return false;
+    if (n >= HK_MAX_RANK) return tx_error_at(P, open, "layout has too many dimensions");
+    m2m[n++] = v;
+    if (!tx_accept(P, ',')) break;
+    tx_skip(P);
+  }
+  lay->n_minor_to_major = n;
+  lay->minor_to_major = m2m;
+  layout_items items = {.k = 0};
+  int n_tiles = 0, n_tile_dims = 0;
+  bool has_d = false, has_p = false;
+  int n_dlt = 0;
+  const char *d_at = NULL;
+  if (tx_accept(P, ':')) {
+    for (;;) {
+      tx_skip(P);
+      const char *at = P->p, *e = P->end;
+      if (at >= e || *at == '}') break;
+      if (*at == 'T' && at + 1 < e && at[1] == '(') {
+        P->p++;
+        while (tx_peek(P) == '(') {
+          P->p++;
+          int k = 0;
+          hk_tile *t = &tiles[n_tiles];
+          t->dims = tile_dims + n_tile_dims;
+          while (!tx_accept(P, ')')) {
+            int64_t v;
+            if (tx_accept(P, '*')) v = HK_TILE_COMBINE;
+            else if (!tx_int(P, &v)) return false;
+            if (n_tile_dims + k >= 4 * HK_MAX_RANK) return tx_error_at(P, at, "too many tiles");
+            tile_dims[n_tile_dims + k++] = v;
+            if (!tx_accept(P, ',') && tx_peek(P) != ')')
+              return tx_error_at(P, P->p, "expects ',' or ')' in a tile");
+          }
+          t->n_dims = k;
+          n_tile_dims += k;
+          if (++n_tiles >= HK_MAX_RANK) return tx_error_at(P, at, "too many tiles");
+        }
+        continue;
+      }
+      if ((*at == 'E' || (*at == 'S' && at + 1 < e && at[1] == '(')) && at + 1 < e &&
+          at[1] == '(') {
+        P->p += 2;
+        int64_t v;
+        if (!tx_int(P, &v) || !tx_expect(P, ')', "after a layout value")) return false;
+        if (*at == 'E') lay->element_size_bits = v;
+        else lay->memory_space = v;
+        continue;
+      }
+      const char *name_end = at;
+      while (name_end < e && (isalpha((unsigned char)*name_end) || *name_end == '#' ||
+                              *name_end == '*'))
+        name_end++;
+      size_t g = paren_group(name_end, e);
+      if (name_end == at || g == 0)
+        return tx_error_at(P, at, "unexpected layout annotation");
+      const char *q = name_end + g;
+      if (name_end - at == 2 && at[0] == 'S' && at[1] == 'C') {
+        size_t g2;
+        while ((g2 = paren_group(q, e)) != 0) q += g2;
+      }
+      if (*at == 'D') {
+        has_d = true;
+        d_at = at;
+        if (!check_dim_level_types(P, name_end, g, rank, &n_dlt)) return false;
+      }
+      if (*at == 'P') has_p = true;
+      if (items.k >= 8) return tx_error_at(P, at, "too many layout annotations");
+      items.s[items.k] = at;
+      items.n[items.k++] = (size_t)(q - at);
+      P->p = q;
+    }
+  }
+  if (!tx_expect(P, '}', "at the end of a layout")) return false;
+  if (has_d && n_dlt != rank)
+    return tx_error_at(P, d_at, "Dimensions size is %d, but dim level types size is %d",
+                       rank, n_dlt);
+  if (has_d && n_tiles)
+    return tx_error_at(P, open, "Layout has tiles, but is for a sparse array");
+  if (has_p && !has_d)
+    return tx_error_at(P, open, "Layout has physical shape, but is not for a sparse array");
+  if (n_tiles) {
+    lay->n_tiles = n_tiles;
+    lay->tiles = tiles;
+  }
+  if (items.k) {
+    /* canonical order, stable */
+    for (int i = 1; i < items.k; i++)
+      for (int j = i; j > 0 && extra_rank(items.s[j]) < extra_rank(items.s[j - 1]); j--) {
+        const char *ts = items.s[j];
+        size_t tn = items.n[j];
+        items.s[j] = items.s[j - 1], items.n[j] = items.n[j - 1];
+        items.s[j - 1] = ts, items.n[j - 1] = tn;
+      }
+    size_t tot = 1;
+    for (int i = 0; i < items.k; i++) tot += items.n[i];
+    char *x = malloc(tot);
+    size_t o = 0;
+    for (int i = 0; i < items.k; i++) memcpy(x + o, items.s[i], items.n[i]), o += items.n[i];
+    x[o] = 0;
+    *extra_out = x;
+  }
+  return true;
+}
+
+/* ---- shapes ------------------------------------------------------------------ */
+
+static bool parse_array_shape(tx_parser *P, const hk_shape **out) {
+  hk_prim prim;
+  const char *after;
+  const char *at = P->p;
+  if (!prim_at(P, &prim, &after)) {
+    const char *s;
+    size_t len;
+    if (tx_peek_ident(P, &s, &len, NULL))
+      return tx_error_at(P, at, "expects a shape, but sees '%.*s'", (int)len, s);
+    return tx_error_at(P, at, "expects a shape");
+  }
+  P->p = after + 1;
+  int64_t dims[HK_MAX_RANK];
+  bool dyn[HK_MAX_RANK];
+  bool any_dyn = false;
+  int rank = 0;
+  if (!tx_accept(P, ']')) {
+    do {
+      if (rank >= HK_MAX_RANK) return tx_error_at(P, at, "shape rank is too large");
+      dyn[rank] = false;
+      if (tx_accept(P, '?')) {
+        dims[rank] = TX_UNBOUNDED;
+        dyn[rank] = any_dyn = true;
+      } else {
+        if (tx_peek(P) == '<') {
+          P->p++;
+          if (!tx_expect(P, '=', "after '<' in a dynamic dimension")) return false;
+          dyn[rank] = any_dyn = true;
+        }
+        int64_t v;
+        if (!tx_int(P, &v)) return false;
+        if (v < 0) return tx_error_at(P, at, "negative dimension size");
+        dims[rank] = v;
+      }
+      rank++;
+    } while (tx_accept(P, ','));
+    if (!tx_expect(P, ']', "at the end of shape dimensions")) return false;
+  }
+  if (!hk_prim_is_array(prim) && rank != 0)
+    return tx_error_at(P, at, "%s shape must have no dimensions", hk_prim_name(prim));
+  hk_shape tmpl = {.elem = (uint8_t)prim, .rank = (uint8_t)rank, .dims = dims,
+                   .dynamic = any_dyn ? dyn : NULL};
+  hk_layout lay;
+  memset(&lay, 0, sizeof lay);
+  int64_t m2m[HK_MAX_RANK];
+  hk_tile tiles[HK_MAX_RANK];
+  int64_t tile_dims[4 * HK_MAX_RANK];
+  char *extra = NULL;
+  if (P->p < P->end && *P->p == '{') {
+    if (!hk_prim_is_array(prim)) {
+      /* token[]{} etc. are not produced by XLA; accept an empty layout */
+    }
+    const char *lat = P->p;
+    if (!parse_layout(P, rank, &lay, m2m, tiles, tile_dims, &extra)) {
+      free(extra);
+      return false;
+    }
+    if (hk_prim_is_array(prim) && lay.n_minor_to_major != rank &&
+        !(lay.n_minor_to_major == 0 && rank == 0)) {
+      free(extra);
+      return tx_error_at(P, lat, "layout has %d minor-to-major entries, shape has rank %d",
+                         lay.n_minor_to_major, rank);
+    }
+    lay.extra = extra;
+    if (hk_prim_is_array(prim)) tmpl.layout = &lay;
+  } else if (hk_prim_is_array(prim)) {
+    for (int i = 0; i < rank; i++) m2m[i] = rank - 1 - i;
+    lay.n_minor_to_major = rank;
+    lay.minor_to_major = m2m;
+    tmpl.layout = &lay;
+  }
+  *out = hk_shape_intern(P->m, &tmpl);
+  free(extra);
+  return true;
+}
+
+bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
+  if (tx_peek(P) != '(') return parse_array_shape(P, out);
+  P->p++;
+  const hk_shape *elems_stack[16];
+  const hk_shape **elems = elems_stack;
+  int n = 0, cap = 16;
+  bool ok = true;
+  if (!tx_accept(P, ')')) {
+    do {
+      const hk_shape *e;
+      if (!(ok = tx_parse_shape(P, &e))) break;
+      if (n == cap) {
+        cap *= 2;
+        if (elems == elems_stack) {
+          elems = malloc(cap * sizeof *elems);
+          memcpy(elems, elems_stack, sizeof elems_stack);
+        } else {
+          elems = realloc(elems, cap * sizeof *elems);
+        }
+      }
+      elems[n++] = e;
+    } while (tx_accept(P, ','));
+    if (ok) ok = tx_expect(P, ')', "at the end of a tuple shape");
+  }
+  if (ok) {
+    hk_shape tmpl = {.elem = HK_TUPLE, .n_tuple = n, .tuple = elems};
+    *out = hk_shape_intern(P->m, &tmpl);
+  }
+  if (elems != elems_stack) free(elems);
+  return ok;
+}
+
+/* ---- printing ------------------------------------------------------------------ */
+
+static void put_i64(hk_buf *b, int64_t v) {
+  char tmp[24];
+  char *e = tmp + sizeof tmp, *p = e;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do *--p = (char)('0' + u % 10), u /= 10;
+  while (u);
+  if (v < 0) *--p = '-';
+  hk_buf_put(b, p, (size_t)(e - p));
+}
+
+void tx_print_i64s(hk_buf *b, const int64_t *v, int n) {
+  for (int i = 0; i < n; i++) {
+    if (i) hk_buf_put(b, ",", 1);
+    put_i64(b, v[i]);
+  }
+}
+
+/* Prints extra layout items whose rank is in [lo, hi). */
+static bool print_extra_range(const char *x, int lo, int hi, hk_buf *b, bool colon) {
+  const char *p = x, *e = x + strlen(x);
+  while (p < e) {
+    const char *name_end = p;
+    while (name_end < e && *name_end != '(') name_end++;
+    const char *q = name_end;
+    size_t g;
+    while ((g = paren_group(q, e)) != 0) {
+      q += g;
+      if (!(name_end - p == 2 && p[0] == 'S' && p[1] == 'C')) break;
+    }
+    if (q == name_end) q = e;
+    int r = extra_rank(p);
+    if (r >= lo && r < hi) {
+      if (!colon) hk_buf_put(b, ":", 1), colon = true;
+      hk_buf_put(b, p, (size_t)(q - p));
+    }
+    p = q;
+  }
+  return colon;
+}
+
+static void print_layout(const hk_layout *l, hk_buf *b) {
+  hk_buf_put(b, "{", 1);
+  tx_print_i64s(b, l->minor_to_major, l->n_minor_to_major);
+  bool colon = false;
+  if (l->extra) colon = print_extra_range(l->extra, 0, 1, b, colon);
+  if (l->n_tiles) {
+    if (!colon) hk_buf_put(b, ":", 1), colon = true;
+    hk_buf_put(b, "T", 1);
+    for (int i = 0; i < l->n_tiles; i++) {
+      hk_buf_put(b, "(", 1);
+      for (int j = 0; j < l->tiles[i].n_dims; j++) {
+        if (j) hk_buf_put(b, ",", 1);
+        if (l->tiles[i].dims[j] == HK_TILE_COMBINE) hk_buf_put(b, "*", 1);
+        else put_i64(b, l->tiles[i].dims[j]);
+      }
+      hk_buf_put(b, ")", 1);
+    }
+  }
+  if (l->extra) colon = print_extra_range(l->extra, 2, 5, b, colon);
+  if (l->element_size_bits) {
+    if (!colon) hk_buf_put(b, ":", 1), colon = true;
+    hk_buf_printf(b, "E(%lld)", (long long)l->element_size_bits);
+  }
+  if (l->memory_space) {
+    if (!colon) hk_buf_put(b, ":", 1), colon = true;
+    hk_buf_printf(b, "S(%lld)", (long long)l->memory_space);
+  }
+  if (l->extra) print_extra_range(l->extra, 7, 11, b, colon);
+  hk_buf_put(b, "}", 1);
+}
+
+static bool layout_is_trivial_scalar(const hk_layout *l) {
+  return l->n_minor_to_major == 0 && l->n_tiles == 0 && !l->element_size_bits &&
+         !l->memory_space && !(l->extra && *l->extra);
+}
+
+void tx_print_shape(const hk_shape *s, bool layout, hk_buf *b) {
+  if (s->elem == HK_TUPLE) {
+    hk_buf_put(b, "(", 1);
+    for (int i = 0; i < s->n_tuple; i++) {
+      if (i) hk_buf_put(b, ", ", 2);
+      if (i && i % 5 == 0) hk_buf_printf(b, "/*index=%d*/", i);
+      tx_print_shape(s->tuple[i], layout, b);
+    }
+    hk_buf_put(b, ")", 1);
+    return;
+  }
+  hk_buf_puts(b, hk_prim_name((hk_prim)s->elem));
+  hk_buf_put(b, "[", 1);
+  for (int i = 0; i < s->rank; i++) {
+    if (i) hk_buf_put(b, ",", 1);
+    if (s->dynamic && s->dynamic[i]) {
+      if (s->dims[i] == TX_UNBOUNDED) {
+        hk_buf_put(b, "?", 1);
+        continue;
+      }
+      hk_buf_put(b, "<=", 2);
+    }
+    put_i64(b, s->dims[i]);
+  }
+  hk_buf_put(b, "]", 1);
+  if (layout && s->layout && hk_prim_is_array((hk_prim)s->elem) &&
+      !(s->rank == 0 && layout_is_trivial_scalar(s->layout)))
+    print_layout(s->layout, b);
+}
+
+void hk_print_shape(const hk_shape *s, hk_buf *out) { tx_print_shape(s, true, out); }
+
+char *hk_shape_to_string(const hk_shape *s) {
+  hk_buf b;
+  hk_buf_init(&b);
+  tx_print_shape(s, true, &b);
+  hk_buf_put(&b, "", 0);
+  if (!b.data) return strdup("");
+  return b.data;
+}

@@ -1,0 +1,134 @@
+/* text_internal.h - shared state of the HLO text parser and printer (host/text only). */
+#ifndef HK_TEXT_INTERNAL_H
+#define HK_TEXT_INTERNAL_H
+
+#include "hlokit/hlokit.h"
+
+/* ---- the parser cursor ------------------------------------------------ */
+
+/* One name -> instruction binding of a computation scope; keys point into
+ * the source text (no copies). */
+typedef struct tx_slot {
+  const char *key;
+  uint32_t len, hash;
+  void *val;
+} tx_slot;
+
+typedef struct tx_table {
+  tx_slot *slots;
+  size_t cap, n;
+} tx_table;
+
+/* A growable scratch array of pointers (operand lists, raw attributes). */
+typedef struct tx_vec {
+  void **v;
+  size_t n, cap;
+} tx_vec;
+
+typedef struct tx_parser {
+  const char *src, *p, *end;
+  const char *filename;
+  hk_module *m;
+  hk_status *err;             /* first error (with later notes appended) */
+  tx_table *scope;            /* instructions of the computation being parsed */
+  tx_table comps;             /* computations by name */
+  tx_vec opstack;             /* operands of instructions being parsed */
+  tx_vec async_comps;         /* computations already wrapped by an async op */
+  int64_t *ints;              /* scratch integer list */
+  size_t n_ints, cap_ints;
+  bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
+  int n_auto_params;
+  int anon_depth;
+} tx_parser;
+
+/* lexing helpers (lex.c) */
+void tx_skip(tx_parser *P);
+int tx_peek(tx_parser *P);                       /* next char after blanks, 0 at end */
+bool tx_accept(tx_parser *P, char c);
+bool tx_expect(tx_parser *P, char c, const char *what);
+bool tx_accept_word(tx_parser *P, const char *w); /* a whole identifier */
+bool tx_ident(tx_parser *P, const char **s, size_t *len);   /* [%]?name */
+bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after);
+bool tx_int(tx_parser *P, int64_t *out);
+bool tx_uint64(tx_parser *P, uint64_t *out, bool *neg);
+bool tx_bool(tx_parser *P, bool *out);
+bool tx_string(tx_parser *P, const char **s, size_t *len); /* "..." unescaped, interned */
+bool tx_quoted_raw(tx_parser *P, const char **s, size_t *len); /* "..." with quotes, verbatim */
+bool tx_int_list(tx_parser *P, char open, char close, hk_i64s *out);
+bool tx_error_at(tx_parser *P, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Scans a balanced attribute value ending at a top-level ',' or closer. */
+bool tx_raw_value(tx_parser *P, const char **s, size_t *len);
+const char *tx_intern(tx_parser *P, const char *s, size_t len);
+
+/* name tables (lex.c) */
+void tx_table_init(tx_table *t);
+void tx_table_free(tx_table *t);
+void *tx_table_get(const tx_table *t, const char *key, size_t len);
+/* Returns false (and leaves the old binding) if key already exists. */
+bool tx_table_put(tx_table *t, const char *key, size_t len, void *val);
+void tx_vec_push(tx_vec *v, void *p);
+
+/* shapes (shape_text.c) */
+bool tx_at_shape(tx_parser *P);
+bool tx_parse_shape(tx_parser *P, const hk_shape **out);
+void tx_print_shape(const hk_shape *s, bool layout, hk_buf *out);
+
+/* literals (literal_text.c) */
+bool tx_parse_literal(tx_parser *P, const hk_shape *shape, hk_literal **out);
+void tx_print_literal(const hk_literal *l, hk_buf *out);
+/* A float value as XLA prints it (shortest round-tripping form). */
+void tx_print_float(hk_prim p, const void *elem, hk_buf *out);
+
+/* An instruction being parsed: everything is collected here first, then
+ * the instruction is created in one go. */
+typedef struct tx_pending {
+  const char *name;
+  size_t name_len;
+  const char *at;             /* start of the instruction (errors) */
+  const hk_shape *shape;
+  hk_opcode op;
+  const char *op_at;
+  int async_kind;             /* 0, or HK_OP_ASYNC_START/UPDATE/DONE for sugar */
+  size_t op_base;             /* operands are P->opstack.v[op_base..] */
+  int n_operands;
+  hk_attrs a;
+  bool has_attrs;
+  hk_i64s dims;
+  bool has_dims;
+  const hk_sharding *sharding;
+  hk_computation *to_apply, *condition, *body, *select, *scatter, *true_c, *false_c;
+  int n_list;                 /* branch_computations / called_computations / calls */
+  hk_computation **list;
+  bool list_is_branches;
+  int n_raw, cap_raw;
+  hk_raw_attr *raw;
+  int n_ctrl, cap_ctrl;
+  hk_instr **ctrl;
+  const char *async_thread;
+  /* attributes seen (required-attribute checks) */
+  bool seen_dims, seen_index, seen_direction, seen_slice, seen_padding, seen_window;
+  bool seen_dnums_dot, seen_dim_labels;
+  const char *operand_layout_at;
+  int n_operand_layouts;
+} tx_pending;
+
+/* attributes (parse_attrs.c) */
+bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
+                   const char *at);
+
+bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out);
+bool tx_parse_kv_list(tx_parser *P, int32_t *n_out, const hk_kv **out);
+bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
+
+/* instructions (parse.c) */
+bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open);
+bool tx_computation_ref(tx_parser *P, hk_computation **out);
+
+/* printing helpers (print.c) */
+void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
+void tx_print_escaped(hk_buf *b, const char *s);
+
+#endif

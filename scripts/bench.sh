@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# bench.sh - benchmarks over generated sharded-MLP modules of 1e3..1e6 instructions (make bench).
+#
+# Usage: scripts/bench.sh BUILD [BENCH...]
+#   BENCH_SIZES="1000 10000 100000 1000000"   module sizes (instructions)
+#   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
+# Benches: parse (parse and print), pipeline (pass dispatch).  To add one, write bench_NAME (it gets
+# the size list; gen_module SIZE ANNOTATE gives a module path) and list it
+# in BENCHES below.  Modules are kept in build/bench/.
+set -euo pipefail
+
+if [ $# -lt 1 ]; then
+  echo "usage: $0 BUILD [BENCH...]" >&2
+  exit 2
+fi
+build=$1
+shift
+BENCHES=(parse pipeline)
+[ $# -gt 0 ] && BENCHES=("$@")
+sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
+runs_1m=${BENCH_RUNS:-3}
+benchdir=build/bench
+mkdir -p "$benchdir"
+
+echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
+
+# gen_module SIZE ANNOTATE [EXTRA ARGS] -> prints the path of a generated module.
+gen_module() {
+  local size=$1 annotate=$2
+  shift 2
+  local path="$benchdir/mlp-$size-$annotate.hlo"
+  if [ ! -s "$path" ] || [ "$build/hk-gen-mlp" -nt "$path" ]; then
+    "$build/hk-gen-mlp" --instructions="$size" --annotate="$annotate" "$@" >"$path.tmp"
+    mv "$path.tmp" "$path"
+  fi
+  echo "$path"
+}
+
+# runs_for SIZE -> more runs for small modules so timings are not noise.
+runs_for() {
+  local r=$((runs_1m * 1000000 / $1))
+  [ $r -gt 50 ] && r=50
+  [ $r -lt "$runs_1m" ] && r=$runs_1m
+  echo $r
+}
+
+bench_parse() {
+  echo
+  echo "== parse and print (HLO text, long form; every instruction sharded)"
+  printf '%9s %8s | %9s %9s %8s | %9s %9s | %9s | %8s %8s\n' \
+    instrs MB "parse s" "Minstr/s" "MB/s" "print s" "Minstr/s" "floor MB/s" "RSS B/i" "mod B/i"
+  local first_parse="" first_print="" last_parse="" last_print="" first_n="" last_n=""
+  for n in "${sizes[@]}"; do
+    local f row
+    f=$(gen_module "$n" all)
+    row=$("$build/hk-bench-parse" "$f" --runs="$(runs_for "$n")" --row)
+    read -r instrs bytes pbest pmed qbest qmed fbest rss modb outb <<<"$row"
+    awk -v n="$instrs" -v b="$bytes" -v p="$pbest" -v q="$qbest" -v f="$fbest" -v r="$rss" -v m="$modb" \
+      'BEGIN { printf "%9d %8.1f | %9.4f %9.2f %8.1f | %9.4f %9.2f | %10.1f | %8.0f %8.0f\n",
+               n, b/1e6, p, n/p/1e6, b/1e6/p, q, n/q/1e6, b/1e6/f, r, m }'
+    if [ -z "$first_n" ]; then first_n=$instrs; first_parse=$pbest; first_print=$qbest; fi
+    last_n=$instrs; last_parse=$pbest; last_print=$qbest
+  done
+  awk -v a="$first_n" -v b="$last_n" -v p0="$first_parse" -v p1="$last_parse" \
+      -v q0="$first_print" -v q1="$last_print" \
+    'BEGIN { printf "growth (time per instruction at %d vs %d): parse %.2fx, print %.2fx, parse+print %.2f M instr/s at %d\n",
+             b, a, (p1/b)/(p0/a), (q1/b)/(q0/a), b/(p1+q1)/1e6, b }'
+}
+
+bench_pipeline() {
+  echo
+  echo "== pass dispatch: 1000 no-op passes (each walks every instruction), pipeline vs direct calls"
+  printf '%9s %7s | %10s %10s %8s | %12s %12s\n' instrs passes "direct s" "pipeline s" "A/B %" \
+    "dispatch ns" "overhead %"
+  for n in 1000 100000; do
+    "$build/hk-bench-pipeline" --instructions="$n" --passes=1000 --runs=5 --row |
+      awk '{ printf "%9d %7d | %10.4f %10.4f %+8.2f | %12.1f %12.5f\n", $1, $2, $3, $4, $5, $6, $7 }'
+  done
+}
+
+for b in "${BENCHES[@]}"; do
+  if ! declare -F "bench_$b" >/dev/null; then
+    echo "bench.sh: unknown bench '$b' (have: $(declare -F | sed -n 's/^declare -f bench_//p' | tr '\n' ' '))" >&2
+    exit 2
+  fi
+  "bench_$b"
+done

@@ -1,0 +1,725 @@
+/* conformance.c - scores hlokit against the conformance corpus (../shared/conformance, JSON lines).
+ *
+ * Usage: hk-conformance [--dir=DIR] [--suite=NAME[,NAME]] [--list=FILE]
+ *                       [--filter=SUBSTR] [--hlokit=PATH] [--no-fork] [-v]
+ *
+ * Each suite is one function that walks its .jsonl files and hands every
+ * case to run_case(), which runs the case's check in a child process (so a
+ * crash or a hang is a failed case with a reason, not a dead runner) and
+ * tallies the result under "suite", "suite/kind" and any extra group.
+ * Output: one line per tally with its pass rate, every failing case with a
+ * one-line reason (stdout, or the --list file), machine-readable
+ * "rate NAME R" lines that scripts/conformance.sh compares with the floors,
+ * and a closing "N passed, N failed".
+ *
+ * Adding a suite: write `static void suite_foo(runner *r)` that calls
+ * run_case() per case, and add it to SUITES at the bottom. */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hlokit/hlokit.h"
+
+#define REASON_CAP 512
+#define MAX_TALLIES 64
+
+/* ---- runner state -------------------------------------------------------- */
+
+typedef struct tally {
+  char name[64];
+  int passed, failed;
+} tally;
+
+typedef struct runner {
+  const char *dir;           /* conformance folder */
+  const char *filter;        /* only cases whose name contains this */
+  const char *hlokit;        /* the CLI, for suites that run passes */
+  FILE *list;                /* failing cases go here */
+  bool fork_cases;
+  bool verbose;
+  int timeout_s;             /* per case */
+  int n_tallies;
+  tally tallies[MAX_TALLIES];
+  int passed, failed;
+} runner;
+
+/* A case check: fills reason and returns false on failure. */
+typedef bool (*case_fn)(runner *r, json_object *c, char *reason, size_t cap);
+
+static tally *tally_get(runner *r, const char *name) {
+  for (int i = 0; i < r->n_tallies; i++)
+    if (strcmp(r->tallies[i].name, name) == 0) return &r->tallies[i];
+  if (r->n_tallies == MAX_TALLIES) return NULL;
+  tally *t = &r->tallies[r->n_tallies++];
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->passed = t->failed = 0;
+  return t;
+}
+
+static void tally_add(runner *r, const char *name, bool pass) {
+  tally *t = tally_get(r, name);
+  if (!t) return;
+  if (pass) t->passed++;
+  else t->failed++;
+}
+
+/* ---- small helpers ------------------------------------------------------- */
+
+static void set_reason(char *reason, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_reason(char *reason, size_t cap, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(reason, cap, fmt, ap);
+  va_end(ap);
+}
+
+/* Takes the status's message as the reason (with a prefix) and frees it. */
+static bool fail_status(char *reason, size_t cap, const char *what, hk_status *st) {
+  set_reason(reason, cap, "%s: %s", what, st && st->message ? st->message : "(no message)");
+  hk_status_free(st);
+  return false;
+}
+
+/* Newlines and tabs become visible escapes so a reason stays on one line. */
+static void one_line(char *s) {
+  char out[REASON_CAP];
+  size_t o = 0;
+  for (const char *p = s; *p && o + 3 < sizeof out; p++) {
+    if (*p == '\n') { out[o++] = '\\'; out[o++] = 'n'; }
+    else if (*p == '\t') { out[o++] = '\\'; out[o++] = 't'; }
+    else if ((unsigned char)*p < 0x20) out[o++] = '?';
+    else out[o++] = *p;
+  }
+  out[o] = 0;
+  memcpy(s, out, o + 1);
+}
+
+static const char *jstr(json_object *c, const char *key) {
+  json_object *v;
+  if (!json_object_object_get_ex(c, key, &v) || json_object_is_type(v, json_type_null)) return NULL;
+  return json_object_get_string(v);
+}
+
+static bool jbool(json_object *c, const char *key, bool dflt) {
+  json_object *v;
+  if (!json_object_object_get_ex(c, key, &v) || json_object_is_type(v, json_type_null)) return dflt;
+  return json_object_get_boolean(v);
+}
+
+static int64_t jint(json_object *c, const char *key, int64_t dflt) {
+  json_object *v;
+  if (!json_object_object_get_ex(c, key, &v) || json_object_is_type(v, json_type_null)) return dflt;
+  return json_object_get_int64(v);
+}
+
+/* [start, end) of s without leading and trailing whitespace. */
+static void trim(const char *s, size_t len, const char **start, size_t *n) {
+  size_t a = 0, b = len;
+  while (a < b && isspace((unsigned char)s[a])) a++;
+  while (b > a && isspace((unsigned char)s[b - 1])) b--;
+  *start = s + a;
+  *n = b - a;
+}
+
+/* Copies line number `line` (1-based) of s into out, truncated. */
+static void line_of(const char *s, size_t len, int line, char *out, size_t cap) {
+  const char *p = s, *end = s + len;
+  for (int l = 1; l < line && p < end; l++) {
+    const char *nl = memchr(p, '\n', (size_t)(end - p));
+    p = nl ? nl + 1 : end;
+  }
+  const char *nl = memchr(p, '\n', (size_t)(end - p));
+  size_t n = (size_t)((nl ? nl : end) - p);
+  if (n >= cap) n = cap - 1;
+  memcpy(out, p, n);
+  out[n] = 0;
+}
+
+/* Compares texts after trimming surrounding whitespace, as XLA's tests do;
+ * on a difference the reason shows the first differing line of each. */
+static bool texts_match(const char *want, size_t wn, const char *got, size_t gn,
+                        const char *what, char *reason, size_t cap) {
+  const char *w, *g;
+  size_t wl, gl;
+  trim(want, wn, &w, &wl);
+  trim(got, gn, &g, &gl);
+  if (wl == gl && memcmp(w, g, wl) == 0) return true;
+  size_t i = 0;
+  int line = 1;
+  while (i < wl && i < gl && w[i] == g[i]) {
+    if (w[i] == '\n') line++;
+    i++;
+  }
+  char lw[160], lg[160];
+  line_of(w, wl, line, lw, sizeof lw);
+  line_of(g, gl, line, lg, sizeof lg);
+  set_reason(reason, cap, "%s differs at line %d: want `%s` got `%s`", what, line, lw, lg);
+  return false;
+}
+
+/* True when msg contains "LINE:COL" (digits ':' digits). */
+static bool has_line_col(const char *msg) {
+  for (const char *p = msg; *p; p++) {
+    if (!isdigit((unsigned char)*p) || (p > msg && isdigit((unsigned char)p[-1]))) continue;
+    const char *q = p;
+    while (isdigit((unsigned char)*q)) q++;
+    if (*q == ':' && isdigit((unsigned char)q[1])) return true;
+  }
+  return false;
+}
+
+static hk_status *verify(const hk_module *m) {
+  hk_verify_options o = hk_verify_defaults();
+  return hk_verify_module(m, &o);
+}
+
+/* print(m) in the given form, malloc'ed. */
+static char *print_module(const hk_module *m, hk_print_form form, size_t *len) {
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_print_module(m, form, &b);
+  hk_buf_put(&b, "", 1); /* NUL, not counted */
+  *len = b.len - 1;
+  return b.data;
+}
+
+/* ---- running one case ---------------------------------------------------- */
+
+static void record(runner *r, const char *suite, const char *kind, const char *group,
+                   const char *name, bool pass, const char *reason) {
+  char key[128];
+  r->passed += pass;
+  r->failed += !pass;
+  tally_add(r, suite, pass);
+  snprintf(key, sizeof key, "%s/%s", suite, kind);
+  tally_add(r, key, pass);
+  if (group) {
+    snprintf(key, sizeof key, "%s/%s", suite, group);
+    tally_add(r, key, pass);
+  }
+  if (!pass) fprintf(r->list, "FAIL %s/%s %s: %s\n", suite, kind, name, reason);
+  else if (r->verbose) fprintf(r->list, "pass %s/%s %s\n", suite, kind, name);
+}
+
+static void describe_exit(int status, int timeout_s, char *reason, size_t cap, bool said_pass) {
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    if (sig == SIGALRM) set_reason(reason, cap, "timed out after %d s", timeout_s);
+    else set_reason(reason, cap, "crashed: signal %d (%s)", sig, strsignal(sig));
+  } else if (said_pass) {
+    set_reason(reason, cap, "passed, then exit status %d (sanitizer or leak report on stderr)",
+               WEXITSTATUS(status));
+  } else {
+    set_reason(reason, cap, "exit status %d before reporting a result", WEXITSTATUS(status));
+  }
+}
+
+/* Runs fn in a child: it writes 'P' or 'F'+reason to a pipe and exits. */
+static bool run_forked(runner *r, case_fn fn, json_object *c, char *reason, size_t cap) {
+  int fds[2];
+  if (pipe(fds) != 0) {
+    set_reason(reason, cap, "pipe: %s", strerror(errno));
+    return false;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    set_reason(reason, cap, "fork: %s", strerror(errno));
+    close(fds[0]);
+    close(fds[1]);
+    return false;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    alarm((unsigned)r->timeout_s);
+    char why[REASON_CAP] = "";
+    bool ok = fn(r, c, why, sizeof why);
+    char msg[REASON_CAP + 1];
+    int n = snprintf(msg, sizeof msg, "%c%s", ok ? 'P' : 'F', ok ? "" : why);
+    if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
+    if (write(fds[1], msg, (size_t)n) < 0) _exit(3);
+    close(fds[1]);
+    exit(0); /* exit, not _exit: LeakSanitizer checks the case at exit */
+  }
+  close(fds[1]);
+  char buf[REASON_CAP + 1];
+  size_t got = 0;
+  ssize_t k;
+  while (got < sizeof buf - 1 && (k = read(fds[0], buf + got, sizeof buf - 1 - got)) != 0) {
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    got += (size_t)k;
+  }
+  buf[got] = 0;
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  bool said_pass = got > 0 && buf[0] == 'P';
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got > 0) {
+    if (!said_pass) set_reason(reason, cap, "%s", buf + 1);
+    return said_pass;
+  }
+  describe_exit(status, r->timeout_s, reason, cap, said_pass);
+  return false;
+}
+
+/* Runs one case (forked unless --no-fork) and records it. */
+static void run_case(runner *r, const char *suite, const char *kind, const char *group,
+                     const char *name, case_fn fn, json_object *c) {
+  if (r->filter && !strstr(name, r->filter)) return;
+  char reason[REASON_CAP] = "";
+  bool pass = r->fork_cases ? run_forked(r, fn, c, reason, sizeof reason)
+                            : fn(r, c, reason, sizeof reason);
+  one_line(reason);
+  record(r, suite, kind, group, name, pass, reason);
+}
+
+/* Calls each(r, obj, index) for every JSON line of DIR/file; false if the
+ * file cannot be read. */
+typedef void (*line_fn)(runner *r, json_object *c, int index);
+static bool for_each_line(runner *r, const char *file, line_fn each) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", r->dir, file);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "hk-conformance: cannot open %s: %s\n", path, strerror(errno));
+    return false;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t n;
+  int index = 0, lineno = 0;
+  while ((n = getline(&line, &cap, f)) > 0) {
+    lineno++;
+    if (n <= 1) continue;
+    json_object *c = json_tokener_parse(line);
+    if (!c) {
+      fprintf(stderr, "hk-conformance: %s:%d: not JSON\n", path, lineno);
+      continue;
+    }
+    each(r, c, index++);
+    json_object_put(c);
+  }
+  free(line);
+  fclose(f);
+  return true;
+}
+
+/* A failure counted against a suite when its data is missing. */
+static void record_missing(runner *r, const char *suite, const char *file) {
+  char reason[256];
+  snprintf(reason, sizeof reason, "cannot read %s/%s", r->dir, file);
+  record(r, suite, "data", NULL, file, false, reason);
+}
+
+/* ---- suite: parser --------------------------------------------------------- */
+
+/* Parses c's "hlo" as a module; runs the verifier when the case says so. */
+static hk_status *parse_case_module(json_object *c, hk_module **out) {
+  const char *hlo = jstr(c, "hlo");
+  if (!hlo) return hk_error(HK_INVALID_ARGUMENT, "case has no hlo");
+  hk_status *st = hk_parse_module(hlo, strlen(hlo), "<case>", out);
+  if (st) return st;
+  if (jbool(c, "verify", true)) {
+    st = verify(*out);
+    if (st) {
+      hk_module_free(*out);
+      *out = NULL;
+      return hk_status_prefix(st, "verifier");
+    }
+  }
+  return NULL;
+}
+
+static hk_print_form case_form(json_object *c) {
+  const char *f = jstr(c, "print_form");
+  return f && strcmp(f, "short") == 0 ? HK_PRINT_SHORT : HK_PRINT_LONG;
+}
+
+/* print(parse(text)) reparses and prints the same text again. */
+static bool check_fixed_point(const char *text, size_t len, hk_print_form form,
+                              char *reason, size_t cap) {
+  hk_module *m2 = NULL;
+  hk_status *st = hk_parse_module(text, len, "<print>", &m2);
+  if (st) return fail_status(reason, cap, "the print does not parse again", st);
+  size_t n2;
+  char *again = print_module(m2, form, &n2);
+  bool ok = texts_match(text, len, again, n2, "second print", reason, cap);
+  free(again);
+  hk_module_free(m2);
+  return ok;
+}
+
+/* roundtrip: print in print_form == input; non_roundtrip: == expected_output. */
+static bool case_parser_print(runner *r, json_object *c, char *reason, size_t cap) {
+  (void)r;
+  hk_module *m = NULL;
+  hk_status *st = parse_case_module(c, &m);
+  if (st) return fail_status(reason, cap, "parse", st);
+  hk_print_form form = case_form(c);
+  size_t n;
+  char *text = print_module(m, form, &n);
+  const char *want = jstr(c, "expected_output");
+  if (!want) want = jstr(c, "hlo");
+  bool ok = texts_match(want, strlen(want), text, n, "print", reason, cap) &&
+            check_fixed_point(text, n, form, reason, cap);
+  free(text);
+  hk_module_free(m);
+  return ok;
+}
+
+/* Parses c's "hlo" as input_kind; the result is only checked for success. */
+static hk_status *parse_piece(json_object *c) {
+  const char *kind = jstr(c, "input_kind");
+  const char *hlo = jstr(c, "hlo");
+  if (!hlo) return hk_error(HK_INVALID_ARGUMENT, "case has no hlo");
+  size_t len = strlen(hlo);
+  if (!kind || strcmp(kind, "module") == 0) {
+    hk_module *m = NULL;
+    hk_status *st = parse_case_module(c, &m);
+    hk_module_free(m);
+    return st;
+  }
+  hk_module *m = hk_module_new("piece");
+  hk_status *st = NULL;
+  if (strcmp(kind, "shape") == 0) {
+    const hk_shape *s = NULL;
+    st = hk_parse_shape(m, hlo, len, &s);
+  } else if (strcmp(kind, "sharding") == 0) {
+    const hk_sharding *s = NULL;
+    size_t used = 0;
+    st = hk_sharding_parse(m, hlo, len, &s, &used);
+    if (!st && used != len)
+      st = hk_error(HK_INVALID_ARGUMENT, "sharding parse stopped at byte %zu of %zu", used, len);
+  } else {
+    st = hk_error(HK_UNIMPLEMENTED, "no public API parses a lone %s (text.h)", kind);
+  }
+  hk_module_free(m);
+  return st;
+}
+
+static bool case_parser_parse_ok(runner *r, json_object *c, char *reason, size_t cap) {
+  (void)r;
+  hk_status *st = parse_piece(c);
+  if (st) return fail_status(reason, cap, "parse", st);
+  return true;
+}
+
+/* error: parsing fails with "LINE:COL" in the message (and error_substring).
+ * For verify:true cases XLA ran its verifier as part of parsing, so a
+ * verifier rejection with the substring also counts. */
+static bool case_parser_error(runner *r, json_object *c, char *reason, size_t cap) {
+  (void)r;
+  hk_status *st = parse_piece(c);
+  if (!st) {
+    set_reason(reason, cap, "parsed without error");
+    return false;
+  }
+  const char *msg = st->message ? st->message : "";
+  const char *want = jstr(c, "error_substring");
+  bool from_verifier = strncmp(msg, "verifier", 8) == 0;
+  bool ok = true;
+  if (!from_verifier && !has_line_col(msg)) {
+    set_reason(reason, cap, "error has no LINE:COL: %s", msg);
+    ok = false;
+  } else if (want && !strstr(msg, want)) {
+    set_reason(reason, cap, "error lacks \"%s\": %s", want, msg);
+    ok = false;
+  }
+  hk_status_free(st);
+  return ok;
+}
+
+static void parser_case(runner *r, json_object *c, int index) {
+  char name[256];
+  const char *n = jstr(c, "name");
+  snprintf(name, sizeof name, "%s", n ? n : "");
+  if (!n) snprintf(name, sizeof name, "#%d", index);
+  const char *kind = jstr(c, "kind");
+  if (!kind) kind = "unknown";
+  const char *ik = jstr(c, "input_kind");
+  const char *group = (!ik || strcmp(ik, "module") == 0) ? "module" : "piece";
+  case_fn fn = NULL;
+  if (strcmp(kind, "roundtrip") == 0 || strcmp(kind, "non_roundtrip") == 0) fn = case_parser_print;
+  else if (strcmp(kind, "parse_ok") == 0) fn = case_parser_parse_ok;
+  else if (strcmp(kind, "error") == 0) fn = case_parser_error;
+  if (!fn) {
+    record(r, "parser", kind, group, name, false, "unknown case kind");
+    return;
+  }
+  run_case(r, "parser", kind, group, name, fn, c);
+}
+
+static void suite_parser(runner *r) {
+  if (!for_each_line(r, "parser.jsonl", parser_case)) record_missing(r, "parser", "parser.jsonl");
+}
+
+/* ---- suite: corpus ---------------------------------------------------------- */
+
+/* parse, verify, print; the print reparses to the same print; JSON export
+ * then import prints the same text. */
+static bool case_corpus_module(runner *r, json_object *c, char *reason, size_t cap) {
+  (void)r;
+  const char *hlo = jstr(c, "hlo");
+  if (!hlo) {
+    set_reason(reason, cap, "case has no hlo");
+    return false;
+  }
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(hlo, strlen(hlo), "<case>", &m);
+  if (st) return fail_status(reason, cap, "parse", st);
+  int64_t devices = jint(c, "num_devices", 0);
+  if (devices > 0 && m->config.num_partitions <= 1) m->config.num_partitions = devices;
+  bool ok = true;
+  st = verify(m);
+  if (st) ok = fail_status(reason, cap, "verify", st);
+  size_t n = 0;
+  char *text = ok ? print_module(m, HK_PRINT_LONG, &n) : NULL;
+  if (ok) ok = check_fixed_point(text, n, HK_PRINT_LONG, reason, cap);
+  if (ok) {
+    hk_buf js;
+    hk_buf_init(&js);
+    hk_module_to_json(m, false, &js);
+    hk_module *mj = NULL;
+    st = hk_module_from_json(js.data ? js.data : "", js.len, "<json>", &mj);
+    if (st) {
+      ok = fail_status(reason, cap, "JSON import of the export", st);
+    } else {
+      size_t nj;
+      char *tj = print_module(mj, HK_PRINT_LONG, &nj);
+      ok = texts_match(text, n, tj, nj, "print after JSON round trip", reason, cap);
+      free(tj);
+      hk_module_free(mj);
+    }
+    hk_buf_free(&js);
+  }
+  free(text);
+  hk_module_free(m);
+  return ok;
+}
+
+static const char *corpus_kind;
+
+static void corpus_case(runner *r, json_object *c, int index) {
+  char name[256];
+  const char *n = jstr(c, "name");
+  if (n) snprintf(name, sizeof name, "%s", n);
+  else snprintf(name, sizeof name, "#%d", index);
+  run_case(r, "corpus", corpus_kind, NULL, name, case_corpus_module, c);
+}
+
+static void suite_corpus(runner *r) {
+  static const char *const files[][2] = {
+      {"spmd.jsonl", "spmd"},
+      {"propagation.jsonl", "propagation"},
+      {"stateful_rng.jsonl", "stateful_rng"},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    corpus_kind = files[i][1];
+    if (!for_each_line(r, files[i][0], corpus_case)) record_missing(r, "corpus", files[i][0]);
+  }
+}
+
+/* ---- helpers for CLI-driven suites (propagation, spmd) ---------------------- */
+
+/* Writes text to a fresh temporary .hlo file; path gets its name. */
+__attribute__((unused)) static bool write_temp_hlo(const char *text, char *path, size_t cap) {
+  const char *tmp = getenv("TMPDIR");
+  snprintf(path, cap, "%s/hk-conf-XXXXXX.hlo", tmp ? tmp : "/tmp");
+  int fd = mkstemps(path, 4);
+  if (fd < 0) return false;
+  size_t len = strlen(text), off = 0;
+  while (off < len) {
+    ssize_t k = write(fd, text + off, len - off);
+    if (k <= 0) {
+      close(fd);
+      unlink(path);
+      return false;
+    }
+    off += (size_t)k;
+  }
+  close(fd);
+  return true;
+}
+
+/* Runs argv (argv[0] a path), capturing stdout (and stderr, appended) into a
+ * malloc'ed *out.  Returns the exit status, or -1 if it could not run;
+ * *signal_out gets the terminating signal or 0. */
+__attribute__((unused)) static int run_command(char *const argv[], char **out, int *signal_out) {
+  int fds[2];
+  *out = NULL;
+  *signal_out = 0;
+  if (pipe(fds) != 0) return -1;
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    close(fds[0]);
+    close(fds[1]);
+    int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, 0);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(fds[1]);
+  size_t len = 0, cap = 4096;
+  char *buf = malloc(cap);
+  ssize_t k;
+  while (buf && (k = read(fds[0], buf + len, cap - len - 1)) != 0) {
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    len += (size_t)k;
+    if (cap - len < 2) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) break;
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  if (buf) buf[len] = 0;
+  close(fds[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  *out = buf;
+  if (WIFSIGNALED(status)) {
+    *signal_out = WTERMSIG(status);
+    return -1;
+  }
+  return WEXITSTATUS(status);
+}
+
+/* ---- driver ------------------------------------------------------------------ */
+
+typedef struct suite {
+  const char *name;
+  void (*run)(runner *r);
+  const char *what;
+} suite;
+
+static const suite SUITES[] = {
+    {"parser", suite_parser, "parser.jsonl: roundtrip, non_roundtrip, parse_ok, error"},
+    {"corpus", suite_corpus,
+     "every spmd/propagation/stateful_rng module parses, verifies, prints to a "
+     "fixed point and round-trips through JSON"},
+};
+#define N_SUITES (sizeof SUITES / sizeof SUITES[0])
+
+static bool suite_selected(const char *list, const char *name) {
+  if (!list) return true;
+  size_t n = strlen(name);
+  for (const char *p = list; *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == n && strncmp(p, name, n) == 0) return true;
+    p += len + (comma ? 1 : 0);
+  }
+  return false;
+}
+
+static void print_tallies(const runner *r) {
+  printf("\n%-28s %9s %7s\n", "suite/kind", "passed", "rate");
+  for (int i = 0; i < r->n_tallies; i++) {
+    const tally *t = &r->tallies[i];
+    int total = t->passed + t->failed;
+    printf("%-28s %4d/%-4d %6.1f%%\n", t->name, t->passed, total,
+           total ? 100.0 * t->passed / total : 0.0);
+  }
+  for (int i = 0; i < r->n_tallies; i++) {
+    const tally *t = &r->tallies[i];
+    int total = t->passed + t->failed;
+    printf("rate %s %.4f\n", t->name, total ? (double)t->passed / total : 0.0);
+  }
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: hk-conformance [--dir=DIR] [--suite=NAME[,NAME]] [--list=FILE]\n"
+          "                      [--filter=SUBSTR] [--hlokit=PATH] [--timeout=SECONDS]\n"
+          "                      [--no-fork] [-v]\n"
+          "  DIR defaults to $HLOKIT_CONFORMANCE_DIR or ../shared/conformance\n"
+          "suites:\n");
+  for (size_t i = 0; i < N_SUITES; i++) fprintf(f, "  %-12s %s\n", SUITES[i].name, SUITES[i].what);
+}
+
+static const char *opt_value(const char *arg, const char *name) {
+  size_t n = strlen(name);
+  return strncmp(arg, name, n) == 0 && arg[n] == '=' ? arg + n + 1 : NULL;
+}
+
+int main(int argc, char **argv) {
+  runner r = {0};
+  const char *env_dir = getenv("HLOKIT_CONFORMANCE_DIR");
+  r.dir = env_dir && *env_dir ? env_dir : "../shared/conformance";
+  r.fork_cases = true;
+  r.timeout_s = 60;
+  r.list = stdout;
+  r.hlokit = "build/hlokit";
+  const char *suites = NULL, *list_path = NULL, *v;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((v = opt_value(a, "--dir"))) r.dir = v;
+    else if ((v = opt_value(a, "--suite"))) suites = v;
+    else if ((v = opt_value(a, "--list"))) list_path = v;
+    else if ((v = opt_value(a, "--filter"))) r.filter = v;
+    else if ((v = opt_value(a, "--hlokit"))) r.hlokit = v;
+    else if ((v = opt_value(a, "--timeout"))) r.timeout_s = atoi(v) > 0 ? atoi(v) : 60;
+    else if (strcmp(a, "--no-fork") == 0) r.fork_cases = false;
+    else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) r.verbose = true;
+    else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      fprintf(stderr, "hk-conformance: unknown argument '%s'\n", a);
+      usage(stderr);
+      return 2;
+    }
+  }
+  for (const char *p = suites; p && *p;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    bool known = false;
+    for (size_t i = 0; i < N_SUITES; i++)
+      known |= strlen(SUITES[i].name) == len && strncmp(SUITES[i].name, p, len) == 0;
+    if (!known) {
+      fprintf(stderr, "hk-conformance: unknown suite '%.*s'\n", (int)len, p);
+      return 2;
+    }
+    p += len + (comma ? 1 : 0);
+  }
+  if (list_path && !(r.list = fopen(list_path, "w"))) {
+    fprintf(stderr, "hk-conformance: cannot write %s: %s\n", list_path, strerror(errno));
+    return 2;
+  }
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (size_t i = 0; i < N_SUITES; i++)
+    if (suite_selected(suites, SUITES[i].name)) SUITES[i].run(&r);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  if (r.list != stdout) fclose(r.list);
+  print_tallies(&r);
+  printf("conformance: %.1f s, corpus %s\n",
+         (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9, r.dir);
+  printf("%d passed, %d failed\n", r.passed, r.failed);
+  return r.failed ? 1 : 0;
+}

@@ -1,0 +1,633 @@
+/* test_analysis.c - Check suite for shape inference, the verifier and the call graph (host/analysis/). */
+#include <json-c/json.h>
+
+#include "testutil.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static hk_module *parse_or_die(const char *text) {
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(text, strlen(text), "test", &m);
+  if (st) ck_abort_msg("parse failed: %s\n%s", st->message, text);
+  return m;
+}
+
+static hk_instr *find(hk_module *m, const char *name) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
+    if (i) return i;
+  }
+  ck_abort_msg("no instruction %s", name);
+  return NULL;
+}
+
+/* Infers `name`'s shape and compares it (layout-free) with `want`. */
+static void expect_infer(const char *text, const char *name, const char *want) {
+  hk_module *m = parse_or_die(text);
+  const hk_shape *got = NULL, *exp = NULL;
+  ck_assert_ok(hk_infer_shape(m, find(m, name), &got));
+  ck_assert_ok(hk_parse_shape(m, want, strlen(want), &exp));
+  char *gs = hk_shape_to_string(got);
+  ck_assert_msg(hk_shape_compatible(got, exp), "%s: inferred %s, expected %s", name, gs, want);
+  free(gs);
+  hk_module_free(m);
+}
+
+/* Verifies text with default options; the error must contain each needle. */
+static void expect_verify_error(hk_module *m, const char *n1, const char *n2) {
+  hk_verify_options o = hk_verify_defaults();
+  hk_status *st = hk_verify_module(m, &o);
+  ck_assert_msg(st != NULL, "verifier accepted a bad module (wanted '%s')", n1);
+  ck_assert_msg(strstr(st->message, n1), "message '%s' lacks '%s'", st->message, n1);
+  if (n2) ck_assert_msg(strstr(st->message, n2), "message '%s' lacks '%s'", st->message, n2);
+  hk_status_free(st);
+}
+
+static void expect_text_verify_error(const char *text, const char *n1, const char *n2) {
+  hk_module *m = parse_or_die(text);
+  expect_verify_error(m, n1, n2);
+  hk_module_free(m);
+}
+
+static void expect_verifies(const char *text) {
+  hk_module *m = parse_or_die(text);
+  hk_verify_options o = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &o));
+  hk_module_free(m);
+}
+
+#define ADD_COMP                                        \
+  "add_f32 {\n"                                         \
+  "  a = f32[] parameter(0)\n"                          \
+  "  b = f32[] parameter(1)\n"                          \
+  "  ROOT s = f32[] add(a, b)\n"                        \
+  "}\n"
+
+/* ---- shape inference: known answers per family ---------------------------- */
+
+START_TEST(infer_elementwise) {
+  const char *t =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[2,3] parameter(0)\n"
+      "  q = f32[2,3] parameter(1)\n"
+      "  c = c64[4] parameter(2)\n"
+      "  i = s32[4] parameter(3)\n"
+      "  add = f32[2,3] add(p, q)\n"
+      "  cmp = pred[2,3] compare(p, q), direction=LT\n"
+      "  cvt = s32[2,3] convert(p)\n"
+      "  abs = f32[4] abs(c)\n"
+      "  fin = pred[2,3] is-finite(p)\n"
+      "  bc = u8[2,3,4] bitcast-convert(p)\n"
+      "  cx = c64[2,3] complex(p, q)\n"
+      "  sel = f32[2,3] select(cmp, p, q)\n"
+      "  lo = f32[] constant(0)\n"
+      "  cl = f32[2,3] clamp(lo, p, lo)\n"
+      "  sh = s32[4] shift-left(i, i)\n"
+      "  ROOT t = (f32[2,3]) tuple(add)\n"
+      "}\n";
+  expect_infer(t, "add", "f32[2,3]");
+  expect_infer(t, "cmp", "pred[2,3]");
+  expect_infer(t, "cvt", "s32[2,3]");
+  expect_infer(t, "abs", "f32[4]");
+  expect_infer(t, "fin", "pred[2,3]");
+  expect_infer(t, "bc", "u8[2,3,4]");
+  expect_infer(t, "cx", "c64[2,3]");
+  expect_infer(t, "sel", "f32[2,3]");
+  expect_infer(t, "cl", "f32[2,3]");
+  expect_infer(t, "sh", "s32[4]");
+  expect_infer(t, "t", "(f32[2,3])");
+}
+END_TEST
+
+START_TEST(infer_data_movement) {
+  const char *t =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[2,3] parameter(0)\n"
+      "  v = f32[3] parameter(1)\n"
+      "  i = s32[] parameter(2)\n"
+      "  u = f32[1,2] parameter(3)\n"
+      "  z = f32[] constant(0)\n"
+      "  b = f32[4,2,3] broadcast(p), dimensions={1,2}\n"
+      "  bv = f32[2,3] broadcast(v), dimensions={1}\n"
+      "  r = f32[3,2] reshape(p)\n"
+      "  tr = f32[3,2] transpose(p), dimensions={1,0}\n"
+      "  sl = f32[1,2] slice(p), slice={[1:2], [0:3:2]}\n"
+      "  ds = f32[1,2] dynamic-slice(p, i, i), dynamic_slice_sizes={1,2}\n"
+      "  dus = f32[2,3] dynamic-update-slice(p, u, i, i)\n"
+      "  pd = f32[8] pad(v, z), padding=1_2_1\n"
+      "  cc = f32[2,6] concatenate(p, p), dimensions={1}\n"
+      "  rv = f32[2,3] reverse(p), dimensions={0}\n"
+      "  io = s32[4,5] iota(), iota_dimension=1\n"
+      "  gds = s32[] get-dimension-size(p), dimensions={1}\n"
+      "  pid = u32[] partition-id()\n"
+      "  ROOT t = (f32[2,3]) tuple(p)\n"
+      "}\n";
+  expect_infer(t, "b", "f32[4,2,3]");
+  expect_infer(t, "bv", "f32[2,3]");
+  expect_infer(t, "r", "f32[3,2]");
+  expect_infer(t, "tr", "f32[3,2]");
+  expect_infer(t, "sl", "f32[1,2]");
+  expect_infer(t, "ds", "f32[1,2]");
+  expect_infer(t, "dus", "f32[2,3]");
+  expect_infer(t, "pd", "f32[8]");
+  expect_infer(t, "cc", "f32[2,6]");
+  expect_infer(t, "rv", "f32[2,3]");
+  expect_infer(t, "io", "s32[4,5]");
+  expect_infer(t, "gds", "s32[]");
+  expect_infer(t, "pid", "u32[]");
+}
+END_TEST
+
+START_TEST(infer_reductions) {
+  const char *t =
+      "HloModule m\n" ADD_COMP
+      "argmax {\n"
+      "  a = f32[] parameter(0)\n"
+      "  ai = s32[] parameter(1)\n"
+      "  b = f32[] parameter(2)\n"
+      "  bi = s32[] parameter(3)\n"
+      "  g = pred[] compare(a, b), direction=GE\n"
+      "  m = f32[] select(g, a, b)\n"
+      "  mi = s32[] select(g, ai, bi)\n"
+      "  ROOT r = (f32[], s32[]) tuple(m, mi)\n"
+      "}\n"
+      "ge {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT g = pred[] compare(a, b), direction=GE\n"
+      "}\n"
+      "sortcmp {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  c = s32[] parameter(2)\n"
+      "  d = s32[] parameter(3)\n"
+      "  ROOT l = pred[] compare(a, b), direction=LT\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  p = f32[4,6] parameter(0)\n"
+      "  i = s32[4,6] parameter(1)\n"
+      "  z = f32[] constant(0)\n"
+      "  zi = s32[] constant(0)\n"
+      "  r = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32\n"
+      "  r2 = (f32[6], s32[6]) reduce(p, i, z, zi), dimensions={0}, to_apply=argmax\n"
+      "  rw = f32[2,3] reduce-window(p, z), window={size=2x2 stride=2x2}, to_apply=add_f32\n"
+      "  rwp = f32[4,6] reduce-window(p, z), window={size=3x3 pad=1_1x1_1}, to_apply=add_f32\n"
+      "  s = f32[2,3] parameter(2)\n"
+      "  ss = f32[4,6] select-and-scatter(p, s, z), window={size=2x2 stride=2x2}, select=ge, scatter=add_f32\n"
+      "  m = f32[4,6] map(p, p), dimensions={0,1}, to_apply=add_f32\n"
+      "  so = (f32[4,6], s32[4,6]) sort(p, i), dimensions={1}, to_apply=sortcmp\n"
+      "  ROOT t = (f32[4]) tuple(r)\n"
+      "}\n";
+  expect_infer(t, "r", "f32[4]");
+  expect_infer(t, "r2", "(f32[6], s32[6])");
+  expect_infer(t, "rw", "f32[2,3]");
+  expect_infer(t, "rwp", "f32[4,6]");
+  expect_infer(t, "ss", "f32[4,6]");
+  expect_infer(t, "m", "f32[4,6]");
+  expect_infer(t, "so", "(f32[4,6], s32[4,6])");
+  expect_verifies(t);
+}
+END_TEST
+
+START_TEST(infer_dot_conv) {
+  const char *t =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[2,3,4] parameter(0)\n"
+      "  b = f32[2,4,5] parameter(1)\n"
+      "  d = f32[2,3,5] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n"
+      "  x = f32[7,4] parameter(2)\n"
+      "  y = f32[4,9,2] parameter(3)\n"
+      "  d2 = f32[7,9,2] dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  i8 = s8[7,4] parameter(4)\n"
+      "  j8 = s8[4,3] parameter(5)\n"
+      "  d3 = s32[7,3] dot(i8, j8), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  in = f32[1,5,5,2] parameter(6)\n"
+      "  k = f32[3,3,2,4] parameter(7)\n"
+      "  c1 = f32[1,3,3,4] convolution(in, k), window={size=3x3}, dim_labels=b01f_01io->b01f\n"
+      "  c2 = f32[1,5,5,4] convolution(in, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f\n"
+      "  c3 = f32[1,2,2,4] convolution(in, k), window={size=3x3 stride=2x2}, dim_labels=b01f_01io->b01f\n"
+      "  kg = f32[3,3,1,4] parameter(8)\n"
+      "  c4 = f32[1,3,3,4] convolution(in, kg), window={size=3x3}, dim_labels=b01f_01io->b01f, feature_group_count=2\n"
+      "  ROOT t = (f32[2,3,5]) tuple(d)\n"
+      "}\n";
+  expect_infer(t, "d", "f32[2,3,5]");
+  expect_infer(t, "d2", "f32[7,9,2]");
+  expect_infer(t, "d3", "s32[7,3]");
+  expect_infer(t, "c1", "f32[1,3,3,4]");
+  expect_infer(t, "c2", "f32[1,5,5,4]");
+  expect_infer(t, "c3", "f32[1,2,2,4]");
+  expect_infer(t, "c4", "f32[1,3,3,4]");
+  expect_verifies(t);
+}
+END_TEST
+
+START_TEST(infer_gather_scatter) {
+  const char *t =
+      "HloModule m\n" ADD_COMP
+      "ENTRY e {\n"
+      "  op = f32[5,7] parameter(0)\n"
+      "  idx = s32[3,1] parameter(1)\n"
+      "  g = f32[3,7] gather(op, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,7}\n"
+      "  idx2 = s32[4,2] parameter(2)\n"
+      "  g2 = f32[4,2,3] gather(op, idx2), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,3}\n"
+      "  up = f32[3,7] parameter(3)\n"
+      "  s = f32[5,7] scatter(op, idx, up), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32\n"
+      "  ROOT t = (f32[3,7]) tuple(g)\n"
+      "}\n";
+  expect_infer(t, "g", "f32[3,7]");
+  expect_infer(t, "g2", "f32[4,2,3]");
+  expect_infer(t, "s", "f32[5,7]");
+  expect_verifies(t);
+}
+END_TEST
+
+START_TEST(infer_control_flow) {
+  const char *t =
+      "HloModule m\n"
+      "cond {\n"
+      "  p = (s32[], f32[4]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n"
+      "  n = s32[] constant(10)\n"
+      "  ROOT lt = pred[] compare(i, n), direction=LT\n"
+      "}\n"
+      "body {\n"
+      "  p = (s32[], f32[4]) parameter(0)\n"
+      "  i = s32[] get-tuple-element(p), index=0\n"
+      "  v = f32[4] get-tuple-element(p), index=1\n"
+      "  one = s32[] constant(1)\n"
+      "  i2 = s32[] add(i, one)\n"
+      "  ROOT t = (s32[], f32[4]) tuple(i2, v)\n"
+      "}\n"
+      "neg {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT n = f32[4] negate(x)\n"
+      "}\n"
+      "ident {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  ROOT c = f32[4] copy(x)\n"
+      "}\n"
+      "fused {\n"
+      "  x = f32[4] parameter(0)\n"
+      "  y = f32[4] parameter(1)\n"
+      "  ROOT m = f32[4] multiply(x, y)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  v = f32[4] parameter(0)\n"
+      "  z = s32[] constant(0)\n"
+      "  init = (s32[], f32[4]) tuple(z, v)\n"
+      "  w = (s32[], f32[4]) while(init), condition=cond, body=body\n"
+      "  g = f32[4] get-tuple-element(w), index=1\n"
+      "  b = pred[] constant(true)\n"
+      "  cd = f32[4] conditional(b, g, g), true_computation=neg, false_computation=ident\n"
+      "  cl = f32[4] call(cd), to_apply=neg\n"
+      "  f = f32[4] fusion(cl, g), kind=kLoop, calls=fused\n"
+      "  ROOT t = (f32[4], s32[]) tuple(f, z)\n"
+      "}\n";
+  expect_infer(t, "w", "(s32[], f32[4])");
+  expect_infer(t, "g", "f32[4]");
+  expect_infer(t, "cd", "f32[4]");
+  expect_infer(t, "cl", "f32[4]");
+  expect_infer(t, "f", "f32[4]");
+  expect_infer(t, "t", "(f32[4], s32[])");
+  expect_verifies(t);
+}
+END_TEST
+
+START_TEST(infer_collectives) {
+  const char *t =
+      "HloModule m, replica_count=1, num_partitions=4\n" ADD_COMP
+      "ENTRY e {\n"
+      "  p = f32[2,8] parameter(0)\n"
+      "  ar = f32[2,8] all-reduce(p), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add_f32\n"
+      "  ag = f32[4,8] all-gather(p), channel_id=2, replica_groups={{0,1},{2,3}}, dimensions={0}, use_global_device_ids=true\n"
+      "  rs = f32[2,2] reduce-scatter(p), channel_id=3, replica_groups={{0,1,2,3}}, dimensions={1}, use_global_device_ids=true, to_apply=add_f32\n"
+      "  a2a = f32[2,8] all-to-all(p), channel_id=4, replica_groups={{0,1,2,3}}, dimensions={1}\n"
+      "  cp = f32[2,8] collective-permute(p), channel_id=5, source_target_pairs={{0,1},{1,2},{2,3},{3,0}}\n"
+      "  ags = (f32[2,8], f32[8,8]) all-gather-start(p), channel_id=6, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true\n"
+      "  agd = f32[8,8] all-gather-done(ags)\n"
+      "  ROOT t = (f32[2,8]) tuple(ar)\n"
+      "}\n";
+  expect_infer(t, "ar", "f32[2,8]");
+  expect_infer(t, "ag", "f32[4,8]");
+  expect_infer(t, "rs", "f32[2,2]");
+  expect_infer(t, "a2a", "f32[2,8]");
+  expect_infer(t, "cp", "f32[2,8]");
+  expect_infer(t, "ags", "(f32[2,8], f32[8,8])");
+  expect_infer(t, "agd", "f32[8,8]");
+  expect_verifies(t);
+}
+END_TEST
+
+START_TEST(infer_misc) {
+  const char *t =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  r = f32[3,4] rng(a, b), distribution=rng_uniform\n"
+      "  st = u64[2] parameter(2)\n"
+      "  rb = (u64[2], u32[8]) rng-bit-generator(st), algorithm=rng_default\n"
+      "  tok = token[] after-all()\n"
+      "  inf = ((f32[2]), token[]) infeed(tok)\n"
+      "  x = f32[4,10] parameter(3)\n"
+      "  tk = (f32[4,3], s32[4,3]) topk(x), k=3, largest=true\n"
+      "  ROOT t = (f32[3,4]) tuple(r)\n"
+      "}\n";
+  expect_infer(t, "r", "f32[3,4]");
+  expect_infer(t, "rb", "(u64[2], u32[8])");
+  expect_infer(t, "tok", "token[]");
+  expect_infer(t, "inf", "((f32[2]), token[])");
+  expect_infer(t, "tk", "(f32[4,3], s32[4,3])");
+}
+END_TEST
+
+START_TEST(infer_error_names_instruction) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = f32[3] parameter(1)\n"
+      "  ROOT add.3 = f32[2] add(p, q)\n}\n");
+  const hk_shape *s = NULL;
+  hk_status *st = hk_infer_shape(m, find(m, "add.3"), &s);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "add.3") && strstr(st->message, "main") &&
+                    strstr(st->message, "f32[3]"),
+                "message: %s", st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- verifier ------------------------------------------------------------------ */
+
+START_TEST(verify_wrong_operand_count) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n");
+  hk_instr *n = find(m, "n");
+  hk_instr_append_operand(n, find(m, "p"));
+  expect_verify_error(m, "'n'", "expected 1 operands");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(verify_bad_shape) {
+  expect_text_verify_error(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(1)\n"
+      "  ROOT add.3 = f32[3] add(p, q)\n}\n",
+      "instruction 'add.3' in computation 'main'", "f32[3]");
+  expect_text_verify_error(
+      "HloModule m\nENTRY main {\n  p = f32[2,3] parameter(0)\n"
+      "  ROOT b = f32[2,4] broadcast(p), dimensions={0,1}\n}\n",
+      "'b'", "broadcast");
+  expect_text_verify_error(
+      "HloModule m\nENTRY main {\n  p = f32[2,3] parameter(0)\n"
+      "  ROOT d = f32[2,2] dot(p, p), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+      "'d'", "contracting");
+}
+END_TEST
+
+START_TEST(verify_bad_to_apply) {
+  expect_text_verify_error(
+      "HloModule m\nbad {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  c = f32[] parameter(2)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY main {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=bad\n}\n",
+      "'r'", "must take 2 parameters");
+  expect_text_verify_error(
+      "HloModule m\ncond {\n  p = f32[] parameter(0)\n  ROOT c = f32[] copy(p)\n}\n"
+      "body {\n  p = f32[] parameter(0)\n  ROOT c = f32[] copy(p)\n}\n"
+      "ENTRY main {\n  p = f32[] parameter(0)\n"
+      "  ROOT w = f32[] while(p), condition=cond, body=body\n}\n",
+      "'w'", "pred[]");
+}
+END_TEST
+
+START_TEST(verify_bad_sharding) {
+  expect_text_verify_error(
+      "HloModule m\nENTRY main {\n"
+      "  ROOT p = f32[4] parameter(0), sharding={devices=[2,2]0,1,2,3}\n}\n",
+      "'p'", "sharding");
+  expect_text_verify_error(
+      "HloModule m, num_partitions=2\nENTRY main {\n"
+      "  ROOT p = f32[4] parameter(0), sharding={devices=[2]0,3}\n}\n",
+      "'p'", "sharding");
+  /* Without SPMD partitioning XLA does not range-check device ids. */
+  expect_verifies("HloModule m\nENTRY main {\n"
+                  "  ROOT p = f32[4] parameter(0), sharding={maximal device=7}\n}\n");
+}
+END_TEST
+
+START_TEST(verify_duplicate_parameter) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(1)\n"
+      "  ROOT a = f32[2] add(p, q)\n}\n");
+  hk_instr_attrs(find(m, "q"))->parameter_number = 0;
+  expect_verify_error(m, "duplicate parameter number 0", "'main'");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(verify_cycle) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  n = f32[2] negate(p)\n"
+      "  ROOT a = f32[2] abs(n)\n}\n");
+  hk_instr_set_operand(find(m, "n"), 0, find(m, "a"));
+  expect_verify_error(m, "cycle", NULL);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(verify_entry_layout) {
+  expect_text_verify_error(
+      "HloModule m, entry_computation_layout={(f32[3])->f32[3]}\nENTRY main {\n"
+      "  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n",
+      "entry computation", "f32[3]");
+}
+END_TEST
+
+/* ---- call graph ---------------------------------------------------------------- */
+
+static const char *kWhileModule =
+    "HloModule m\n" ADD_COMP
+    "cond {\n  p = f32[4] parameter(0)\n  ROOT t = pred[] constant(false)\n}\n"
+    "body {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
+    "  r = f32[] reduce(p, z), dimensions={0}, to_apply=add_f32\n"
+    "  ROOT b = f32[4] broadcast(r), dimensions={}\n}\n"
+    "ENTRY e {\n  v = f32[4] parameter(0)\n"
+    "  ROOT w = f32[4] while(v), condition=cond, body=body\n}\n";
+
+START_TEST(call_graph_while) {
+  hk_module *m = parse_or_die(kWhileModule);
+  ck_assert_ok(hk_verify_module(m, NULL));
+  hk_call_graph *g = hk_call_graph_build(m);
+  ck_assert_ptr_nonnull(g);
+  hk_call_graph_node *e = hk_call_graph_node_of(g, m->entry);
+  hk_call_graph_node *body = hk_call_graph_node_of(g, hk_module_find_computation(m, "body"));
+  hk_call_graph_node *add = hk_call_graph_node_of(g, hk_module_find_computation(m, "add_f32"));
+  ck_assert_int_eq(e->context, HK_CALL_CONTROL_FLOW);
+  ck_assert_int_eq(e->n_callers, 0);
+  ck_assert_int_eq(e->n_callees, 2);
+  ck_assert_int_eq(body->context, HK_CALL_CONTROL_FLOW);
+  ck_assert_int_eq(body->n_callers, 1);
+  ck_assert_str_eq(body->callers[0].instr->name, "w");
+  ck_assert_int_eq(add->context, HK_CALL_EMBEDDED);
+  ck_assert_int_eq(add->callers[0].context, HK_CALL_EMBEDDED);
+  ck_assert(hk_call_graph_is_flattened(g));
+  hk_call_graph_free(g);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(call_graph_not_flattened) {
+  /* One computation called twice by call: not flattened. */
+  hk_module *m = parse_or_die(
+      "HloModule m\nneg {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n"
+      "ENTRY e {\n  v = f32[4] parameter(0)\n  a = f32[4] call(v), to_apply=neg\n"
+      "  ROOT b = f32[4] call(a), to_apply=neg\n}\n");
+  hk_call_graph *g = hk_call_graph_build(m);
+  ck_assert_int_eq(hk_call_graph_node_of(g, hk_module_find_computation(m, "neg"))->n_callers, 2);
+  ck_assert(!hk_call_graph_is_flattened(g));
+  hk_call_graph_free(g);
+  hk_module_free(m);
+  /* Called both from a call and as a map's to_apply: context both. */
+  m = parse_or_die(
+      "HloModule m\nneg {\n  x = f32[] parameter(0)\n  ROOT n = f32[] negate(x)\n}\n"
+      "ENTRY e {\n  v = f32[4] parameter(0)\n  s = f32[] parameter(1)\n"
+      "  a = f32[4] map(v), dimensions={0}, to_apply=neg\n"
+      "  b = f32[] call(s), to_apply=neg\n  ROOT t = (f32[4], f32[]) tuple(a, b)\n}\n");
+  g = hk_call_graph_build(m);
+  ck_assert_int_eq(hk_call_graph_node_of(g, hk_module_find_computation(m, "neg"))->context,
+                   HK_CALL_BOTH);
+  ck_assert(!hk_call_graph_is_flattened(g));
+  hk_call_graph_free(g);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(call_graph_fusion_embedded) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nfused {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n"
+      "ENTRY e {\n  v = f32[4] parameter(0)\n  a = f32[4] fusion(v), kind=kLoop, calls=fused\n"
+      "  ROOT b = f32[4] fusion(a), kind=kLoop, calls=fused\n}\n");
+  hk_call_graph *g = hk_call_graph_build(m);
+  hk_call_graph_node *f = hk_call_graph_node_of(g, hk_module_find_computation(m, "fused"));
+  ck_assert_int_eq(f->context, HK_CALL_EMBEDDED);
+  ck_assert_int_eq(f->n_callers, 2);
+  ck_assert(hk_call_graph_is_flattened(g)); /* embedded callees may be shared */
+  ck_assert_int_eq(hk_opcode_call_context(HK_OP_WHILE), HK_CALL_CONTROL_FLOW);
+  ck_assert_int_eq(hk_opcode_call_context(HK_OP_ASYNC_START), HK_CALL_CONTROL_FLOW);
+  ck_assert_int_eq(hk_opcode_call_context(HK_OP_SORT), HK_CALL_EMBEDDED);
+  ck_assert_int_eq(hk_opcode_call_context(HK_OP_ADD), HK_CALL_NONE);
+  hk_call_graph_free(g);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- conformance corpus -------------------------------------------------------- */
+
+typedef struct corpus_tally {
+  int total, parsed, verified;
+} corpus_tally;
+
+static bool parser_case_must_verify(json_object *o) {
+  json_object *v, *k, *ik;
+  if (!json_object_object_get_ex(o, "verify", &v) || !json_object_get_boolean(v)) return false;
+  if (!json_object_object_get_ex(o, "input_kind", &ik) ||
+      strcmp(json_object_get_string(ik), "module") != 0)
+    return false;
+  if (!json_object_object_get_ex(o, "kind", &k)) return false;
+  const char *kind = json_object_get_string(k);
+  return strcmp(kind, "roundtrip") == 0 || strcmp(kind, "parse_ok") == 0 ||
+         strcmp(kind, "non_roundtrip") == 0;
+}
+
+/* Verifies every module in FILE that XLA verified; prints each rejection. */
+static corpus_tally run_corpus(const char *file, bool parser) {
+  corpus_tally t = {0, 0, 0};
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", hk_test_conformance_dir(), file);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    fprintf(stderr, "skipping %s: not found\n", path);
+    return t;
+  }
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    json_object *o = json_tokener_parse(line), *h, *nm;
+    if (!o) continue;
+    if ((!parser || parser_case_must_verify(o)) && json_object_object_get_ex(o, "hlo", &h)) {
+      const char *name = json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "?";
+      const char *text = json_object_get_string(h);
+      hk_module *m = NULL;
+      t.total++;
+      hk_status *st = hk_parse_module(text, strlen(text), name, &m);
+      if (st) {
+        fprintf(stderr, "[%s] %s: parse: %.200s\n", file, name, st->message);
+      } else {
+        t.parsed++;
+        st = hk_verify_module(m, NULL);
+        if (st) fprintf(stderr, "[%s] %s: verify: %.300s\n", file, name, st->message);
+        else t.verified++;
+      }
+      hk_status_free(st);
+      hk_module_free(m);
+    }
+    json_object_put(o);
+  }
+  free(line);
+  fclose(f);
+  fprintf(stderr, "%s: %d modules, %d parsed, %d verified\n", file, t.total, t.parsed,
+          t.verified);
+  return t;
+}
+
+START_TEST(conformance_corpus_verifies) {
+  static const struct { const char *file; bool parser; } files[] = {
+      {"spmd.jsonl", false}, {"propagation.jsonl", false}, {"parser.jsonl", true},
+      {"stateful_rng.jsonl", false}};
+  for (size_t k = 0; k < sizeof files / sizeof files[0]; k++) {
+    corpus_tally t = run_corpus(files[k].file, files[k].parser);
+    /* Everything XLA verified must verify here (modules that parse). */
+    ck_assert_msg(t.verified == t.parsed, "%s: %d of %d parsed modules rejected", files[k].file,
+                  t.parsed - t.verified, t.parsed);
+  }
+}
+END_TEST
+
+static Suite *analysis_suite(void) {
+  Suite *s = suite_create("analysis");
+  TCase *tc = tcase_create("infer");
+  tcase_add_test(tc, infer_elementwise);
+  tcase_add_test(tc, infer_data_movement);
+  tcase_add_test(tc, infer_reductions);
+  tcase_add_test(tc, infer_dot_conv);
+  tcase_add_test(tc, infer_gather_scatter);
+  tcase_add_test(tc, infer_control_flow);
+  tcase_add_test(tc, infer_collectives);
+  tcase_add_test(tc, infer_misc);
+  tcase_add_test(tc, infer_error_names_instruction);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("verify");
+  tcase_add_test(tc, verify_wrong_operand_count);
+  tcase_add_test(tc, verify_bad_shape);
+  tcase_add_test(tc, verify_bad_to_apply);
+  tcase_add_test(tc, verify_bad_sharding);
+  tcase_add_test(tc, verify_duplicate_parameter);
+  tcase_add_test(tc, verify_cycle);
+  tcase_add_test(tc, verify_entry_layout);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("call_graph");
+  tcase_add_test(tc, call_graph_while);
+  tcase_add_test(tc, call_graph_not_flattened);
+  tcase_add_test(tc, call_graph_fusion_embedded);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("conformance");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, conformance_corpus_verifies);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+HK_TEST_MAIN(analysis_suite)

@@ -1,0 +1,270 @@
+/* test_text.c - Check suite for the HLO text parser and printer (host/text). */
+#include "testutil.h"
+
+/* Parses text, prints it in `form`, and checks the print equals `expect`. */
+static void check_print(const char *text, hk_print_form form, const char *expect) {
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(text, strlen(text), "t.hlo", &m));
+  char *out = hk_module_to_string(m, form);
+  ck_assert_str_eq(out, expect);
+  /* the print parses again and is a fixed point */
+  hk_module *m2 = NULL;
+  ck_assert_ok(hk_parse_module(out, strlen(out), "again.hlo", &m2));
+  char *out2 = hk_module_to_string(m2, form);
+  ck_assert_str_eq(out2, out);
+  free(out2);
+  hk_module_free(m2);
+  free(out);
+  hk_module_free(m);
+}
+
+static void roundtrip(const char *text, hk_print_form form) { check_print(text, form, text); }
+
+/* Parsing must fail; the message must name file:line:col and contain `sub`. */
+static void check_error(const char *text, const char *loc, const char *sub) {
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(text, strlen(text), "bad.hlo", &m);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_null(m);
+  if (loc && !strstr(st->message, loc)) ck_abort_msg("no %s in: %s", loc, st->message);
+  if (sub && !strstr(st->message, sub)) ck_abort_msg("no '%s' in: %s", sub, st->message);
+  hk_status_free(st);
+}
+
+static const char *kSmall =
+    "HloModule axpy\n"
+    "\n"
+    "ENTRY axpy {\n"
+    "  alpha = f32[] parameter(0)\n"
+    "  b = f32[2,4] broadcast(alpha), dimensions={}\n"
+    "  x = f32[2,4]{1,0} parameter(1)\n"
+    "  ROOT m = f32[2,4]{1,0} multiply(b, x)\n"
+    "}\n";
+
+START_TEST(test_short_and_long_forms) {
+  check_print(kSmall, HK_PRINT_SHORT,
+              "HloModule axpy, entry_computation_layout={(f32[], f32[2,4]{1,0})->f32[2,4]{1,0}}\n"
+              "\n"
+              "ENTRY axpy {\n"
+              "  alpha = f32[] parameter(0)\n"
+              "  b = f32[2,4]{1,0} broadcast(alpha), dimensions={}\n"
+              "  x = f32[2,4]{1,0} parameter(1)\n"
+              "  ROOT m = f32[2,4]{1,0} multiply(b, x)\n"
+              "}\n\n");
+  check_print(kSmall, HK_PRINT_LONG,
+              "HloModule axpy, entry_computation_layout={(f32[], f32[2,4]{1,0})->f32[2,4]{1,0}}\n"
+              "\n"
+              "ENTRY %axpy (alpha: f32[], x: f32[2,4]) -> f32[2,4] {\n"
+              "  %alpha = f32[] parameter(0)\n"
+              "  %b = f32[2,4]{1,0} broadcast(f32[] %alpha), dimensions={}\n"
+              "  %x = f32[2,4]{1,0} parameter(1)\n"
+              "  ROOT %m = f32[2,4]{1,0} multiply(f32[2,4]{1,0} %b, f32[2,4]{1,0} %x)\n"
+              "}\n\n");
+}
+END_TEST
+
+START_TEST(test_instr_and_shape_strings) {
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(kSmall, strlen(kSmall), NULL, &m));
+  hk_instr *root = m->entry->root;
+  char *s = hk_instr_to_string(root, HK_PRINT_SHORT);
+  ck_assert_str_eq(s, "ROOT m = f32[2,4]{1,0} multiply(b, x)");
+  free(s);
+  const hk_shape *sh = NULL;
+  const char *t = "(f32[<=4,?]{1,0:T(8,128)S(1)}, token[], /*index=2*/ u8[])";
+  ck_assert_ok(hk_parse_shape(m, t, strlen(t), &sh));
+  s = hk_shape_to_string(sh);
+  ck_assert_str_eq(s, "(f32[<=4,?]{1,0:T(8,128)S(1)}, token[], u8[])");
+  free(s);
+  ck_assert_int_eq(sh->n_tuple, 3);
+  ck_assert(sh->tuple[0]->dynamic[0]);
+  ck_assert_int_eq(sh->tuple[0]->dims[0], 4);
+  ck_assert_int_eq(sh->tuple[0]->layout->memory_space, 1);
+  ck_assert_int_eq(sh->tuple[0]->layout->n_tiles, 1);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(test_attribute_families) {
+  roundtrip(
+      "HloModule attrs, entry_computation_layout={(f32[4,8]{1,0}, s32[2]{0}, f32[8,4]{1,0})->(f32[8,4]{0,1}, f32[2,4]{1,0}, f32[4]{0}, f32[4,8]{1,0}, f32[2,8]{1,0}, /*index=5*/f32[4,4]{1,0})}, replica_count=2, num_partitions=4\n"
+      "\n"
+      "add {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n"
+      "}\n"
+      "\n"
+      "ENTRY main {\n"
+      "  p = f32[4,8]{1,0} parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  t = f32[8,4]{0,1} transpose(p), dimensions={1,0}\n"
+      "  sl = f32[2,4]{1,0} slice(p), slice={[0:4:2], [0:4:1]}\n"
+      "  c0 = s32[] constant(0)\n"
+      "  ds = f32[2,8]{1,0} dynamic-slice(p, c0, c0), dynamic_slice_sizes={2,8}\n"
+      "  z = f32[] constant(0)\n"
+      "  pd = f32[6,8]{1,0} pad(p, z), padding=1_1x0_0\n"
+      "  r = f32[4]{0} reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  ar = f32[4,8]{1,0} all-reduce(p), channel_id=1, replica_groups=[2,2]<=[4], use_global_device_ids=true, to_apply=add\n"
+      "  ag = f32[8,8]{1,0} all-gather(p), channel_id=2, replica_groups={{0,1},{2,3}}, dimensions={0}\n"
+      "  cp = f32[4,8]{1,0} collective-permute(p), channel_id=3, source_target_pairs={{0,1},{1,0}}\n"
+      "  i = s32[2]{0} parameter(1)\n"
+      "  g = f32[2,8]{1,0} gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}, indices_are_sorted=true\n"
+      "  cmp = pred[4,8]{1,0} compare(p, p), direction=LT, type=TOTALORDER\n"
+      "  cc = f32[4,8]{1,0} custom-call(p), custom_call_target=\"foo\\\"bar\", custom_call_has_side_effect=true, backend_config={\"k\": 1}\n"
+      "  rw = f32[2,8]{1,0} reduce-window(p, z), window={size=2x1 stride=2x1 pad=1_0x0_0}, to_apply=add\n"
+      "  w = f32[8,4]{1,0} parameter(2), metadata={op_name=\"w\" source_line=3}\n"
+      "  d = f32[4,4]{1,0} dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,default}, frontend_attributes={a=\"1\",b={x}}, control-predecessors={cp}\n"
+      "  ROOT tup = (f32[8,4]{0,1}, f32[2,4]{1,0}, f32[4]{0}, f32[4,8]{1,0}, f32[2,8]{1,0}, /*index=5*/f32[4,4]{1,0}) tuple(t, sl, r, ar, g, d)\n"
+      "}\n\n",
+      HK_PRINT_SHORT);
+  roundtrip(
+      "HloModule conv, entry_computation_layout={(f32[1,2,1]{2,1,0}, f32[1,1,1]{2,1,0})->f32[1,2,1]{2,1,0}}\n"
+      "\n"
+      "ENTRY %conv (input: f32[1,2,1], filter: f32[1,1,1]) -> f32[1,2,1] {\n"
+      "  %input = f32[1,2,1]{2,1,0} parameter(0)\n"
+      "  %filter = f32[1,1,1]{2,1,0} parameter(1)\n"
+      "  ROOT %convolution = f32[1,2,1]{2,1,0} convolution(f32[1,2,1]{2,1,0} %input, f32[1,1,1]{2,1,0} %filter), window={size=1 pad=1_0 rhs_dilate=2}, dim_labels=b0f_0io->b0f, feature_group_count=2\n"
+      "}\n\n",
+      HK_PRINT_LONG);
+}
+END_TEST
+
+START_TEST(test_structured_fields) {
+  const char *t =
+      "HloModule s, num_partitions=2\n"
+      "cond {\n  p = (s32[]) parameter(0)\n  v = s32[] get-tuple-element(p), index=0\n"
+      "  k = s32[] constant(3)\n  ROOT lt = pred[] compare(v, k), direction=LT\n}\n"
+      "body {\n  p = (s32[]) parameter(0)\n  ROOT t = (s32[]) tuple(p)\n}\n"
+      "ENTRY e {\n  a = (s32[]) parameter(0)\n"
+      "  ROOT w = (s32[]) while(a), body=body, condition=cond\n}\n";
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(t, strlen(t), NULL, &m));
+  ck_assert(m->config.use_spmd_partitioning);
+  ck_assert_int_eq(m->config.num_partitions, 2);
+  hk_instr *w = m->entry->root;
+  ck_assert_int_eq(w->opcode, HK_OP_WHILE);
+  ck_assert_int_eq(w->n_called, 2);
+  ck_assert_str_eq(w->called[0]->name, "cond");
+  ck_assert_str_eq(w->called[1]->name, "body");
+  hk_computation *cond = w->called[0];
+  ck_assert_int_eq(cond->root->attrs->cmp_dir, HK_CMP_LT);
+  char *s = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_nonnull(strstr(s, "while(a), condition=cond, body=body"));
+  ck_assert_ptr_nonnull(strstr(s, "index=0"));
+  free(s);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(test_literals) {
+  roundtrip(
+      "HloModule lits, entry_computation_layout={()->c64[2]{0}}\n"
+      "\n"
+      "ENTRY lits {\n"
+      "  a = f32[6]{0} constant({nan, 7, -nan, -1, inf, -inf})\n"
+      "  b = bf16[2]{0} constant({-3.39e+38, 3.39e+38})\n"
+      "  c = f16[2]{0} constant({-65504, 500})\n"
+      "  d = f32[2,3]{1,0} constant({ { 1, 2.5, 3 }, { 4, 5, 6 } })\n"
+      "  e = s4[2]{0} constant({-8, 7})\n"
+      "  f = u64[] constant(18446744073709551615)\n"
+      "  g = pred[] constant(true)\n"
+      "  h = f32[2,1,1,2]{3,2,1,0} constant({ { /*i0=0*/ { /*i1=0*/ { 1, 2 } } }, { /*i0=1*/ { /*i1=0*/ { 3, 4 } } } })\n"
+      "  i = f8e4m3fn[2]{0} constant({nan, 7})\n"
+      "  j = f32[] constant(3.14)\n"
+      "  k = f64[] constant(0.001)\n"
+      "  l = f32[67,89]{1,0} constant({...})\n"
+      "  m = (f32[2,1]{1,0}, f32[2]{0}) constant(( { {1}, {2} }, {2, 42} ))\n"
+      "  n = bf16[2]{0} constant({-nan(0x7f), nan(0x3f)})\n"
+      "  ROOT cx = c64[2]{0} constant({(1, 2), (-inf, nan)})\n"
+      "}\n\n",
+      HK_PRINT_SHORT);
+  check_error("HloModule m\nENTRY e {\n  ROOT c = u4[] constant(16)\n}\n", "bad.hlo:3:",
+              "is out of range for literal's primitive type U4");
+  check_error("HloModule m\nENTRY e {\n  ROOT c = f16[] constant(-65520)\n}\n", ":3:",
+              "is out of range for literal's primitive type F16");
+  check_error("HloModule m\nENTRY e {\n  ROOT c = f32[2,3] constant({1, 2, 3, 4, 5, 6})\n}\n",
+              ":3:", "expects nested array in rank 2, but sees 1");
+  check_error("HloModule m\nENTRY e {\n  ROOT c = bf16[1] constant({nan(0x3ff)})\n}\n", ":3:",
+              "tries to set NaN payload 0x3ff");
+}
+END_TEST
+
+START_TEST(test_nested_instructions) {
+  check_print(
+      "HloModule test\n\nENTRY test {\n"
+      "    ROOT root = add(f32[10] parameter(0), multiply(f32[10] parameter(1), f32[10] parameter(2)))\n}",
+      HK_PRINT_SHORT,
+      "HloModule test, entry_computation_layout={(f32[10]{0}, f32[10]{0}, f32[10]{0})->f32[10]{0}}\n"
+      "\n"
+      "ENTRY test {\n"
+      "  parameter.anon = f32[10]{0} parameter(0)\n"
+      "  parameter.anon.1 = f32[10]{0} parameter(1)\n"
+      "  parameter.anon.2 = f32[10]{0} parameter(2)\n"
+      "  multiply.anon = f32[10]{0} multiply(parameter.anon.1, parameter.anon.2)\n"
+      "  ROOT root = f32[10]{0} add(parameter.anon, multiply.anon)\n"
+      "}\n\n");
+}
+END_TEST
+
+START_TEST(test_async_sugar) {
+  roundtrip(
+      "HloModule AsyncOps, entry_computation_layout={(f32[10]{0})->f32[20]{0}}\n"
+      "\n"
+      "ENTRY %Entry (p0: f32[10]) -> f32[20] {\n"
+      "  %p0 = f32[10]{0} parameter(0)\n"
+      "  %async-start = ((f32[10]{0}), f32[20]{0}, s32[]) custom-call-start(f32[10]{0} %p0), async_execution_thread=\"parallel_thread\", custom_call_target=\"foo\"\n"
+      "  %async-update = ((f32[10]{0}), f32[20]{0}, s32[]) custom-call-update(((f32[10]{0}), f32[20]{0}, s32[]) %async-start)\n"
+      "  ROOT %async-done = f32[20]{0} custom-call-done(((f32[10]{0}), f32[20]{0}, s32[]) %async-update)\n"
+      "}\n\n",
+      HK_PRINT_LONG);
+}
+END_TEST
+
+START_TEST(test_errors_have_positions) {
+  check_error("HloModule m\n\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT y = f32[] le(x, x)\n}\n",
+              "bad.hlo:5:18:", "unknown opcode");
+  check_error("HloModule m\nENTRY e {\n  pow = s32[] constant(42)\n  ROOT v = (s32[]) tuple(power)\n}\n",
+              "bad.hlo:4:", "instruction does not exist");
+  check_error("HloModule m\nENTRY e {\n  x = g32[] parameter(0)\n}\n", "bad.hlo:3:", NULL);
+  check_error("HloModule m\nc {\n  a = f32[] constant(1)\n}\nc {\n  b = f32[] constant(2)\n}\n",
+              "bad.hlo:5:1:", "was parsing 2:1: error: computation previously defined here\nc {\n^");
+  check_error("HloModule m\nENTRY e {\n/* open\n  ROOT a = f32[] constant(1)\n}\n", ":3:1:",
+              "/* open\n^");
+  check_error("HloModule m\nENTRY e {\n  ROOT a = f32[2] add(f32[2] parameter(0), f32[3] parameter(1)), \n}\n",
+              NULL, NULL);
+  check_error("", NULL, NULL);
+  check_error("HloModule", NULL, NULL);
+  check_error("HloModule m\nENTRY e {\n  p = f32[2,2] parameter(0)\n  ROOT a = f32[2,2] add(f32[2,2] p, f32[2,5] p)\n}\n",
+              ":4:", "The declared operand shape f32[2,5]{1,0} is not compatible with the shape of the operand instruction f32[2,2]{1,0}.");
+}
+END_TEST
+
+START_TEST(test_header_attributes) {
+  roundtrip(
+      "HloModule h, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }, entry_computation_layout={(f32[2]{0})->f32[2]{0}}, allow_spmd_sharding_propagation_to_parameters={true}, allow_spmd_sharding_propagation_to_output={true,false}, frontend_attributes={x=\"y\"}, num_partitions=2\n"
+      "\n"
+      "ENTRY e {\n"
+      "  p = f32[2]{0} parameter(0)\n"
+      "  ROOT n = f32[2]{0} negate(p)\n"
+      "}, execution_thread=\"side\"\n\n",
+      HK_PRINT_SHORT);
+}
+END_TEST
+
+static Suite *text_suite(void) {
+  Suite *s = suite_create("text");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_short_and_long_forms);
+  tcase_add_test(tc, test_instr_and_shape_strings);
+  tcase_add_test(tc, test_attribute_families);
+  tcase_add_test(tc, test_structured_fields);
+  tcase_add_test(tc, test_literals);
+  tcase_add_test(tc, test_nested_instructions);
+  tcase_add_test(tc, test_async_sugar);
+  tcase_add_test(tc, test_errors_have_positions);
+  tcase_add_test(tc, test_header_attributes);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+HK_TEST_MAIN(text_suite)
