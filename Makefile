@@ -62,8 +62,9 @@ $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
 # Each plugin folder becomes one .so; it resolves hk_* from libhlokit.so.
+.SECONDARY:
 .SECONDEXPANSION:
-$(BUILD)/plugins/%.so: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard plugin/$$*/*.c)) $(LIB)
+$(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plugin/$$*/*.c))) $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) -shared $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit $(LDLIBS)
 

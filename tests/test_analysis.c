@@ -12,6 +12,8 @@ static hk_module *parse_or_die(const char *text) {
   return m;
 }
 
+/* Names are unique per module (the parser renames later clashes), so the
+ * tests give every instruction they look up a module-wide unique name. */
 static hk_instr *find(hk_module *m, const char *name) {
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_instr *i = hk_computation_find_instr(m->computations[k], name);
@@ -170,23 +172,23 @@ START_TEST(infer_reductions) {
       "  i = s32[4,6] parameter(1)\n"
       "  z = f32[] constant(0)\n"
       "  zi = s32[] constant(0)\n"
-      "  r = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32\n"
-      "  r2 = (f32[6], s32[6]) reduce(p, i, z, zi), dimensions={0}, to_apply=argmax\n"
+      "  red = f32[4] reduce(p, z), dimensions={1}, to_apply=add_f32\n"
+      "  red2 = (f32[6], s32[6]) reduce(p, i, z, zi), dimensions={0}, to_apply=argmax\n"
       "  rw = f32[2,3] reduce-window(p, z), window={size=2x2 stride=2x2}, to_apply=add_f32\n"
       "  rwp = f32[4,6] reduce-window(p, z), window={size=3x3 pad=1_1x1_1}, to_apply=add_f32\n"
-      "  s = f32[2,3] parameter(2)\n"
-      "  ss = f32[4,6] select-and-scatter(p, s, z), window={size=2x2 stride=2x2}, select=ge, scatter=add_f32\n"
-      "  m = f32[4,6] map(p, p), dimensions={0,1}, to_apply=add_f32\n"
-      "  so = (f32[4,6], s32[4,6]) sort(p, i), dimensions={1}, to_apply=sortcmp\n"
-      "  ROOT t = (f32[4]) tuple(r)\n"
+      "  src = f32[2,3] parameter(2)\n"
+      "  sas = f32[4,6] select-and-scatter(p, src, z), window={size=2x2 stride=2x2}, select=ge, scatter=add_f32\n"
+      "  mp = f32[4,6] map(p, p), dimensions={0,1}, to_apply=add_f32\n"
+      "  srt = (f32[4,6], s32[4,6]) sort(p, i), dimensions={1}, to_apply=sortcmp\n"
+      "  ROOT out = (f32[4]) tuple(red)\n"
       "}\n";
-  expect_infer(t, "r", "f32[4]");
-  expect_infer(t, "r2", "(f32[6], s32[6])");
+  expect_infer(t, "red", "f32[4]");
+  expect_infer(t, "red2", "(f32[6], s32[6])");
   expect_infer(t, "rw", "f32[2,3]");
   expect_infer(t, "rwp", "f32[4,6]");
-  expect_infer(t, "ss", "f32[4,6]");
-  expect_infer(t, "m", "f32[4,6]");
-  expect_infer(t, "so", "(f32[4,6], s32[4,6])");
+  expect_infer(t, "sas", "f32[4,6]");
+  expect_infer(t, "mp", "f32[4,6]");
+  expect_infer(t, "srt", "(f32[4,6], s32[4,6])");
   expect_verifies(t);
 }
 END_TEST
@@ -234,12 +236,12 @@ START_TEST(infer_gather_scatter) {
       "  idx2 = s32[4,2] parameter(2)\n"
       "  g2 = f32[4,2,3] gather(op, idx2), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1}, index_vector_dim=1, slice_sizes={2,3}\n"
       "  up = f32[3,7] parameter(3)\n"
-      "  s = f32[5,7] scatter(op, idx, up), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32\n"
-      "  ROOT t = (f32[3,7]) tuple(g)\n"
+      "  sc = f32[5,7] scatter(op, idx, up), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add_f32\n"
+      "  ROOT out = (f32[3,7]) tuple(g)\n"
       "}\n";
   expect_infer(t, "g", "f32[3,7]");
   expect_infer(t, "g2", "f32[4,2,3]");
-  expect_infer(t, "s", "f32[5,7]");
+  expect_infer(t, "sc", "f32[5,7]");
   expect_verifies(t);
 }
 END_TEST
@@ -284,14 +286,14 @@ START_TEST(infer_control_flow) {
       "  cd = f32[4] conditional(b, g, g), true_computation=neg, false_computation=ident\n"
       "  cl = f32[4] call(cd), to_apply=neg\n"
       "  f = f32[4] fusion(cl, g), kind=kLoop, calls=fused\n"
-      "  ROOT t = (f32[4], s32[]) tuple(f, z)\n"
+      "  ROOT out = (f32[4], s32[]) tuple(f, z)\n"
       "}\n";
   expect_infer(t, "w", "(s32[], f32[4])");
   expect_infer(t, "g", "f32[4]");
   expect_infer(t, "cd", "f32[4]");
   expect_infer(t, "cl", "f32[4]");
   expect_infer(t, "f", "f32[4]");
-  expect_infer(t, "t", "(f32[4], s32[])");
+  expect_infer(t, "out", "(f32[4], s32[])");
   expect_verifies(t);
 }
 END_TEST
@@ -341,6 +343,66 @@ START_TEST(infer_misc) {
   expect_infer(t, "tok", "token[]");
   expect_infer(t, "inf", "((f32[2]), token[])");
   expect_infer(t, "tk", "(f32[4,3], s32[4,3])");
+}
+END_TEST
+
+START_TEST(infer_rare_ops) {
+  const char *t =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  f = f32[2,4] parameter(0)\n"
+      "  c = c64[2,4] parameter(1)\n"
+      "  u = u32[2,4] parameter(2)\n"
+      "  s = s32[] parameter(3)\n"
+      "  sq = f32[4,4] parameter(4)\n"
+      "  feat = f32[4] parameter(5)\n"
+      "  re = f32[2,4] real(c)\n"
+      "  im = f32[2,4] imag(c)\n"
+      "  at = f32[2,4] atan2(f, f)\n"
+      "  nt = u32[2,4] not(u)\n"
+      "  pc = u32[2,4] popcnt(u)\n"
+      "  sr = u32[2,4] shift-right-logical(u, u)\n"
+      "  rp = f32[2,4] reduce-precision(f), exponent_bits=5, mantissa_bits=10\n"
+      "  ob = f32[2,4] opt-barrier(f)\n"
+      "  sc = bf16[2,4] stochastic-convert(f, u)\n"
+      "  sds = f32[<=2,4] set-dimension-size(f, s), dimensions={0}\n"
+      "  dr = f32[8] dynamic-reshape(f, s)\n"
+      "  ch = f32[4,4] cholesky(sq), lower=true\n"
+      "  ts = f32[4,4] triangular-solve(sq, sq), left_side=true, lower=true, transpose_a=NO_TRANSPOSE\n"
+      "  ff = c64[2,3] fft(f), fft_type=RFFT, fft_length={4}\n"
+      "  iff = f32[2,4] fft(ff), fft_type=IRFFT, fft_length={4}\n"
+      "  st = u64[2] rng-get-and-update-state(), delta=1\n"
+      "  bn = f32[2,4] batch-norm-inference(f, feat, feat, feat, feat), epsilon=0.001, feature_index=1\n"
+      "  bnt = (f32[2,4], f32[4], f32[4]) batch-norm-training(f, feat, feat), epsilon=0.001, feature_index=1\n"
+      "  cs = (f32[2,4], f32[2,4], u32[]) copy-start(f)\n"
+      "  cd = f32[2,4] copy-done(cs)\n"
+      "  lhs = f32[6,4] parameter(6)\n"
+      "  rhs = f32[3,4,5] parameter(7)\n"
+      "  gs = s32[3] parameter(8)\n"
+      "  rd = f32[6,5] ragged-dot(lhs, rhs, gs), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+      "  ROOT out = (f32[2,4]) tuple(cd)\n"
+      "}\n";
+  expect_infer(t, "re", "f32[2,4]");
+  expect_infer(t, "im", "f32[2,4]");
+  expect_infer(t, "at", "f32[2,4]");
+  expect_infer(t, "nt", "u32[2,4]");
+  expect_infer(t, "pc", "u32[2,4]");
+  expect_infer(t, "sr", "u32[2,4]");
+  expect_infer(t, "rp", "f32[2,4]");
+  expect_infer(t, "ob", "f32[2,4]");
+  expect_infer(t, "sc", "bf16[2,4]");
+  expect_infer(t, "sds", "f32[<=2,4]");
+  expect_infer(t, "dr", "f32[8]");
+  expect_infer(t, "ch", "f32[4,4]");
+  expect_infer(t, "ts", "f32[4,4]");
+  expect_infer(t, "ff", "c64[2,3]");
+  expect_infer(t, "iff", "f32[2,4]");
+  expect_infer(t, "st", "u64[2]");
+  expect_infer(t, "bn", "f32[2,4]");
+  expect_infer(t, "bnt", "(f32[2,4], f32[4], f32[4])");
+  expect_infer(t, "cs", "(f32[2,4], f32[2,4], u32[])");
+  expect_infer(t, "cd", "f32[2,4]");
+  expect_infer(t, "rd", "f32[6,5]");
 }
 END_TEST
 
@@ -443,6 +505,62 @@ START_TEST(verify_entry_layout) {
       "HloModule m, entry_computation_layout={(f32[3])->f32[3]}\nENTRY main {\n"
       "  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n",
       "entry computation", "f32[3]");
+}
+END_TEST
+
+START_TEST(verify_more_rejections) {
+  /* Mixed precision is not allowed for elementwise ops. */
+  expect_text_verify_error(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = bf16[2] parameter(1)\n"
+      "  ROOT a = f32[2] add(p, q)\n}\n",
+      "'a'", "mixed precision");
+  /* All-gather output does not match the replica group size. */
+  expect_text_verify_error(
+      "HloModule m, num_partitions=4\nENTRY main {\n  p = f32[2] parameter(0)\n"
+      "  ROOT ag = f32[4] all-gather(p), channel_id=1, replica_groups={{0,1,2,3}}, "
+      "dimensions={0}, use_global_device_ids=true\n}\n",
+      "'ag'", "shard_count = 2, subgroup_size = 4");
+  /* Replica ids repeated. */
+  expect_text_verify_error(
+      "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\nENTRY main {\n  p = f32[2] parameter(0)\n"
+      "  ROOT ar = f32[2] all-reduce(p), replica_groups={{0,0}}, to_apply=add\n}\n",
+      "'ar'", "repeated");
+  /* While and its body disagree on sharding. */
+  expect_text_verify_error(
+      "HloModule m\ncond {\n  p = f32[4] parameter(0)\n  ROOT t = pred[] constant(false)\n}\n"
+      "body {\n  p = f32[4] parameter(0), sharding={replicated}\n"
+      "  ROOT n = f32[4] negate(p), sharding={replicated}\n}\n"
+      "ENTRY main {\n  v = f32[4] parameter(0)\n"
+      "  ROOT w = f32[4] while(v), condition=cond, body=body, sharding={maximal device=0}\n}\n",
+      "'w'", "inconsistent while sharding");
+  /* Conditional branch parameter does not match its operand. */
+  expect_text_verify_error(
+      "HloModule m\nb0 {\n  x = f32[3] parameter(0)\n  ROOT n = f32[3] negate(x)\n}\n"
+      "b1 {\n  y = f32[2] parameter(0)\n  ROOT z = f32[3] broadcast(f32[] constant(1)), dimensions={}\n}\n"
+      "ENTRY main {\n  i = s32[] parameter(0)\n  v = f32[3] parameter(1)\n"
+      "  ROOT c = f32[3] conditional(i, v, v), branch_computations={b0, b1}\n}\n",
+      "'c'", "parameter 0 of computation 'b1'");
+  /* Sort comparator must return pred[]. */
+  expect_text_verify_error(
+      "HloModule m\ncmp {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\nENTRY main {\n  p = f32[4] parameter(0)\n"
+      "  ROOT so = f32[4] sort(p), dimensions={0}, to_apply=cmp\n}\n",
+      "'so'", "pred[]");
+}
+END_TEST
+
+START_TEST(verify_conditional_predicate_type) {
+  /* XLA's parser rejects this text, so build it by retyping the index. */
+  hk_module *m = parse_or_die(
+      "HloModule m\nb0 {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] ceil(x)\n}\n"
+      "b1 {\n  y = f32[4] parameter(0)\n  ROOT z = f32[4] floor(y)\n}\n"
+      "ENTRY main {\n  v = f32[4] parameter(0)\n  i = s32[] parameter(1)\n"
+      "  ROOT c = f32[4] conditional(i, v, v), branch_computations={b0, b1}\n}\n");
+  ck_assert_ok(hk_verify_module(m, NULL));
+  find(m, "i")->shape = hk_shape_scalar(m, HK_F32);
+  expect_verify_error(m, "'c'", "must be a scalar of PRED or S32");
+  hk_module_free(m);
 }
 END_TEST
 
@@ -583,6 +701,57 @@ static corpus_tally run_corpus(const char *file, bool parser) {
   return t;
 }
 
+/* parser.jsonl `error` cases: each must be rejected by the parser or, when
+ * the parser accepts it, by the verifier.  Returns how many slip through. */
+static int run_error_cases(int *by_parser, int *by_verifier) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/parser.jsonl", hk_test_conformance_dir());
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char *line = NULL;
+  size_t cap = 0;
+  int slipped = 0;
+  while (getline(&line, &cap, f) > 0) {
+    json_object *o = json_tokener_parse(line), *k, *ik, *h, *nm;
+    if (!o) continue;
+    if (json_object_object_get_ex(o, "kind", &k) &&
+        strcmp(json_object_get_string(k), "error") == 0 &&
+        json_object_object_get_ex(o, "input_kind", &ik) &&
+        strcmp(json_object_get_string(ik), "module") == 0 &&
+        json_object_object_get_ex(o, "hlo", &h)) {
+      const char *text = json_object_get_string(h);
+      const char *name = json_object_object_get_ex(o, "name", &nm) ? json_object_get_string(nm) : "?";
+      hk_module *m = NULL;
+      hk_status *st = hk_parse_module(text, strlen(text), name, &m);
+      if (st) {
+        (*by_parser)++;
+      } else if ((st = hk_verify_module(m, NULL)) != NULL) {
+        (*by_verifier)++;
+        fprintf(stderr, "[parser.jsonl error] %s: rejected by the verifier: %.200s\n", name,
+                st->message);
+      } else {
+        slipped++;
+        fprintf(stderr, "[parser.jsonl error] %s: accepted by parser and verifier\n", name);
+      }
+      hk_status_free(st);
+      hk_module_free(m);
+    }
+    json_object_put(o);
+  }
+  free(line);
+  fclose(f);
+  return slipped;
+}
+
+START_TEST(conformance_error_cases_rejected) {
+  int by_parser = 0, by_verifier = 0;
+  int slipped = run_error_cases(&by_parser, &by_verifier);
+  fprintf(stderr, "parser.jsonl error cases: %d rejected by the parser, %d by the verifier, "
+          "%d accepted\n", by_parser, by_verifier, slipped);
+  ck_assert_int_eq(slipped, 0);
+}
+END_TEST
+
 START_TEST(conformance_corpus_verifies) {
   static const struct { const char *file; bool parser; } files[] = {
       {"spmd.jsonl", false}, {"propagation.jsonl", false}, {"parser.jsonl", true},
@@ -607,6 +776,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, infer_control_flow);
   tcase_add_test(tc, infer_collectives);
   tcase_add_test(tc, infer_misc);
+  tcase_add_test(tc, infer_rare_ops);
   tcase_add_test(tc, infer_error_names_instruction);
   suite_add_tcase(s, tc);
   tc = tcase_create("verify");
@@ -617,6 +787,8 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_duplicate_parameter);
   tcase_add_test(tc, verify_cycle);
   tcase_add_test(tc, verify_entry_layout);
+  tcase_add_test(tc, verify_more_rejections);
+  tcase_add_test(tc, verify_conditional_predicate_type);
   suite_add_tcase(s, tc);
   tc = tcase_create("call_graph");
   tcase_add_test(tc, call_graph_while);
@@ -626,6 +798,7 @@ static Suite *analysis_suite(void) {
   tc = tcase_create("conformance");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, conformance_corpus_verifies);
+  tcase_add_test(tc, conformance_error_cases_rejected);
   suite_add_tcase(s, tc);
   return s;
 }

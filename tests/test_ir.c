@@ -1030,6 +1030,106 @@ START_TEST(program_shape) {
 }
 END_TEST
 
+
+START_TEST(clone_sparse_ids) {
+  hk_module *m = build_sample();
+  hk_instr *k = hk_computation_find_instr(m->entry, "k");
+  k->id = 1000000;   /* ids no longer dense: the clone maps by pointer */
+  hk_module *c = hk_module_clone(m);
+  assert_same_module(m, c);
+  hk_instr *ar = hk_computation_find_instr(c->entry, "ar");
+  ck_assert_ptr_eq(ar->attrs->control_preds[0], hk_computation_find_instr(c->entry, "k"));
+  ck_assert_ptr_eq(c->entry->root, ar);
+  hk_module_free(m);
+  hk_module_free(c);
+}
+END_TEST
+
+START_TEST(repeated_operands) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = new_comp(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *q = param(c, 1, s, "q");
+  hk_instr *ops[5] = {p, q, p, p, q};
+  hk_instr *t = hk_instr_new(c, HK_OP_TUPLE, s, 5, ops, "t");
+  ck_assert_int_eq(p->n_users, 1);
+  ck_assert_int_eq(q->n_users, 1);
+  hk_instr *u = hk_instr_new(c, HK_OP_TUPLE, s, 5, ops, "u");
+  ck_assert_int_eq(p->n_users, 2);
+  hk_computation_set_root(c, u);
+  static const char *const want[] = {"p", "q", "t", "u"};
+  assert_order(c, want, 4);
+  ck_assert_ok(hk_instr_remove(t));
+  ck_assert_int_eq(p->n_users, 1);
+  ck_assert_int_eq(q->n_users, 1);
+  ck_assert_ptr_eq(p->users[0], u);
+  for (int k = 0; k < 5; k++) hk_instr_set_operand(u, k, q);
+  ck_assert_int_eq(p->n_users, 0);
+  ck_assert_int_eq(q->n_users, 1);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(sort_shared_callees) {
+  hk_module *m = hk_module_new("m");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_computation *a = new_comp(m, "a");       /* root: calls x then y */
+  hk_computation *b = new_comp(m, "b");       /* root: calls y */
+  hk_computation *x = new_comp(m, "x");       /* calls z */
+  hk_computation *y = new_comp(m, "y");
+  hk_computation *z = new_comp(m, "z");
+  hk_instr *pa = param(a, 0, s, "pa");
+  hk_instr *ca = hk_instr_new(a, HK_OP_CALL, s, 1, &pa, "ca");
+  hk_instr_set_called(ca, 1, &x);
+  hk_instr *ca2 = hk_instr_new(a, HK_OP_CALL, s, 1, &pa, "ca2");
+  hk_instr_set_called(ca2, 1, &y);
+  hk_instr *pb = param(b, 0, s, "pb");
+  hk_instr *cb = hk_instr_new(b, HK_OP_CALL, s, 1, &pb, "cb");
+  hk_instr_set_called(cb, 1, &y);
+  hk_instr *px = param(x, 0, s, "px");
+  hk_instr *cx = hk_instr_new(x, HK_OP_CALL, s, 1, &px, "cx");
+  hk_instr_set_called(cx, 1, &z);
+  param(y, 0, s, "py");
+  param(z, 0, s, "pz");
+  hk_module_sort_computations(m);
+  const char *want[] = {"z", "x", "y", "a", "b"};
+  for (int k = 0; k < 5; k++) ck_assert_str_eq(m->computations[k]->name, want[k]);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(literal_small_ints) {
+  hk_module *m = hk_module_new("m");
+  int64_t four[] = {4};
+  hk_literal *s2 = hk_literal_new(m, hk_shape_array(m, HK_S2, 1, four));
+  hk_literal *u2 = hk_literal_new(m, hk_shape_array(m, HK_U2, 1, four));
+  const int64_t in[4] = {1, 2, -3, 5};
+  const int64_t want_s2[4] = {1, -2, 1, 1};
+  const int64_t want_u2[4] = {1, 2, 1, 1};
+  for (int k = 0; k < 4; k++) {
+    hk_literal_set_i64(s2, k, in[k]);
+    hk_literal_set_i64(u2, k, in[k]);
+  }
+  for (int k = 0; k < 4; k++) {
+    ck_assert_int_eq(hk_literal_get_i64(s2, k), want_s2[k]);
+    ck_assert_int_eq(hk_literal_get_i64(u2, k), want_u2[k]);
+  }
+  hk_literal_set_f64(u2, 0, -7.0);   /* saturates at 0 */
+  ck_assert_int_eq(hk_literal_get_i64(u2, 0), 0);
+  hk_literal_set_f64(u2, 0, 99.0);   /* and at 3 */
+  ck_assert_int_eq(hk_literal_get_i64(u2, 0), 3);
+  hk_literal *u64 = hk_literal_new(m, hk_shape_scalar(m, HK_U64));
+  hk_literal_set_f64(u64, 0, 1e30);
+  ck_assert_int_eq(hk_literal_get_i64(u64, 0), -1);   /* UINT64_MAX */
+  hk_literal *f8 = hk_literal_new(m, hk_shape_scalar(m, HK_F8E5M2));
+  hk_literal_set_i64(f8, 0, 3);
+  ck_assert_int_eq(hk_literal_get_i64(f8, 0), 3);
+  ck_assert(hk_small_float_decode(HK_F8E5M2, 0x03) == 0x3p-16);   /* subnormal */
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *ir_suite(void) {
   Suite *s = suite_create("ir");
   TCase *tc = tcase_create("core");
@@ -1058,6 +1158,10 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, clone_module);
   tcase_add_test(tc, clone_instr);
   tcase_add_test(tc, program_shape);
+  tcase_add_test(tc, clone_sparse_ids);
+  tcase_add_test(tc, repeated_operands);
+  tcase_add_test(tc, sort_shared_callees);
+  tcase_add_test(tc, literal_small_ints);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -300,7 +300,7 @@ START_TEST(test_roundtrip_gather_scatter_slices) {
       "collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,4}, indices_are_sorted=true\n"
       "  %sl = f32[4,2]{1,0} slice(f32[8,4]{1,0} %op), slice={[0:8:2], [1:3]}\n"
       "  %zero = f32[] constant(0)\n"
-      "  %pd = f32[10,7]{1,0} pad(f32[8,4]{1,0} %op, f32[] %zero), padding=1_1x0_1_1\n"
+      "  %pd = f32[10,8]{1,0} pad(f32[8,4]{1,0} %op, f32[] %zero), padding=1_1_0x0_1_1\n"
       "  %i0 = s32[] constant(1)\n"
       "  %ds = f32[2,4]{1,0} dynamic-slice(f32[8,4]{1,0} %op, s32[] %i0, s32[] %i0), dynamic_slice_sizes={2,4}\n"
       "  ROOT %sc = f32[8,4]{1,0} scatter(f32[8,4]{1,0} %op, s32[3,1]{1,0} %idx, f32[3,4]{1,0} %upd), "

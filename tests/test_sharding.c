@@ -373,6 +373,80 @@ START_TEST(test_subsharding) {
 }
 END_TEST
 
+/* ---- algebra ------------------------------------------------------------- */
+
+START_TEST(test_transpose) {
+  int64_t p10[] = {1, 0};
+  assert_prints(hk_sharding_transpose(M, P("{devices=[2,4]<=[8]}"), p10), "{devices=[4,2]<=[2,4]T(1,0)}");
+  assert_prints(hk_sharding_transpose(M, P("{devices=[2,2]0,1,2,3}"), p10), "{devices=[2,2]0,2,1,3}");
+  assert_prints(hk_sharding_transpose(M, P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}"), p10),
+                "{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}");
+  assert_prints(hk_sharding_transpose(M, P("{devices=[2,1]0,1 metadata={op_name=\"a\"}}"), p10),
+                "{devices=[1,2]0,1 metadata={op_name=\"a\"}}");
+  const hk_sharding *r = P("{replicated}");
+  ck_assert_ptr_eq(hk_sharding_transpose(M, r, p10), r);
+  int64_t bad[] = {0, 0};
+  ck_assert_ptr_null(hk_sharding_transpose(M, P("{devices=[2,2]<=[4]}"), bad));
+  /* transposing twice gives the original back */
+  int64_t p120[] = {1, 2, 0}, p201[] = {2, 0, 1};
+  const hk_sharding *s = P("{devices=[2,3,4]<=[24]}");
+  ck_assert_ptr_eq(hk_sharding_transpose(M, hk_sharding_transpose(M, s, p120), p201), s);
+}
+END_TEST
+
+START_TEST(test_replicate_dims) {
+  int64_t d0[] = {0}, d1[] = {1}, d01[] = {0, 1};
+  const hk_sharding *s = P("{devices=[2,4]<=[8]}");
+  assert_prints(hk_sharding_replicate_dims(M, s, 1, d1), "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  assert_prints(hk_sharding_replicate_dims(M, s, 1, d0), "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  assert_prints(hk_sharding_replicate_dims(M, s, 2, d01), "{replicated}");
+  assert_prints(hk_sharding_replicate_all_except(M, s, 1, d0), "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  assert_prints(hk_sharding_replicate_dims(M, P("{devices=[2,2,2]<=[8] last_tile_dim_replicate}"), 1, d0),
+                "{devices=[1,2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}");
+  assert_prints(hk_sharding_replicate_dims(M, P("{devices=[2,2,2]<=[8] last_tile_dims={manual}}"), 1, d0),
+                "{devices=[1,2,2,2]<=[2,4]T(1,0) last_tile_dims={manual, replicated}}");
+  assert_prints(hk_sharding_replicate_dims(M, P("{devices=[2,2]3,2,1,0}"), 1, d1),
+                "{devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}");
+  const hk_sharding *t = P("{devices=[1,4]<=[4]}");
+  ck_assert_ptr_eq(hk_sharding_replicate_dims(M, t, 1, d0), t);     /* dim 0 is not partitioned */
+  ck_assert(hk_sharding_equivalent(hk_sharding_replicate_dims(M, P("{devices=[2,4]0,1,2,3,4,5,6,7}"), 1, d1),
+                                   hk_sharding_replicate_dims(M, s, 1, d1)));
+}
+END_TEST
+
+START_TEST(test_remove_insert_dims) {
+  int64_t d1[] = {1}, d01[] = {0, 1};
+  assert_prints(hk_sharding_remove_dims(M, P("{devices=[2,1,4]<=[8] last_tile_dim_replicate}"), 1, d1),
+                "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  assert_prints(hk_sharding_remove_dims(M, P("{devices=[2,4]<=[8]}"), 1, d1),
+                "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  assert_prints(hk_sharding_remove_dims(M, P("{devices=[2,4]<=[8]}"), 2, d01), "{replicated}");
+  assert_prints(hk_sharding_remove_dims(M, P("{devices=[2,1,3]<=[6]}"), 1, d1), "{devices=[2,3]<=[6]}");
+  int64_t at03[] = {0, 3}, at1[] = {1}, at5[] = {5};
+  assert_prints(hk_sharding_insert_dims(M, P("{devices=[2,2]0,1,2,3}"), 2, at03), "{devices=[1,2,2,1]0,1,2,3}");
+  assert_prints(hk_sharding_insert_dims(M, P("{devices=[2,2]<=[4] last_tile_dim_replicate}"), 1, at1),
+                "{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
+  assert_prints(hk_sharding_insert_dims(M, P("{devices=[2,2,2]<=[8] last_tile_dims={manual, replicated}}"), 1, at1),
+                "{devices=[2,1,2,2]<=[8] last_tile_dims={manual, replicated}}");
+  ck_assert_ptr_null(hk_sharding_insert_dims(M, P("{devices=[2,2]0,1,2,3}"), 1, at5));
+}
+END_TEST
+
+START_TEST(test_device_groups) {
+  int64_t out[8], d0[] = {0}, d1[] = {1}, d2[] = {2};
+  const hk_sharding *s = P("{devices=[2,4]<=[8]}");
+  ck_assert_int_eq(hk_sharding_device_groups(s, 1, d1, out), 4);
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], i);
+  ck_assert_int_eq(hk_sharding_device_groups(s, 1, d0, out), 2);
+  static const int64_t want[] = {0, 4, 1, 5, 2, 6, 3, 7};
+  for (int i = 0; i < 8; i++) ck_assert_int_eq(out[i], want[i]);
+  ck_assert_int_eq(hk_sharding_device_groups(P("{devices=[2,1,2]3,1,2,0 last_tile_dim_replicate}"), 1, d2, out), 2);
+  static const int64_t want2[] = {3, 1, 2, 0};
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(out[i], want2[i]);
+  ck_assert_int_eq(hk_sharding_device_groups(P("{replicated}"), 1, d0, out), -1);
+}
+END_TEST
+
 /* ---- validation ------------------------------------------------------------ */
 
 static void assert_invalid(const hk_sharding *s, const hk_shape *shape, int64_t n, const char *sub) {
@@ -461,6 +535,7 @@ END_TEST
 
 typedef struct corpus_stats {
   int total, exact, blanks_only, respelled, canonical_same;
+  int md_total, md_exact;
   char **seen;
   int n_seen, cap_seen;
 } corpus_stats;
@@ -532,7 +607,36 @@ static size_t balanced_len(const char *t) {
   return 0;
 }
 
+/* Instruction/sharding metadata {field=value ...}: parses and prints back. */
+static void check_one_metadata(hk_module *m, corpus_stats *cs, const char *text, size_t n) {
+  cs->md_total++;
+  hk_metadata md;
+  size_t used;
+  hk_status *st = hk_metadata_parse(m, text, n, &md, &used);
+  if (st) ck_abort_msg("conformance metadata %.*s: %s", (int)n, text, st->message);
+  ck_assert_uint_eq(used, n);
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_metadata_print(&md, &b);
+  if (b.len == n && memcmp(b.data, text, n) == 0) cs->md_exact++;
+  else fprintf(stderr, "metadata reordered as XLA prints it: %.*s -> %.*s\n", (int)n, text, (int)b.len, b.data);
+  /* the print is a fixed point */
+  hk_metadata again;
+  ck_assert_ok(hk_metadata_parse(m, b.data, b.len, &again, NULL));
+  hk_buf b2;
+  hk_buf_init(&b2);
+  hk_metadata_print(&again, &b2);
+  ck_assert(b2.len == b.len && memcmp(b2.data, b.data, b.len) == 0);
+  hk_buf_free(&b2);
+  hk_buf_free(&b);
+}
+
 static void scan_string(hk_module *m, corpus_stats *cs, const char *key, const char *v) {
+  for (const char *p = strstr(v, "metadata={"); p; p = strstr(p + 1, "metadata={")) {
+    if (p[9 + 1] == '{') continue;                 /* a sharding's metadata list */
+    size_t n = balanced_len(p + 9);
+    if (n) check_one_metadata(m, cs, p + 9, n);
+  }
   if (key && strcmp(key, "sharding") == 0 && v[0] == '{') {
     size_t n = balanced_len(v);
     if (n) check_one_sharding(m, cs, v, n);
@@ -591,7 +695,10 @@ START_TEST(test_conformance_shardings) {
           "byte-identical, %d differ only in blanks, %d iota reshape dims canonicalised as XLA does; %d already "
           "in XLA's canonical (Subgroup/PartialTile) form\n",
           cs.total, cs.exact, cs.blanks_only, cs.respelled, cs.canonical_same);
+  fprintf(stderr, "conformance metadata: %d parsed and print to a fixed point, %d byte-identical\n", cs.md_total,
+          cs.md_exact);
   ck_assert_int_gt(cs.total, 300);
+  ck_assert_int_gt(cs.md_total, 200);
 }
 END_TEST
 
@@ -611,6 +718,10 @@ static Suite *sharding_suite(void) {
   tcase_add_test(tc, test_tile_shape);
   tcase_add_test(tc, test_tile_offsets);
   tcase_add_test(tc, test_subsharding);
+  tcase_add_test(tc, test_transpose);
+  tcase_add_test(tc, test_replicate_dims);
+  tcase_add_test(tc, test_remove_insert_dims);
+  tcase_add_test(tc, test_device_groups);
   tcase_add_test(tc, test_validate);
   tcase_add_test(tc, test_metadata);
   tcase_add_test(tc, test_conformance_shardings);

@@ -87,7 +87,7 @@ END_TEST
 
 START_TEST(test_attribute_families) {
   roundtrip(
-      "HloModule attrs, entry_computation_layout={(f32[4,8]{1,0}, s32[2]{0}, f32[8,4]{1,0})->(f32[8,4]{0,1}, f32[2,4]{1,0}, f32[4]{0}, f32[4,8]{1,0}, f32[2,8]{1,0}, /*index=5*/f32[4,4]{1,0})}, replica_count=2, num_partitions=4\n"
+      "HloModule attrs, entry_computation_layout={(f32[4,8]{1,0}, s32[2]{0}, f32[8,4]{1,0})->(f32[8,4]{0,1}, f32[2,4]{1,0}, f32[2,8]{1,0}, f32[6,8]{1,0}, f32[4]{0}, /*index=5*/f32[4,8]{1,0}, f32[8,8]{1,0}, f32[4,8]{1,0}, f32[2,8]{1,0}, pred[4,8]{1,0}, /*index=10*/f32[4,8]{1,0}, f32[2,8]{1,0}, f32[4,4]{1,0})}, replica_count=2, num_partitions=4\n"
       "\n"
       "add {\n"
       "  a = f32[] parameter(0)\n"
@@ -114,7 +114,7 @@ START_TEST(test_attribute_families) {
       "  rw = f32[2,8]{1,0} reduce-window(p, z), window={size=2x1 stride=2x1 pad=1_0x0_0}, to_apply=add\n"
       "  w = f32[8,4]{1,0} parameter(2), metadata={op_name=\"w\" source_line=3}\n"
       "  d = f32[4,4]{1,0} dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, operand_precision={high,default}, frontend_attributes={a=\"1\",b={x}}, control-predecessors={cp}\n"
-      "  ROOT tup = (f32[8,4]{0,1}, f32[2,4]{1,0}, f32[4]{0}, f32[4,8]{1,0}, f32[2,8]{1,0}, /*index=5*/f32[4,4]{1,0}) tuple(t, sl, r, ar, g, d)\n"
+      "  ROOT tup = (f32[8,4]{0,1}, f32[2,4]{1,0}, f32[2,8]{1,0}, f32[6,8]{1,0}, f32[4]{0}, /*index=5*/f32[4,8]{1,0}, f32[8,8]{1,0}, f32[4,8]{1,0}, f32[2,8]{1,0}, pred[4,8]{1,0}, /*index=10*/f32[4,8]{1,0}, f32[2,8]{1,0}, f32[4,4]{1,0}) tuple(t, sl, ds, pd, r, ar, ag, cp, g, cmp, cc, rw, d)\n"
       "}\n\n",
       HK_PRINT_SHORT);
   roundtrip(

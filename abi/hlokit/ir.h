@@ -295,7 +295,13 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c);
 /* Reorders module->computations so every callee precedes its callers
  * (stable otherwise), as XLA prints them. */
 void hk_module_sort_computations(hk_module *m);
-/* A name not yet used in the module: prefix, or prefix.N. */
+/* A name not yet used in the module: prefix, or prefix.N.
+ * Instruction names follow XLA's NameUniquer: characters other than
+ * [A-Za-z0-9_.-] become '_', a type name ("f32") gets a trailing '_', a
+ * leading "__" becomes "a_"; "root.N" registers N for root, and a taken name
+ * gets the root's next free number.  Names of removed instructions are
+ * never handed out again.  The returned name is reserved: the first
+ * hk_instr_new / hk_instr_set_name asking for exactly it gets it. */
 const char *hk_module_unique_name(hk_module *m, const char *prefix);
 /* Largest channel id in use + 1 (XLA's hlo_query::NextChannelId). */
 int64_t hk_module_next_channel_id(const hk_module *m);
@@ -305,9 +311,11 @@ hk_module *hk_module_clone(const hk_module *m);
 /* ---- computation --------------------------------------------------------- */
 hk_instr *hk_computation_find_instr(hk_computation *c, const char *name);
 void hk_computation_set_root(hk_computation *c, hk_instr *root);
-/* Instructions in XLA's post order (operands and control predecessors
- * first, otherwise list order).  Returns a malloc'ed array (caller frees);
- * *n gets the count. */
+/* Instructions in XLA's post order (MakeInstructionPostOrder): a DFS from
+ * each instruction without users, in list order, visiting control
+ * predecessors, then operands in order, then earlier collectives with the
+ * same channel id.  Returns a malloc'ed array (caller frees); *n gets the
+ * count.  Iterative; concurrent calls are serialised. */
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
 /* Computes the program shape (params by number, root shape). */
 hk_program_shape hk_computation_program_shape(hk_computation *c);
@@ -334,7 +342,8 @@ void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called);
 void hk_instr_set_name(hk_instr *i, const char *name);   /* made unique */
 void hk_instr_append_operand(hk_instr *i, hk_instr *op);
 void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op);
-/* Every use of `old` (operands, and the root if it is one) now uses `new_`. */
+/* Every use of `old` (operands, and the root if it is one) now uses `new_`.
+ * If new_ itself uses old, that use is kept (no self-loop). */
 void hk_instr_replace_all_uses(hk_instr *old, hk_instr *new_);
 /* Unlinks and removes an instruction without users (operands' user lists
  * updated, control edges dropped).  Returns an error if it still has users
@@ -343,7 +352,10 @@ hk_status *hk_instr_remove(hk_instr *i);
 void hk_instr_add_control_dep(hk_instr *pred, hk_instr *succ);
 void hk_instr_remove_control_deps(hk_instr *i);
 /* Copies an instruction (attributes, sharding, dims, called) into
- * computation c with new operands, appended. */
+ * computation c with new operands, appended.  shape NULL = src's shape;
+ * name NULL = src's name, made unique (XLA's CloneWithNewOperands).
+ * Control edges are not copied; called computations are the same pointers
+ * (re-point them when cloning into another module). */
 hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src,
                          const hk_shape *shape, int n_operands,
                          hk_instr *const *operands, const char *name);

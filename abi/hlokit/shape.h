@@ -73,7 +73,8 @@ static inline bool hk_shape_is_tuple(const hk_shape *s) { return s->elem == HK_T
 static inline bool hk_shape_is_array(const hk_shape *s) { return hk_prim_is_array((hk_prim)s->elem); }
 int64_t hk_shape_elements(const hk_shape *s);        /* 1 for scalars; 0 for tuples */
 int64_t hk_shape_byte_size(const hk_shape *s);       /* sum over tuple leaves */
-bool hk_shape_equal(const hk_shape *a, const hk_shape *b);        /* incl. layout */
+/* incl. layout; a missing layout counts as the default (descending) one */
+bool hk_shape_equal(const hk_shape *a, const hk_shape *b);
 bool hk_shape_compatible(const hk_shape *a, const hk_shape *b);   /* ignoring layout */
 /* Dimensions + minor_to_major only (XLA's Equal().MinorToMajorOnlyInLayout()). */
 bool hk_shape_equal_minor_to_major(const hk_shape *a, const hk_shape *b);

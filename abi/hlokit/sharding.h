@@ -140,7 +140,10 @@ const hk_sharding *hk_sharding_without_metadata(struct hk_module *m, const hk_sh
  * the closing '}'.  The spelling is kept as written (an explicit list stays
  * a list; only iota reshape dims are canonicalised, as XLA always does), so
  * printing gives back XLA's text; apply hk_sharding_canonical() to get the
- * normalised sharding XLA's parser builds.
+ * normalised sharding XLA's parser builds (and, for an instruction,
+ * hk_sharding_for_shape(): XLA's parser spreads a non-tuple sharding over
+ * a tuple-shaped instruction's leaves).  The module caches text ->
+ * sharding, so parsing a text seen before costs one hash lookup.
  * Errors are HK_INVALID_ARGUMENT with a message "@OFFSET: what", OFFSET
  * being the byte offset into text of the offending token; the HLO text
  * parser turns it into line:col. */
@@ -245,6 +248,43 @@ bool hk_sharding_tile_limit(const hk_sharding *s, const hk_shape *shape,
 /* Semantic form used by hk_sharding_equivalent (canonical, no metadata,
  * explicit device list), interned in the same module as s. */
 const hk_sharding *hk_sharding_semantic(const hk_sharding *s);
+
+/* ---- algebra (XLA's hlo_sharding_util basics) --------------------------
+ * Results are normalised as XLA's Subgroup/PartialTile do, keep s's
+ * metadata and shard group, and stay in iota form when s was one and the
+ * result is one.  Non-tiled shardings come back unchanged; tuples give
+ * NULL (apply per element). */
+/* The sharding of transpose(x, dimensions=perm) for x sharded by s: data
+ * dim i of the result is data dim perm[i] of s (perm has data_rank
+ * entries; subgroup dims stay last).  NULL if perm is not a permutation. */
+const hk_sharding *hk_sharding_transpose(struct hk_module *m, const hk_sharding *s,
+                                         const int64_t *perm);
+/* XLA's PartiallyReplicateTiledShardingOnDims: the listed data dims stop
+ * being partitioned and their devices join the replication group (all
+ * tiled dims listed and no other subgroup -> {replicated}).  Dims out of
+ * range are ignored. */
+const hk_sharding *hk_sharding_replicate_dims(struct hk_module *m, const hk_sharding *s, int n,
+                                              const int64_t *dims);
+/* XLA's PartiallyReplicateTiledShardingOnAllDimsExcept. */
+const hk_sharding *hk_sharding_replicate_all_except(struct hk_module *m, const hk_sharding *s,
+                                                    int n, const int64_t *keep);
+/* The sharding of the value with the listed data dims removed (reduce,
+ * ...): they are replicated first (XLA's PartiallyReplicate... followed by
+ * RemoveShapeDimensions). */
+const hk_sharding *hk_sharding_remove_dims(struct hk_module *m, const hk_sharding *s, int n,
+                                           const int64_t *dims);
+/* Inserts n unpartitioned data dims that land at output positions at[]
+ * (distinct, in [0, data_rank + n)) - e.g. for broadcast.  NULL if the
+ * positions are invalid. */
+const hk_sharding *hk_sharding_insert_dims(struct hk_module *m, const hk_sharding *s, int n,
+                                           const int64_t *at);
+/* Devices grouped by the tile assignment dims listed (data or trailing
+ * subgroup dims), XLA's GetPartitionGroupsForReplication: the devices
+ * whose tile indices differ only in those dims form a group.  Writes all
+ * devices into out (groups one after another, ordered by the other dims;
+ * members in row-major order) and returns the group size; -1 if s is not
+ * tiled. */
+int64_t hk_sharding_device_groups(const hk_sharding *s, int n, const int64_t *dims, int64_t *out);
 
 #ifdef __cplusplus
 }

@@ -1,4 +1,6 @@
 /* shape_infer_contract.c - shape inference for dot, convolution, gather and scatter. */
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "analysis_internal.h"
@@ -51,10 +53,36 @@ static hk_status *dot_result_type(ana_ctx *c, hk_prim l, hk_prim r, hk_prim *out
   return NULL;
 }
 
+/* A sparse operand (sparsity=L.2@2:4, descriptors joined by '_') stores
+ * n of every m elements along its sparse dimension: the logical size is
+ * the stored one times m/n. */
+static hk_status *apply_sparsity(ana_ctx *c, const hk_shape **l, const hk_shape **r) {
+  const char *sp = ana_raw_attr(c->i, "sparsity");
+  while (sp && *sp) {
+    char side;
+    long long dim, n, m;
+    int used = 0;
+    if (sscanf(sp, "%c.%lld@%lld:%lld%n", &side, &dim, &n, &m, &used) != 4 || n <= 0 ||
+        (side != 'L' && side != 'R'))
+      return ana_fail(c->i, "cannot read sparsity descriptor '%s'", sp);
+    const hk_shape **s = side == 'L' ? l : r;
+    if (dim < 0 || dim >= (*s)->rank)
+      return ana_fail(c->i, "sparsity dimension %lld is out of range", dim);
+    int64_t dims[HK_MAX_RANK];
+    memcpy(dims, (*s)->dims, sizeof(int64_t) * (*s)->rank);
+    dims[dim] = dims[dim] * m / n;
+    *s = ana_array(c->m, (hk_prim)(*s)->elem, (*s)->rank, dims, NULL);
+    sp += used;
+    if (*sp == '_') sp++;
+  }
+  return NULL;
+}
+
 static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
   const hk_shape *l = OPND(c, 0), *r = OPND(c, 1);
   if (!hk_shape_is_array(l) || !hk_shape_is_array(r))
     return ana_fail(c->i, "dot operands must be arrays");
+  HK_TRY(apply_sparsity(c, &l, &r));
   hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
   if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
   if (dn.lhs_batch.n != dn.rhs_batch.n)
@@ -324,6 +352,77 @@ static hk_status *infer_scatter(ana_ctx *c, const hk_shape **out) {
   return NULL;
 }
 
+/* ---- ragged dot ----------------------------------------------------------- */
+
+/* Reads a verbatim "{a,b}" list attribute into out (at most cap). */
+static int raw_dims(const hk_instr *i, const char *name, int64_t *out, int cap) {
+  const char *v = ana_raw_attr(i, name);
+  int n = 0;
+  while (v && *v && n < cap) {
+    char *end;
+    if ((*v >= '0' && *v <= '9') || *v == '-') {
+      out[n++] = strtoll(v, &end, 10);
+      v = end;
+    } else {
+      v++;
+    }
+  }
+  return n;
+}
+
+/* XLA's ragged dot: lhs_ragged_dims names one lhs dimension.  Ragged in a
+ * non-contracting dimension: rhs has a group dimension that does not
+ * appear in the result.  Ragged in a contracting dimension: the result
+ * gains a leading group dimension.  Ragged in a batch dimension: the
+ * result is the dot's. */
+static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
+  const hk_shape *l = OPND(c, 0), *r = OPND(c, 1), *gs = OPND(c, 2);
+  if (!hk_shape_is_array(l) || !hk_shape_is_array(r) || !hk_shape_is_array(gs) ||
+      !hk_prim_is_integral((hk_prim)gs->elem) || gs->rank < 1)
+    return ana_fail(c->i, "ragged-dot needs array operands and integral group sizes");
+  hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
+  if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
+  int64_t ragged[2], group[2];
+  if (raw_dims(c->i, "lhs_ragged_dims", ragged, 2) != 1)
+    return ana_fail(c->i, "ragged-dot needs exactly one lhs_ragged_dims entry");
+  int n_group = raw_dims(c->i, "rhs_group_dims", group, 2);
+  if (ragged[0] < 0 || ragged[0] >= l->rank)
+    return ana_fail(c->i, "lhs ragged dimension %lld is out of range", (long long)ragged[0]);
+  bool contracting = contains(dn.lhs_contracting, ragged[0]);
+  bool batch = contains(dn.lhs_batch, ragged[0]);
+  int64_t g = gs->dims[gs->rank - 1];
+  hk_i64s rhs_excluded = no_dims, rg = {n_group, group};
+  if (contracting || batch) {
+    if (n_group != 0)
+      return ana_fail(c->i, "ragged-dot with a %s ragged dimension takes no rhs_group_dims",
+                      contracting ? "contracting" : "batch");
+  } else {
+    if (n_group != 1 || group[0] < 0 || group[0] >= r->rank || r->dims[group[0]] != g)
+      return ana_fail(c->i, "ragged-dot needs one rhs group dimension of size %lld", (long long)g);
+    rhs_excluded = rg;
+  }
+  HK_TRY(check_dim_list(c, "lhs_contracting_dims", dn.lhs_contracting, l->rank, dn.lhs_batch, false));
+  HK_TRY(check_dim_list(c, "rhs_contracting_dims", dn.rhs_contracting, r->rank, dn.rhs_batch, false));
+  if (dn.lhs_contracting.n != dn.rhs_contracting.n || dn.lhs_batch.n != dn.rhs_batch.n)
+    return ana_fail(c->i, "ragged-dot lhs and rhs dimension lists differ in length");
+  for (int k = 0; k < dn.lhs_contracting.n; k++)
+    if (l->dims[dn.lhs_contracting.v[k]] != r->dims[dn.rhs_contracting.v[k]])
+      return ana_fail(c->i, "contracting dimension sizes differ");
+  hk_prim e;
+  HK_TRY(dot_result_type(c, (hk_prim)l->elem, (hk_prim)r->elem, &e));
+  int64_t dims[HK_MAX_RANK];
+  int n = 0;
+  if (contracting) dims[n++] = g;
+  for (int k = 0; k < dn.lhs_batch.n && n < HK_MAX_RANK; k++) dims[n++] = l->dims[dn.lhs_batch.v[k]];
+  for (int d = 0; d < l->rank && n < HK_MAX_RANK; d++)
+    if (!contains(dn.lhs_batch, d) && !contains(dn.lhs_contracting, d)) dims[n++] = l->dims[d];
+  for (int d = 0; d < r->rank && n < HK_MAX_RANK; d++)
+    if (!contains(dn.rhs_batch, d) && !contains(dn.rhs_contracting, d) && !contains(rhs_excluded, d))
+      dims[n++] = r->dims[d];
+  *out = ana_array(c->m, e, n, dims, NULL);
+  return NULL;
+}
+
 hk_status *ana_infer_contract(ana_ctx *c, bool *handled, const hk_shape **out) {
   *handled = true;
   switch ((hk_opcode)c->i->opcode) {
@@ -333,9 +432,7 @@ hk_status *ana_infer_contract(ana_ctx *c, bool *handled, const hk_shape **out) {
     case HK_OP_CONVOLUTION: return infer_convolution(c, out);
     case HK_OP_GATHER: return infer_gather(c, out);
     case HK_OP_SCATTER: return infer_scatter(c, out);
-    case HK_OP_RAGGED_DOT:
-      return ana_fail_code(HK_UNIMPLEMENTED, c->i,
-                           "shape inference for ragged-dot is not implemented");
+    case HK_OP_RAGGED_DOT: return infer_ragged_dot(c, out);
     default:
       *handled = false;
       return NULL;

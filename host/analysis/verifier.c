@@ -221,8 +221,13 @@ static hk_status *check_called_count(const hk_instr *i) {
   }
 }
 
+/* XLA's allow list, plus the variadic reduce and scatter: their inputs may
+ * legitimately have different types (XLA's parser tests verify a tuple
+ * scatter of f32 and bf16); each input is still checked against its
+ * to_apply parameter. */
 static bool mixed_precision_allowed(hk_opcode op) {
   switch (op) {
+    case HK_OP_REDUCE: case HK_OP_SCATTER:
     case HK_OP_CALL: case HK_OP_CONDITIONAL: case HK_OP_CONSTANT:
     case HK_OP_CONVOLUTION: case HK_OP_DOT: case HK_OP_ALL_REDUCE:
     case HK_OP_ALL_REDUCE_START: case HK_OP_ALL_REDUCE_DONE: case HK_OP_ALL_GATHER:
@@ -314,6 +319,90 @@ static hk_status *check_sharding(const hk_module *m, const hk_instr *i) {
   return err;
 }
 
+/* XLA's VerifyConsistentSharding: a while, its body root and parameter and
+ * its condition parameter (a conditional and its branch roots) carry the
+ * same sharding where they carry one. */
+static hk_status *check_consistent_sharding(const hk_instr *i) {
+  const hk_instr *set[64];
+  int n = 0;
+  set[n++] = i;
+  if (i->opcode == HK_OP_WHILE && i->n_called == 2) {
+    const hk_computation *cond = i->called[0], *body = i->called[1];
+    set[n++] = body->root;
+    if (body->n_params == 1) set[n++] = body->params[0];
+    if (cond->n_params == 1) set[n++] = cond->params[0];
+  } else if (i->opcode == HK_OP_CONDITIONAL) {
+    for (int k = 0; k < i->n_called && n < 64; k++) set[n++] = i->called[k]->root;
+  } else {
+    return NULL;
+  }
+  const hk_instr *first = NULL;
+  for (int k = 0; k < n; k++) {
+    if (!set[k] || !set[k]->sharding) continue;
+    if (!first) {
+      first = set[k];
+    } else if (!hk_sharding_equivalent(first->sharding, set[k]->sharding)) {
+      char *a = hk_sharding_to_string(first->sharding), *b = hk_sharding_to_string(set[k]->sharding);
+      hk_status *st = ana_fail(i, "inconsistent %s sharding: '%s' has %s but '%s' has %s",
+                               hk_opcode_name((hk_opcode)i->opcode), first->name, a ? a : "?",
+                               set[k]->name, b ? b : "?");
+      free(a);
+      free(b);
+      return st;
+    }
+  }
+  return NULL;
+}
+
+static bool opcode_in(hk_opcode op, const hk_opcode *set, int n) {
+  for (int k = 0; k < n; k++)
+    if (set[k] == op) return true;
+  return false;
+}
+
+static hk_status *single_user(const hk_instr *i, const hk_opcode *users, int n) {
+  if (i->n_users != 1)
+    return ana_fail(i, "the %s instruction requires one consumer, found %d",
+                    hk_opcode_name((hk_opcode)i->opcode), (int)i->n_users);
+  if (!opcode_in((hk_opcode)i->users[0]->opcode, users, n))
+    return ana_fail(i, "the consumer of a %s instruction cannot be a %s",
+                    hk_opcode_name((hk_opcode)i->opcode),
+                    hk_opcode_name((hk_opcode)i->users[0]->opcode));
+  return NULL;
+}
+
+static hk_status *single_operand(const hk_instr *i, const hk_opcode *ops, int n) {
+  if (i->n_operands != 1 || !opcode_in((hk_opcode)i->operands[0]->opcode, ops, n))
+    return ana_fail(i, "the operand of a %s instruction must be a %s",
+                    hk_opcode_name((hk_opcode)i->opcode), hk_opcode_name(ops[0]));
+  return NULL;
+}
+
+/* XLA's VerifyAsynchronousInstructionPairs: each start op feeds exactly
+ * its done op (through updates for async ops). */
+static hk_status *check_async_pair(const hk_instr *i) {
+  static const hk_opcode upd_done[] = {HK_OP_ASYNC_UPDATE, HK_OP_ASYNC_DONE};
+  static const hk_opcode start_upd[] = {HK_OP_ASYNC_START, HK_OP_ASYNC_UPDATE};
+  static const hk_opcode ar_done[] = {HK_OP_ALL_REDUCE_DONE}, ar_start[] = {HK_OP_ALL_REDUCE_START};
+  static const hk_opcode cp_done[] = {HK_OP_COPY_DONE}, cp_start[] = {HK_OP_COPY_START};
+  static const hk_opcode cpm_done[] = {HK_OP_COLLECTIVE_PERMUTE_DONE};
+  static const hk_opcode cpm_start[] = {HK_OP_COLLECTIVE_PERMUTE_START};
+  switch ((hk_opcode)i->opcode) {
+    case HK_OP_ASYNC_START: return single_user(i, upd_done, 2);
+    case HK_OP_ASYNC_UPDATE:
+      HK_TRY(single_operand(i, start_upd, 2));
+      return single_user(i, upd_done, 2);
+    case HK_OP_ASYNC_DONE: return single_operand(i, start_upd, 2);
+    case HK_OP_ALL_REDUCE_START: return single_user(i, ar_done, 1);
+    case HK_OP_ALL_REDUCE_DONE: return single_operand(i, ar_start, 1);
+    case HK_OP_COPY_START: return single_user(i, cp_done, 1);
+    case HK_OP_COPY_DONE: return single_operand(i, cp_start, 1);
+    case HK_OP_COLLECTIVE_PERMUTE_START: return single_user(i, cpm_done, 1);
+    case HK_OP_COLLECTIVE_PERMUTE_DONE: return single_operand(i, cpm_start, 1);
+    default: return NULL;
+  }
+}
+
 static hk_status *check_instr(const hk_module *m, const hk_instr *i,
                               const hk_verify_options *o) {
   if (i->opcode >= HK_OPCODE_COUNT) return ana_fail(i, "unknown opcode %d", (int)i->opcode);
@@ -324,7 +413,11 @@ static hk_status *check_instr(const hk_module *m, const hk_instr *i,
   HK_TRY(check_called_count(i));
   if (!i->shape) return ana_fail(i, "has no shape");
   if (o->check_shapes) HK_TRY(check_shape(m, i));
-  if (o->check_shardings) HK_TRY(check_sharding(m, i));
+  HK_TRY(check_async_pair(i));
+  if (o->check_shardings) {
+    HK_TRY(check_sharding(m, i));
+    HK_TRY(check_consistent_sharding(i));
+  }
   return NULL;
 }
 

@@ -204,6 +204,23 @@ static int64_t float_to_i64_sat(double x) {
   return (int64_t)x;
 }
 
+/* x truncated toward zero and clamped to the range of integer type p. */
+static int64_t saturate_to(hk_prim p, double x) {
+  if (isnan(x)) return 0;
+  int bits = hk_prim_bits(p);
+  double lo, hi;
+  if (hk_prim_is_signed_int(p)) {
+    lo = -ldexp(1.0, bits - 1);
+    hi = ldexp(1.0, bits - 1) - 1;
+  } else {
+    lo = 0;
+    hi = ldexp(1.0, bits) - 1;
+  }
+  if (x <= lo) return bits >= 64 ? INT64_MIN : (int64_t)lo;
+  if (x >= hi) return bits >= 64 ? INT64_MAX : (int64_t)hi;
+  return (int64_t)x;
+}
+
 int64_t hk_value_get_i64(const hk_value *v, int64_t i) {
   const void *d = v->data;
   switch ((hk_prim)v->elem) {
@@ -260,7 +277,7 @@ void hk_value_set_f64(hk_value *v, int64_t i, double x) {
         ((uint64_t *)d)[i] = u;
         return;
       }
-      hk_value_set_i64(v, i, float_to_i64_sat(x));
+      hk_value_set_i64(v, i, saturate_to(p, x));
   }
 }
 

@@ -14,6 +14,17 @@ struct hk_arena_chunk {
 #define ARENA_FIRST_CHUNK 4096
 #define ARENA_MAX_CHUNK ((size_t)4 << 20)
 
+void *hk_big_alloc(size_t n) {
+  void *p = calloc(1, n);
+  if (!p) abort();
+  return p;
+}
+
+void hk_big_free(void *p, size_t n) {
+  (void)n;
+  free(p);
+}
+
 void hk_arena_init(hk_arena *a) {
   a->chunks = NULL;
   a->cur = a->end = NULL;
@@ -25,15 +36,14 @@ void hk_arena_release(hk_arena *a) {
   hk_arena_chunk *c = a->chunks;
   while (c) {
     hk_arena_chunk *next = c->next;
-    free(c);
+    hk_big_free(c, sizeof *c + c->size);
     c = next;
   }
   hk_arena_init(a);
 }
 
 static hk_arena_chunk *chunk_new(hk_arena *a, size_t size) {
-  hk_arena_chunk *c = calloc(1, sizeof *c + size);
-  if (!c) abort();
+  hk_arena_chunk *c = hk_big_alloc(sizeof *c + size);
   c->size = size;
   a->bytes += size;
   return c;

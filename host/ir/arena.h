@@ -19,4 +19,10 @@ void hk_arena_release(hk_arena *a);
 void *hk_arena_alloc(hk_arena *a, size_t n, size_t align);
 size_t hk_arena_bytes(const hk_arena *a);
 
+/* Zeroed memory for big tables and chunks, freed with the same size (one
+ * place to change how big blocks are obtained; transparent huge pages were
+ * measured and gave unstable times from compaction stalls). */
+void *hk_big_alloc(size_t n);
+void hk_big_free(void *p, size_t n);
+
 #endif

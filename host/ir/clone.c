@@ -49,6 +49,57 @@ static void ptr_map_free(ptr_map *pm) {
   free(pm->vals);
 }
 
+/* Instructions map through a dense array indexed by id when the source ids
+ * are unique and below next_id (always, unless someone rewrote ids), else
+ * through the pointer map. */
+typedef struct clone_map {
+  ptr_map ptrs;          /* computations, and instructions when !by_id */
+  hk_instr **by_id;
+  int64_t n_ids;
+} clone_map;
+
+static bool ids_dense(const hk_module *src) {
+  if (src->next_id <= 0) return false;
+  uint8_t *seen = calloc((size_t)src->next_id, 1);
+  if (!seen) abort();
+  bool ok = true;
+  for (int32_t k = 0; ok && k < src->n_computations; k++)
+    for (const hk_instr *i = src->computations[k]->first; ok && i; i = i->next) {
+      if (i->id < 0 || i->id >= src->next_id || seen[i->id]) ok = false;
+      else seen[i->id] = 1;
+    }
+  free(seen);
+  return ok;
+}
+
+static void clone_map_init(clone_map *cm, const hk_module *src, size_t n_instrs) {
+  cm->by_id = NULL;
+  cm->n_ids = 0;
+  if (ids_dense(src)) {
+    cm->n_ids = src->next_id;
+    cm->by_id = calloc((size_t)cm->n_ids, sizeof *cm->by_id);
+    if (!cm->by_id) abort();
+    n_instrs = 0;
+  }
+  ptr_map_init(&cm->ptrs, n_instrs + (size_t)src->n_computations);
+}
+
+static void clone_map_free(clone_map *cm) {
+  free(cm->by_id);
+  ptr_map_free(&cm->ptrs);
+}
+
+static void map_put_instr(clone_map *cm, const hk_instr *src, hk_instr *copy) {
+  if (cm->by_id) cm->by_id[src->id] = copy;
+  else ptr_map_put(&cm->ptrs, src, copy);
+}
+
+static hk_instr *map_instr(const clone_map *cm, const hk_instr *src) {
+  if (!cm || !src) return NULL;
+  if (!cm->by_id) return ptr_map_get(&cm->ptrs, src);
+  return src->id >= 0 && src->id < cm->n_ids ? cm->by_id[src->id] : NULL;
+}
+
 /* ---- small value copies ------------------------------------------------------------- */
 
 static const char *str_copy(hk_module *m, const char *s) { return hk_intern_cstr(m, s); }
@@ -216,19 +267,19 @@ static const char *const *strs_copy(hk_module *m, const char *const *v, int32_t 
 
 /* Control edges are mapped through map, or dropped when map is NULL. */
 static void control_copy(hk_module *m, hk_instr ***dst, int32_t *n, hk_instr *const *src,
-                         int32_t n_src, const ptr_map *map) {
+                         int32_t n_src, const clone_map *map) {
   *dst = NULL;
   *n = 0;
   if (!map || !n_src) return;
   hk_instr **v = hk_alloc(m, (size_t)n_src * sizeof *v);
   for (int32_t k = 0; k < n_src; k++) {
-    hk_instr *x = ptr_map_get(map, src[k]);
+    hk_instr *x = map_instr(map, src[k]);
     if (x) v[(*n)++] = x;
   }
   *dst = v;
 }
 
-static hk_attrs *attrs_copy(hk_module *m, const hk_attrs *a, const ptr_map *map) {
+static hk_attrs *attrs_copy(hk_module *m, const hk_attrs *a, const clone_map *map) {
   if (!a) return NULL;
   hk_attrs *c = hk_alloc(m, sizeof *c);
   *c = *a;
@@ -344,7 +395,7 @@ static hk_computation *computation_shell(hk_module *m, const hk_computation *s) 
 
 /* Creates c's instructions (no operands yet), in list order. */
 static void instrs_shell(hk_module *m, hk_computation *c, const hk_computation *s,
-                         ptr_map *map) {
+                         clone_map *map) {
   for (const hk_instr *si = s->first; si; si = si->next) {
     hk_instr *i = hk_alloc_aligned(m, sizeof *i, 8);
     i->opcode = si->opcode;
@@ -360,19 +411,20 @@ static void instrs_shell(hk_module *m, hk_computation *c, const hk_computation *
     else c->first = i;
     c->last = i;
     c->n_instrs++;
-    ptr_map_put(map, si, i);
+    map_put_instr(map, si, i);
   }
 }
 
-static hk_instr **mapped_instrs(hk_module *m, hk_instr *const *v, int32_t n, const ptr_map *map) {
+static hk_instr **mapped_instrs(hk_module *m, hk_instr *const *v, int32_t n,
+                                const clone_map *map) {
   if (!n) return NULL;
   hk_instr **c = hk_alloc_aligned(m, (size_t)n * sizeof *c, 8);
-  for (int32_t k = 0; k < n; k++) c[k] = ptr_map_get(map, v[k]);
+  for (int32_t k = 0; k < n; k++) c[k] = map_instr(map, v[k]);
   return c;
 }
 
-static void instr_links(hk_module *m, const hk_instr *si, const ptr_map *map) {
-  hk_instr *i = ptr_map_get(map, si);
+static void instr_links(hk_module *m, const hk_instr *si, const clone_map *map) {
+  hk_instr *i = map_instr(map, si);
   i->n_operands = i->cap_operands = si->n_operands;
   i->operands = mapped_instrs(m, si->operands, si->n_operands, map);
   i->n_users = i->cap_users = si->n_users;
@@ -380,7 +432,7 @@ static void instr_links(hk_module *m, const hk_instr *si, const ptr_map *map) {
   if (si->n_called) {
     hk_computation **called = hk_alloc(m, (size_t)si->n_called * sizeof *called);
     for (int32_t k = 0; k < si->n_called; k++) {
-      hk_computation *x = ptr_map_get(map, si->called[k]);
+      hk_computation *x = ptr_map_get(&map->ptrs, si->called[k]);
       called[k] = x ? x : si->called[k];
     }
     i->n_called = si->n_called;
@@ -397,11 +449,11 @@ static size_t module_instr_count(const hk_module *s) {
 
 hk_module *hk_module_clone(const hk_module *src) {
   hk_module *m = hk_module_new(src->name);
-  ptr_map map;
-  ptr_map_init(&map, module_instr_count(src));
+  clone_map map;
+  clone_map_init(&map, src, module_instr_count(src));
   for (int32_t k = 0; k < src->n_computations; k++) {
     hk_computation *c = computation_shell(m, src->computations[k]);
-    ptr_map_put(&map, src->computations[k], c);
+    ptr_map_put(&map.ptrs, src->computations[k], c);
     c->index = -1;
     if (m->n_computations == m->cap_computations) {
       m->cap_computations = m->cap_computations ? m->cap_computations * 2 : 8;
@@ -417,15 +469,15 @@ hk_module *hk_module_clone(const hk_module *src) {
     const hk_computation *s = src->computations[k];
     hk_computation *c = m->computations[k];
     for (const hk_instr *si = s->first; si; si = si->next) instr_links(m, si, &map);
-    c->root = ptr_map_get(&map, s->root);
+    c->root = map_instr(&map, s->root);
     c->n_params = c->cap_params = s->n_params;
     c->params = s->n_params ? mapped_instrs(m, s->params, s->n_params, &map) : NULL;
   }
-  m->entry = ptr_map_get(&map, src->entry);
+  m->entry = ptr_map_get(&map.ptrs, src->entry);
   m->next_id = src->next_id;
   config_copy(m, &m->config, &src->config);
   namespace_copy(m, &m->impl->instr_names, &src->impl->instr_names);
   namespace_copy(m, &m->impl->comp_names, &src->impl->comp_names);
-  ptr_map_free(&map);
+  clone_map_free(&map);
   return m;
 }

@@ -224,13 +224,14 @@ hk_status *hk_instr_remove(hk_instr *i) {
   if (c->root == i)
     return hk_error(HK_FAILED_PRECONDITION, "cannot remove %s: it is the root of %s", i->name,
                     c->name);
+  /* Each distinct operand drops i once; a mark bit finds repeats in O(n). */
   for (int32_t k = 0; k < i->n_operands; k++) {
     hk_instr *op = i->operands[k];
-    bool first = true;
-    for (int32_t j = 0; j < k; j++)
-      if (i->operands[j] == op) first = false;
-    if (first) remove_user(op, i);
+    if (op->flags & HK_IFLAG_MARK) continue;
+    op->flags |= HK_IFLAG_MARK;
+    remove_user(op, i);
   }
+  for (int32_t k = 0; k < i->n_operands; k++) i->operands[k]->flags &= (uint16_t)~HK_IFLAG_MARK;
   hk_instr_remove_control_deps(i);
   for (int32_t p = 0; p < c->n_params; p++)
     if (c->params[p] == i) c->params[p] = NULL;

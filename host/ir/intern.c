@@ -72,8 +72,10 @@ const char *hk_str_new(hk_arena *a, const char *s, size_t len, uint32_t hash) {
 
 /* ---- string maps ------------------------------------------------------------ */
 
+static size_t strmap_size(uint32_t cap) { return (size_t)cap * sizeof(hk_strmap_entry); }
+
 void hk_strmap_free(hk_strmap *t) {
-  free(t->slots);
+  if (t->slots) hk_big_free(t->slots, strmap_size(t->mask + 1));
   t->slots = NULL;
   t->mask = 0;
   t->count = 0;
@@ -107,13 +109,12 @@ static hk_strmap_entry *strmap_place(hk_strmap_entry *slots, uint32_t mask, uint
 
 static void strmap_grow(hk_strmap *t) {
   uint32_t cap = t->slots ? (t->mask + 1) * 2 : 16;
-  hk_strmap_entry *slots = calloc(cap, sizeof *slots);
-  if (!slots) abort();
+  hk_strmap_entry *slots = hk_big_alloc(strmap_size(cap));
   if (t->slots) {
     for (uint32_t i = 0; i <= t->mask; i++)
       if (t->slots[i].kt)
         *strmap_place(slots, cap - 1, hk_strmap_hash(&t->slots[i])) = t->slots[i];
-    free(t->slots);
+    hk_big_free(t->slots, strmap_size(t->mask + 1));
   }
   t->slots = slots;
   t->mask = cap - 1;
@@ -172,12 +173,11 @@ static hk_hc_entry *hc_place(hk_hc_entry *slots, size_t mask, uint64_t hash) {
 
 static void hc_grow(hk_hctab *t) {
   size_t cap = t->slots ? (t->mask + 1) * 2 : 64;
-  hk_hc_entry *slots = calloc(cap, sizeof *slots);
-  if (!slots) abort();
+  hk_hc_entry *slots = hk_big_alloc(cap * sizeof *slots);
   if (t->slots) {
     for (size_t i = 0; i <= t->mask; i++)
       if (t->slots[i].ptr) *hc_place(slots, cap - 1, t->slots[i].hash) = t->slots[i];
-    free(t->slots);
+    hk_big_free(t->slots, (t->mask + 1) * sizeof *slots);
   }
   t->slots = slots;
   t->mask = cap - 1;

@@ -115,5 +115,6 @@ hk_literal *hk_literal_copy(hk_module *m, const hk_literal *src);
 
 /* Host-private bits of hk_instr.flags. */
 #define HK_IFLAG_VISIT_MASK 3u      /* post-order DFS state */
+#define HK_IFLAG_MARK 4u            /* scratch mark inside one mutation */
 
 #endif

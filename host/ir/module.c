@@ -22,7 +22,8 @@ void hk_module_free(hk_module *m) {
   hk_strmap_free(&impl->strings);
   hk_ns_free(&impl->instr_names);
   hk_ns_free(&impl->comp_names);
-  for (int t = 0; t < HK_HC_COUNT; t++) free(impl->hc[t].slots);
+  for (int t = 0; t < HK_HC_COUNT; t++)
+    if (impl->hc[t].slots) hk_big_free(impl->hc[t].slots, (impl->hc[t].mask + 1) * sizeof(hk_hc_entry));
   hk_arena_release(&impl->arena);
   free(m->computations);
   free(impl);
@@ -134,11 +135,17 @@ static void comp_stack_push(comp_stack *s, hk_computation *c) {
   s->n++;
 }
 
+/* Whether c is one of m's computations (its index is then valid). */
+static bool owned(const hk_module *m, const hk_computation *c) {
+  return c && c->module == m && c->index >= 0 && c->index < m->n_computations &&
+         m->computations[c->index] == c;
+}
+
 /* Pushes i's callees not seen yet, last first, so the first is done first. */
 static void push_callees(comp_stack *s, const hk_instr *i, uint8_t *seen) {
   for (int32_t k = i->n_called; k-- > 0;) {
     hk_computation *callee = i->called[k];
-    if (!callee || callee->index < 0 || seen[callee->index]) continue;
+    if (!owned(i->parent->module, callee) || seen[callee->index]) continue;
     seen[callee->index] = 1;
     comp_stack_push(s, callee);
   }
@@ -180,7 +187,7 @@ void hk_module_sort_computations(hk_module *m) {
   for (int32_t k = 0; k < n; k++)
     for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
       for (int32_t j = 0; j < i->n_called; j++)
-        if (i->called[j] && i->called[j]->index >= 0) called[i->called[j]->index] = 1;
+        if (owned(m, i->called[j])) called[i->called[j]->index] = 1;
   comp_stack s = {0};
   int32_t n_out = 0;
   for (int32_t k = 0; k < n; k++) {

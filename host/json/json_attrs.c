@@ -132,10 +132,11 @@ static hk_status *import_tuple_index(hkj_ctx *c, hk_instr *i, json_object *v) {
 static void export_literal(const hk_instr *i, json_object *obj, const attr_desc *d) {
   (void)d;
   if (!i->attrs || !i->attrs->literal) return;
-  if (i->attrs->literal->elided)
-    hkj_put(obj, "elided", json_object_new_boolean(true));
+  json_object *lit = hkj_literal_to_json(i->attrs->literal);
+  if (lit)
+    hkj_put(obj, "literal", lit);
   else
-    hkj_put(obj, "literal", hkj_literal_to_json(i->attrs->literal));
+    hkj_put(obj, "elided", json_object_new_boolean(true));
 }
 
 static hk_status *import_literal(hkj_ctx *c, hk_instr *i, json_object *v) {

@@ -56,12 +56,14 @@ static json_object *dims_to_json(const hk_literal *l, hk_prim p, int d, int64_t 
 
 json_object *hkj_literal_to_json(const hk_literal *l) {
   if (!l || l->elided) return NULL;
+  bool no_values = !l->data && hk_shape_is_array(l->shape) && hk_shape_elements(l->shape) > 0;
+  if (no_values) return NULL;   /* printed as {...}, like an elided literal */
   if (hk_shape_is_tuple(l->shape)) {
     json_object *a = json_object_new_array_ext(l->n_elems);
     for (int k = 0; k < l->n_elems; k++) json_object_array_add(a, hkj_literal_to_json(l->elems[k]));
     return a;
   }
-  if (!hk_shape_is_array(l->shape) || !l->data) return json_object_new_array();
+  if (!hk_shape_is_array(l->shape)) return json_object_new_array();
   int64_t idx = 0;
   return dims_to_json(l, (hk_prim)l->shape->elem, 0, &idx);
 }

@@ -48,6 +48,9 @@ static inline int hk_shard_data_rank(const hk_sharding *s) {
   return s->n_tile_dims - s->n_subgroups - (s->replicate_on_last_tile_dim ? 1 : 0);
 }
 
+/* A tuple sharding's arity fits the shape's leaves (query.c). */
+bool hk_shard_tuple_matches(const hk_sharding *s, const hk_shape *shape);
+
 /* Iota helpers (iota.c). */
 /* XLA's CanonicalizeIotaDims: drops size-1 reshape dims and merges runs of
  * dims kept in order by the transpose.  Updates *n, dims and perm in place. */

@@ -77,7 +77,7 @@ void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...) {
 
 /* ---- blanks and comments ----------------------------------------------- */
 
-void tx_skip(tx_parser *P) {
+void tx_skip_slow(tx_parser *P) {
   const char *p = P->p, *e = P->end;
   for (;;) {
     while (p < e && (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')) p++;
@@ -122,10 +122,21 @@ bool tx_expect(tx_parser *P, char c, const char *what) {
   return tx_error_at(P, P->p, "expects '%c' %s", c, what);
 }
 
-static inline bool name_start(int c) { return isalpha(c) || c == '_'; }
-static inline bool name_char(int c) {
-  return isalnum(c) || c == '_' || c == '.' || c == '-';
-}
+/* 1: may start a name, 2: may continue one */
+static const uint8_t kNameClass[256] = {
+    ['-'] = 2, ['.'] = 2, ['0'] = 2, ['1'] = 2, ['2'] = 2, ['3'] = 2, ['4'] = 2,
+    ['5'] = 2, ['6'] = 2, ['7'] = 2, ['8'] = 2, ['9'] = 2, ['_'] = 3,
+    ['A'] = 3, ['B'] = 3, ['C'] = 3, ['D'] = 3, ['E'] = 3, ['F'] = 3, ['G'] = 3,
+    ['H'] = 3, ['I'] = 3, ['J'] = 3, ['K'] = 3, ['L'] = 3, ['M'] = 3, ['N'] = 3,
+    ['O'] = 3, ['P'] = 3, ['Q'] = 3, ['R'] = 3, ['S'] = 3, ['T'] = 3, ['U'] = 3,
+    ['V'] = 3, ['W'] = 3, ['X'] = 3, ['Y'] = 3, ['Z'] = 3,
+    ['a'] = 3, ['b'] = 3, ['c'] = 3, ['d'] = 3, ['e'] = 3, ['f'] = 3, ['g'] = 3,
+    ['h'] = 3, ['i'] = 3, ['j'] = 3, ['k'] = 3, ['l'] = 3, ['m'] = 3, ['n'] = 3,
+    ['o'] = 3, ['p'] = 3, ['q'] = 3, ['r'] = 3, ['s'] = 3, ['t'] = 3, ['u'] = 3,
+    ['v'] = 3, ['w'] = 3, ['x'] = 3, ['y'] = 3, ['z'] = 3,
+};
+static inline bool name_start(int c) { return kNameClass[c & 0xff] & 1; }
+static inline bool name_char(int c) { return kNameClass[c & 0xff] & 2; }
 
 bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after) {
   tx_skip(P);
@@ -377,6 +388,28 @@ static void table_grow(tx_table *t) {
   free(t->slots);
   t->slots = ns;
   t->cap = ncap;
+}
+
+void tx_table_reserve(tx_table *t, size_t n) {
+  while (t->cap < 2 * n) table_grow(t);
+}
+
+tx_slot *tx_table_claim(tx_table *t, const char *key, size_t len, bool *existed) {
+  if ((t->n + 1) * 2 > t->cap) table_grow(t);
+  uint32_t h = hash_bytes(key, len);
+  size_t i = h & (t->cap - 1);
+  for (;; i = (i + 1) & (t->cap - 1)) {
+    tx_slot *s = &t->slots[i];
+    if (!s->key) break;
+    if (s->hash == h && s->len == len && memcmp(s->key, key, len) == 0) {
+      *existed = true;
+      return s;
+    }
+  }
+  *existed = false;
+  t->slots[i] = (tx_slot){key, (uint32_t)len, h, NULL};
+  t->n++;
+  return &t->slots[i];
 }
 
 bool tx_table_put(tx_table *t, const char *key, size_t len, void *val) {

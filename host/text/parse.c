@@ -73,6 +73,42 @@ static bool parse_opcode(tx_parser *P, tx_pending *pi) {
   return tx_error_at(P, pi->op_at, "unknown opcode: %.*s", (int)l, s);
 }
 
+/* ---- names ------------------------------------------------------------------- */
+
+/* Names are looked up in the IR's name table; the few instructions the IR
+ * had to rename (a name used in two computations, a name that spells a
+ * type) are found through P->scope by their source name. */
+hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
+  if (P->scope->n) {
+    hk_instr *i = tx_table_get(P->scope, s, len);
+    if (i) return i;
+  }
+  char stackbuf[128];
+  char *buf = len < sizeof stackbuf ? stackbuf : malloc(len + 1);
+  memcpy(buf, s, len);
+  buf[len] = 0;
+  hk_instr *i = hk_computation_find_instr(P->comp, buf);
+  if (buf != stackbuf) free(buf);
+  return i;
+}
+
+/* Records the source name of a new instruction; false if the computation
+ * already defines it. */
+static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
+  if (strlen(i->name) == len && memcmp(i->name, s, len) == 0) return true;
+  bool existed;
+  tx_slot *slot = tx_table_claim(P->scope, s, len, &existed);
+  if (existed) return false;
+  slot->val = i;
+  char stackbuf[128];
+  char *buf = len < sizeof stackbuf ? stackbuf : malloc(len + 1);
+  memcpy(buf, s, len);
+  buf[len] = 0;
+  hk_instr *prev = hk_computation_find_instr(P->comp, buf);
+  if (buf != stackbuf) free(buf);
+  return !(prev && prev != i);
+}
+
 /* ---- operands ---------------------------------------------------------------- */
 
 static hk_instr *auto_parameter(tx_parser *P, hk_computation *c, const hk_shape *s,
@@ -86,7 +122,8 @@ static hk_instr *auto_parameter(tx_parser *P, hk_computation *c, const hk_shape 
   buf[len] = 0;
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, buf);
   hk_instr_attrs(p)->parameter_number = P->n_auto_params++;
-  if (len) tx_table_put(P->scope, name == buf ? p->name : name, len, p);
+  if (P->params) tx_vec_push(P->params, p);
+  if (len) define_name(P, p, name, len);
   return p;
 }
 
@@ -100,11 +137,16 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
   tx_skip(P);
   const char *at = P->p;
   const hk_shape *os = NULL;
-  if (tx_at_shape(P) && !tx_parse_shape(P, &os)) return false;
   const char *s, *after;
   size_t l;
-  tx_skip(P);
-  if (tx_peek_ident(P, &s, &l, &after)) {
+  bool have_ident = tx_peek_ident(P, &s, &l, &after);
+  if ((!have_ident && at[0] == '(') ||
+      (have_ident && after < P->end && *after == '[' && tx_at_shape(P))) {
+    if (!tx_parse_shape(P, &os)) return false;
+    tx_skip(P);
+    have_ident = tx_peek_ident(P, &s, &l, &after);
+  }
+  if (have_ident) {
     if (at_nested_instr(P, after)) {
       tx_pending sub;
       pending_init(&sub, P);
@@ -118,7 +160,7 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
       return ok;
     }
     P->p = after;
-    hk_instr *i = tx_table_get(P->scope, s, l);
+    hk_instr *i = tx_lookup(P, s, l);
     if (!i) {
       if (P->single_instr) {
         if (!os) return tx_error_at(P, at, "Operand had no shape in HLO text");
@@ -216,6 +258,21 @@ static bool infer_shape(tx_parser *P, tx_pending *pi) {
   if (op == HK_OP_COPY || op == HK_OP_OPTIMIZATION_BARRIER) {
     if (n == 1) {
       pi->shape = ops[0]->shape;
+      return true;
+    }
+  }
+  if (op == HK_OP_WHILE && n == 1) {
+    pi->shape = ops[0]->shape;
+    return true;
+  }
+  if (op == HK_OP_CALL && pi->to_apply && pi->to_apply->root) {
+    pi->shape = pi->to_apply->root->shape;
+    return true;
+  }
+  if (op == HK_OP_CONDITIONAL) {
+    hk_computation *b = pi->true_c ? pi->true_c : pi->n_list ? pi->list[0] : NULL;
+    if (b && b->root) {
+      pi->shape = b->root->shape;
       return true;
     }
   }
@@ -443,8 +500,6 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
 static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   if (!pi->shape && !infer_shape(P, pi)) return false;
   if (!check_instr(P, pi)) return false;
-  if (pi->name && tx_table_get(P->scope, pi->name, pi->name_len))
-    return tx_error_at(P, pi->at, "instruction already exists: %.*s", (int)pi->name_len, pi->name);
   hk_instr *i = NULL;
   if (pi->async_kind) {
     if (!build_async_sugar(P, c, pi, &i)) return false;
@@ -470,7 +525,9 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
     apply_attrs(P, i, pi, false, false);
     if (wrapped && !i->n_called) hk_instr_set_called(i, 1, &wrapped);
   }
-  if (pi->name) tx_table_put(P->scope, pi->name, pi->name_len, i);
+  if (pi->name && !define_name(P, i, pi->name, pi->name_len))
+    return tx_error_at(P, pi->at, "instruction already exists: %.*s", (int)pi->name_len, pi->name);
+  if (i->opcode == HK_OP_PARAMETER && P->params) tx_vec_push(P->params, i);
   *out = i;
   return true;
 }
@@ -541,24 +598,23 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
 /* ---- computations --------------------------------------------------------------------- */
 
 static bool finish_params(tx_parser *P, hk_computation *c, const char *at) {
-  int64_t maxn = -1, count = 0;
-  for (hk_instr *i = c->first; i; i = i->next)
-    if (i->opcode == HK_OP_PARAMETER) {
-      int64_t k = hk_instr_parameter_number(i);
-      if (k > maxn) maxn = k;
-      count++;
-    }
+  tx_vec *v = P->params;
+  int64_t maxn = -1, count = (int64_t)v->n;
+  for (size_t k = 0; k < v->n; k++) {
+    int64_t n = ((hk_instr *)v->v[k])->attrs->parameter_number;
+    if (n > maxn) maxn = n;
+  }
   if (count != maxn + 1)
     return tx_error_at(P, at, "computation %s has %lld parameters but the largest parameter number is %lld",
                        c->name, (long long)count, (long long)maxn);
   hk_instr **ps = count ? hk_alloc(P->m, sizeof *ps * (size_t)count) : NULL;
-  for (hk_instr *i = c->first; i; i = i->next)
-    if (i->opcode == HK_OP_PARAMETER) {
-      int64_t k = hk_instr_parameter_number(i);
-      if (ps[k]) return tx_error_at(P, at, "parameter number %lld is used twice in computation %s",
-                                    (long long)k, c->name);
-      ps[k] = i;
-    }
+  for (size_t k = 0; k < v->n; k++) {
+    hk_instr *i = v->v[k];
+    int64_t n = i->attrs->parameter_number;
+    if (ps[n]) return tx_error_at(P, at, "parameter number %lld is used twice in computation %s",
+                                  (long long)n, c->name);
+    ps[n] = i;
+  }
   c->n_params = (int32_t)count;
   c->params = ps;
   return true;
@@ -568,8 +624,12 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   if (!tx_expect(P, '{', "at the start of a computation body")) return false;
   tx_table scope, *saved = P->scope;
   bool saved_single = P->single_instr;
+  tx_vec params = {0}, *saved_params = P->params;
+  hk_computation *saved_comp = P->comp;
   tx_table_init(&scope);
   P->scope = &scope;
+  P->comp = c;
+  P->params = &params;
   P->single_instr = false;
   hk_instr *root = NULL, *last = NULL;
   bool ok = true;
@@ -601,7 +661,10 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   }
   if (ok) ok = finish_params(P, c, open);
   tx_table_free(&scope);
+  free(params.v);
   P->scope = saved;
+  P->comp = saved_comp;
+  P->params = saved_params;
   P->single_instr = saved_single;
   return ok;
 }
@@ -862,8 +925,11 @@ static bool parse_computations(tx_parser *P) {
 static bool parse_single_instruction(tx_parser *P) {
   hk_computation *c = hk_computation_new(P->m, "single_instruction");
   tx_table scope;
+  tx_vec params = {0};
   tx_table_init(&scope);
   P->scope = &scope;
+  P->comp = c;
+  P->params = &params;
   P->single_instr = true;
   hk_instr *i;
   bool is_root;
@@ -878,7 +944,9 @@ static bool parse_single_instruction(tx_parser *P) {
   }
   if (ok) hk_module_set_entry(P->m, c);
   tx_table_free(&scope);
+  free(params.v);
   P->scope = NULL;
+  P->params = NULL;
   return ok;
 }
 
@@ -900,10 +968,12 @@ static void parser_init(tx_parser *P, const char *text, size_t len, const char *
   P->end = text + len;
   P->filename = filename;
   tx_table_init(&P->comps);
+  tx_table_init(&P->shapes);
 }
 
 static void parser_free(tx_parser *P) {
   tx_table_free(&P->comps);
+  tx_table_free(&P->shapes);
   free(P->opstack.v);
   free(P->async_comps.v);
   free(P->ints);

@@ -592,7 +592,7 @@ static bool parse_ctrl(tx_parser *P, tx_pending *pi) {
     size_t l;
     const char *at = (tx_skip(P), P->p);
     if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects an instruction name");
-    hk_instr *i = tx_table_get(P->scope, s, l);
+    hk_instr *i = tx_lookup(P, s, l);
     if (!i) return tx_error_at(P, at, "instruction does not exist: %.*s", (int)l, s);
     if (pi->n_ctrl == pi->cap_ctrl) {
       pi->cap_ctrl = pi->cap_ctrl ? 2 * pi->cap_ctrl : 4;

@@ -93,7 +93,7 @@ static void put_cached(printer *pr, hk_buf *dst, const void *obj, int kind) {
     s->len = (uint32_t)(pr->text.len - off);
     pr->n++;
   }
-  hk_buf_put(dst, pr->text.data + s->off, s->len);
+  tx_put(dst, pr->text.data + s->off, s->len);
 }
 
 static void put_shape(printer *pr, hk_buf *dst, const hk_shape *s) { put_cached(pr, dst, s, 0); }
@@ -106,34 +106,34 @@ static void put_shape_nolayout(printer *pr, hk_buf *dst, const hk_shape *s) {
 void tx_print_escaped(hk_buf *b, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
-      case '\n': hk_buf_put(b, "\\n", 2); break;
-      case '\r': hk_buf_put(b, "\\r", 2); break;
-      case '\t': hk_buf_put(b, "\\t", 2); break;
-      case '\\': hk_buf_put(b, "\\\\", 2); break;
-      case '"': hk_buf_put(b, "\\\"", 2); break;
-      case '\'': hk_buf_put(b, "\\'", 2); break;
+      case '\n': tx_put(b, "\\n", 2); break;
+      case '\r': tx_put(b, "\\r", 2); break;
+      case '\t': tx_put(b, "\\t", 2); break;
+      case '\\': tx_put(b, "\\\\", 2); break;
+      case '"': tx_put(b, "\\\"", 2); break;
+      case '\'': tx_put(b, "\\'", 2); break;
       default:
         if (*p < 0x20 || *p >= 0x7f) hk_buf_printf(b, "\\%03o", *p);
-        else hk_buf_put(b, (const char *)p, 1);
+        else tx_put(b, (const char *)p, 1);
     }
   }
 }
 
 static void put_quoted(hk_buf *b, const char *s) {
-  hk_buf_put(b, "\"", 1);
+  tx_put(b, "\"", 1);
   tx_print_escaped(b, s);
-  hk_buf_put(b, "\"", 1);
+  tx_put(b, "\"", 1);
 }
 
 static void put_name(printer *pr, hk_buf *b, const char *name) {
-  if (pr->lng) hk_buf_put(b, "%", 1);
-  hk_buf_puts(b, name);
+  if (pr->lng) tx_put(b, "%", 1);
+  tx_puts(b, name);
 }
 
 static void put_list(hk_buf *b, hk_i64s l) {
-  hk_buf_put(b, "{", 1);
+  tx_put(b, "{", 1);
   tx_print_i64s(b, l.v, l.n);
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
 }
 
 /* A value that lexes as a braced dict prints raw, anything else quoted. */
@@ -165,15 +165,15 @@ static void put_kv_list(hk_buf *b, int n, const hk_kv *kv) {
   hk_kv *s = n <= 16 ? stack : malloc(sizeof *s * (size_t)n);
   memcpy(s, kv, sizeof *s * (size_t)n);
   qsort(s, (size_t)n, sizeof *s, kv_cmp);
-  hk_buf_put(b, "{", 1);
+  tx_put(b, "{", 1);
   for (int i = 0; i < n; i++) {
-    if (i) hk_buf_put(b, ",", 1);
-    hk_buf_puts(b, s[i].key);
-    hk_buf_put(b, "=", 1);
-    if (lexes_as_dict(s[i].value)) hk_buf_puts(b, s[i].value);
+    if (i) tx_put(b, ",", 1);
+    tx_puts(b, s[i].key);
+    tx_put(b, "=", 1);
+    if (lexes_as_dict(s[i].value)) tx_puts(b, s[i].value);
     else put_quoted(b, s[i].value);
   }
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
   if (s != stack) free(s);
 }
 
@@ -236,16 +236,16 @@ static void put_window(hk_buf *b, const hk_window *w) {
     rhs |= d->window_dilation != 1;
     rev |= d->reversal;
   }
-  hk_buf_puts(b, "window={");
+  tx_puts(b, "window={");
   bool first = true;
 #define FIELD(cond, name, fmtexpr)                                   \
   if (cond) {                                                        \
-    if (!first) hk_buf_put(b, " ", 1);                               \
+    if (!first) tx_put(b, " ", 1);                               \
     first = false;                                                   \
-    hk_buf_puts(b, name "=");                                        \
+    tx_puts(b, name "=");                                        \
     for (int i = 0; i < w->n_dims; i++) {                            \
       const hk_window_dim *d = &w->dims[i];                          \
-      if (i) hk_buf_put(b, "x", 1);                                  \
+      if (i) tx_put(b, "x", 1);                                  \
       fmtexpr;                                                       \
     }                                                                \
   }
@@ -254,9 +254,9 @@ static void put_window(hk_buf *b, const hk_window *w) {
   FIELD(pad, "pad", hk_buf_printf(b, "%lld_%lld", (long long)d->pad_lo, (long long)d->pad_hi))
   FIELD(lhs, "lhs_dilate", hk_buf_printf(b, "%lld", (long long)d->base_dilation))
   FIELD(rhs, "rhs_dilate", hk_buf_printf(b, "%lld", (long long)d->window_dilation))
-  FIELD(rev, "rhs_reversal", hk_buf_puts(b, d->reversal ? "1" : "0"))
+  FIELD(rev, "rhs_reversal", tx_puts(b, d->reversal ? "1" : "0"))
 #undef FIELD
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
 }
 
 static void put_dim_labels(hk_buf *b, const hk_conv_dnums *d) {
@@ -283,31 +283,31 @@ static void put_dim_labels(hk_buf *b, const hk_conv_dnums *d) {
 }
 
 static void put_replica_groups(hk_buf *b, const hk_replica_groups *g) {
-  hk_buf_puts(b, "replica_groups=");
+  tx_puts(b, "replica_groups=");
   if (g->iota) {
     const hk_iota *io = g->iota;
-    hk_buf_put(b, "[", 1);
+    tx_put(b, "[", 1);
     tx_print_i64s(b, io->dims, io->n_dims);
-    hk_buf_puts(b, "]<=[");
+    tx_puts(b, "]<=[");
     tx_print_i64s(b, io->reshape_dims, io->n_reshape_dims);
-    hk_buf_put(b, "]", 1);
+    tx_put(b, "]", 1);
     bool ident = true;
     for (int i = 0; i < io->n_reshape_dims; i++) ident &= io->perm[i] == i;
     if (!ident) {
-      hk_buf_puts(b, "T(");
+      tx_puts(b, "T(");
       for (int i = 0; i < io->n_reshape_dims; i++) hk_buf_printf(b, "%s%d", i ? "," : "", io->perm[i]);
-      hk_buf_put(b, ")", 1);
+      tx_put(b, ")", 1);
     }
     return;
   }
-  hk_buf_put(b, "{", 1);
+  tx_put(b, "{", 1);
   for (int i = 0; i < g->n_groups; i++) {
-    if (i) hk_buf_put(b, ",", 1);
-    hk_buf_put(b, "{", 1);
+    if (i) tx_put(b, ",", 1);
+    tx_put(b, "{", 1);
     tx_print_i64s(b, g->ids + g->group_start[i], g->group_start[i + 1] - g->group_start[i]);
-    hk_buf_put(b, "}", 1);
+    tx_put(b, "}", 1);
   }
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
 }
 
 static bool is_collective_with_groups(hk_opcode op) {
@@ -344,29 +344,29 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
   if (op == HK_OP_COLLECTIVE_PERMUTE || op == HK_OP_COLLECTIVE_PERMUTE_START) {
     if (a && (a->n_source_target_pairs || a->source_target_pairs))
       PIECE(8, {
-        hk_buf_puts(b, "source_target_pairs={");
+        tx_puts(b, "source_target_pairs={");
         for (int k = 0; k < a->n_source_target_pairs; k++)
           hk_buf_printf(b, "%s{%lld,%lld}", k ? "," : "", (long long)a->source_target_pairs[k].a,
                         (long long)a->source_target_pairs[k].b);
-        hk_buf_put(b, "}", 1);
+        tx_put(b, "}", 1);
       });
   } else if (a && a->n_source_target_pairs) {
     PIECE(8, {
-      hk_buf_puts(b, "source_target_pairs={");
+      tx_puts(b, "source_target_pairs={");
       for (int k = 0; k < a->n_source_target_pairs; k++)
         hk_buf_printf(b, "%s{%lld,%lld}", k ? "," : "", (long long)a->source_target_pairs[k].a,
                       (long long)a->source_target_pairs[k].b);
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   }
   if (is_collective_with_groups(op)) {
     if (a && a->replica_groups) PIECE(10, put_replica_groups(b, a->replica_groups));
-    else PIECE(10, hk_buf_puts(b, "replica_groups={}"));
+    else PIECE(10, tx_puts(b, "replica_groups={}"));
   } else if (a && a->replica_groups) {
     PIECE(10, put_replica_groups(b, a->replica_groups));
   }
-  if (a && a->constrain_layout) PIECE(11, hk_buf_puts(b, "constrain_layout=true"));
-  if (a && a->use_global_device_ids) PIECE(13, hk_buf_puts(b, "use_global_device_ids=true"));
+  if (a && a->constrain_layout) PIECE(11, tx_puts(b, "constrain_layout=true"));
+  if (a && a->use_global_device_ids) PIECE(13, tx_puts(b, "use_global_device_ids=true"));
   if (op == HK_OP_IOTA) {
     if (i->n_dims) PIECE(12, hk_buf_printf(b, "iota_dimension=%lld", (long long)i->dims[0]));
   } else if (i->n_dims || op == HK_OP_BROADCAST || op == HK_OP_REDUCE || op == HK_OP_TRANSPOSE ||
@@ -374,18 +374,18 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
              op == HK_OP_SORT || op == HK_OP_ALL_GATHER || op == HK_OP_ALL_GATHER_START ||
              op == HK_OP_REDUCE_SCATTER) {
     PIECE(op == HK_OP_REDUCE_SCATTER ? 14 : 12, {
-      hk_buf_puts(b, "dimensions={");
+      tx_puts(b, "dimensions={");
       tx_print_i64s(b, i->dims, i->n_dims);
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   }
   if (!a) return;
   if (op == HK_OP_PARAMETER && a->n_parameter_replication)
     PIECE(15, {
-      hk_buf_puts(b, "parameter_replication={");
+      tx_puts(b, "parameter_replication={");
       for (int k = 0; k < a->n_parameter_replication; k++)
         hk_buf_printf(b, "%s%s", k ? "," : "", a->parameter_replication[k] ? "true" : "false");
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   if (op == HK_OP_GET_TUPLE_ELEMENT) PIECE(15, hk_buf_printf(b, "index=%lld", (long long)a->tuple_index));
   if (op == HK_OP_COMPARE) {
@@ -398,28 +398,28 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
     bool unit = true;
     for (int k = 0; k < a->n_slice; k++) unit &= a->slice[k].stride == 1;
     PIECE(18, {
-      hk_buf_puts(b, "slice={");
+      tx_puts(b, "slice={");
       for (int k = 0; k < a->n_slice; k++) {
         const hk_slice_dim *d = &a->slice[k];
         hk_buf_printf(b, "%s[%lld:%lld", k ? ", " : "", (long long)d->start, (long long)d->limit);
         if (!unit) hk_buf_printf(b, ":%lld", (long long)d->stride);
-        hk_buf_put(b, "]", 1);
+        tx_put(b, "]", 1);
       }
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   }
   if (a->dynamic_slice_sizes.n || op == HK_OP_DYNAMIC_SLICE)
     PIECE(19, {
-      hk_buf_puts(b, "dynamic_slice_sizes=");
+      tx_puts(b, "dynamic_slice_sizes=");
       put_list(b, a->dynamic_slice_sizes);
     });
   if (a->pad) {
     bool interior = false;
     for (int k = 0; k < a->n_pad; k++) interior |= a->pad[k].interior != 0;
     PIECE(20, {
-      hk_buf_puts(b, "padding=");
+      tx_puts(b, "padding=");
       for (int k = 0; k < a->n_pad; k++) {
-        if (k) hk_buf_put(b, "x", 1);
+        if (k) tx_put(b, "x", 1);
         hk_buf_printf(b, "%lld_%lld", (long long)a->pad[k].lo, (long long)a->pad[k].hi);
         if (interior) hk_buf_printf(b, "_%lld", (long long)a->pad[k].interior);
       }
@@ -433,10 +433,10 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
     PIECE(24, hk_buf_printf(b, "batch_group_count=%lld", (long long)a->batch_group_count));
   if (a->dot) {
     const hk_dot_dnums *d = a->dot;
-    if (d->lhs_batch.n) PIECE(25, hk_buf_puts(b, "lhs_batch_dims="); put_list(b, d->lhs_batch));
-    PIECE(26, hk_buf_puts(b, "lhs_contracting_dims="); put_list(b, d->lhs_contracting));
-    if (d->rhs_batch.n) PIECE(27, hk_buf_puts(b, "rhs_batch_dims="); put_list(b, d->rhs_batch));
-    PIECE(28, hk_buf_puts(b, "rhs_contracting_dims="); put_list(b, d->rhs_contracting));
+    if (d->lhs_batch.n) PIECE(25, tx_puts(b, "lhs_batch_dims="); put_list(b, d->lhs_batch));
+    PIECE(26, tx_puts(b, "lhs_contracting_dims="); put_list(b, d->lhs_contracting));
+    if (d->rhs_batch.n) PIECE(27, tx_puts(b, "rhs_batch_dims="); put_list(b, d->rhs_batch));
+    PIECE(28, tx_puts(b, "rhs_contracting_dims="); put_list(b, d->rhs_contracting));
   }
   if (a->n_operand_precision) {
     bool any = false;
@@ -444,40 +444,40 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
       any |= strcmp(a->operand_precision[k], "default") != 0;
     if (any)
       PIECE(29, {
-        hk_buf_puts(b, "operand_precision={");
+        tx_puts(b, "operand_precision={");
         for (int k = 0; k < a->n_operand_precision; k++)
           hk_buf_printf(b, "%s%s", k ? "," : "", a->operand_precision[k]);
-        hk_buf_put(b, "}", 1);
+        tx_put(b, "}", 1);
       });
   }
   if (a->gather) {
     const hk_gather_dnums *g = a->gather;
-    PIECE(33, hk_buf_puts(b, "offset_dims="); put_list(b, g->offset_dims));
-    PIECE(34, hk_buf_puts(b, "collapsed_slice_dims="); put_list(b, g->collapsed_slice_dims));
-    PIECE(35, hk_buf_puts(b, "start_index_map="); put_list(b, g->start_index_map));
+    PIECE(33, tx_puts(b, "offset_dims="); put_list(b, g->offset_dims));
+    PIECE(34, tx_puts(b, "collapsed_slice_dims="); put_list(b, g->collapsed_slice_dims));
+    PIECE(35, tx_puts(b, "start_index_map="); put_list(b, g->start_index_map));
     if (g->operand_batching_dims.n)
-      PIECE(36, hk_buf_puts(b, "operand_batching_dims="); put_list(b, g->operand_batching_dims));
+      PIECE(36, tx_puts(b, "operand_batching_dims="); put_list(b, g->operand_batching_dims));
     if (g->start_indices_batching_dims.n)
-      PIECE(37, hk_buf_puts(b, "start_indices_batching_dims="); put_list(b, g->start_indices_batching_dims));
+      PIECE(37, tx_puts(b, "start_indices_batching_dims="); put_list(b, g->start_indices_batching_dims));
     PIECE(38, hk_buf_printf(b, "index_vector_dim=%lld", (long long)g->index_vector_dim));
   }
   if (op == HK_OP_GATHER)
-    PIECE(39, hk_buf_puts(b, "slice_sizes="); put_list(b, a->gather_slice_sizes));
+    PIECE(39, tx_puts(b, "slice_sizes="); put_list(b, a->gather_slice_sizes));
   if (a->scatter) {
     const hk_scatter_dnums *s = a->scatter;
-    PIECE(33, hk_buf_puts(b, "update_window_dims="); put_list(b, s->update_window_dims));
-    PIECE(34, hk_buf_puts(b, "inserted_window_dims="); put_list(b, s->inserted_window_dims));
-    PIECE(35, hk_buf_puts(b, "scatter_dims_to_operand_dims="); put_list(b, s->scatter_dims_to_operand_dims));
+    PIECE(33, tx_puts(b, "update_window_dims="); put_list(b, s->update_window_dims));
+    PIECE(34, tx_puts(b, "inserted_window_dims="); put_list(b, s->inserted_window_dims));
+    PIECE(35, tx_puts(b, "scatter_dims_to_operand_dims="); put_list(b, s->scatter_dims_to_operand_dims));
     if (s->input_batching_dims.n)
-      PIECE(36, hk_buf_puts(b, "input_batching_dims="); put_list(b, s->input_batching_dims));
+      PIECE(36, tx_puts(b, "input_batching_dims="); put_list(b, s->input_batching_dims));
     if (s->scatter_indices_batching_dims.n)
-      PIECE(37, hk_buf_puts(b, "scatter_indices_batching_dims="); put_list(b, s->scatter_indices_batching_dims));
+      PIECE(37, tx_puts(b, "scatter_indices_batching_dims="); put_list(b, s->scatter_indices_batching_dims));
     PIECE(38, hk_buf_printf(b, "index_vector_dim=%lld", (long long)s->index_vector_dim));
   }
-  if (a->indices_are_sorted) PIECE(40, hk_buf_puts(b, "indices_are_sorted=true"));
-  if (a->unique_indices) PIECE(41, hk_buf_puts(b, "unique_indices=true"));
+  if (a->indices_are_sorted) PIECE(40, tx_puts(b, "indices_are_sorted=true"));
+  if (a->unique_indices) PIECE(41, tx_puts(b, "unique_indices=true"));
   if (a->fft_type) PIECE(48, hk_buf_printf(b, "fft_type=%s", a->fft_type));
-  if (a->fft_length.n || a->fft_type) PIECE(49, hk_buf_puts(b, "fft_length="); put_list(b, a->fft_length));
+  if (a->fft_length.n || a->fft_type) PIECE(49, tx_puts(b, "fft_length="); put_list(b, a->fft_length));
   if (op == HK_OP_REDUCE_PRECISION) {
     PIECE(50, hk_buf_printf(b, "exponent_bits=%lld", (long long)a->exponent_bits));
     PIECE(51, hk_buf_printf(b, "mantissa_bits=%lld", (long long)a->mantissa_bits));
@@ -485,7 +485,7 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
   if (a->rng_distribution) PIECE(52, hk_buf_printf(b, "distribution=%s", a->rng_distribution));
   if (a->rng_algorithm) PIECE(53, hk_buf_printf(b, "algorithm=%s", a->rng_algorithm));
   if (op == HK_OP_RNG_GET_AND_UPDATE_STATE) PIECE(54, hk_buf_printf(b, "delta=%lld", (long long)a->rng_delta));
-  if (a->is_stable) PIECE(55, hk_buf_puts(b, "is_stable=true"));
+  if (a->is_stable) PIECE(55, tx_puts(b, "is_stable=true"));
   if (op == HK_OP_TOPK) {
     PIECE(56, hk_buf_printf(b, "k=%lld", (long long)a->k));
     PIECE(57, hk_buf_printf(b, "largest=%s", a->largest ? "true" : "false"));
@@ -493,13 +493,13 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
   if (a->fusion_kind) PIECE(58, hk_buf_printf(b, "kind=%s", a->fusion_kind));
   if (a->infeed_config && a->infeed_config[0])
     PIECE(op == HK_OP_OUTFEED ? 62 : 60, {
-      hk_buf_puts(b, op == HK_OP_OUTFEED ? "outfeed_config=" : "infeed_config=");
+      tx_puts(b, op == HK_OP_OUTFEED ? "outfeed_config=" : "infeed_config=");
       put_quoted(b, a->infeed_config);
     });
-  if (a->is_host_transfer) PIECE(63, hk_buf_puts(b, "is_host_transfer=true"));
+  if (a->is_host_transfer) PIECE(63, tx_puts(b, "is_host_transfer=true"));
   if (op == HK_OP_CUSTOM_CALL) {
-    PIECE(70, hk_buf_puts(b, "custom_call_target="); put_quoted(b, a->custom_call_target ? a->custom_call_target : ""));
-    if (a->custom_call_has_side_effect) PIECE(71, hk_buf_puts(b, "custom_call_has_side_effect=true"));
+    PIECE(70, tx_puts(b, "custom_call_target="); put_quoted(b, a->custom_call_target ? a->custom_call_target : ""));
+    if (a->custom_call_has_side_effect) PIECE(71, tx_puts(b, "custom_call_has_side_effect=true"));
   }
   if (a->api_version > 1) {
     static const char *names[] = {"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL",
@@ -530,51 +530,51 @@ static void called_pieces(printer *pr, const hk_instr *i) {
   hk_opcode op = (hk_opcode)i->opcode;
   if (!i->n_called) {
     if (op == HK_OP_CALL && i->attrs && i->attrs->is_composite)
-      PIECE(601, hk_buf_puts(b, "is_composite=true"));
+      PIECE(601, tx_puts(b, "is_composite=true"));
     return;
   }
   if (op == HK_OP_WHILE && i->n_called >= 2) {
-    PIECE(600, hk_buf_puts(b, "condition="); put_comp_ref(pr, b, i->called[0]));
-    PIECE(600, hk_buf_puts(b, "body="); put_comp_ref(pr, b, i->called[1]));
+    PIECE(600, tx_puts(b, "condition="); put_comp_ref(pr, b, i->called[0]));
+    PIECE(600, tx_puts(b, "body="); put_comp_ref(pr, b, i->called[1]));
   } else if (op == HK_OP_SELECT_AND_SCATTER && i->n_called >= 2) {
-    PIECE(600, hk_buf_puts(b, "select="); put_comp_ref(pr, b, i->called[0]));
-    PIECE(600, hk_buf_puts(b, "scatter="); put_comp_ref(pr, b, i->called[1]));
+    PIECE(600, tx_puts(b, "select="); put_comp_ref(pr, b, i->called[0]));
+    PIECE(600, tx_puts(b, "scatter="); put_comp_ref(pr, b, i->called[1]));
   } else if (op == HK_OP_CONDITIONAL) {
     const hk_shape *s0 = i->n_operands ? i->operands[0]->shape : NULL;
     if (s0 && s0->elem == HK_PRED && i->n_called == 2) {
-      PIECE(600, hk_buf_puts(b, "true_computation="); put_comp_ref(pr, b, i->called[0]));
-      PIECE(600, hk_buf_puts(b, "false_computation="); put_comp_ref(pr, b, i->called[1]));
+      PIECE(600, tx_puts(b, "true_computation="); put_comp_ref(pr, b, i->called[0]));
+      PIECE(600, tx_puts(b, "false_computation="); put_comp_ref(pr, b, i->called[1]));
     } else {
       PIECE(600, {
-        hk_buf_puts(b, "branch_computations={");
+        tx_puts(b, "branch_computations={");
         for (int k = 0; k < i->n_called; k++) {
-          if (k) hk_buf_put(b, ", ", 2);
+          if (k) tx_put(b, ", ", 2);
           put_comp_ref(pr, b, i->called[k]);
         }
-        hk_buf_put(b, "}", 1);
+        tx_put(b, "}", 1);
       });
     }
   } else if (is_to_apply_op(op)) {
-    PIECE(600, hk_buf_puts(b, "to_apply="); put_comp_ref(pr, b, i->called[0]));
+    PIECE(600, tx_puts(b, "to_apply="); put_comp_ref(pr, b, i->called[0]));
     if (op == HK_OP_CALL && i->attrs && i->attrs->is_composite)
-      PIECE(601, hk_buf_puts(b, "is_composite=true"));
+      PIECE(601, tx_puts(b, "is_composite=true"));
   } else if (op == HK_OP_CUSTOM_CALL) {
     PIECE(600, {
-      hk_buf_puts(b, "called_computations={");
+      tx_puts(b, "called_computations={");
       for (int k = 0; k < i->n_called; k++) {
-        if (k) hk_buf_put(b, ", ", 2);
+        if (k) tx_put(b, ", ", 2);
         put_comp_ref(pr, b, i->called[k]);
       }
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   } else if (is_async_op(op)) {
     if (op == HK_OP_ASYNC_START && !can_expand(i->called[0]))
-      PIECE(600, hk_buf_puts(b, "calls="); put_comp_ref(pr, b, i->called[0]));
+      PIECE(600, tx_puts(b, "calls="); put_comp_ref(pr, b, i->called[0]));
   } else {
     PIECE(600, {
-      hk_buf_puts(b, "calls=");
+      tx_puts(b, "calls=");
       for (int k = 0; k < i->n_called; k++) {
-        if (k) hk_buf_put(b, ", ", 2);
+        if (k) tx_put(b, ", ", 2);
         put_comp_ref(pr, b, i->called[k]);
       }
     });
@@ -583,18 +583,18 @@ static void called_pieces(printer *pr, const hk_instr *i) {
 
 static void generic_pieces(printer *pr, const hk_instr *i) {
   const hk_attrs *a = i->attrs;
-  if (i->sharding) PIECE(700, hk_buf_puts(b, "sharding="); put_cached(pr, b, i->sharding, 2));
+  if (i->sharding) PIECE(700, tx_puts(b, "sharding="); put_cached(pr, b, i->sharding, 2));
   if (!a) return;
   if (a->n_frontend_attributes)
-    PIECE(710, hk_buf_puts(b, "frontend_attributes="); put_kv_list(b, a->n_frontend_attributes, a->frontend_attributes));
+    PIECE(710, tx_puts(b, "frontend_attributes="); put_kv_list(b, a->n_frontend_attributes, a->frontend_attributes));
   if (a->n_control_preds)
     PIECE(720, {
-      hk_buf_puts(b, "control-predecessors={");
+      tx_puts(b, "control-predecessors={");
       for (int k = 0; k < a->n_control_preds; k++) {
-        if (k) hk_buf_put(b, ", ", 2);
+        if (k) tx_put(b, ", ", 2);
         put_name(pr, b, a->control_preds[k]->name);
       }
-      hk_buf_put(b, "}", 1);
+      tx_put(b, "}", 1);
     });
   for (int k = 0; k < a->n_raw; k++) {
     int r = raw_rank(a->raw[k].name, (hk_opcode)i->opcode);
@@ -602,9 +602,9 @@ static void generic_pieces(printer *pr, const hk_instr *i) {
     PIECE(r, hk_buf_printf(b, "%s=%s", a->raw[k].name, a->raw[k].value));
   }
   if (a->metadata && !hk_metadata_is_empty(a->metadata))
-    PIECE(740, hk_buf_puts(b, "metadata="); hk_metadata_print(a->metadata, b));
+    PIECE(740, tx_puts(b, "metadata="); hk_metadata_print(a->metadata, b));
   if (a->backend_config && a->backend_config[0])
-    PIECE(750, hk_buf_puts(b, "backend_config="); hk_buf_puts(b, a->backend_config));
+    PIECE(750, tx_puts(b, "backend_config="); tx_puts(b, a->backend_config));
 }
 
 static int piece_cmp(const void *x, const void *y) {
@@ -616,8 +616,8 @@ static int piece_cmp(const void *x, const void *y) {
 static void flush_pieces(printer *pr, hk_buf *out) {
   if (pr->n_pieces > 1) qsort(pr->pieces, (size_t)pr->n_pieces, sizeof *pr->pieces, piece_cmp);
   for (int k = 0; k < pr->n_pieces; k++) {
-    hk_buf_put(out, ", ", 2);
-    hk_buf_put(out, pr->scratch.data + pr->pieces[k].off, pr->pieces[k].len);
+    tx_put(out, ", ", 2);
+    tx_put(out, pr->scratch.data + pr->pieces[k].off, pr->pieces[k].len);
   }
   pr->n_pieces = 0;
   pr->scratch.len = 0;
@@ -631,7 +631,7 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
     if (a && a->literal) {
       tx_print_literal(a->literal, out);
     } else {
-      hk_buf_puts(out, "{...}");
+      tx_puts(out, "{...}");
     }
     return;
   }
@@ -640,40 +640,40 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
     return;
   }
   for (int k = 0; k < i->n_operands; k++) {
-    if (k) hk_buf_put(out, ", ", 2);
+    if (k) tx_put(out, ", ", 2);
     const hk_instr *o = i->operands[k];
     if (pr->lng) {
       if (k && k % 5 == 0) hk_buf_printf(out, "/*index=%d*/", k);
       put_shape(pr, out, o->shape);
-      hk_buf_put(out, " %", 2);
+      tx_put(out, " %", 2);
     }
-    hk_buf_puts(out, o->name);
+    tx_puts(out, o->name);
   }
 }
 
 static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
   hk_opcode op = (hk_opcode)i->opcode;
-  if (hk_instr_is_root(i)) hk_buf_puts(out, "ROOT ");
+  if (hk_instr_is_root(i)) tx_puts(out, "ROOT ");
   put_name(pr, out, i->name);
-  hk_buf_put(out, " = ", 3);
+  tx_put(out, " = ", 3);
   put_shape(pr, out, i->shape);
-  hk_buf_put(out, " ", 1);
+  tx_put(out, " ", 1);
   const hk_instr *wrapped = NULL;
   if (is_async_op(op) && i->n_called && can_expand(i->called[0])) {
     wrapped = i->called[0]->root;
-    hk_buf_puts(out, hk_opcode_name((hk_opcode)wrapped->opcode));
-    hk_buf_puts(out, op == HK_OP_ASYNC_START ? "-start" : op == HK_OP_ASYNC_UPDATE ? "-update" : "-done");
+    tx_puts(out, hk_opcode_name((hk_opcode)wrapped->opcode));
+    tx_puts(out, op == HK_OP_ASYNC_START ? "-start" : op == HK_OP_ASYNC_UPDATE ? "-update" : "-done");
   } else {
-    hk_buf_puts(out, hk_opcode_name(op));
+    tx_puts(out, hk_opcode_name(op));
   }
-  hk_buf_put(out, "(", 1);
+  tx_put(out, "(", 1);
   print_operands(pr, i, out);
-  hk_buf_put(out, ")", 1);
+  tx_put(out, ")", 1);
   if (is_async_op(op)) {
     if (op == HK_OP_ASYNC_START) {
       const char *t = i->attrs ? i->attrs->async_execution_thread : NULL;
       if (t && strcmp(t, "main") != 0)
-        PIECE(0, hk_buf_puts(b, "async_execution_thread="); put_quoted(b, t));
+        PIECE(0, tx_puts(b, "async_execution_thread="); put_quoted(b, t));
       flush_pieces(pr, out);
       if (wrapped) {
         extra_pieces(pr, wrapped);
@@ -745,9 +745,9 @@ static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) 
         sp--;
         if (pr->state[cur->id] == 1) {
           pr->state[cur->id] = 2;
-          hk_buf_put(out, "  ", 2);
+          tx_put(out, "  ", 2);
           print_instr_line(pr, cur, out);
-          hk_buf_put(out, "\n", 1);
+          tx_put(out, "\n", 1);
         }
         continue;
       }
@@ -762,45 +762,45 @@ static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) 
   /* anything unreachable (cycles through users only) in list order */
   for (hk_instr *i = c->first; i; i = i->next) {
     if (pr->state[i->id] != 2) {
-      hk_buf_put(out, "  ", 2);
+      tx_put(out, "  ", 2);
       print_instr_line(pr, i, out);
-      hk_buf_put(out, "\n", 1);
+      tx_put(out, "\n", 1);
     }
     pr->state[i->id] = 0;
   }
 }
 
 static void print_computation(printer *pr, const hk_computation *c, hk_buf *out) {
-  if (c->is_entry || (c->module && c->module->entry == c)) hk_buf_puts(out, "ENTRY ");
+  if (c->is_entry || (c->module && c->module->entry == c)) tx_puts(out, "ENTRY ");
   put_name(pr, out, c->name);
   if (pr->lng) {
-    hk_buf_puts(out, " (");
+    tx_puts(out, " (");
     for (int k = 0; k < c->n_params; k++) {
-      if (k) hk_buf_put(out, ", ", 2);
+      if (k) tx_put(out, ", ", 2);
       if (!c->params[k]) continue;
-      hk_buf_puts(out, c->params[k]->name);
-      hk_buf_put(out, ": ", 2);
+      tx_puts(out, c->params[k]->name);
+      tx_put(out, ": ", 2);
       put_shape_nolayout(pr, out, c->params[k]->shape);
     }
-    hk_buf_puts(out, ") -> ");
+    tx_puts(out, ") -> ");
     if (c->root) put_shape_nolayout(pr, out, c->root->shape);
   }
-  hk_buf_puts(out, " {\n");
+  tx_puts(out, " {\n");
   if (pr->scheduled) {
     for (hk_instr *i = c->first; i; i = i->next) {
-      hk_buf_put(out, "  ", 2);
+      tx_put(out, "  ", 2);
       print_instr_line(pr, i, out);
-      hk_buf_put(out, "\n", 1);
+      tx_put(out, "\n", 1);
     }
   } else {
     print_post_order(pr, c, out);
   }
-  hk_buf_put(out, "}", 1);
+  tx_put(out, "}", 1);
   if (c->execution_thread && strcmp(c->execution_thread, "main") != 0) {
-    hk_buf_puts(out, ", execution_thread=");
+    tx_puts(out, ", execution_thread=");
     put_quoted(out, c->execution_thread);
   }
-  hk_buf_puts(out, "\n\n");
+  tx_puts(out, "\n\n");
 }
 
 /* ---- module ------------------------------------------------------------------------------ */
@@ -808,7 +808,7 @@ static void print_computation(printer *pr, const hk_computation *c, hk_buf *out)
 static void put_bools(hk_buf *b, const char *name, int n, const bool *v) {
   hk_buf_printf(b, ", %s={", name);
   for (int k = 0; k < n; k++) hk_buf_printf(b, "%s%s", k ? "," : "", v[k] ? "true" : "false");
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
 }
 
 static const char *raw_value(const hk_module_config *cf, const char *name) {
@@ -819,33 +819,33 @@ static const char *raw_value(const hk_module_config *cf, const char *name) {
 
 static void print_entry_layout(printer *pr, const hk_module *m, hk_buf *out) {
   const hk_module_config *cf = &m->config;
-  hk_buf_puts(out, ", entry_computation_layout={(");
+  tx_puts(out, ", entry_computation_layout={(");
   if (cf->has_entry_layout) {
     for (int k = 0; k < cf->entry_layout.n_params; k++) {
-      if (k) hk_buf_put(out, ", ", 2);
+      if (k) tx_put(out, ", ", 2);
       if (k && k % 5 == 0) hk_buf_printf(out, "/*index=%d*/", k);
       put_shape(pr, out, cf->entry_layout.params[k]);
     }
-    hk_buf_puts(out, ")->");
+    tx_puts(out, ")->");
     if (cf->entry_layout.result) put_shape(pr, out, cf->entry_layout.result);
   } else {
     const hk_computation *e = m->entry;
     for (int k = 0; k < e->n_params; k++) {
-      if (k) hk_buf_put(out, ", ", 2);
+      if (k) tx_put(out, ", ", 2);
       if (k && k % 5 == 0) hk_buf_printf(out, "/*index=%d*/", k);
       if (e->params[k]) put_shape(pr, out, e->params[k]->shape);
     }
-    hk_buf_puts(out, ")->");
+    tx_puts(out, ")->");
     if (e->root) put_shape(pr, out, e->root->shape);
   }
-  hk_buf_put(out, "}", 1);
+  tx_put(out, "}", 1);
 }
 
 static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
   const hk_module_config *cf = &m->config;
-  hk_buf_puts(out, "HloModule ");
-  hk_buf_puts(out, m->name ? m->name : "module");
-  if (cf->is_scheduled) hk_buf_puts(out, ", is_scheduled=true");
+  tx_puts(out, "HloModule ");
+  tx_puts(out, m->name ? m->name : "module");
+  if (cf->is_scheduled) tx_puts(out, ", is_scheduled=true");
   static const char *early[] = {"input_output_alias", "buffer_donor", "alias_passthrough_params"};
   for (int k = 0; k < 3; k++) {
     const char *v = raw_value(cf, early[k]);
@@ -861,29 +861,29 @@ static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
     put_bools(out, "allow_spmd_sharding_propagation_to_output", cf->n_allow_prop_to_output,
               cf->allow_prop_to_output);
   if (cf->n_frontend_attributes) {
-    hk_buf_puts(out, ", frontend_attributes=");
+    tx_puts(out, ", frontend_attributes=");
     put_kv_list(out, cf->n_frontend_attributes, cf->frontend_attributes);
   }
   if (cf->replica_count > 1) hk_buf_printf(out, ", replica_count=%lld", (long long)cf->replica_count);
   if (cf->num_partitions > 1) hk_buf_printf(out, ", num_partitions=%lld", (long long)cf->num_partitions);
   if (cf->spmd_output_sharding) {
-    hk_buf_puts(out, ", spmd_output_sharding=");
+    tx_puts(out, ", spmd_output_sharding=");
     hk_sharding_print_buf(cf->spmd_output_sharding, out);
   }
   if (cf->n_spmd_parameters_shardings) {
-    hk_buf_puts(out, ", spmd_parameters_shardings={");
+    tx_puts(out, ", spmd_parameters_shardings={");
     for (int k = 0; k < cf->n_spmd_parameters_shardings; k++) {
-      if (k) hk_buf_put(out, ",", 1);
+      if (k) tx_put(out, ",", 1);
       hk_sharding_print_buf(cf->spmd_parameters_shardings[k], out);
     }
-    hk_buf_put(out, "}", 1);
+    tx_put(out, "}", 1);
   }
   for (int k = 0; k < cf->n_raw; k++) {
     const char *n = cf->raw[k].name;
     if (!strcmp(n, early[0]) || !strcmp(n, early[1]) || !strcmp(n, early[2])) continue;
     hk_buf_printf(out, ", %s=%s", n, cf->raw[k].value);
   }
-  hk_buf_puts(out, "\n\n");
+  tx_puts(out, "\n\n");
 }
 
 /* Computations callees first (XLA's MakeComputationPostOrder); async

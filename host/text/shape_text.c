@@ -11,9 +11,9 @@ static bool prim_at(tx_parser *P, hk_prim *prim, const char **after) {
   const char *s, *a;
   size_t len;
   if (!tx_peek_ident(P, &s, &len, &a) || s != P->p) return false;
+  if (a >= P->end || *a != '[') return false;
   hk_prim pr = hk_prim_from_name(s, len);
   if (pr == HK_PRIM_INVALID || pr == HK_TUPLE) return false;
-  if (a >= P->end || *a != '[') return false;
   *prim = pr;
   *after = a;
   return true;
@@ -271,8 +271,48 @@ static bool parse_array_shape(tx_parser *P, const hk_shape **out) {
   return true;
 }
 
+/* Length of the array shape text at p (name[dims]{layout}), 0 if unsure. */
+static size_t array_shape_span(const char *p, const char *e) {
+  const char *q = p;
+  while (q < e && *q != '[') {
+    if (!((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9'))) return 0;
+    q++;
+  }
+  while (q < e && *q != ']') {
+    if (*q == '/' || *q == '\n') return 0;
+    q++;
+  }
+  if (q >= e) return 0;
+  q++;
+  if (q < e && *q == '{') {
+    int d = 0;
+    for (; q < e; q++) {
+      if (*q == '/' || *q == '\n') return 0;
+      if (*q == '{') d++;
+      else if (*q == '}' && --d == 0) break;
+    }
+    if (q >= e) return 0;
+    q++;
+  }
+  return (size_t)(q - p);
+}
+
 bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
-  if (tx_peek(P) != '(') return parse_array_shape(P, out);
+  if (tx_peek(P) != '(') {
+    const char *st = P->p;
+    size_t span = array_shape_span(st, P->end);
+    if (span) {
+      const hk_shape *hit = tx_table_get(&P->shapes, st, span);
+      if (hit) {
+        P->p = st + span;
+        *out = hit;
+        return true;
+      }
+    }
+    if (!parse_array_shape(P, out)) return false;
+    if (span && P->p == st + span) tx_table_put(&P->shapes, st, span, (void *)*out);
+    return true;
+  }
   P->p++;
   const hk_shape *elems_stack[16];
   const hk_shape **elems = elems_stack;
@@ -312,12 +352,12 @@ static void put_i64(hk_buf *b, int64_t v) {
   do *--p = (char)('0' + u % 10), u /= 10;
   while (u);
   if (v < 0) *--p = '-';
-  hk_buf_put(b, p, (size_t)(e - p));
+  tx_put(b, p, (size_t)(e - p));
 }
 
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n) {
   for (int i = 0; i < n; i++) {
-    if (i) hk_buf_put(b, ",", 1);
+    if (i) tx_put(b, ",", 1);
     put_i64(b, v[i]);
   }
 }
@@ -337,8 +377,8 @@ static bool print_extra_range(const char *x, int lo, int hi, hk_buf *b, bool col
     if (q == name_end) q = e;
     int r = extra_rank(p);
     if (r >= lo && r < hi) {
-      if (!colon) hk_buf_put(b, ":", 1), colon = true;
-      hk_buf_put(b, p, (size_t)(q - p));
+      if (!colon) tx_put(b, ":", 1), colon = true;
+      tx_put(b, p, (size_t)(q - p));
     }
     p = q;
   }
@@ -346,34 +386,34 @@ static bool print_extra_range(const char *x, int lo, int hi, hk_buf *b, bool col
 }
 
 static void print_layout(const hk_layout *l, hk_buf *b) {
-  hk_buf_put(b, "{", 1);
+  tx_put(b, "{", 1);
   tx_print_i64s(b, l->minor_to_major, l->n_minor_to_major);
   bool colon = false;
   if (l->extra) colon = print_extra_range(l->extra, 0, 1, b, colon);
   if (l->n_tiles) {
-    if (!colon) hk_buf_put(b, ":", 1), colon = true;
-    hk_buf_put(b, "T", 1);
+    if (!colon) tx_put(b, ":", 1), colon = true;
+    tx_put(b, "T", 1);
     for (int i = 0; i < l->n_tiles; i++) {
-      hk_buf_put(b, "(", 1);
+      tx_put(b, "(", 1);
       for (int j = 0; j < l->tiles[i].n_dims; j++) {
-        if (j) hk_buf_put(b, ",", 1);
-        if (l->tiles[i].dims[j] == HK_TILE_COMBINE) hk_buf_put(b, "*", 1);
+        if (j) tx_put(b, ",", 1);
+        if (l->tiles[i].dims[j] == HK_TILE_COMBINE) tx_put(b, "*", 1);
         else put_i64(b, l->tiles[i].dims[j]);
       }
-      hk_buf_put(b, ")", 1);
+      tx_put(b, ")", 1);
     }
   }
   if (l->extra) colon = print_extra_range(l->extra, 2, 5, b, colon);
   if (l->element_size_bits) {
-    if (!colon) hk_buf_put(b, ":", 1), colon = true;
+    if (!colon) tx_put(b, ":", 1), colon = true;
     hk_buf_printf(b, "E(%lld)", (long long)l->element_size_bits);
   }
   if (l->memory_space) {
-    if (!colon) hk_buf_put(b, ":", 1), colon = true;
+    if (!colon) tx_put(b, ":", 1), colon = true;
     hk_buf_printf(b, "S(%lld)", (long long)l->memory_space);
   }
   if (l->extra) print_extra_range(l->extra, 7, 11, b, colon);
-  hk_buf_put(b, "}", 1);
+  tx_put(b, "}", 1);
 }
 
 static bool layout_is_trivial_scalar(const hk_layout *l) {
@@ -383,29 +423,29 @@ static bool layout_is_trivial_scalar(const hk_layout *l) {
 
 void tx_print_shape(const hk_shape *s, bool layout, hk_buf *b) {
   if (s->elem == HK_TUPLE) {
-    hk_buf_put(b, "(", 1);
+    tx_put(b, "(", 1);
     for (int i = 0; i < s->n_tuple; i++) {
-      if (i) hk_buf_put(b, ", ", 2);
+      if (i) tx_put(b, ", ", 2);
       if (i && i % 5 == 0) hk_buf_printf(b, "/*index=%d*/", i);
       tx_print_shape(s->tuple[i], layout, b);
     }
-    hk_buf_put(b, ")", 1);
+    tx_put(b, ")", 1);
     return;
   }
-  hk_buf_puts(b, hk_prim_name((hk_prim)s->elem));
-  hk_buf_put(b, "[", 1);
+  tx_puts(b, hk_prim_name((hk_prim)s->elem));
+  tx_put(b, "[", 1);
   for (int i = 0; i < s->rank; i++) {
-    if (i) hk_buf_put(b, ",", 1);
+    if (i) tx_put(b, ",", 1);
     if (s->dynamic && s->dynamic[i]) {
       if (s->dims[i] == TX_UNBOUNDED) {
-        hk_buf_put(b, "?", 1);
+        tx_put(b, "?", 1);
         continue;
       }
-      hk_buf_put(b, "<=", 2);
+      tx_put(b, "<=", 2);
     }
     put_i64(b, s->dims[i]);
   }
-  hk_buf_put(b, "]", 1);
+  tx_put(b, "]", 1);
   if (layout && s->layout && hk_prim_is_array((hk_prim)s->elem) &&
       !(s->rank == 0 && layout_is_trivial_scalar(s->layout)))
     print_layout(s->layout, b);
@@ -417,7 +457,7 @@ char *hk_shape_to_string(const hk_shape *s) {
   hk_buf b;
   hk_buf_init(&b);
   tx_print_shape(s, true, &b);
-  hk_buf_put(&b, "", 0);
+  tx_put(&b, "", 0);
   if (!b.data) return strdup("");
   return b.data;
 }

@@ -30,10 +30,14 @@ typedef struct tx_parser {
   const char *filename;
   hk_module *m;
   hk_status *err;             /* first error (with later notes appended) */
-  tx_table *scope;            /* instructions of the computation being parsed */
+  tx_table *scope;            /* renamed instructions of the computation being parsed
+                                 (source name -> instr when the IR uniquified it) */
+  hk_computation *comp;       /* computation being parsed */
   tx_table comps;             /* computations by name */
   tx_vec opstack;             /* operands of instructions being parsed */
-  tx_vec async_comps;         /* computations already wrapped by an async op */
+  tx_vec async_comps;
+  tx_vec *params;             /* parameters of the computation being parsed */
+  tx_table shapes;            /* shape text -> interned shape (array shapes) */         /* computations already wrapped by an async op */
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
@@ -42,7 +46,12 @@ typedef struct tx_parser {
 } tx_parser;
 
 /* lexing helpers (lex.c) */
-void tx_skip(tx_parser *P);
+void tx_skip_slow(tx_parser *P);
+/* Skips blanks and comments. */
+static inline void tx_skip(tx_parser *P) {
+  if (P->p < P->end && (unsigned char)*P->p > ' ' && *P->p != '/') return;
+  tx_skip_slow(P);
+}
 int tx_peek(tx_parser *P);                       /* next char after blanks, 0 at end */
 bool tx_accept(tx_parser *P, char c);
 bool tx_expect(tx_parser *P, char c, const char *what);
@@ -69,6 +78,10 @@ void tx_table_free(tx_table *t);
 void *tx_table_get(const tx_table *t, const char *key, size_t len);
 /* Returns false (and leaves the old binding) if key already exists. */
 bool tx_table_put(tx_table *t, const char *key, size_t len, void *val);
+/* Inserts key with a NULL value (or finds it: *existed); the slot stays
+ * valid until the next insertion. */
+tx_slot *tx_table_claim(tx_table *t, const char *key, size_t len, bool *existed);
+void tx_table_reserve(tx_table *t, size_t n);
 void tx_vec_push(tx_vec *v, void *p);
 
 /* shapes (shape_text.c) */
@@ -126,6 +139,20 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
 /* instructions (parse.c) */
 bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open);
 bool tx_computation_ref(tx_parser *P, hk_computation **out);
+/* The instruction named s[0..len) in the computation being parsed, or NULL. */
+hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len);
+
+/* Appends n bytes: the common case without a call. */
+static inline void tx_put(hk_buf *b, const char *s, size_t n) {
+  if (b->len + n + 1 <= b->cap) {
+    __builtin_memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+  } else {
+    hk_buf_put(b, s, n);
+  }
+}
+static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_strlen(s)); }
 
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);

@@ -1,0 +1,73 @@
+/* dce.c - hlo-dce: XLA's HloDCE.  Removes instructions whose value nobody
+ * uses (no users, not a root, no side effect, no control edges) and the
+ * computations nothing calls any more. */
+#include <stdlib.h>
+
+#include "stock.h"
+
+/* Collectives that only talk across partitions may be removed when dead
+ * if the user asks (XLA's remove_cross_partition_collective_ops). */
+static bool is_dead_cross_partition_collective(const hk_instr *i) {
+  switch (i->opcode) {
+    case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_ALL_TO_ALL:
+    case HK_OP_REDUCE_SCATTER: case HK_OP_COLLECTIVE_PERMUTE:
+      break;
+    default:
+      return false;
+  }
+  return i->n_users == 0 && !hk_instr_is_root(i) && hk_instr_channel_id(i) != 0 &&
+         !(i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs));
+}
+
+static bool dce_computation(hk_computation *c, bool remove_collectives) {
+  int64_t n = 0;
+  hk_instr **order = hk_computation_post_order(c, &n);
+  bool changed = false;
+  /* Users come after their operands in post order: walking it backwards
+   * sees every user before the operands it may make dead. */
+  for (int64_t k = n - 1; k >= 0; k--) {
+    hk_instr *i = order[k];
+    bool dead = stock_is_removable(i) ||
+                (remove_collectives && is_dead_cross_partition_collective(i));
+    if (!dead) continue;
+    hk_status *st = hk_instr_remove(i);
+    if (st) hk_status_free(st);
+    else changed = true;
+  }
+  free(order);
+  return changed;
+}
+
+static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
+                          bool *changed) {
+  stock_pass *p = (stock_pass *)self;
+  bool any = false;
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    if (hk_exec_threads_include(threads, c)) any |= dce_computation(c, p->flag[0]);
+  }
+  any |= stock_remove_unreachable_computations(m);
+  *changed = any;
+  return NULL;
+}
+
+static const hk_pass_vtable dce_vtable = {
+    .size = sizeof(hk_pass_vtable), .name = "hlo-dce",
+    .run = dce_run, .destroy = stock_pass_destroy};
+
+static hk_pass *dce_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
+  (void)reg;
+  hk_pass *pass = stock_pass_new(&dce_vtable, err);
+  if (pass) ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "remove_cross_partition_collective_ops");
+  return pass;
+}
+
+static const hk_option_decl dce_options[] = {
+    {"remove_cross_partition_collective_ops", HK_OPT_BOOL, "false",
+     "also remove dead collectives that carry a channel id", NULL},
+};
+
+const hk_pass_desc stock_dce_desc = {
+    .size = sizeof(hk_pass_desc), .name = "hlo-dce",
+    .summary = "removes dead instructions and uncalled computations",
+    .options = dce_options, .n_options = 1, .create = dce_create};

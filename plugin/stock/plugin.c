@@ -1,0 +1,17 @@
+/* plugin.c - entry point of the stock passes plugin: registers the XLA
+ * namesake passes every pipeline needs (verifier, DCE, CSE, ...). */
+#include "stock.h"
+
+static const hk_pass_desc *const stock_passes[] = {
+    &stock_verifier_desc,     &stock_dce_desc,           &stock_tuple_simplifier_desc,
+    &stock_flatten_call_graph_desc, &stock_cse_desc,     &stock_call_inliner_desc,
+    &stock_rng_expander_desc,
+};
+
+static hk_status *stock_register(hk_registry *reg) {
+  for (size_t k = 0; k < sizeof stock_passes / sizeof stock_passes[0]; k++)
+    HK_TRY(hk_registry_add_pass(reg, stock_passes[k]));
+  return NULL;
+}
+
+HK_PLUGIN("stock", HK_VERSION_STRING, stock_register)

@@ -1,0 +1,140 @@
+/* util.c - IR utilities shared by the stock passes: the pass object,
+ * computation cloning, dead-instruction and dead-computation removal. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stock.h"
+
+hk_pass *stock_pass_new(const hk_pass_vtable *vt, hk_status **err) {
+  stock_pass *p = calloc(1, sizeof *p);
+  if (!p) {
+    *err = hk_error(HK_INTERNAL, "%s: out of memory", vt->name);
+    return NULL;
+  }
+  p->base.vt = vt;
+  return &p->base;
+}
+
+void stock_pass_destroy(hk_pass *self) {
+  stock_pass *p = (stock_pass *)self;
+  for (int k = 0; k < 2; k++) free((char *)p->str[k]);
+  free(p);
+}
+
+bool stock_is_removable(const hk_instr *i) {
+  if (i->n_users || hk_instr_is_root(i)) return false;
+  if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
+  if (i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs)) return false;
+  return true;
+}
+
+void stock_remove_with_dead_operands(hk_instr *i) {
+  /* Worklist of candidates; an instruction is pushed once per operand edge
+   * at most, so the list stays linear in the removed region. */
+  size_t cap = 16, n = 0;
+  hk_instr **work = malloc(cap * sizeof *work);
+  if (!work) abort();
+  work[n++] = i;
+  while (n) {
+    hk_instr *cur = work[--n];
+    if (!stock_is_removable(cur)) continue;
+    int32_t nops = cur->n_operands;
+    hk_instr **ops = malloc((size_t)(nops ? nops : 1) * sizeof *ops);
+    if (!ops) abort();
+    memcpy(ops, cur->operands, (size_t)nops * sizeof *ops);
+    hk_status *st = hk_instr_remove(cur);
+    if (st) {
+      hk_status_free(st);
+      free(ops);
+      continue;
+    }
+    for (int32_t k = 0; k < nops; k++) {
+      if (n == cap) {
+        cap *= 2;
+        work = realloc(work, cap * sizeof *work);
+        if (!work) abort();
+      }
+      work[n++] = ops[k];
+    }
+    free(ops);
+  }
+  free(work);
+}
+
+/* Maps source instructions to clones through the scratch pointer of the
+ * source (restored afterwards). */
+hk_computation *stock_clone_computation(hk_computation *src) {
+  hk_module *m = src->module;
+  char cname[512];
+  snprintf(cname, sizeof cname, "%s.clone", src->name);
+  hk_computation *dst = hk_computation_new(m, cname);
+  dst->execution_thread = src->execution_thread;
+  int64_t n = 0;
+  hk_instr **order = hk_computation_post_order(src, &n);
+  void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
+  hk_instr **ops = NULL;
+  int32_t ops_cap = 0;
+  if (!saved) abort();
+  for (int64_t k = 0; k < n; k++) saved[k] = order[k]->scratch;
+  for (int64_t k = 0; k < n; k++) {
+    hk_instr *s = order[k];
+    if (s->n_operands > ops_cap) {
+      ops_cap = s->n_operands * 2;
+      ops = realloc(ops, (size_t)ops_cap * sizeof *ops);
+      if (!ops) abort();
+    }
+    for (int32_t j = 0; j < s->n_operands; j++) ops[j] = s->operands[j]->scratch;
+    char name[512];
+    snprintf(name, sizeof name, "%s.clone", s->name);
+    hk_instr *c = hk_instr_clone(dst, s, s->shape, s->n_operands, ops, name);
+    if (c->attrs) {  /* control edges are re-linked below, among clones */
+      c->attrs->n_control_preds = c->attrs->n_control_succs = 0;
+      c->attrs->control_preds = c->attrs->control_succs = NULL;
+    }
+    if (s->opcode == HK_OP_PARAMETER) hk_computation_register_param(dst, c);
+    s->scratch = c;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    hk_instr *s = order[k];
+    if (!s->attrs) continue;
+    for (int32_t j = 0; j < s->attrs->n_control_preds; j++)
+      hk_instr_add_control_dep(s->attrs->control_preds[j]->scratch, s->scratch);
+  }
+  if (src->root) hk_computation_set_root(dst, src->root->scratch);
+  for (int64_t k = 0; k < n; k++) order[k]->scratch = saved[k];
+  free(saved);
+  free(ops);
+  free(order);
+  return dst;
+}
+
+bool stock_remove_unreachable_computations(hk_module *m) {
+  if (!m->entry) return false;
+  int32_t nc = m->n_computations;
+  bool *live = calloc((size_t)nc + 1, sizeof *live);
+  hk_computation **stack = malloc(((size_t)nc + 1) * sizeof *stack);
+  if (!live || !stack) abort();
+  int32_t sp = 0;
+  live[m->entry->index] = true;
+  stack[sp++] = m->entry;
+  while (sp) {
+    hk_computation *c = stack[--sp];
+    for (hk_instr *i = c->first; i; i = i->next)
+      for (int32_t k = 0; k < i->n_called; k++) {
+        hk_computation *callee = i->called[k];
+        if (!live[callee->index]) {
+          live[callee->index] = true;
+          stack[sp++] = callee;
+        }
+      }
+  }
+  /* Collect first: removal renumbers module->computations. */
+  int32_t n_dead = 0;
+  for (int32_t k = 0; k < nc; k++)
+    if (!live[m->computations[k]->index]) stack[n_dead++] = m->computations[k];
+  for (int32_t k = 0; k < n_dead; k++) hk_module_remove_computation(m, stack[k]);
+  free(live);
+  free(stack);
+  return n_dead > 0;
+}

@@ -1,0 +1,767 @@
+/* test_eval.c - known-answer tests of the evaluator: every op family, XLA's
+ * edge semantics, and collectives on 2, 4 and 8 simulated devices. */
+#include <math.h>
+
+#include "testutil.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static hk_module *parse(const char *text) {
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(text, strlen(text), "test", &m));
+  return m;
+}
+
+static hk_value *arr(hk_prim p, int rank, const int64_t *dims, const double *vals) {
+  hk_value *v = hk_value_new_array(p, rank, dims);
+  for (int64_t i = 0; i < v->n; i++) hk_value_set_f64(v, i, vals[i]);
+  return v;
+}
+
+static hk_value *vec(hk_prim p, int64_t n, const double *vals) { return arr(p, 1, &n, vals); }
+
+/* Evaluates the module on one device; the args are released. */
+static hk_value *eval_n(const char *text, int n, hk_value **args) {
+  hk_module *m = parse(text);
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, args, n, &r, NULL, NULL));
+  for (int i = 0; i < n; i++) hk_value_release(args[i]);
+  hk_module_free(m);
+  return r;
+}
+
+static hk_status *eval_status(const char *text) {
+  hk_module *m = parse(text);
+  hk_value *r = NULL;
+  hk_status *st = hk_eval_module(m, NULL, 0, &r, NULL, NULL);
+  hk_value_release(r);
+  hk_module_free(m);
+  return st;
+}
+
+static void expect_vals(const hk_value *v, int64_t n, const double *want) {
+  ck_assert_int_eq(v->n, n);
+  for (int64_t i = 0; i < n; i++) {
+    double got = hk_value_get_f64(v, i);
+    if (isnan(want[i])) ck_assert_msg(isnan(got), "element %lld: want nan, got %g", (long long)i, got);
+    else ck_assert_msg(got == want[i], "element %lld: want %.9g, got %.9g", (long long)i, want[i], got);
+  }
+}
+
+static void expect_ints(const hk_value *v, int64_t n, const int64_t *want) {
+  ck_assert_int_eq(v->n, n);
+  for (int64_t i = 0; i < n; i++)
+    ck_assert_msg(hk_value_get_i64(v, i) == want[i], "element %lld: want %lld, got %lld", (long long)i,
+                  (long long)want[i], (long long)hk_value_get_i64(v, i));
+}
+
+/* ---- elementwise ------------------------------------------------------------- */
+
+START_TEST(test_integer_division_semantics) {
+  hk_value *a[2] = {vec(HK_S32, 5, (double[]){7, -7, 5, -2147483648.0, 9}),
+                    vec(HK_S32, 5, (double[]){2, 2, 0, -1, -4})};
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n p0 = s32[5] parameter(0)\n p1 = s32[5] parameter(1)\n"
+                       " ROOT d = s32[5] divide(p0, p1)\n}\n", 2, a);
+  expect_ints(r, 5, (int64_t[]){3, -3, -1, INT32_MIN, -2});
+  hk_value_release(r);
+  hk_value *b[2] = {vec(HK_S32, 5, (double[]){7, -7, 5, -2147483648.0, 9}),
+                    vec(HK_S32, 5, (double[]){2, 2, 0, -1, -4})};
+  r = eval_n("HloModule m\nENTRY e {\n p0 = s32[5] parameter(0)\n p1 = s32[5] parameter(1)\n"
+             " ROOT d = s32[5] remainder(p0, p1)\n}\n", 2, b);
+  expect_ints(r, 5, (int64_t[]){1, -1, 5, 0, 1});
+  hk_value_release(r);
+  hk_value *c[2] = {vec(HK_U8, 2, (double[]){200, 7}), vec(HK_U8, 2, (double[]){0, 2})};
+  r = eval_n("HloModule m\nENTRY e {\n p0 = u8[2] parameter(0)\n p1 = u8[2] parameter(1)\n"
+             " ROOT d = u8[2] divide(p0, p1)\n}\n", 2, c);
+  expect_ints(r, 2, (int64_t[]){255, 3});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_shifts_and_wrap) {
+  const char *mod = "HloModule m\nENTRY e {\n p0 = s32[4] parameter(0)\n p1 = s32[4] parameter(1)\n"
+                    " a = s32[4] shift-left(p0, p1)\n b = s32[4] shift-right-arithmetic(p0, p1)\n"
+                    " c = s32[4] shift-right-logical(p0, p1)\n d = s32[4] add(p0, p0)\n"
+                    " ROOT t = (s32[4], s32[4], s32[4], s32[4]) tuple(a, b, c, d)\n}\n";
+  hk_value *a[2] = {vec(HK_S32, 4, (double[]){1, -8, -8, 2147483647}),
+                    vec(HK_S32, 4, (double[]){31, 1, 40, 32})};
+  hk_value *r = eval_n(mod, 2, a);
+  ck_assert_int_eq(r->n_elems, 4);
+  expect_ints(r->elems[0], 4, (int64_t[]){INT32_MIN, -16, 0, 0});
+  expect_ints(r->elems[1], 4, (int64_t[]){0, -4, -1, 0});
+  expect_ints(r->elems[2], 4, (int64_t[]){0, 0x7FFFFFFC, 0, 0});
+  expect_ints(r->elems[3], 4, (int64_t[]){2, -16, -16, -2});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_nan_min_max_compare) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n p0 = f32[3] parameter(0)\n p1 = f32[3] parameter(1)\n"
+      " mx = f32[3] maximum(p0, p1)\n mn = f32[3] minimum(p0, p1)\n"
+      " eq = pred[3] compare(p0, p1), direction=EQ\n ne = pred[3] compare(p0, p1), direction=NE\n"
+      " lt = pred[3] compare(p0, p1), direction=LT\n"
+      " to = pred[3] compare(p0, p1), direction=LT, type=TOTALORDER\n"
+      " ROOT t = (f32[3], f32[3], pred[3], pred[3], pred[3], pred[3]) tuple(mx, mn, eq, ne, lt, to)\n}\n";
+  hk_value *a[2] = {vec(HK_F32, 3, (double[]){NAN, 1, -0.0}), vec(HK_F32, 3, (double[]){1, NAN, 0.0})};
+  hk_value *r = eval_n(mod, 2, a);
+  expect_vals(r->elems[0], 3, (double[]){NAN, NAN, 0});
+  expect_vals(r->elems[1], 3, (double[]){NAN, NAN, 0});
+  expect_ints(r->elems[2], 3, (int64_t[]){0, 0, 1});
+  expect_ints(r->elems[3], 3, (int64_t[]){1, 1, 0});
+  expect_ints(r->elems[4], 3, (int64_t[]){0, 0, 0});
+  expect_ints(r->elems[5], 3, (int64_t[]){0, 1, 1});   /* +nan > 1; 1 < +nan; -0 < +0 */
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_convert_and_rounding) {
+  const char *mod = "HloModule m\nENTRY e {\n p0 = f32[6] parameter(0)\n c = s32[6] convert(p0)\n"
+                    " e = f32[6] round-nearest-even(p0)\n a = f32[6] round-nearest-afz(p0)\n"
+                    " ROOT t = (s32[6], f32[6], f32[6]) tuple(c, e, a)\n}\n";
+  hk_value *a[1] = {vec(HK_F32, 6, (double[]){1e10, -1e10, NAN, 2.5, -2.5, 3.5})};
+  hk_value *r = eval_n(mod, 1, a);
+  expect_ints(r->elems[0], 6, (int64_t[]){INT32_MAX, INT32_MIN, 0, 2, -2, 3});
+  expect_vals(r->elems[1], 6, (double[]){1e10, -1e10, NAN, 2, -2, 4});
+  expect_vals(r->elems[2], 6, (double[]){1e10, -1e10, NAN, 3, -3, 4});
+  hk_value_release(r);
+  hk_value *b[1] = {vec(HK_S32, 3, (double[]){300, -1, 255})};
+  r = eval_n("HloModule m\nENTRY e {\n p0 = s32[3] parameter(0)\n ROOT c = u8[3] convert(p0)\n}\n", 1, b);
+  expect_ints(r, 3, (int64_t[]){44, 255, 255});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_select_clamp_iota_bitcast_convert) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n i = s32[4] iota(), iota_dimension=0\n two = s32[] constant(2)\n"
+      " b = s32[4] broadcast(two), dimensions={}\n p = pred[4] compare(i, b), direction=LT\n"
+      " n = s32[4] negate(i)\n s = s32[4] select(p, i, n)\n lo = s32[] constant(-2)\n"
+      " hi = s32[] constant(1)\n c = s32[4] clamp(lo, s, hi)\n one = f32[] constant(1)\n"
+      " bc = s32[] bitcast-convert(one)\n ROOT t = (s32[4], s32[4], s32[]) tuple(s, c, bc)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 4, (int64_t[]){0, 1, -2, -3});
+  expect_ints(r->elems[1], 4, (int64_t[]){0, 1, -2, -2});
+  expect_ints(r->elems[2], 1, (int64_t[]){0x3F800000});
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- data movement --------------------------------------------------------------- */
+
+START_TEST(test_dynamic_slice_clamps) {
+  const char *mod = "HloModule m\nENTRY e {\n i = s32[5] iota(), iota_dimension=0\n"
+                    " s1 = s32[] constant(4)\n s2 = s32[] constant(-3)\n"
+                    " a = s32[2] dynamic-slice(i, s1), dynamic_slice_sizes={2}\n"
+                    " b = s32[2] dynamic-slice(i, s2), dynamic_slice_sizes={2}\n"
+                    " u = s32[2] constant({7, 8})\n s3 = s32[] constant(10)\n"
+                    " c = s32[5] dynamic-update-slice(i, u, s3)\n"
+                    " ROOT t = (s32[2], s32[2], s32[5]) tuple(a, b, c)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 2, (int64_t[]){3, 4});
+  expect_ints(r->elems[1], 2, (int64_t[]){0, 1});
+  expect_ints(r->elems[2], 5, (int64_t[]){0, 1, 2, 7, 8});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_pad_negative_interior) {
+  const char *mod = "HloModule m\nENTRY e {\n a = s32[3] constant({1, 2, 3})\n z = s32[] constant(0)\n"
+                    " ROOT p = s32[6] pad(a, z), padding=-1_2_1\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r, 6, (int64_t[]){0, 2, 0, 3, 0, 0});
+  hk_value_release(r);
+  const char *mod2 = "HloModule m\nENTRY e {\n a = s32[2,2] constant({{1, 2}, {3, 4}})\n"
+                     " z = s32[] constant(9)\n ROOT p = s32[3,4] pad(a, z), padding=1_0_0x0_2_0\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  expect_ints(r, 12, (int64_t[]){9, 9, 9, 9, 1, 2, 9, 9, 3, 4, 9, 9});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_transpose_slice_concat_reverse_broadcast) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n a = s32[2,3] constant({{0, 1, 2}, {3, 4, 5}})\n"
+      " t = s32[3,2] transpose(a), dimensions={1,0}\n"
+      " s = s32[2,2] slice(a), slice={[0:2], [0:3:2]}\n"
+      " c = s32[2,5] concatenate(a, s), dimensions={1}\n"
+      " r = s32[2,3] reverse(a), dimensions={0,1}\n"
+      " v = s32[2] constant({7, 8})\n b = s32[2,3] broadcast(v), dimensions={0}\n"
+      " ROOT o = (s32[3,2], s32[2,2], s32[2,5], s32[2,3], s32[2,3]) tuple(t, s, c, r, b)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 6, (int64_t[]){0, 3, 1, 4, 2, 5});
+  expect_ints(r->elems[1], 4, (int64_t[]){0, 2, 3, 5});
+  expect_ints(r->elems[2], 10, (int64_t[]){0, 1, 2, 0, 2, 3, 4, 5, 3, 5});
+  expect_ints(r->elems[3], 6, (int64_t[]){5, 4, 3, 2, 1, 0});
+  expect_ints(r->elems[4], 6, (int64_t[]){7, 7, 7, 8, 8, 8});
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- dot and convolution --------------------------------------------------------- */
+
+START_TEST(test_dot_general) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n a = f32[2,2,3] parameter(0)\n b = f32[2,3,2] parameter(1)\n"
+      " ROOT d = f32[2,2,2] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_batch_dims={0}, rhs_contracting_dims={1}\n}\n";
+  double av[12], bv[12];
+  for (int i = 0; i < 12; i++) {
+    av[i] = i;
+    bv[i] = i % 5;
+  }
+  hk_value *args[2] = {arr(HK_F32, 3, (int64_t[]){2, 2, 3}, av), arr(HK_F32, 3, (int64_t[]){2, 3, 2}, bv)};
+  hk_value *r = eval_n(mod, 2, args);
+  /* batch 0: [[0,1,2],[3,4,5]] x [[0,1],[2,3],[4,0]]; batch 1: [[6,7,8],[9,10,11]] x [[1,2],[3,4],[0,1]] */
+  expect_vals(r, 8, (double[]){10, 3, 28, 15, 27, 48, 39, 69});
+  hk_value_release(r);
+  /* contracting dim 0 on both sides: a^T b */
+  const char *mod2 = "HloModule m\nENTRY e {\n a = s32[3,2] constant({{1, 2}, {3, 4}, {5, 6}})\n"
+                     " b = s32[3,1] constant({{1}, {1}, {2}})\n"
+                     " ROOT d = s32[2,1] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={0}\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  expect_ints(r, 2, (int64_t[]){14, 18});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_dot_large_blocked) {
+  enum { M = 70, K = 300, N = 530 };
+  static double av[M * K], bv[K * N];
+  for (int i = 0; i < M * K; i++) av[i] = (i % 7) - 3;
+  for (int i = 0; i < K * N; i++) bv[i] = (i % 5) - 2;
+  hk_value *args[2] = {arr(HK_F32, 2, (int64_t[]){M, K}, av), arr(HK_F32, 2, (int64_t[]){K, N}, bv)};
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n a = f32[70,300] parameter(0)\n b = f32[300,530] parameter(1)\n"
+                       " ROOT d = f32[70,530] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+                       2, args);
+  for (int i = 0; i < M; i += 13)
+    for (int j = 0; j < N; j += 37) {
+      double s = 0;
+      for (int k = 0; k < K; k++) s += av[i * K + k] * bv[k * N + j];
+      ck_assert_msg(hk_value_get_f64(r, i * N + j) == s, "(%d,%d)", i, j);
+    }
+  hk_value_release(r);
+}
+END_TEST
+
+static hk_value *conv1d(const char *attrs, int64_t n_out) {
+  char mod[1024];
+  snprintf(mod, sizeof mod,
+           "HloModule m\nENTRY e {\n x = f32[1,1,5] constant({{{1, 2, 3, 4, 5}}})\n"
+           " k = f32[1,1,2] constant({{{1, 10}}})\n"
+           " ROOT c = f32[1,1,%lld] convolution(x, k), %s, dim_labels=bf0_oi0->bf0\n}\n",
+           (long long)n_out, attrs);
+  return eval_n(mod, 0, NULL);
+}
+
+START_TEST(test_convolution_windows) {
+  hk_value *r = conv1d("window={size=2 pad=1_1}", 6);
+  expect_vals(r, 6, (double[]){10, 21, 32, 43, 54, 5});
+  hk_value_release(r);
+  r = conv1d("window={size=2 rhs_dilate=2}", 3);
+  expect_vals(r, 3, (double[]){31, 42, 53});
+  hk_value_release(r);
+  r = conv1d("window={size=2 lhs_dilate=2}", 8);
+  expect_vals(r, 8, (double[]){1, 20, 2, 30, 3, 40, 4, 50});
+  hk_value_release(r);
+  r = conv1d("window={size=2 stride=2}", 2);
+  expect_vals(r, 2, (double[]){21, 43});
+  hk_value_release(r);
+  r = conv1d("window={size=2 rhs_reversal=1}", 4);
+  expect_vals(r, 4, (double[]){12, 23, 34, 45});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_convolution_groups) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n x = f32[1,2,3] constant({{{1, 2, 3}, {10, 20, 30}}})\n"
+      " k = f32[2,1,1] constant({{{2}}, {{3}}})\n"
+      " ROOT c = f32[1,2,3] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
+      " feature_group_count=2\n}\n", 0, NULL);
+  expect_vals(r, 6, (double[]){2, 4, 6, 30, 60, 90});
+  hk_value_release(r);
+  r = eval_n(
+      "HloModule m\nENTRY e {\n x = f32[2,1,3] constant({{{1, 2, 3}}, {{10, 20, 30}}})\n"
+      " k = f32[2,1,1] constant({{{2}}, {{3}}})\n"
+      " ROOT c = f32[1,2,3] convolution(x, k), window={size=1}, dim_labels=bf0_oi0->bf0,"
+      " batch_group_count=2\n}\n", 0, NULL);
+  expect_vals(r, 6, (double[]){2, 4, 6, 30, 60, 90});
+  hk_value_release(r);
+  /* 2D, NHWC-style labels with a 2x2 kernel summing a window */
+  r = eval_n(
+      "HloModule m\nENTRY e {\n x = f32[1,3,3,1] constant({{{{1},{2},{3}},{{4},{5},{6}},{{7},{8},{9}}}})\n"
+      " k = f32[2,2,1,1] constant({{{{1}},{{1}}},{{{1}},{{1}}}})\n"
+      " ROOT c = f32[1,2,2,1] convolution(x, k), window={size=2x2}, dim_labels=b01f_01io->b01f\n}\n",
+      0, NULL);
+  expect_vals(r, 4, (double[]){12, 16, 24, 28});
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- reductions ------------------------------------------------------------------- */
+
+START_TEST(test_reduce_variadic_argmax) {
+  const char *mod =
+      "HloModule m\n"
+      "amax {\n v0 = f32[] parameter(0)\n i0 = s32[] parameter(1)\n v1 = f32[] parameter(2)\n"
+      " i1 = s32[] parameter(3)\n gt = pred[] compare(v0, v1), direction=GE\n"
+      " v = f32[] select(gt, v0, v1)\n i = s32[] select(gt, i0, i1)\n ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n x = f32[2,3] constant({{1, 7, 3}, {9, 2, 4}})\n ix = s32[2,3] iota(), iota_dimension=1\n"
+      " ninf = f32[] constant(-inf)\n z = s32[] constant(0)\n"
+      " am = (f32[2], s32[2]) reduce(x, ix, ninf, z), dimensions={1}, to_apply=amax\n"
+      " zf = f32[] constant(0)\n s = f32[3] reduce(x, zf), dimensions={0}, to_apply=add\n"
+      " all = f32[] reduce(x, zf), dimensions={0,1}, to_apply=add\n"
+      " g0 = f32[2] get-tuple-element(am), index=0\n g1 = s32[2] get-tuple-element(am), index=1\n"
+      " ROOT t = (f32[2], s32[2], f32[3], f32[]) tuple(g0, g1, s, all)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_vals(r->elems[0], 2, (double[]){7, 9});
+  expect_ints(r->elems[1], 2, (int64_t[]){1, 0});
+  expect_vals(r->elems[2], 3, (double[]){10, 9, 7});
+  expect_vals(r->elems[3], 1, (double[]){26});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_reduce_window) {
+  const char *mod =
+      "HloModule m\n"
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "max {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] maximum(a, b)\n}\n"
+      "ENTRY e {\n x = f32[4] constant({1, 2, 3, 4})\n z = f32[] constant(0)\n ninf = f32[] constant(-inf)\n"
+      " a = f32[3] reduce-window(x, z), window={size=2}, to_apply=add\n"
+      " b = f32[5] reduce-window(x, ninf), window={size=2 pad=1_1}, to_apply=max\n"
+      " c = f32[2] reduce-window(x, z), window={size=2 stride=2}, to_apply=add\n"
+      " ROOT t = (f32[3], f32[5], f32[2]) tuple(a, b, c)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_vals(r->elems[0], 3, (double[]){3, 5, 7});
+  expect_vals(r->elems[1], 5, (double[]){1, 2, 3, 4, 4});
+  expect_vals(r->elems[2], 2, (double[]){3, 7});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_select_and_scatter) {
+  const char *mod =
+      "HloModule m\n"
+      "ge {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GE\n}\n"
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n x = f32[6] constant({1, 5, 2, 7, 3, 3})\n s = f32[3] constant({10, 20, 30})\n"
+      " z = f32[] constant(0)\n"
+      " ROOT r = f32[6] select-and-scatter(x, s, z), window={size=2 stride=2}, select=ge, scatter=add\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_vals(r, 6, (double[]){0, 10, 0, 20, 30, 0});
+  hk_value_release(r);
+  /* overlapping windows accumulate */
+  const char *mod2 =
+      "HloModule m\n"
+      "ge {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT c = pred[] compare(a, b), direction=GE\n}\n"
+      "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n x = f32[3] constant({1, 5, 2})\n s = f32[2] constant({10, 20})\n z = f32[] constant(0)\n"
+      " ROOT r = f32[3] select-and-scatter(x, s, z), window={size=2}, select=ge, scatter=add\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  expect_vals(r, 3, (double[]){0, 30, 0});
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- gather / scatter ------------------------------------------------------------ */
+
+START_TEST(test_gather_clamps) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n x = s32[3,3] iota(), iota_dimension=0\n y = s32[3,3] iota(), iota_dimension=1\n"
+      " three = s32[] constant(3)\n b = s32[3,3] broadcast(three), dimensions={}\n m = s32[3,3] multiply(x, b)\n"
+      " o = s32[3,3] add(m, y)\n idx = s32[3,1] constant({{1}, {5}, {-1}})\n"
+      " g = s32[3,3] gather(o, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},"
+      " index_vector_dim=1, slice_sizes={1,3}\n"
+      " idx2 = s32[1,2] constant({{2, 2}})\n"
+      " g2 = s32[1,2,2] gather(o, idx2), offset_dims={1,2}, collapsed_slice_dims={}, start_index_map={0,1},"
+      " index_vector_dim=1, slice_sizes={2,2}\n"
+      " ROOT t = (s32[3,3], s32[1,2,2]) tuple(g, g2)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 9, (int64_t[]){3, 4, 5, 6, 7, 8, 0, 1, 2});
+  expect_ints(r->elems[1], 4, (int64_t[]){4, 5, 7, 8});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_scatter_skips_out_of_bounds) {
+  const char *mod =
+      "HloModule m\n"
+      "add {\n a = s32[] parameter(0)\n b = s32[] parameter(1)\n ROOT s = s32[] add(a, b)\n}\n"
+      "set {\n a = s32[] parameter(0)\n ROOT b = s32[] parameter(1)\n}\n"
+      "ENTRY e {\n z = s32[5] constant({0, 0, 0, 0, 0})\n idx = s32[4,1] constant({{1}, {4}, {1}, {7}})\n"
+      " u = s32[4] constant({10, 20, 30, 40})\n"
+      " a = s32[5] scatter(z, idx, u), update_window_dims={}, inserted_window_dims={0},"
+      " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add\n"
+      " idx2 = s32[2,1] constant({{4}, {1}})\n u2 = s32[2,2] constant({{1, 2}, {3, 4}})\n"
+      " b = s32[5] scatter(z, idx2, u2), update_window_dims={1}, inserted_window_dims={},"
+      " scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=set\n"
+      " ROOT t = (s32[5], s32[5]) tuple(a, b)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 5, (int64_t[]){0, 40, 0, 0, 20});
+  expect_ints(r->elems[1], 5, (int64_t[]){0, 3, 4, 0, 0});
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- sort ------------------------------------------------------------------------- */
+
+START_TEST(test_sort_stable_multi_operand) {
+  const char *mod =
+      "HloModule m\n"
+      "lt {\n a = s32[] parameter(0)\n b = s32[] parameter(1)\n c = s32[] parameter(2)\n d = s32[] parameter(3)\n"
+      " ROOT r = pred[] compare(a, b), direction=LT\n}\n"
+      "ENTRY e {\n k = s32[5] constant({3, 1, 2, 1, 0})\n v = s32[5] iota(), iota_dimension=0\n"
+      " ROOT s = (s32[5], s32[5]) sort(k, v), dimensions={0}, is_stable=true, to_apply=lt\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 5, (int64_t[]){0, 1, 1, 2, 3});
+  expect_ints(r->elems[1], 5, (int64_t[]){4, 1, 3, 2, 0});
+  hk_value_release(r);
+  /* generic comparator (descending through negate), along dim 1 of a matrix */
+  const char *mod2 =
+      "HloModule m\n"
+      "desc {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n na = f32[] negate(a)\n nb = f32[] negate(b)\n"
+      " ROOT r = pred[] compare(na, nb), direction=LT\n}\n"
+      "ENTRY e {\n k = f32[2,3] constant({{1, 3, 2}, {-1, 5, 0}})\n"
+      " ROOT s = f32[2,3] sort(k), dimensions={1}, to_apply=desc\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  expect_vals(r, 6, (double[]){3, 2, 1, 5, 0, -1});
+  hk_value_release(r);
+  /* NaN under a total order sorts last */
+  const char *mod3 =
+      "HloModule m\n"
+      "lt {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n"
+      " ROOT r = pred[] compare(a, b), direction=LT, type=TOTALORDER\n}\n"
+      "ENTRY e {\n k = f32[4] constant({nan, 2, -inf, -0})\n"
+      " ROOT s = f32[4] sort(k), dimensions={0}, to_apply=lt\n}\n";
+  r = eval_n(mod3, 0, NULL);
+  expect_vals(r, 4, (double[]){-INFINITY, 0, 2, NAN});
+  ck_assert(signbit(hk_value_get_f64(r, 1)));
+  hk_value_release(r);
+}
+END_TEST
+
+/* ---- control flow ------------------------------------------------------------------ */
+
+START_TEST(test_while_conditional_call) {
+  const char *mod =
+      "HloModule m\n"
+      "cond {\n p = (s32[], s32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+      " n = s32[] constant(10)\n ROOT c = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n p = (s32[], s32[]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+      " s = s32[] get-tuple-element(p), index=1\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+      " s1 = s32[] add(s, i)\n ROOT t = (s32[], s32[]) tuple(i1, s1)\n}\n"
+      "b0 {\n x = s32[] parameter(0)\n ROOT y = s32[] negate(x)\n}\n"
+      "b1 {\n x = s32[] parameter(0)\n ROOT y = s32[] multiply(x, x)\n}\n"
+      "sq {\n x = s32[] parameter(0)\n ROOT y = s32[] add(x, x)\n}\n"
+      "ENTRY e {\n z = s32[] constant(0)\n init = (s32[], s32[]) tuple(z, z)\n"
+      " w = (s32[], s32[]) while(init), condition=cond, body=body\n s = s32[] get-tuple-element(w), index=1\n"
+      " k = s32[] constant(7)\n c1 = s32[] conditional(k, s, s), branch_computations={b0, b1}\n"
+      " t = pred[] constant(true)\n c2 = s32[] conditional(t, s, s), true_computation=b0, false_computation=b1\n"
+      " c3 = s32[] call(s), to_apply=sq\n ROOT r = (s32[], s32[], s32[], s32[]) tuple(s, c1, c2, c3)\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r->elems[0], 1, (int64_t[]){45});
+  expect_ints(r->elems[1], 1, (int64_t[]){2025});   /* index 7 out of range: last branch */
+  expect_ints(r->elems[2], 1, (int64_t[]){-45});
+  expect_ints(r->elems[3], 1, (int64_t[]){90});
+  hk_value_release(r);
+}
+END_TEST
+
+START_TEST(test_unsupported_op_is_an_error) {
+  hk_status *st = eval_status("HloModule m\nENTRY e {\n a = f32[2] constant({1, 2})\n"
+                              " ROOT c = f32[2] custom-call(a), custom_call_target=\"MyKernel\"\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_int_eq(st->code, HK_UNIMPLEMENTED);
+  ck_assert_msg(strstr(st->message, "c (custom-call)") && strstr(st->message, "MyKernel"), "%s", st->message);
+  hk_status_free(st);
+  st = eval_status("HloModule m\nENTRY e {\n a = f32[2,2] constant({{1, 2}, {3, 4}})\n"
+                   " ROOT c = f32[2,2] cholesky(a), lower=true\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "cholesky"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
+START_TEST(test_identity_custom_calls_and_rng_determinism) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n a = f32[2] constant({1, 2})\n"
+      " s = f32[2] custom-call(a), custom_call_target=\"Sharding\", sharding={replicated}\n"
+      " lo = f32[] constant(0)\n hi = f32[] constant(1)\n"
+      " r = f32[64] rng(lo, hi), distribution=rng_uniform\n ROOT t = (f32[2], f32[64]) tuple(s, r)\n}\n";
+  hk_value *r1 = eval_n(mod, 0, NULL), *r2 = eval_n(mod, 0, NULL);
+  expect_vals(r1->elems[0], 2, (double[]){1, 2});
+  for (int i = 0; i < 64; i++) {
+    double x = hk_value_get_f64(r1->elems[1], i);
+    ck_assert(x >= 0 && x < 1);
+    ck_assert(x == hk_value_get_f64(r2->elems[1], i));
+  }
+  hk_value_release(r1);
+  hk_value_release(r2);
+}
+END_TEST
+
+/* ---- collectives -------------------------------------------------------------------- */
+
+/* Runs a parameterless module on parts x reps devices; results[d]. */
+static void run_spmd(const char *text, int64_t parts, int64_t reps, hk_value **res) {
+  hk_module *m = parse(text);
+  int64_t n = parts * reps;
+  hk_value *const *args[64] = {0};
+  ck_assert_ok(hk_eval_spmd(m, parts, reps, (hk_value *const *const *)args, 0, res, NULL, NULL));
+  (void)n;
+  hk_module_free(m);
+}
+
+static void release_all(hk_value **v, int64_t n) {
+  for (int64_t i = 0; i < n; i++) hk_value_release(v[i]);
+}
+
+#define ADD_COMP "add {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT s = f32[] add(a, b)\n}\n"
+#define PID_F32 " p = u32[] partition-id()\n f = f32[] convert(p)\n v = f32[1] reshape(f)\n"
+
+static void all_reduce_case(int64_t n, const char *groups, const double *want) {
+  char mod[1024];
+  snprintf(mod, sizeof mod,
+           "HloModule m\n" ADD_COMP "ENTRY e {\n" PID_F32
+           " ROOT r = f32[1] all-reduce(v), channel_id=1, replica_groups=%s, use_global_device_ids=true,"
+           " to_apply=add\n}\n", groups);
+  hk_value *res[8];
+  run_spmd(mod, n, 1, res);
+  for (int64_t d = 0; d < n; d++)
+    ck_assert_msg(hk_value_get_f64(res[d], 0) == want[d], "%s device %lld: %g", groups, (long long)d,
+                  hk_value_get_f64(res[d], 0));
+  release_all(res, n);
+}
+
+START_TEST(test_all_reduce_groups) {
+  all_reduce_case(2, "{{0,1}}", (double[]){1, 1});
+  all_reduce_case(4, "{{0,1,2,3}}", (double[]){6, 6, 6, 6});
+  all_reduce_case(4, "{{0,1},{2,3}}", (double[]){1, 1, 5, 5});
+  all_reduce_case(4, "{{0,2},{1,3}}", (double[]){2, 4, 2, 4});
+  all_reduce_case(4, "[2,2]<=[2,2]T(1,0)", (double[]){2, 4, 2, 4});
+  all_reduce_case(8, "[1,8]<=[8]", (double[]){28, 28, 28, 28, 28, 28, 28, 28});
+  all_reduce_case(8, "[4,2]<=[8]", (double[]){1, 1, 5, 5, 9, 9, 13, 13});
+  all_reduce_case(8, "{{0,4},{1,5},{2,6},{3,7}}", (double[]){4, 6, 8, 10, 4, 6, 8, 10});
+}
+END_TEST
+
+START_TEST(test_all_reduce_replicas_and_partitions) {
+  /* 2 replicas x 2 partitions: value = 10*replica + partition */
+  const char *body =
+      " p = u32[] partition-id()\n r = u32[] replica-id()\n ten = u32[] constant(10)\n"
+      " rr = u32[] multiply(r, ten)\n s = u32[] add(rr, p)\n f = f32[] convert(s)\n v = f32[1] reshape(f)\n";
+  char mod[1024];
+  hk_value *res[4];
+  /* no channel: cross-replica, same partition */
+  snprintf(mod, sizeof mod, "HloModule m\n" ADD_COMP "ENTRY e {\n%s ROOT a = f32[1] all-reduce(v), to_apply=add\n}\n", body);
+  run_spmd(mod, 2, 2, res);
+  expect_vals(res[0], 1, (double[]){10});
+  expect_vals(res[1], 1, (double[]){12});
+  expect_vals(res[2], 1, (double[]){10});
+  release_all(res, 4);
+  /* channel, no global ids: replica groups x all partitions */
+  snprintf(mod, sizeof mod, "HloModule m\n" ADD_COMP "ENTRY e {\n%s ROOT a = f32[1] all-reduce(v), channel_id=1,"
+           " replica_groups={{0},{1}}, to_apply=add\n}\n", body);
+  run_spmd(mod, 2, 2, res);
+  expect_vals(res[0], 1, (double[]){1});
+  expect_vals(res[1], 1, (double[]){1});
+  expect_vals(res[2], 1, (double[]){21});
+  expect_vals(res[3], 1, (double[]){21});
+  release_all(res, 4);
+  /* all-gather, channel without global ids: order is replica-major, then partition */
+  snprintf(mod, sizeof mod, "HloModule m\nENTRY e {\n%s ROOT a = f32[4] all-gather(v), channel_id=1,"
+           " replica_groups={{1,0}}, dimensions={0}\n}\n", body);
+  run_spmd(mod, 2, 2, res);
+  for (int d = 0; d < 4; d++) expect_vals(res[d], 4, (double[]){10, 11, 0, 1});
+  release_all(res, 4);
+}
+END_TEST
+
+START_TEST(test_all_gather_reduce_scatter_all_to_all) {
+  hk_value *res[4];
+  run_spmd("HloModule m\nENTRY e {\n" PID_F32
+           " ROOT g = f32[4] all-gather(v), channel_id=1, replica_groups={{3,2,1,0}}, dimensions={0},"
+           " use_global_device_ids=true\n}\n", 4, 1, res);
+  for (int d = 0; d < 4; d++) expect_vals(res[d], 4, (double[]){3, 2, 1, 0});
+  release_all(res, 4);
+  /* 2-D all-gather along dim 1 */
+  run_spmd("HloModule m\nENTRY e {\n p = u32[] partition-id()\n f = f32[] convert(p)\n"
+           " v = f32[2,1] broadcast(f), dimensions={}\n"
+           " ROOT g = f32[2,2] all-gather(v), channel_id=1, replica_groups={{0,1}}, dimensions={1},"
+           " use_global_device_ids=true\n}\n", 2, 1, res);
+  expect_vals(res[1], 4, (double[]){0, 1, 0, 1});
+  release_all(res, 2);
+  /* reduce-scatter: device d holds [d, d+10, d+20, d+30]; sums scattered */
+  run_spmd("HloModule m\n" ADD_COMP "ENTRY e {\n p = u32[] partition-id()\n f = f32[] convert(p)\n"
+           " b = f32[4] broadcast(f), dimensions={}\n i = f32[4] iota(), iota_dimension=0\n"
+           " ten = f32[] constant(10)\n t = f32[4] broadcast(ten), dimensions={}\n it = f32[4] multiply(i, t)\n"
+           " v = f32[4] add(b, it)\n"
+           " ROOT rs = f32[1] reduce-scatter(v), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0},"
+           " use_global_device_ids=true, to_apply=add\n}\n", 4, 1, res);
+  for (int d = 0; d < 4; d++) expect_vals(res[d], 1, (double[]){6 + 40.0 * d});
+  release_all(res, 4);
+  /* all-to-all: device d sends element j to device j, value 10*d + j */
+  run_spmd("HloModule m\nENTRY e {\n p = u32[] partition-id()\n f = f32[] convert(p)\n ten = f32[] constant(10)\n"
+           " m = f32[] multiply(f, ten)\n b = f32[4] broadcast(m), dimensions={}\n i = f32[4] iota(), iota_dimension=0\n"
+           " v = f32[4] add(b, i)\n"
+           " ROOT a = f32[4] all-to-all(v), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}\n}\n",
+           4, 1, res);
+  for (int d = 0; d < 4; d++) expect_vals(res[d], 4, (double[]){d, 10 + d, 20 + d, 30 + d});
+  release_all(res, 4);
+}
+END_TEST
+
+START_TEST(test_collective_permute) {
+  hk_value *res[8];
+  run_spmd("HloModule m\nENTRY e {\n" PID_F32
+           " ROOT c = f32[1] collective-permute(v), channel_id=1,"
+           " source_target_pairs={{0,1},{1,2},{2,3},{3,4},{4,5},{5,6},{6,7},{7,0}}\n}\n", 8, 1, res);
+  for (int d = 0; d < 8; d++) expect_vals(res[d], 1, (double[]){(d + 7) % 8});
+  release_all(res, 8);
+  /* devices that receive nothing get zeros */
+  run_spmd("HloModule m\nENTRY e {\n" PID_F32
+           " one = f32[1] constant({5})\n w = f32[1] add(v, one)\n"
+           " ROOT c = f32[1] collective-permute(w), channel_id=1, source_target_pairs={{0,2}}\n}\n", 4, 1, res);
+  expect_vals(res[0], 1, (double[]){0});
+  expect_vals(res[2], 1, (double[]){5});
+  expect_vals(res[3], 1, (double[]){0});
+  release_all(res, 4);
+}
+END_TEST
+
+START_TEST(test_collectives_in_a_loop) {
+  /* all-reduce inside a while body, 3 iterations on 4 devices */
+  const char *mod =
+      "HloModule m\n" ADD_COMP
+      "cond {\n p = (s32[], f32[1]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+      " n = s32[] constant(3)\n ROOT c = pred[] compare(i, n), direction=LT\n}\n"
+      "body {\n p = (s32[], f32[1]) parameter(0)\n i = s32[] get-tuple-element(p), index=0\n"
+      " v = f32[1] get-tuple-element(p), index=1\n one = s32[] constant(1)\n i1 = s32[] add(i, one)\n"
+      " r = f32[1] all-reduce(v), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=add\n"
+      " ROOT t = (s32[], f32[1]) tuple(i1, r)\n}\n"
+      "ENTRY e {\n" PID_F32 " z = s32[] constant(0)\n init = (s32[], f32[1]) tuple(z, v)\n"
+      " w = (s32[], f32[1]) while(init), condition=cond, body=body\n"
+      " ROOT o = f32[1] get-tuple-element(w), index=1\n}\n";
+  hk_value *res[4];
+  run_spmd(mod, 4, 1, res);
+  for (int d = 0; d < 4; d++) expect_vals(res[d], 1, (double[]){6 * 16});
+  release_all(res, 4);
+}
+END_TEST
+
+START_TEST(test_mismatched_collective_fails_cleanly) {
+  /* only partition 0 runs the all-reduce: must fail (timeout/abort), not hang or crash */
+  const char *mod =
+      "HloModule m\n" ADD_COMP
+      "yes {\n x = f32[1] parameter(0)\n ROOT r = f32[1] all-reduce(x), channel_id=1, replica_groups={{0,1}},"
+      " use_global_device_ids=true, to_apply=add\n}\n"
+      "no {\n x = f32[1] parameter(0)\n ROOT r = f32[1] copy(x)\n}\n"
+      "ENTRY e {\n" PID_F32 " z = u32[] constant(0)\n c = pred[] compare(p, z), direction=EQ\n"
+      " ROOT o = f32[1] conditional(c, v, v), true_computation=yes, false_computation=no\n}\n";
+  hk_module *m = parse(mod);
+  hk_value *res[2];
+  hk_collective_backend *be = hk_collective_threads_new(2, 300);
+  hk_eval_options o = {.backend = be};
+  hk_value *const *args[2] = {0};
+  hk_status *st = hk_eval_spmd(m, 2, 1, (hk_value *const *const *)args, 0, res, &o, NULL);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "timed out"), "%s", st->message);
+  hk_status_free(st);
+  be->vt->destroy(be);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- sharding helpers -------------------------------------------------------------------- */
+
+START_TEST(test_shard_and_unshard) {
+  hk_module *m = parse("HloModule m\nENTRY e {\n ROOT p = f32[4,3] parameter(0)\n}\n");
+  const hk_sharding *s = NULL;
+  const char *txt = "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}";
+  size_t used = 0;
+  ck_assert_ok(hk_sharding_parse(m, txt, strlen(txt), &s, &used));
+  const hk_shape *gs = m->entry->params[0]->shape;
+  const hk_shape *ls = hk_shape_array(m, HK_F32, 2, (int64_t[]){2, 3});
+  double vals[12];
+  for (int i = 0; i < 12; i++) vals[i] = i;
+  hk_value *g = arr(HK_F32, 2, (int64_t[]){4, 3}, vals), *pieces[4];
+  for (int d = 0; d < 4; d++) ck_assert_ok(hk_value_shard(g, s, gs, d, ls, &pieces[d]));
+  expect_vals(pieces[3], 6, (double[]){6, 7, 8, 9, 10, 11});
+  expect_vals(pieces[1], 6, (double[]){0, 1, 2, 3, 4, 5});
+  hk_value *back = NULL;
+  char *dis = NULL;
+  ck_assert_ok(hk_value_unshard(pieces, 4, s, gs, &back, &dis));
+  ck_assert_ptr_null(dis);
+  expect_vals(back, 12, vals);
+  hk_value_release(back);
+  hk_value_set_f64(pieces[3], 0, 99);   /* replicas disagree */
+  ck_assert_ok(hk_value_unshard(pieces, 4, s, gs, &back, &dis));
+  ck_assert_ptr_nonnull(dis);
+  free(dis);
+  hk_value_release(back);
+  release_all(pieces, 4);
+  hk_value_release(g);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(test_compare_tolerances) {
+  hk_value *a = vec(HK_F32, 3, (double[]){1, NAN, 100}), *b = vec(HK_F32, 3, (double[]){1.000001, NAN, 100.001});
+  hk_compare_result r;
+  hk_value_compare(a, b, -1, -1, &r);
+  ck_assert(r.equal);
+  hk_compare_result_free(&r);
+  hk_value_set_f64(b, 2, 101);
+  hk_value_compare(a, b, -1, -1, &r);
+  ck_assert(!r.equal);
+  ck_assert(r.has_mismatch && r.mismatch_index == 2);
+  hk_compare_result_free(&r);
+  hk_value_release(a);
+  hk_value_release(b);
+}
+END_TEST
+
+static Suite *eval_suite(void) {
+  Suite *s = suite_create("eval");
+  TCase *t = tcase_create("ops");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, test_integer_division_semantics);
+  tcase_add_test(t, test_shifts_and_wrap);
+  tcase_add_test(t, test_nan_min_max_compare);
+  tcase_add_test(t, test_convert_and_rounding);
+  tcase_add_test(t, test_select_clamp_iota_bitcast_convert);
+  tcase_add_test(t, test_dynamic_slice_clamps);
+  tcase_add_test(t, test_pad_negative_interior);
+  tcase_add_test(t, test_transpose_slice_concat_reverse_broadcast);
+  tcase_add_test(t, test_dot_general);
+  tcase_add_test(t, test_dot_large_blocked);
+  tcase_add_test(t, test_convolution_windows);
+  tcase_add_test(t, test_convolution_groups);
+  tcase_add_test(t, test_reduce_variadic_argmax);
+  tcase_add_test(t, test_reduce_window);
+  tcase_add_test(t, test_select_and_scatter);
+  tcase_add_test(t, test_gather_clamps);
+  tcase_add_test(t, test_scatter_skips_out_of_bounds);
+  tcase_add_test(t, test_sort_stable_multi_operand);
+  tcase_add_test(t, test_while_conditional_call);
+  tcase_add_test(t, test_unsupported_op_is_an_error);
+  tcase_add_test(t, test_identity_custom_calls_and_rng_determinism);
+  tcase_add_test(t, test_compare_tolerances);
+  suite_add_tcase(s, t);
+  TCase *c = tcase_create("collectives");
+  tcase_set_timeout(c, 60);
+  tcase_add_test(c, test_all_reduce_groups);
+  tcase_add_test(c, test_all_reduce_replicas_and_partitions);
+  tcase_add_test(c, test_all_gather_reduce_scatter_all_to_all);
+  tcase_add_test(c, test_collective_permute);
+  tcase_add_test(c, test_collectives_in_a_loop);
+  tcase_add_test(c, test_mismatched_collective_fails_cleanly);
+  tcase_add_test(c, test_shard_and_unshard);
+  suite_add_tcase(s, c);
+  return s;
+}
+
+HK_TEST_MAIN(eval_suite)
