@@ -221,7 +221,7 @@ static void describe_exit(int status, int timeout_s, char *reason, size_t cap, b
     set_reason(reason, cap, "passed, then exit status %d (sanitizer or leak report on stderr)",
                WEXITSTATUS(status));
   } else {
-    set_reason(reason, cap, "exit status %d before reporting a result", WEXITSTATUS(status));
+    set_reason(reason, cap, "exit status %d before reporting a result (crash or sanitizer report on stderr)", WEXITSTATUS(status));
   }
 }
 
@@ -287,34 +287,63 @@ static void run_case(runner *r, const char *suite, const char *kind, const char 
   record(r, suite, kind, group, name, pass, reason);
 }
 
+/* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error. */
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  size_t cap = 1 << 16, n = 0;
+  char *buf = malloc(cap);
+  size_t k;
+  while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    n += k;
+    if (cap - n < 2) {
+      char *nb = realloc(buf, cap * 2);
+      if (!nb) {
+        free(buf);
+        buf = NULL;
+        break;
+      }
+      buf = nb;
+      cap *= 2;
+    }
+  }
+  fclose(f);
+  if (buf) buf[n] = 0;
+  *len = n;
+  return buf;
+}
+
 /* Calls each(r, obj, index) for every JSON line of DIR/file; false if the
- * file cannot be read. */
+ * file cannot be read.  The file is read whole first: no stream is open
+ * while cases fork (a child's exit would move the shared file offset). */
 typedef void (*line_fn)(runner *r, json_object *c, int index);
 static bool for_each_line(runner *r, const char *file, line_fn each) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", r->dir, file);
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    fprintf(stderr, "hk-conformance: cannot open %s: %s\n", path, strerror(errno));
+  size_t len;
+  char *text = slurp(path, &len);
+  if (!text) {
+    fprintf(stderr, "hk-conformance: cannot read %s: %s\n", path, strerror(errno));
     return false;
   }
-  char *line = NULL;
-  size_t cap = 0;
-  ssize_t n;
   int index = 0, lineno = 0;
-  while ((n = getline(&line, &cap, f)) > 0) {
+  for (char *line = text; line < text + len;) {
+    char *nl = strchr(line, '\n');
+    if (nl) *nl = 0;
     lineno++;
-    if (n <= 1) continue;
-    json_object *c = json_tokener_parse(line);
-    if (!c) {
-      fprintf(stderr, "hk-conformance: %s:%d: not JSON\n", path, lineno);
-      continue;
+    if (*line) {
+      json_object *c = json_tokener_parse(line);
+      if (c) {
+        each(r, c, index++);
+        json_object_put(c);
+      } else {
+        fprintf(stderr, "hk-conformance: %s:%d: not JSON\n", path, lineno);
+      }
     }
-    each(r, c, index++);
-    json_object_put(c);
+    if (!nl) break;
+    line = nl + 1;
   }
-  free(line);
-  fclose(f);
+  free(text);
   return true;
 }
 

@@ -32,7 +32,7 @@ fi
 rc=$?
 # Failing cases first (they can be many), then the table.
 grep -E '^FAIL ' "$out" || true
-grep -v -E '^(FAIL|pass|rate) ' "$out"
+grep -v -E '^(FAIL|pass|rate) |^[0-9]+ passed, [0-9]+ failed$' "$out"
 if [ $rc -gt 1 ]; then
   echo "conformance: the runner failed (exit $rc)" >&2
   exit 2
@@ -56,4 +56,6 @@ while read -r name floor _; do
     echo "conformance: ok $name $rate >= $floor"
   fi
 done <"$floors"
+# The closing count last, alone on its line.
+grep -E '^[0-9]+ passed, [0-9]+ failed$' "$out" | tail -n 1
 exit $status

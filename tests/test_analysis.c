@@ -564,6 +564,35 @@ START_TEST(verify_conditional_predicate_type) {
 }
 END_TEST
 
+START_TEST(verify_layout_sensitive_bitcast) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  c = f32[2] constant({0, 0})\n"
+      "  ROOT b = f32[3] bitcast(c)\n}\n");
+  hk_verify_options o = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &o)); /* XLA checks sizes only when layout-sensitive */
+  o.layout_sensitive = true;
+  hk_status *st = hk_verify_module(m, &o);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "'b'") && strstr(st->message, "(12)") &&
+                    strstr(st->message, "(8)"), "message: %s", st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(verify_parameter_replication_count) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = (f32[], f32[]) parameter(0)\n"
+      "  ROOT g = f32[] get-tuple-element(p), index=0\n}\n");
+  static const bool three[3] = {true, false, true};
+  hk_attrs *a = hk_instr_attrs(find(m, "p"));
+  a->n_parameter_replication = 3;
+  a->parameter_replication = three;
+  expect_verify_error(m, "'p'", "2 leaf buffers, but parameter_replication has 3");
+  hk_module_free(m);
+}
+END_TEST
+
 /* ---- call graph ---------------------------------------------------------------- */
 
 static const char *kWhileModule =
@@ -789,6 +818,8 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_entry_layout);
   tcase_add_test(tc, verify_more_rejections);
   tcase_add_test(tc, verify_conditional_predicate_type);
+  tcase_add_test(tc, verify_layout_sensitive_bitcast);
+  tcase_add_test(tc, verify_parameter_replication_count);
   suite_add_tcase(s, tc);
   tc = tcase_create("call_graph");
   tcase_add_test(tc, call_graph_while);

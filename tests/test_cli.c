@@ -127,9 +127,9 @@ static void teardown(void) {
 static char *out_text, *err_text;
 
 static int run(const char *args, const char *stdin_file) {
-  char cmd[8192];
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s <%s >stdout.txt 2>stderr.txt", tmpdir, hlokit,
-           args, stdin_file ? stdin_file : "/dev/null");
+  char *cmd;
+  ck_assert_int_gt(asprintf(&cmd, "cd '%s' && '%s' %s <%s >stdout.txt 2>stderr.txt", tmpdir,
+                            hlokit, args, stdin_file ? stdin_file : "/dev/null"), 0);
   int rc = system(cmd);
   free(out_text);
   free(err_text);
@@ -139,14 +139,17 @@ static int run(const char *args, const char *stdin_file) {
   snprintf(p, sizeof p, "%s/stderr.txt", tmpdir);
   err_text = slurp(p);
   ck_assert_msg(WIFEXITED(rc), "hlokit did not exit normally: %s", cmd);
+  free(cmd);
   return WEXITSTATUS(rc);
 }
 
 /* `hlokit ARGS` with only the test plugin loaded. */
 static int run_with_plugin(const char *args, const char *stdin_file) {
-  char full[4096];
-  snprintf(full, sizeof full, "%s --no-default-plugins --load-pass-plugin=%s", args, plugin);
-  return run(full, stdin_file);
+  char *full;
+  ck_assert_int_gt(asprintf(&full, "%s --no-default-plugins --load-pass-plugin=%s", args, plugin), 0);
+  int rc = run(full, stdin_file);
+  free(full);
+  return rc;
 }
 
 static char *tmp_file(const char *name) {
@@ -226,6 +229,7 @@ START_TEST(test_failed_run_leaves_output_untouched) {
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/out.hlo", tmpdir);
   write_file(p, "precious\n");
+  ck_assert_int_eq(run("--version", NULL), 0);   /* creates stdout.txt, stderr.txt */
   int before = dir_entries();
   ck_assert_int_eq(run_with_plugin("opt in.hlo --passes=cli-noop,cli-fail -o out.hlo", NULL), 2);
   ASSERT_HAS(err_text, "pass 'cli-fail'");

@@ -400,6 +400,30 @@ START_TEST(post_order_channels) {
 }
 END_TEST
 
+START_TEST(post_order_channel_group) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = new_comp(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *ar[3];
+  const char *names[3] = {"ar1", "ar2", "ar3"};
+  for (int k = 0; k < 3; k++) {
+    ar[k] = hk_instr_new(c, HK_OP_ALL_REDUCE, s, 1, &p, names[k]);
+    hk_instr_attrs(ar[k])->channel_id = 9;
+  }
+  hk_instr *other = hk_instr_new(c, HK_OP_ALL_REDUCE, s, 1, &p, "other");
+  hk_instr_attrs(other)->channel_id = 4;
+  hk_instr *ops[4] = {ar[2], other, ar[1], ar[0]};
+  hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, s, 4, ops, "r"));
+  static const char *const want[] = {"p", "ar1", "ar2", "ar3", "other", "r"};
+  assert_order(c, want, 6);
+  for (int k = 0; k < 3; k++) hk_instr_attrs(ar[k])->channel_id = 10 + k;
+  static const char *const want2[] = {"p", "ar3", "other", "ar2", "ar1", "r"};
+  assert_order(c, want2, 6);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(post_order_long_chain) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
@@ -517,6 +541,15 @@ START_TEST(shape_interning) {
   const hk_shape *i = hk_shape_with_elem(m, a, HK_S8);
   ck_assert_int_eq(i->elem, HK_S8);
   ck_assert_ptr_eq(i, hk_shape_array(m, HK_S8, 2, kDims23));
+  const hk_shape *ti = hk_shape_with_elem(m, t1, HK_S32);
+  ck_assert_ptr_eq(ti->tuple[0], hk_shape_array(m, HK_S32, 2, kDims23));
+  ck_assert_ptr_eq(ti->tuple[1], hk_shape_scalar(m, HK_S32));
+  int64_t m2m1[] = {0};
+  hk_layout e4 = {.n_minor_to_major = 1, .minor_to_major = m2m1, .element_size_bits = 4};
+  hk_shape packed = {.elem = HK_S4, .rank = 1, .dims = d3, .layout = &e4};
+  const hk_shape *ps = hk_shape_intern(m, &packed);
+  ck_assert_int_eq(hk_shape_with_elem(m, ps, HK_U4)->layout->element_size_bits, 4);
+  ck_assert_ptr_eq(hk_shape_with_elem(m, ps, HK_F32), hk_shape_array(m, HK_F32, 1, d3));
   hk_module_free(m);
 }
 END_TEST
@@ -1146,6 +1179,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, control_deps);
   tcase_add_test(tc, post_order_diamond);
   tcase_add_test(tc, post_order_channels);
+  tcase_add_test(tc, post_order_channel_group);
   tcase_add_test(tc, post_order_long_chain);
   tcase_add_test(tc, sort_computations);
   tcase_add_test(tc, shape_interning);

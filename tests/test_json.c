@@ -372,6 +372,99 @@ START_TEST(test_roundtrip_control_flow_and_misc) {
 }
 END_TEST
 
+/* Fusion, conditional, custom-call, topk, rng-bit-generator, elided and
+ * tuple constants, infeed/outfeed, select-and-scatter, fft, raw attributes,
+ * recorded SPMD shardings in the header.  Also the fuzz tests' seed. */
+static const char kRarerOps[] =
+      "HloModule more, entry_computation_layout={(f32[8]{0}, pred[])->f32[8]{0}}, spmd_parameters_shardings={{devices=[2]<=[2]},{replicated}}, spmd_output_sharding={devices=[2]<=[2]}, num_partitions=2, input_output_alias={ {}: (0, {}, may-alias) }\n"
+      "\n"
+      "%fused (fp: f32[8]) -> f32[8] {\n"
+      "  %fp = f32[8]{0} parameter(0)\n"
+      "  ROOT %fe = f32[8]{0} exponential(f32[8]{0} %fp)\n"
+      "}\n"
+      "\n"
+      "%t_branch (tp: f32[8]) -> f32[8] {\n"
+      "  %tp = f32[8]{0} parameter(0)\n"
+      "  ROOT %tn = f32[8]{0} negate(f32[8]{0} %tp)\n"
+      "}\n"
+      "\n"
+      "%f_branch (fq: f32[8]) -> f32[8] {\n"
+      "  %fq = f32[8]{0} parameter(0)\n"
+      "  ROOT %fc = f32[8]{0} copy(f32[8]{0} %fq)\n"
+      "}\n"
+      "\n"
+      "%ge (a: f32[], b: f32[]) -> pred[] {\n"
+      "  %a = f32[] parameter(0)\n"
+      "  %b = f32[] parameter(1)\n"
+      "  ROOT %c = pred[] compare(f32[] %a, f32[] %b), direction=GE\n"
+      "}\n"
+      "\n"
+      "%add (x: f32[], y: f32[]) -> f32[] {\n"
+      "  %x = f32[] parameter(0)\n"
+      "  %y = f32[] parameter(1)\n"
+      "  ROOT %s = f32[] add(f32[] %x, f32[] %y)\n"
+      "}\n"
+      "\n"
+      "ENTRY %main (p: f32[8], c: pred[]) -> f32[8] {\n"
+      "  %p = f32[8]{0} parameter(0), sharding={devices=[2]<=[2]}, parameter_replication={false}\n"
+      "  %c = pred[] parameter(1), sharding={replicated}\n"
+      "  %fu = f32[8]{0} fusion(f32[8]{0} %p), kind=kLoop, calls=%fused, metadata={op_name=\"fusion\" deduplicated_name=\"x\"}\n"
+      "  %cond = f32[8]{0} conditional(pred[] %c, f32[8]{0} %fu, f32[8]{0} %fu), true_computation=%t_branch, false_computation=%f_branch\n"
+      "  %rp = f32[8]{0} reduce-precision(f32[8]{0} %cond), exponent_bits=5, mantissa_bits=10\n"
+      "  %cc = f32[8]{0} custom-call(f32[8]{0} %rp), custom_call_target=\"foo\", custom_call_has_side_effect=true, api_version=API_VERSION_STATUS_RETURNING, backend_config={\"a\":1}\n"
+      "  %tk = (f32[2]{0}, s32[2]{0}) topk(f32[8]{0} %cc), k=2, largest=true\n"
+      "  %k = u64[2]{0} constant({1, 2})\n"
+      "  %rbg = (u64[2]{0}, u32[4]{0}) rng-bit-generator(u64[2]{0} %k), algorithm=rng_philox\n"
+      "  %big = f32[64]{0} constant({...})\n"
+      "  %tc = (f32[], s32[]) constant((1.5, 2))\n"
+      "  %tok = token[] after-all()\n"
+      "  %inf = ((f32[8]{0}), token[]) infeed(token[] %tok), infeed_config=\"cfg\"\n"
+      "  %zero = f32[] constant(0)\n"
+      "  %two = f32[4]{0} constant({1, 2, 3, 4})\n"
+      "  %sas = f32[8]{0} select-and-scatter(f32[8]{0} %p, f32[4]{0} %two, f32[] %zero), window={size=2 stride=2}, select=%ge, scatter=%add\n"
+      "  %out = token[] outfeed(f32[8]{0} %p, token[] %tok), outfeed_config=\"oc\"\n"
+      "  %cplx = c64[8]{0} constant({...})\n"
+      "  %fft = c64[8]{0} fft(c64[8]{0} %cplx), fft_type=FFT, fft_length={8}\n"
+      "  ROOT %r = f32[8]{0} add(f32[8]{0} %cc, f32[8]{0} %cond), statistics={visualizing_index=1,stat-1=33}\n"
+      "}\n";
+
+START_TEST(test_roundtrip_rarer_ops) { check_roundtrip(kRarerOps); }
+END_TEST
+
+START_TEST(test_roundtrip_async_send_recv_domain) {
+  check_roundtrip(
+      "HloModule async_mod, is_scheduled=true\n"
+      "\n"
+      "%async_comp (ap: f32[8]) -> f32[8] {\n"
+      "  %ap = f32[8]{0} parameter(0)\n"
+      "  ROOT %an = f32[8]{0} negate(f32[8]{0} %ap)\n"
+      "}, execution_thread=\"thread_b\"\n"
+      "\n"
+      "ENTRY %main (p: f32[8], q: s4[16]) -> (f32[8], f32[8], s4[16]) {\n"
+      "  %p = f32[8]{0} parameter(0), sharding={{devices=[2]0,1}}\n"
+      "  %q = s4[16]{0:E(4)S(2)} parameter(1)\n"
+      "  %st = ((f32[8]{0}), f32[8]{0}, s32[]) async-start(f32[8]{0} %p), async_execution_thread=\"thread_b\", calls=%async_comp\n"
+      "  %dn = f32[8]{0} async-done(((f32[8]{0}), f32[8]{0}, s32[]) %st)\n"
+      "  %tok = token[] after-all()\n"
+      "  %snd = (f32[8]{0}, u32[], token[]) send(f32[8]{0} %dn, token[] %tok), channel_id=7, is_host_transfer=true\n"
+      "  %sd = token[] send-done((f32[8]{0}, u32[], token[]) %snd), channel_id=7, is_host_transfer=true\n"
+      "  %rcv = (f32[8]{0}, u32[], token[]) recv(token[] %tok), channel_id=8\n"
+      "  %rd = (f32[8]{0}, token[]) recv-done((f32[8]{0}, u32[], token[]) %rcv), channel_id=8\n"
+      "  %rv = f32[8]{0} get-tuple-element((f32[8]{0}, token[]) %rd), index=0\n"
+      "  %dom = f32[8]{0} domain(f32[8]{0} %rv), domain={kind=\"sharding\", entry={maximal device=0}, exit={replicated}}\n"
+      "  %ags = (f32[8]{0}, f32[16]{0}) all-gather-start(f32[8]{0} %dom), channel_id=9, replica_groups={{0,1}}, dimensions={0}\n"
+      "  %agd = f32[16]{0} all-gather-done((f32[8]{0}, f32[16]{0}) %ags)\n"
+      "  %sl = f32[8]{0} slice(f32[16]{0} %agd), slice={[0:8]}\n"
+      "  %bc = f32[2,8]{1,0} broadcast(f32[8]{0} %sl), dimensions={1}\n"
+      "  %tr = f32[8,2]{0,1} transpose(f32[2,8]{1,0} %bc), dimensions={1,0}\n"
+      "  %rs = f32[16]{0} reshape(f32[8,2]{0,1} %tr)\n"
+      "  %cat = f32[24]{0} concatenate(f32[16]{0} %rs, f32[8]{0} %dn), dimensions={0}\n"
+      "  %gds = s32[] get-dimension-size(f32[24]{0} %cat), dimensions={0}\n"
+      "  ROOT %t = (f32[8]{0}, f32[8]{0}, s4[16]{0:E(4)S(2)}) tuple(f32[8]{0} %dn, f32[8]{0} %rv, s4[16]{0:E(4)S(2)} %q), sharding={{devices=[2]0,1}, {maximal device=1}, {replicated}}\n"
+      "}\n");
+}
+END_TEST
+
 /* ---- import errors ------------------------------------------------------------------- */
 
 #define SHAPE_F32_2 "{\"element_type\":\"f32\",\"dims\":[2]}"
@@ -510,11 +603,9 @@ static json_object *replacement(int kind) {
 }
 
 /* Every node of an exported module replaced by values of every other type. */
-START_TEST(test_fuzz_type_confusion) {
-  hk_module *m = build_api_module();
+static void fuzz_type_confusion(hk_module *m, int *imported) {
   json_object *doc = export_doc(m);
   hk_module_free(m);
-  int imported = 0;
   for (int target = 0;; target++) {
     bool any = false;
     for (int kind = 0; kind < 7; kind++) {
@@ -532,12 +623,20 @@ START_TEST(test_fuzz_type_confusion) {
       const char *text = json_object_to_json_string_length(copy, JSON_C_TO_STRING_PLAIN, &len);
       import_anything(text, len);
       json_object_put(copy);
-      imported++;
+      (*imported)++;
     }
     if (!any) break;
   }
-  ck_assert_int_gt(imported, 300);
   json_object_put(doc);
+}
+
+START_TEST(test_fuzz_type_confusion) {
+  int imported = 0;
+  fuzz_type_confusion(build_api_module(), &imported);
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(kRarerOps, strlen(kRarerOps), "rare.hlo", &m));
+  fuzz_type_confusion(m, &imported);
+  ck_assert_int_gt(imported, 3000);
 }
 END_TEST
 
@@ -650,6 +749,8 @@ static Suite *json_suite(void) {
   tcase_add_test(rt, test_roundtrip_gather_scatter_slices);
   tcase_add_test(rt, test_roundtrip_collectives);
   tcase_add_test(rt, test_roundtrip_control_flow_and_misc);
+  tcase_add_test(rt, test_roundtrip_rarer_ops);
+  tcase_add_test(rt, test_roundtrip_async_send_recv_domain);
   suite_add_tcase(s, rt);
   TCase *err = tcase_create("errors");
   tcase_add_test(err, test_import_errors_name_the_path);

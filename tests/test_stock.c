@@ -1,33 +1,18 @@
 /* test_stock.c - Check tests of the stock passes plugin: each pass's
  * rewrite, and what it must leave alone. */
-#include <limits.h>
-#include <unistd.h>
-
 #include "pipeline/pipeline.h"
 #include "testutil.h"
 
 static hk_registry *reg;
 
-/* Loads build/.../plugins/stock.so relative to this test binary. */
 static void load_stock(void) {
-  char exe[PATH_MAX], path[PATH_MAX + 32];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ck_assert(n > 0);
-  exe[n] = 0;
-  char *slash = strrchr(exe, '/');
-  *slash = 0;
-  snprintf(path, sizeof path, "%s/../plugins/stock.so", exe);
+  char path[4096];
+  hk_test_plugin_path("stock", path, sizeof path);
   reg = hk_registry_new();
   ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
 }
 
 static void unload_stock(void) { hk_registry_free(reg); }
-
-static hk_module *parse(const char *text) {
-  hk_module *m = NULL;
-  ck_assert_ok(hk_parse_module(text, strlen(text), "test", &m));
-  return m;
-}
 
 /* Runs pass `name` with options; returns changed. */
 static bool run_pass(hk_module *m, const char *name, const char *opts) {
@@ -49,15 +34,8 @@ static bool has_instr(hk_module *m, const char *name) {
   return false;
 }
 
-static int64_t count_op(const hk_module *m, hk_opcode op) {
-  int64_t n = 0;
-  for (int32_t k = 0; k < m->n_computations; k++)
-    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) n += i->opcode == op;
-  return n;
-}
-
 START_TEST(dce_removes_dead_keeps_side_effects) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\n"
       "unused {\n  a = f32[] parameter(0)\n  ROOT n = f32[] negate(a)\n}\n\n"
       "ENTRY e {\n"
@@ -77,7 +55,7 @@ START_TEST(dce_removes_dead_keeps_side_effects) {
 END_TEST
 
 START_TEST(tuple_simplifier_folds_both_patterns) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n"
       "  p = f32[4] parameter(0)\n  q = s32[] parameter(1)\n"
       "  t = (f32[4], s32[]) tuple(p, q)\n"
@@ -95,7 +73,7 @@ START_TEST(tuple_simplifier_folds_both_patterns) {
 END_TEST
 
 START_TEST(tuple_simplifier_leaves_partial_tuples) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n"
       "  w = (f32[4], s32[], s32[]) parameter(0)\n"
       "  w0 = f32[4] get-tuple-element(w), index=0\n  w1 = s32[] get-tuple-element(w), index=1\n"
@@ -114,7 +92,7 @@ static const char *two_calls =
     "  ROOT r = f32[4] add(c1, c2)\n}\n";
 
 START_TEST(flatten_gives_each_call_its_callee) {
-  hk_module *m = parse(two_calls);
+  hk_module *m = hk_test_parse(two_calls);
   hk_call_graph *g = hk_call_graph_build(m);
   ck_assert(!hk_call_graph_is_flattened(g));
   hk_call_graph_free(g);
@@ -132,7 +110,7 @@ START_TEST(flatten_gives_each_call_its_callee) {
 END_TEST
 
 START_TEST(flatten_leaves_embedded_reductions_shared) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nsum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
       "  ROOT s = f32[] add(a, b)\n}\n\n"
       "ENTRY e {\n  p = f32[4] parameter(0)\n  z = f32[] constant(0)\n"
@@ -146,7 +124,7 @@ START_TEST(flatten_leaves_embedded_reductions_shared) {
 END_TEST
 
 START_TEST(cse_merges_identical_instructions) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
       "  a1 = f32[4] add(p, p)\n  a2 = f32[4] add(p, p)\n"
       "  k1 = f32[] constant(2)\n  k2 = f32[] constant(2)\n  k3 = f32[] constant(3)\n"
@@ -159,28 +137,28 @@ START_TEST(cse_merges_identical_instructions) {
   ck_assert_ptr_eq(r->operands[0], r->operands[1]);
   ck_assert_ptr_ne(r->operands[0], r->operands[2]);
   ck_assert(has_instr(m, "k3"));
-  ck_assert_int_eq(count_op(m, HK_OP_ADD), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ADD), 1);
   hk_module_free(m);
 }
 END_TEST
 
 START_TEST(cse_keeps_side_effects_apart) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
       "  c1 = f32[4] custom-call(p), custom_call_target=\"x\", custom_call_has_side_effect=true\n"
       "  c2 = f32[4] custom-call(p), custom_call_target=\"x\", custom_call_has_side_effect=true\n"
       "  ROOT r = f32[4] add(c1, c2)\n}\n");
   ck_assert(!run_pass(m, "hlo-cse", NULL));
-  ck_assert_int_eq(count_op(m, HK_OP_CUSTOM_CALL), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CUSTOM_CALL), 2);
   hk_module_free(m);
 }
 END_TEST
 
 START_TEST(call_inliner_inlines_every_call) {
-  hk_module *m = parse(two_calls);
+  hk_module *m = hk_test_parse(two_calls);
   ck_assert(run_pass(m, "call-inliner", NULL));
-  ck_assert_int_eq(count_op(m, HK_OP_CALL), 0);
-  ck_assert_int_eq(count_op(m, HK_OP_NEGATE), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), 2);
   ck_assert_int_eq(m->n_computations, 1);
   /* r = add(negate(p), negate(negate(p))) */
   hk_instr *r = m->entry->root;
@@ -192,22 +170,22 @@ START_TEST(call_inliner_inlines_every_call) {
 END_TEST
 
 START_TEST(call_inliner_single_call_site_option) {
-  hk_module *m = parse(two_calls);
+  hk_module *m = hk_test_parse(two_calls);
   ck_assert(!run_pass(m, "call-inliner", "single_call_site=true"));
-  ck_assert_int_eq(count_op(m, HK_OP_CALL), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CALL), 2);
   hk_module_free(m);
 }
 END_TEST
 
 START_TEST(rng_expander_lowers_rng) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n"
       "  ROOT r = f32[8] rng(lo, hi), distribution=rng_uniform, sharding={replicated}\n}\n"
       );
   ck_assert(run_pass(m, "rng-expander", NULL));
-  ck_assert_int_eq(count_op(m, HK_OP_RNG), 0);
-  ck_assert_int_eq(count_op(m, HK_OP_RNG_GET_AND_UPDATE_STATE), 1);
-  ck_assert_int_eq(count_op(m, HK_OP_RNG_BIT_GENERATOR), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG_GET_AND_UPDATE_STATE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG_BIT_GENERATOR), 1);
   ck_assert_int_eq(m->entry->root->shape->elem, HK_F32);
   ck_assert_ptr_nonnull(m->entry->root->sharding);
   ck_assert(!run_pass(m, "rng-expander", NULL));
@@ -216,22 +194,22 @@ START_TEST(rng_expander_lowers_rng) {
 END_TEST
 
 START_TEST(rng_expander_normal_and_int) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  mu = f32[] constant(0)\n  sigma = f32[] constant(1)\n"
       "  n = f32[3,2] rng(mu, sigma), distribution=rng_normal\n"
       "  a = s32[] constant(3)\n  b = s32[] constant(9)\n"
       "  i = s32[5] rng(a, b), distribution=rng_uniform\n"
       "  ROOT t = (f32[3,2], s32[5]) tuple(n, i)\n}\n");
   ck_assert(run_pass(m, "rng-expander", NULL));
-  ck_assert_int_eq(count_op(m, HK_OP_RNG), 0);
-  ck_assert_int_eq(count_op(m, HK_OP_RNG_GET_AND_UPDATE_STATE), 2);
-  ck_assert_int_eq(count_op(m, HK_OP_COS), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG_GET_AND_UPDATE_STATE), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COS), 1);
   hk_module_free(m);
 }
 END_TEST
 
 START_TEST(verifier_pass_reports_bad_module) {
-  hk_module *m = parse(
+  hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  q = f32[3] parameter(1)\n"
       "  ROOT r = f32[4] add(p, q)\n}\n");
   hk_status *err = NULL;

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hlokit/hlokit.h"
 
@@ -34,6 +35,34 @@
 static inline const char *hk_test_conformance_dir(void) {
   const char *d = getenv("HLOKIT_CONFORMANCE_DIR");
   return d ? d : "../shared/conformance";
+}
+
+/* Path of build plugin `name` (e.g. "stock") relative to the running test
+ * binary ($(BUILD)/tests/x -> $(BUILD)/plugins/name.so). */
+static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) {
+  char exe[2048];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ck_assert(n > 0);
+  exe[n] = 0;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = 0;
+  int w = snprintf(out, cap, "%s/../plugins/%.64s.so", exe, name);
+  ck_assert(w > 0 && (size_t)w < cap);
+}
+
+/* Parses text or fails the test. */
+static inline hk_module *hk_test_parse(const char *text) {
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(text, strlen(text), "test", &m));
+  return m;
+}
+
+/* Number of instructions with opcode op in the whole module. */
+static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
+  int64_t n = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) n += i->opcode == op;
+  return n;
 }
 
 #endif

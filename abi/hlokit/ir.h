@@ -4,6 +4,10 @@
  * (hk_alloc); nothing is freed individually, hk_module_free() releases it
  * all.  Names, shapes and shardings are interned per module.
  *
+ * Threads: any number of threads may read a module at once (and call
+ * hk_computation_post_order); changing it, including allocating, interning
+ * and naming, needs one thread at a time.
+ *
  * Structs are transparent so passes read fields directly on hot paths.  The
  * ABI rule that makes this safe across versions: the host allocates every
  * struct here, and new fields are only ever appended at the end, so a

@@ -48,6 +48,7 @@ static hk_status *infer_broadcast(ana_ctx *c, const hk_shape **out) {
 }
 
 static hk_status *infer_reshape(ana_ctx *c, const hk_shape **out) {
+  if (c->i->n_operands < 1) return ana_fail(c->i, "reshape needs an operand");
   const hk_shape *op = OPND(c, 0), *decl = c->i->shape;
   HK_TRY(need_operand_array(c, 0));
   HK_TRY(need_declared_array(c));
@@ -148,8 +149,8 @@ static hk_status *check_start_indices(ana_ctx *c, int first, int rank) {
 }
 
 static hk_status *infer_dynamic_slice(ana_ctx *c, const hk_shape **out) {
-  const hk_shape *op = OPND(c, 0);
   if (c->i->n_operands < 1) return ana_fail(c->i, "dynamic-slice needs an operand");
+  const hk_shape *op = OPND(c, 0);
   HK_TRY(need_operand_array(c, 0));
   HK_TRY(check_start_indices(c, 1, op->rank));
   hk_i64s sizes = c->i->attrs ? c->i->attrs->dynamic_slice_sizes : (hk_i64s){0, NULL};

@@ -403,6 +403,48 @@ static hk_status *check_async_pair(const hk_instr *i) {
   }
 }
 
+/* XLA's VerifyChannels for send/recv: one user, and a done op on the same
+ * channel with the same is_host_transfer. */
+static hk_status *check_send_recv(const hk_instr *i) {
+  if (i->opcode != HK_OP_SEND && i->opcode != HK_OP_RECV) return NULL;
+  if (hk_instr_is_root(i)) return NULL; /* wrapped in an async computation */
+  if (i->n_users != 1)
+    return ana_fail(i, "%s must have exactly one user, has %d",
+                    hk_opcode_name((hk_opcode)i->opcode), (int)i->n_users);
+  const hk_instr *done = i->users[0];
+  hk_opcode want = i->opcode == HK_OP_SEND ? HK_OP_SEND_DONE : HK_OP_RECV_DONE;
+  if (done->opcode != want) return NULL;
+  if (hk_instr_channel_id(done) != hk_instr_channel_id(i))
+    return ana_fail(i, "channel id %lld differs from that of '%s' (%lld)",
+                    (long long)hk_instr_channel_id(i), done->name,
+                    (long long)hk_instr_channel_id(done));
+  bool a = i->attrs && i->attrs->is_host_transfer, b = done->attrs && done->attrs->is_host_transfer;
+  if (a != b)
+    return ana_fail(i, "is_host_transfer differs from that of '%s'", done->name);
+  return NULL;
+}
+
+/* parameter_replication has one entry per leaf buffer of the parameter. */
+static hk_status *check_parameter_replication(const hk_instr *i) {
+  if (i->opcode != HK_OP_PARAMETER || !i->attrs || i->attrs->n_parameter_replication == 0)
+    return NULL;
+  int64_t leaves = hk_shape_leaf_count(i->shape);
+  if (leaves != i->attrs->n_parameter_replication)
+    return ana_fail(i, "parameter has %lld leaf buffers, but parameter_replication has %d "
+                    "elements", (long long)leaves, (int)i->attrs->n_parameter_replication);
+  return NULL;
+}
+
+/* Layout-sensitive: a bitcast keeps the byte size. */
+static hk_status *check_bitcast_size(const hk_instr *i, const hk_verify_options *o) {
+  if (!o->layout_sensitive || i->opcode != HK_OP_BITCAST || i->n_operands != 1) return NULL;
+  int64_t out = hk_shape_byte_size(i->shape), in = hk_shape_byte_size(i->operands[0]->shape);
+  if (out != in)
+    return ana_fail(i, "bitcast cannot have different shape sizes of output (%lld) and "
+                    "operand (%lld)", (long long)out, (long long)in);
+  return NULL;
+}
+
 static hk_status *check_instr(const hk_module *m, const hk_instr *i,
                               const hk_verify_options *o) {
   if (i->opcode >= HK_OPCODE_COUNT) return ana_fail(i, "unknown opcode %d", (int)i->opcode);
@@ -412,8 +454,15 @@ static hk_status *check_instr(const hk_module *m, const hk_instr *i,
                     hk_opcode_name((hk_opcode)i->opcode), (int)i->n_operands);
   HK_TRY(check_called_count(i));
   if (!i->shape) return ana_fail(i, "has no shape");
+  if (hk_shape_is_array(i->shape) && i->shape->layout &&
+      i->shape->layout->n_minor_to_major != i->shape->rank)
+    return ana_fail(i, "has mismatched minor-to-major size (%d) and dimension size (%d)",
+                    (int)i->shape->layout->n_minor_to_major, (int)i->shape->rank);
   if (o->check_shapes) HK_TRY(check_shape(m, i));
   HK_TRY(check_async_pair(i));
+  HK_TRY(check_send_recv(i));
+  HK_TRY(check_parameter_replication(i));
+  HK_TRY(check_bitcast_size(i, o));
   if (o->check_shardings) {
     HK_TRY(check_sharding(m, i));
     HK_TRY(check_consistent_sharding(i));

@@ -27,7 +27,9 @@ void hk_cli_common_free(hk_cli_common *c) {
 bool hk_cli_is_option(const char *arg) { return arg[0] == '-' && arg[1] != '\0'; }
 
 int hk_cli_fail(const char *cmd, hk_status *st) {
-  fprintf(stderr, "hlokit %s: error: %s\n", cmd, st ? st->message : "unknown error");
+  const char *msg = st ? st->message : "unknown error";
+  /* Parse errors already read "FILE:LINE:COL: error: ...". */
+  fprintf(stderr, "hlokit %s: %s%s\n", cmd, strstr(msg, ": error: ") ? "" : "error: ", msg);
   hk_status_free(st);
   return HK_EXIT_ERROR;
 }

@@ -91,7 +91,9 @@ static void print_json(const hk_registry *reg, FILE *f) {
     json_object_array_add(ccs, o);
   }
   json_object_object_add(root, "custom_call_partitioners", ccs);
-  fprintf(f, "%s\n", json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY));
+  fprintf(f, "%s\n", json_object_to_json_string_ext(
+                    root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                              JSON_C_TO_STRING_NOSLASHESCAPE));
   json_object_put(root);
 }
 

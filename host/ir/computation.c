@@ -56,10 +56,20 @@ static void stack_push(ptr_stack *s, hk_instr *i) {
 }
 
 /* Collectives sharing a channel id run together (XLA's
- * ComputeChannelDependencies): each depends on the earlier ones. */
+ * ComputeChannelDependencies): each depends on the earlier ones of its
+ * channel.  They are kept sorted by (channel, list position) with an
+ * address table to find an instruction's place. */
+typedef struct channel_entry {
+  hk_instr *instr;
+  int64_t channel, pos;
+} channel_entry;
+
 typedef struct channel_deps {
-  hk_instr **order;      /* channel collectives, list order */
+  channel_entry *v;      /* sorted by channel, then list position */
   int64_t n;
+  int64_t *slot_of;      /* open-addressed: address -> index in v, -1 empty */
+  hk_instr **slot_key;
+  size_t mask;
 } channel_deps;
 
 static bool is_channel_collective(const hk_instr *i) {
@@ -73,24 +83,59 @@ static bool is_channel_collective(const hk_instr *i) {
   }
 }
 
+static int channel_entry_cmp(const void *a, const void *b) {
+  const channel_entry *x = a, *y = b;
+  if (x->channel != y->channel) return x->channel < y->channel ? -1 : 1;
+  return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static size_t channel_slot(const channel_deps *d, const hk_instr *i) {
+  size_t h = (size_t)hk_hash_combine((uint64_t)(uintptr_t)i, 77) & d->mask;
+  while (d->slot_key[h] && d->slot_key[h] != i) h = (h + 1) & d->mask;
+  return h;
+}
+
 static void channel_deps_init(channel_deps *d, const hk_computation *c) {
-  d->order = NULL;
-  d->n = 0;
-  for (hk_instr *i = c->first; i; i = i->next)
-    if (is_channel_collective(i)) d->n++;
+  memset(d, 0, sizeof *d);
+  int64_t pos = 0;
+  for (hk_instr *i = c->first; i; i = i->next, pos++) {
+    if (!is_channel_collective(i)) continue;
+    if ((d->n & (d->n - 1)) == 0) {   /* grow at powers of two */
+      d->v = realloc(d->v, (size_t)(d->n ? 2 * d->n : 1) * sizeof *d->v);
+      if (!d->v) abort();
+    }
+    d->v[d->n++] = (channel_entry){i, i->attrs->channel_id, pos};
+  }
   if (!d->n) return;
-  d->order = malloc((size_t)d->n * sizeof *d->order);
-  if (!d->order) abort();
-  int64_t k = 0;
-  for (hk_instr *i = c->first; i; i = i->next)
-    if (is_channel_collective(i)) d->order[k++] = i;
+  qsort(d->v, (size_t)d->n, sizeof *d->v, channel_entry_cmp);
+  size_t cap = 16;
+  while (cap < 2 * (size_t)d->n) cap *= 2;
+  d->mask = cap - 1;
+  d->slot_key = calloc(cap, sizeof *d->slot_key);
+  d->slot_of = malloc(cap * sizeof *d->slot_of);
+  if (!d->slot_key || !d->slot_of) abort();
+  for (int64_t k = 0; k < d->n; k++) {
+    size_t h = channel_slot(d, d->v[k].instr);
+    d->slot_key[h] = d->v[k].instr;
+    d->slot_of[h] = k;
+  }
+}
+
+static void channel_deps_free(channel_deps *d) {
+  free(d->v);
+  free(d->slot_key);
+  free(d->slot_of);
 }
 
 static void push_channel_deps(ptr_stack *s, const channel_deps *d, const hk_instr *cur) {
   if (!d->n || !is_channel_collective(cur)) return;
-  int64_t ch = cur->attrs->channel_id;
-  for (int64_t k = 0; k < d->n && d->order[k] != cur; k++)
-    if (d->order[k]->attrs->channel_id == ch) stack_push(s, d->order[k]);
+  size_t h = channel_slot(d, cur);
+  if (d->slot_key[h] != cur) return;
+  int64_t k = d->slot_of[h];
+  /* earlier members of the channel, in list order */
+  int64_t first = k;
+  while (first > 0 && d->v[first - 1].channel == d->v[k].channel) first--;
+  for (int64_t j = first; j < k; j++) stack_push(s, d->v[j].instr);
 }
 
 static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_instr **out,
@@ -134,7 +179,7 @@ hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
   for (hk_instr *i = c->first; i; i = i->next) set_visit_state(i, VISIT_NEW);
   pthread_mutex_unlock(&post_order_lock);
   free(s.v);
-  free(d.order);
+  channel_deps_free(&d);
   *n = n_out;
   return out;
 }

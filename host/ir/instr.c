@@ -11,6 +11,13 @@ static hk_instr **ptrs_alloc(hk_module *m, int32_t n) {
 
 static hk_module *instr_module(const hk_instr *i) { return i->parent->module; }
 
+/* A copy of n bytes of 8-byte items (8-byte alignment packs small arrays). */
+static void *dup8(hk_module *m, const void *p, size_t n) {
+  void *d = hk_alloc_aligned(m, n, 8);
+  memcpy(d, p, n);
+  return d;
+}
+
 static bool has_operand(const hk_instr *i, const hk_instr *op) {
   for (int32_t k = 0; k < i->n_operands; k++)
     if (i->operands[k] == op) return true;
@@ -108,12 +115,12 @@ hk_attrs *hk_instr_attrs(hk_instr *i) {
 
 void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims) {
   i->n_dims = n;
-  i->dims = n ? hk_memdup(instr_module(i), dims, (size_t)n * sizeof *dims) : NULL;
+  i->dims = n ? dup8(instr_module(i), dims, (size_t)n * sizeof *dims) : NULL;
 }
 
 void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
   i->n_called = n;
-  i->called = n ? hk_memdup(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
+  i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
 }
 
 void hk_instr_set_name(hk_instr *i, const char *name) {

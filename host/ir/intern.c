@@ -130,8 +130,14 @@ hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_
   return strmap_probe(t, s, len, hash);
 }
 
+void hk_strmap_prefetch(hk_strmap *t, uint32_t hash) {
+  strmap_reserve_one(t);
+  __builtin_prefetch(&t->slots[hash & t->mask]);
+}
+
 void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *value) {
   uint32_t h = hk_str_hdr(key)->hash;
+  if ((uintptr_t)key & ~HK_STRMAP_PTR_MASK) abort();   /* not a user-space address */
   slot->kt = (uintptr_t)key | (uintptr_t)(h >> 16) << HK_STRMAP_PTR_BITS;
   slot->vt = (uintptr_t)(h & 0xffff) << HK_STRMAP_PTR_BITS;
   hk_strmap_set_value(slot, value);

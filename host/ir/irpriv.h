@@ -2,6 +2,8 @@
 #ifndef HLOKIT_IR_IRPRIV_H
 #define HLOKIT_IR_IRPRIV_H
 
+#include <stdlib.h>
+
 #include "arena.h"
 #include "intern.h"
 
@@ -40,7 +42,8 @@ static inline void *hk_strmap_value(const hk_strmap_entry *e) {
   return (void *)(e->vt & HK_STRMAP_PTR_MASK);
 }
 static inline void hk_strmap_set_value(hk_strmap_entry *e, const void *v) {
-  e->vt = (e->vt & ~HK_STRMAP_PTR_MASK) | ((uintptr_t)v & HK_STRMAP_PTR_MASK);
+  if ((uintptr_t)v & ~HK_STRMAP_PTR_MASK) abort();   /* not a user-space address */
+  e->vt = (e->vt & ~HK_STRMAP_PTR_MASK) | (uintptr_t)v;
 }
 static inline uint32_t hk_strmap_hash(const hk_strmap_entry *e) {
   return (uint32_t)((e->kt >> HK_STRMAP_PTR_BITS) << 16 | (e->vt >> HK_STRMAP_PTR_BITS));
@@ -58,6 +61,9 @@ hk_strmap_entry *hk_strmap_find(const hk_strmap *t, const char *s, size_t len, u
  * empty slot where s belongs (kt == 0); fill that with hk_strmap_fill. */
 hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_t hash);
 void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *value);
+/* Makes room for one more key and starts loading the slot for hash, so a
+ * later hk_strmap_slot with that hash finds it in cache. */
+void hk_strmap_prefetch(hk_strmap *t, uint32_t hash);
 /* Adds key (a header string not yet present); returns its entry. */
 hk_strmap_entry *hk_strmap_add(hk_strmap *t, const char *key, void *value);
 size_t hk_strmap_bytes(const hk_strmap *t);

@@ -22,8 +22,10 @@ static size_t sanitize(const char *s, size_t len, char *out) {
     bool ok = i == 0 ? (isalpha((unsigned char)c) || c == '_') : name_char_allowed(c);
     out[i] = ok ? c : '_';
   }
-  hk_prim p = hk_prim_from_name(out, len);
-  if (p != HK_PRIM_INVALID && p != HK_TUPLE) out[len++] = '_';
+  if (len <= 13) {   /* the longest type name, f8e4m3b11fnuz */
+    hk_prim p = hk_prim_from_name(out, len);
+    if (p != HK_PRIM_INVALID && p != HK_TUPLE) out[len++] = '_';
+  }
   if (len >= 2 && out[0] == '_' && out[1] == '_' &&
       !(len >= 6 && memcmp(out, "__xla_", 6) == 0))
     out[0] = 'a';
@@ -164,12 +166,16 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
   char *buf = need <= sizeof stack ? stack : malloc(need);
   if (!buf) abort();
   char *scratch = buf + len + 40;
+  /* Usually the name is already canonical: start loading its slot while the
+   * canonical spelling is worked out. */
+  uint32_t h = hk_str_hash(want, len);
+  hk_strmap_prefetch(&ns->names, h);
   size_t n = sanitize(want, len, buf);
   size_t root_len;
   int64_t id;
   bool suffix = split_suffix(buf, n, &root_len, &id);
   n = format_name(buf, buf, root_len, suffix, id);
-  uint32_t h = hk_str_hash(buf, n);
+  if (n != len || memcmp(buf, want, len) != 0) h = hk_str_hash(buf, n);
   hk_strmap_entry *e = hk_strmap_slot(&ns->names, buf, n, h);
   const char *name;
   if (e->kt && hk_strmap_value(e) == HK_NAME_RESERVED && owner != HK_NAME_RESERVED) {

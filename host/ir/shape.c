@@ -79,6 +79,12 @@ static bool shape_identical(const void *stored, const void *key) {
   return true;
 }
 
+static void *memdup8(hk_module *m, const void *p, size_t n) {
+  void *d = hk_alloc_aligned(m, n, 8);
+  memcpy(d, p, n);
+  return d;
+}
+
 static const hk_layout *layout_copy(hk_module *m, const hk_layout *l) {
   if (!l) return NULL;
   hk_layout *c = hk_alloc(m, sizeof *c);
@@ -105,7 +111,7 @@ static const void *shape_copy_into(hk_module *m, const void *key) {
   hk_shape *c = hk_alloc(m, sizeof *c);
   c->elem = s->elem;
   c->rank = s->rank;
-  c->dims = s->rank ? hk_memdup(m, s->dims, (size_t)s->rank * 8) : NULL;
+  c->dims = s->rank ? memdup8(m, s->dims, (size_t)s->rank * 8) : NULL;
   c->dynamic = dynamic_any(s) ? hk_memdup(m, s->dynamic, s->rank) : NULL;
   c->layout = layout_copy(m, s->layout);
   if (s->elem == HK_TUPLE) {
@@ -184,9 +190,25 @@ const hk_shape *hk_shape_with_dims(hk_module *m, const hk_shape *s, int rank,
   return hk_shape_intern(m, &t);
 }
 
+/* XLA's ShapeUtil::ChangeElementType: tuples change every leaf; a packed
+ * element size (E(n)) is kept only for sub-byte types. */
 const hk_shape *hk_shape_with_elem(hk_module *m, const hk_shape *s, hk_prim elem) {
+  if (s->elem == HK_TUPLE) {
+    const hk_shape *stack_elems[16];
+    const hk_shape **elems = s->n_tuple <= 16 ? stack_elems
+                                              : hk_alloc(m, (size_t)s->n_tuple * sizeof *elems);
+    for (int k = 0; k < s->n_tuple; k++) elems[k] = hk_shape_with_elem(m, s->tuple[k], elem);
+    return hk_shape_tuple(m, s->n_tuple, elems);
+  }
+  if (!hk_shape_is_array(s)) return hk_shape_intern(m, s);
   hk_shape t = *s;
   t.elem = (uint8_t)elem;
+  hk_layout l;
+  if (s->layout && s->layout->element_size_bits && hk_prim_bits(elem) >= 8) {
+    l = *s->layout;
+    l.element_size_bits = 0;
+    t.layout = &l;
+  }
   return hk_shape_intern(m, &t);
 }
 

@@ -30,6 +30,7 @@ static const char *const kOpNames[HK_OPCODE_COUNT] = {
 static uint16_t op_slots[OP_SLOTS];     /* opcode + 1; 0 = empty */
 static uint8_t prim_slots[PRIM_SLOTS];  /* prim + 1; 0 = empty */
 static pthread_once_t tables_once = PTHREAD_ONCE_INIT;
+static bool tables_built;
 
 static uint32_t name_hash(const char *s, size_t len) {
   uint32_t h = 2166136261u;
@@ -37,7 +38,20 @@ static uint32_t name_hash(const char *s, size_t len) {
   return h ^ (h >> 15);
 }
 
-static void build_tables(void) {
+static void build_tables_once(void);
+
+/* Built when the library loads; lookups before that (other constructors)
+ * fall back to pthread_once. */
+__attribute__((constructor)) static void build_tables_at_load(void) {
+  pthread_once(&tables_once, build_tables_once);
+}
+
+static inline void ensure_tables(void) {
+  if (!__atomic_load_n(&tables_built, __ATOMIC_ACQUIRE))
+    pthread_once(&tables_once, build_tables_once);
+}
+
+static void build_tables_once(void) {
   for (int op = 0; op < HK_OPCODE_COUNT; op++) {
     uint32_t h = name_hash(kOpNames[op], strlen(kOpNames[op]));
     while (op_slots[h & (OP_SLOTS - 1)]) h++;
@@ -48,6 +62,7 @@ static void build_tables(void) {
     while (prim_slots[h & (PRIM_SLOTS - 1)]) h++;
     prim_slots[h & (PRIM_SLOTS - 1)] = (uint8_t)(p + 1);
   }
+  __atomic_store_n(&tables_built, true, __ATOMIC_RELEASE);
 }
 
 static bool name_is(const char *name, const char *s, size_t len) {
@@ -55,7 +70,7 @@ static bool name_is(const char *name, const char *s, size_t len) {
 }
 
 hk_opcode hk_opcode_from_name(const char *s, size_t len) {
-  pthread_once(&tables_once, build_tables);
+  ensure_tables();
   for (uint32_t h = name_hash(s, len);; h++) {
     int v = op_slots[h & (OP_SLOTS - 1)];
     if (!v) return HK_OPCODE_COUNT;
@@ -64,7 +79,7 @@ hk_opcode hk_opcode_from_name(const char *s, size_t len) {
 }
 
 hk_prim hk_prim_from_name(const char *s, size_t len) {
-  pthread_once(&tables_once, build_tables);
+  ensure_tables();
   for (uint32_t h = name_hash(s, len);; h++) {
     int v = prim_slots[h & (PRIM_SLOTS - 1)];
     if (!v) return HK_PRIM_INVALID;

@@ -6,7 +6,7 @@
 
 /* Plain fields of hk_attrs are described by kind and offset; everything
  * else has its own pair of functions. */
-typedef enum attr_kind { A_I64, A_I32, A_BOOL, A_STR, A_I64S, A_CUSTOM } attr_kind;
+typedef enum attr_kind { A_I64, A_BOOL, A_STR, A_I64S, A_CUSTOM } attr_kind;
 
 typedef struct attr_desc attr_desc;
 /* Adds the attribute to obj when present on i. */
@@ -33,11 +33,6 @@ static void export_plain(const hk_instr *i, json_object *obj, const attr_desc *d
       if (v) hkj_put(obj, d->key, json_object_new_int64(v));
       break;
     }
-    case A_I32: {
-      int32_t v = *FIELD(i, d, const int32_t);
-      if (v) hkj_put(obj, d->key, json_object_new_int(v));
-      break;
-    }
     case A_BOOL:
       if (*FIELD(i, d, const bool)) hkj_put(obj, d->key, json_object_new_boolean(true));
       break;
@@ -60,12 +55,6 @@ static hk_status *import_plain(hkj_ctx *c, hk_instr *i, json_object *v, const at
   char *at = (char *)a + d->off;
   switch (d->kind) {
     case A_I64: return hkj_i64(c, v, (int64_t *)at);
-    case A_I32: {
-      int64_t x;
-      HK_TRY(hkj_i64_range(c, v, INT32_MIN, INT32_MAX, &x));
-      *(int32_t *)at = (int32_t)x;
-      return NULL;
-    }
     case A_BOOL: return hkj_bool(c, v, (bool *)at);
     case A_STR: return hkj_str(c, v, (const char **)at);
     case A_I64S: return hkj_i64s(c, v, (hk_i64s *)at);
@@ -326,6 +315,37 @@ static hk_status *import_replication(hkj_ctx *c, hk_instr *i, json_object *v) {
   return hkj_bools(c, v, &a->n_parameter_replication, &a->parameter_replication);
 }
 
+/* api_version: XLA's CustomCallApiVersion names (an int is accepted too). */
+static const char *const api_versions[] = {"API_VERSION_UNSPECIFIED", "API_VERSION_ORIGINAL",
+                                           "API_VERSION_STATUS_RETURNING",
+                                           "API_VERSION_STATUS_RETURNING_UNIFIED",
+                                           "API_VERSION_TYPED_FFI"};
+#define N_API_VERSIONS 5
+
+static void export_api_version(const hk_instr *i, json_object *obj, const attr_desc *d) {
+  int32_t v = i->attrs ? i->attrs->api_version : 0;
+  if (!v) return;
+  hkj_put(obj, d->key, v > 0 && v < N_API_VERSIONS ? json_object_new_string(api_versions[v])
+                                                   : json_object_new_int(v));
+}
+
+static hk_status *import_api_version(hkj_ctx *c, hk_instr *i, json_object *v) {
+  hk_attrs *a = hk_instr_attrs(i);
+  if (!json_object_is_type(v, json_type_string)) {
+    int64_t x;
+    HK_TRY(hkj_i64_range(c, v, 0, INT32_MAX, &x));
+    a->api_version = (int32_t)x;
+    return NULL;
+  }
+  const char *s = json_object_get_string(v);
+  for (int k = 1; k < N_API_VERSIONS; k++)
+    if (!strcmp(s, api_versions[k])) {
+      a->api_version = k;
+      return NULL;
+    }
+  return hkj_err(c, "unknown API version '%s'", s);
+}
+
 /* infeed_config on infeed, outfeed_config on outfeed: one field. */
 static void export_feed_config(const hk_instr *i, json_object *obj, const attr_desc *d) {
   (void)d;
@@ -382,7 +402,7 @@ static const attr_desc attr_table[] = {
     PLAIN("is_host_transfer", A_BOOL, is_host_transfer),
     PLAIN("custom_call_target", A_STR, custom_call_target),
     PLAIN("custom_call_has_side_effect", A_BOOL, custom_call_has_side_effect),
-    PLAIN("api_version", A_I32, api_version),
+    CUSTOM("api_version", export_api_version, import_api_version),
     PLAIN("kind", A_STR, fusion_kind),
     PLAIN("is_stable", A_BOOL, is_stable),
     PLAIN("distribution", A_STR, rng_distribution),

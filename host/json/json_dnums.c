@@ -452,7 +452,7 @@ hk_status *hkj_replica_groups_from_json(hkj_ctx *c, json_object *v, const hk_rep
   HK_TRY(hkj_known_keys(c, v, keys));
   json_object *groups = hkj_get(v, "groups"), *iota = hkj_get(v, "iota");
   if (!groups && !iota) return hkj_err(c, "needs 'groups' or 'iota'");
-  hk_replica_groups *g = hk_alloc(c->m, sizeof *g), listed;
+  hk_replica_groups *g = hk_alloc(c->m, sizeof *g), listed = {0};
   if (groups) {
     size_t saved = hkj_push_key(c, "groups");
     hk_status *st = group_lists(c, groups, &listed);

@@ -78,7 +78,23 @@ static bool parse_opcode(tx_parser *P, tx_pending *pi) {
 /* Names are looked up in the IR's name table; the few instructions the IR
  * had to rename (a name used in two computations, a name that spells a
  * type) are found through P->scope by their source name. */
+static inline uint32_t recent_slot(const char *s, size_t len) {
+  uint32_t h = (uint32_t)len * 2654435761u;
+  for (size_t k = 0; k < len; k++) h = (h ^ (unsigned char)s[k]) * 16777619u;
+  return (h ^ (h >> 15)) & 1023;
+}
+
+static void remember(tx_parser *P, hk_instr *i, const char *s, size_t len) {
+  struct tx_recent *r = &P->recent[recent_slot(s, len)];
+  r->key = s;
+  r->len = (uint32_t)len;
+  r->instr = i;
+}
+
 hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
+  struct tx_recent *r = &P->recent[recent_slot(s, len)];
+  if (r->key && r->len == len && r->instr->parent == P->comp && memcmp(r->key, s, len) == 0)
+    return r->instr;
   if (P->scope->n) {
     hk_instr *i = tx_table_get(P->scope, s, len);
     if (i) return i;
@@ -95,6 +111,7 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
 /* Records the source name of a new instruction; false if the computation
  * already defines it. */
 static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
+  remember(P, i, s, len);
   if (strlen(i->name) == len && memcmp(i->name, s, len) == 0) return true;
   bool existed;
   tx_slot *slot = tx_table_claim(P->scope, s, len, &existed);

@@ -31,6 +31,8 @@ typedef struct printer {
   int64_t n_state;
   hk_instr **stack;
   size_t cap_stack;
+  hk_instr **order;
+  size_t cap_order;
   bool scheduled;
 } printer;
 
@@ -49,6 +51,7 @@ static void printer_free(printer *pr) {
   free(pr->pieces);
   free(pr->state);
   free(pr->stack);
+  free(pr->order);
 }
 
 static size_t hash_ptr(uintptr_t k) {
@@ -102,6 +105,16 @@ static void put_shape_nolayout(printer *pr, hk_buf *dst, const hk_shape *s) {
 }
 
 /* ---- small helpers ------------------------------------------------------------ */
+
+static void put_i64(hk_buf *b, int64_t v) {
+  char tmp[24];
+  char *e = tmp + sizeof tmp, *p = e;
+  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+  do *--p = (char)('0' + u % 10), u /= 10;
+  while (u);
+  if (v < 0) *--p = '-';
+  tx_put(b, p, (size_t)(e - p));
+}
 
 void tx_print_escaped(hk_buf *b, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -636,7 +649,7 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
     return;
   }
   if (i->opcode == HK_OP_PARAMETER) {
-    hk_buf_printf(out, "%lld", (long long)(a ? a->parameter_number : 0));
+    put_i64(out, a ? a->parameter_number : 0);
     return;
   }
   for (int k = 0; k < i->n_operands; k++) {
@@ -727,46 +740,89 @@ static void push(printer *pr, size_t *sp, hk_instr *i) {
   pr->stack[(*sp)++] = i;
 }
 
-/* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
- * in list order; operands pushed in reverse, control predecessors last. */
-static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
-  for (hk_instr *i = c->first; i; i = i->next) ensure_state(pr, i->id);
-  for (hk_instr *r = c->first; r; r = r->next) {
-    if (r->n_users || pr->state[r->id]) continue;
-    size_t sp = 0;
-    push(pr, &sp, r);
-    while (sp) {
-      hk_instr *cur = pr->stack[sp - 1];
-      if (cur->id >= pr->n_state || cur->parent != c) {
-        sp--;
-        continue;
-      }
-      if (pr->state[cur->id]) {
-        sp--;
-        if (pr->state[cur->id] == 1) {
-          pr->state[cur->id] = 2;
-          tx_put(out, "  ", 2);
-          print_instr_line(pr, cur, out);
-          tx_put(out, "\n", 1);
+static void emit(printer *pr, const hk_instr *i, hk_buf *out) {
+  tx_put(out, "  ", 2);
+  print_instr_line(pr, i, out);
+  tx_put(out, "\n", 1);
+}
+
+/* Post-order DFS from r into pr->order (state 1 = on the stack, 2 = done).
+ * Returns false if it met a control edge (then the caller must not assume
+ * r is the only instruction without users). */
+static bool dfs_collect(printer *pr, const hk_computation *c, hk_instr *r, size_t *n_order) {
+  bool clean = true;
+  size_t sp = 0;
+  push(pr, &sp, r);
+  while (sp) {
+    hk_instr *cur = pr->stack[sp - 1];
+    ensure_state(pr, cur->id);
+    if (cur->parent != c) {
+      sp--;
+      continue;
+    }
+    if (pr->state[cur->id]) {
+      sp--;
+      if (pr->state[cur->id] == 1) {
+        pr->state[cur->id] = 2;
+        if (*n_order == pr->cap_order) {
+          pr->cap_order = pr->cap_order ? 2 * pr->cap_order : 1024;
+          pr->order = realloc(pr->order, sizeof *pr->order * pr->cap_order);
         }
-        continue;
+        pr->order[(*n_order)++] = cur;
       }
-      pr->state[cur->id] = 1;
-      for (int k = cur->n_operands - 1; k >= 0; k--)
-        if (!pr->state[cur->operands[k]->id] || pr->state[cur->operands[k]->id] == 0)
-          push(pr, &sp, cur->operands[k]);
-      if (cur->attrs)
-        for (int k = 0; k < cur->attrs->n_control_preds; k++) push(pr, &sp, cur->attrs->control_preds[k]);
+      continue;
+    }
+    pr->state[cur->id] = 1;
+    for (int k = cur->n_operands - 1; k >= 0; k--) {
+      __builtin_prefetch(cur->operands[k]);
+      push(pr, &sp, cur->operands[k]);
+    }
+    if (cur->attrs && (cur->attrs->n_control_preds || cur->attrs->n_control_succs)) {
+      clean = false;
+      for (int k = 0; k < cur->attrs->n_control_preds; k++) push(pr, &sp, cur->attrs->control_preds[k]);
     }
   }
-  /* anything unreachable (cycles through users only) in list order */
-  for (hk_instr *i = c->first; i; i = i->next) {
-    if (pr->state[i->id] != 2) {
-      tx_put(out, "  ", 2);
-      print_instr_line(pr, i, out);
-      tx_put(out, "\n", 1);
+  return clean;
+}
+
+static void emit_order(printer *pr, size_t n, hk_buf *out) {
+  for (size_t k = 0; k < n; k++) emit(pr, pr->order[k], out);
+}
+
+/* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
+ * in list order; operands pushed in reverse, control predecessors last.
+ * Ids are unique in the module, so the state array is never reset. */
+static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
+  size_t n = 0;
+  /* Fast path: everything is reachable from a user-less root, so the root
+   * is the only DFS start and the list need not be walked. */
+  if (c->root && !c->root->n_users && c->root->parent == c) {
+    bool clean = dfs_collect(pr, c, c->root, &n);
+    if (clean && (int64_t)n == c->n_instrs) {
+      emit_order(pr, n, out);
+      return;
     }
-    pr->state[i->id] = 0;
+    for (size_t k = 0; k < n; k++) pr->state[pr->order[k]->id] = 0;
+  }
+  int64_t printed = 0;
+  for (hk_instr *r = c->first; r; r = r->next) {
+    if (r->next) __builtin_prefetch(r->next);
+    if (r->n_users) continue;
+    ensure_state(pr, r->id);
+    if (pr->state[r->id]) continue;
+    n = 0;
+    dfs_collect(pr, c, r, &n);
+    emit_order(pr, n, out);
+    printed += (int64_t)n;
+  }
+  if (printed == c->n_instrs) return;
+  /* only reachable through a cycle: print what is left in list order */
+  for (hk_instr *i = c->first; i; i = i->next) {
+    ensure_state(pr, i->id);
+    if (pr->state[i->id] != 2) {
+      pr->state[i->id] = 2;
+      emit(pr, i, out);
+    }
   }
 }
 
@@ -787,11 +843,7 @@ static void print_computation(printer *pr, const hk_computation *c, hk_buf *out)
   }
   tx_puts(out, " {\n");
   if (pr->scheduled) {
-    for (hk_instr *i = c->first; i; i = i->next) {
-      tx_put(out, "  ", 2);
-      print_instr_line(pr, i, out);
-      tx_put(out, "\n", 1);
-    }
+    for (hk_instr *i = c->first; i; i = i->next) emit(pr, i, out);
   } else {
     print_post_order(pr, c, out);
   }
@@ -889,11 +941,17 @@ static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
 /* Computations callees first (XLA's MakeComputationPostOrder); async
  * computations that print as sugar are skipped. */
 static void visit_computation(printer *pr, const hk_computation *c, uint8_t *seen,
-                              uint8_t *sugar, hk_buf *out) {
-  if (c->index < 0 || seen[c->index]) return;
+                              uint8_t *sugar, int n, hk_buf *out) {
+  if (c->index < 0 || c->index >= n || seen[c->index]) return;
   seen[c->index] = 1;
-  for (hk_instr *i = c->first; i; i = i->next) {
-    for (int k = 0; k < i->n_called; k++) visit_computation(pr, i->called[k], seen, sugar, out);
+  if (c->module->n_computations > 1) {
+    for (hk_instr *i = c->first; i; i = i->next) {
+      if (!i->n_called) continue;
+      if (i->opcode == HK_OP_ASYNC_START && can_expand(i->called[0]) &&
+          i->called[0]->index >= 0 && i->called[0]->index < n)
+        sugar[i->called[0]->index] = 1;
+      for (int k = 0; k < i->n_called; k++) visit_computation(pr, i->called[k], seen, sugar, n, out);
+    }
   }
   if (!sugar[c->index]) print_computation(pr, c, out);
 }
@@ -902,17 +960,11 @@ void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer pr;
   printer_init(&pr, out, form);
   pr.scheduled = m->config.is_scheduled;
+  ensure_state(&pr, m->next_id);
   print_header(&pr, m, out);
   int n = m->n_computations;
   uint8_t *seen = calloc((size_t)n + 1, 1), *sugar = calloc((size_t)n + 1, 1);
-  for (int k = 0; k < n; k++) {
-    const hk_computation *c = m->computations[k];
-    for (hk_instr *i = c->first; i; i = i->next)
-      if (i->opcode == HK_OP_ASYNC_START && i->n_called && can_expand(i->called[0]) &&
-          i->called[0]->index >= 0 && i->called[0]->index < n)
-        sugar[i->called[0]->index] = 1;
-  }
-  for (int k = 0; k < n; k++) visit_computation(&pr, m->computations[k], seen, sugar, out);
+  for (int k = 0; k < n; k++) visit_computation(&pr, m->computations[k], seen, sugar, n, out);
   free(seen);
   free(sugar);
   printer_free(&pr);

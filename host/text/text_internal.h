@@ -37,7 +37,12 @@ typedef struct tx_parser {
   tx_vec opstack;             /* operands of instructions being parsed */
   tx_vec async_comps;
   tx_vec *params;             /* parameters of the computation being parsed */
-  tx_table shapes;            /* shape text -> interned shape (array shapes) */         /* computations already wrapped by an async op */
+  tx_table shapes;            /* shape text -> interned shape (array shapes) */
+  struct tx_recent {          /* recently defined names (operands mostly refer to them) */
+    const char *key;
+    uint32_t len;
+    hk_instr *instr;
+  } recent[1024];         /* computations already wrapped by an async op */
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */

@@ -1,0 +1,189 @@
+/* collectives.c - the default collective-ops creator (XLA's
+ * GetDefaultCollectiveOpsCreator): partition-id, all-reduce, all-gather,
+ * all-to-all, collective-permute and reduce-scatter over partition groups,
+ * each with a fresh channel id; reducer computations; cost hooks. */
+#include "spmd_internal.h"
+
+static const hk_replica_groups *make_groups(hk_module *m, int64_t n_groups, int64_t group_size,
+                                            const int64_t *groups) {
+  hk_replica_groups *g = hk_alloc(m, sizeof *g);
+  int32_t *start = hk_alloc(m, sizeof(int32_t) * (size_t)(n_groups + 1));
+  for (int64_t i = 0; i <= n_groups; i++) start[i] = (int32_t)(i * group_size);
+  g->n_groups = (int32_t)n_groups;
+  g->group_start = start;
+  g->ids = hk_memdup(m, groups, sizeof(int64_t) * (size_t)(n_groups * group_size));
+  return g;
+}
+
+static void set_channel(hk_instr *i, int64_t *next_channel_id) {
+  hk_instr_attrs(i)->channel_id = (*next_channel_id)++;
+}
+
+static hk_instr *create_partition_id(void *state, hk_computation *c) {
+  (void)state;
+  return hk_instr_new(c, HK_OP_PARTITION_ID, hk_shape_scalar(c->module, HK_U32), 0, NULL, NULL);
+}
+
+static hk_instr *create_all_reduce(void *state, hk_computation *c, hk_instr *operand,
+                                   hk_computation *reducer, int64_t n_groups, int64_t group_size,
+                                   const int64_t *groups, int64_t *next_channel_id) {
+  (void)state;
+  hk_instr *ar = hk_instr_new(c, HK_OP_ALL_REDUCE, operand->shape, 1, &operand, NULL);
+  hk_instr_set_called(ar, 1, &reducer);
+  hk_instr_attrs(ar)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  set_channel(ar, next_channel_id);
+  return ar;
+}
+
+static hk_instr *create_all_gather(void *state, hk_computation *c, hk_instr *operand,
+                                   const hk_shape *result, int64_t dim, int64_t n_groups,
+                                   int64_t group_size, const int64_t *groups,
+                                   int64_t *next_channel_id) {
+  (void)state;
+  hk_instr *ag = hk_instr_new(c, HK_OP_ALL_GATHER, result, 1, &operand, NULL);
+  hk_instr_set_dims(ag, 1, &dim);
+  hk_instr_attrs(ag)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  set_channel(ag, next_channel_id);
+  return ag;
+}
+
+/* split_dim == concat_dim: one array all-to-all.  Otherwise the split dim
+ * is broken into (group, rest), the group dim exchanged as dim 0 and then
+ * merged in front of concat_dim. */
+static hk_instr *create_all_to_all(void *state, hk_computation *c, hk_instr *operand,
+                                   int64_t split_dim, int64_t concat_dim, int64_t n_groups,
+                                   int64_t group_size, const int64_t *groups,
+                                   int64_t *next_channel_id) {
+  (void)state;
+  hk_module *m = c->module;
+  const hk_shape *s = operand->shape;
+  int r = s->rank;
+  if (split_dim == concat_dim) {
+    hk_instr *a = hk_instr_new(c, HK_OP_ALL_TO_ALL, s, 1, &operand, NULL);
+    hk_instr_set_dims(a, 1, &split_dim);
+    hk_instr_attrs(a)->replica_groups = make_groups(m, n_groups, group_size, groups);
+    set_channel(a, next_channel_id);
+    return a;
+  }
+  int64_t g = group_size, d1[HK_MAX_RANK + 1], perm[HK_MAX_RANK + 1], d2[HK_MAX_RANK + 1];
+  /* [G, dims with split_dim / G] */
+  d1[0] = g;
+  for (int i = 0; i < r; i++) d1[i + 1] = i == split_dim ? s->dims[i] / g : s->dims[i];
+  hk_instr *rs = hk_instr_new(c, HK_OP_TRANSPOSE, s, 1, &operand, NULL);
+  /* split_dim moved to the front first, so the reshape splits it there. */
+  int64_t p0[HK_MAX_RANK], t0[HK_MAX_RANK];
+  p0[0] = split_dim;
+  for (int i = 0, k = 1; i < r; i++)
+    if (i != split_dim) p0[k++] = i;
+  for (int i = 0; i < r; i++) t0[i] = s->dims[p0[i]];
+  rs->shape = hk_shape_with_dims(m, s, r, t0);
+  hk_instr_set_dims(rs, r, p0);
+  /* [G, split/G, others...] */
+  int64_t d0[HK_MAX_RANK + 1];
+  d0[0] = g;
+  d0[1] = s->dims[split_dim] / g;
+  for (int i = 1; i < r; i++) d0[i + 1] = t0[i];
+  hk_instr *rh = hk_instr_new(c, HK_OP_RESHAPE, hk_shape_array(m, (hk_prim)s->elem, r + 1, d0), 1,
+                              &rs, NULL);
+  int64_t zero = 0;
+  hk_instr *a = hk_instr_new(c, HK_OP_ALL_TO_ALL, rh->shape, 1, &rh, NULL);
+  hk_instr_set_dims(a, 1, &zero);
+  hk_instr_attrs(a)->replica_groups = make_groups(m, n_groups, group_size, groups);
+  set_channel(a, next_channel_id);
+  /* Back to the original dim order with G in front of concat_dim: the
+   * current dims are [G, split/G, others in order without split_dim]. */
+  int n = 0;
+  int64_t pos_of[HK_MAX_RANK];   /* original dim -> current position */
+  pos_of[split_dim] = 1;
+  for (int i = 0, k = 2; i < r; i++)
+    if (i != split_dim) pos_of[i] = k++;
+  for (int i = 0; i < r; i++) {
+    if (i == concat_dim) perm[n++] = 0;
+    perm[n++] = pos_of[i];
+  }
+  for (int i = 0; i <= r; i++) d2[i] = d0[perm[i]];
+  (void)d1;
+  hk_instr *t = hk_instr_new(c, HK_OP_TRANSPOSE, hk_shape_array(m, (hk_prim)s->elem, r + 1, d2), 1,
+                             &a, NULL);
+  hk_instr_set_dims(t, r + 1, perm);
+  int64_t out[HK_MAX_RANK];
+  for (int i = 0; i < r; i++)
+    out[i] = i == concat_dim ? s->dims[i] * g : (i == split_dim ? s->dims[i] / g : s->dims[i]);
+  return hk_instr_new(c, HK_OP_RESHAPE, hk_shape_with_dims(m, s, r, out), 1, &t, NULL);
+}
+
+static hk_instr *create_collective_permute(void *state, hk_computation *c, hk_instr *operand,
+                                           int64_t n_pairs, const hk_pair *pairs,
+                                           int64_t *next_channel_id) {
+  (void)state;
+  hk_instr *cp = hk_instr_new(c, HK_OP_COLLECTIVE_PERMUTE, operand->shape, 1, &operand, NULL);
+  hk_attrs *a = hk_instr_attrs(cp);
+  a->n_source_target_pairs = (int32_t)n_pairs;
+  a->source_target_pairs = hk_memdup(c->module, pairs, sizeof(hk_pair) * (size_t)(n_pairs ? n_pairs : 1));
+  set_channel(cp, next_channel_id);
+  return cp;
+}
+
+static hk_instr *create_reduce_scatter(void *state, hk_computation *c, hk_instr *operand,
+                                       hk_computation *reducer, const hk_shape *result,
+                                       int64_t dim, int64_t n_groups, int64_t group_size,
+                                       const int64_t *groups, int64_t *next_channel_id) {
+  (void)state;
+  hk_instr *rs = hk_instr_new(c, HK_OP_REDUCE_SCATTER, result, 1, &operand, NULL);
+  hk_instr_set_dims(rs, 1, &dim);
+  hk_instr_set_called(rs, 1, &reducer);
+  hk_instr_attrs(rs)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  set_channel(rs, next_channel_id);
+  return rs;
+}
+
+void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t num_replicas,
+                                 hk_spmd_collective_ops *out) {
+  (void)self;
+  (void)num_partitions;
+  (void)num_replicas;
+  memset(out, 0, sizeof *out);
+  out->size = sizeof *out;
+  out->partition_id = create_partition_id;
+  out->all_reduce = create_all_reduce;
+  out->all_gather = create_all_gather;
+  out->all_to_all = create_all_to_all;
+  out->collective_permute = create_collective_permute;
+  out->reduce_scatter = create_reduce_scatter;
+}
+
+/* A scalar reducer computation (op over elem), made once per module. */
+hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op) {
+  char name[96];
+  snprintf(name, sizeof name, "spmd.%s.%s", hk_opcode_name(op), hk_prim_name(elem));
+  hk_computation *c = hk_module_find_computation(m, name);
+  if (c) return c;
+  c = hk_computation_new(m, name);
+  const hk_shape *s = hk_shape_scalar(m, elem);
+  hk_instr *p[2];
+  for (int i = 0; i < 2; i++) {
+    p[i] = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, i ? "rhs" : "lhs");
+    hk_instr_attrs(p[i])->parameter_number = i;
+    hk_computation_register_param(c, p[i]);
+  }
+  hk_computation_set_root(c, hk_instr_new(c, op, s, 2, p, NULL));
+  hk_module_sort_computations(m);
+  return c;
+}
+
+int64_t spmd_communication_cost(hk_pass *self, const hk_instr *collective) {
+  (void)self;
+  switch ((hk_opcode)collective->opcode) {
+    case HK_OP_ALL_REDUCE: return 2 * hk_shape_byte_size(collective->shape);
+    case HK_OP_ALL_GATHER:
+    case HK_OP_ALL_TO_ALL:
+    case HK_OP_COLLECTIVE_PERMUTE: return hk_shape_byte_size(collective->shape);
+    case HK_OP_REDUCE_SCATTER: return hk_shape_byte_size(collective->operands[0]->shape);
+    default: return 0;
+  }
+}
+
+int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i) {
+  (void)self;
+  return hk_shape_byte_size(i->shape);
+}

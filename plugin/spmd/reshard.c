@@ -1,0 +1,383 @@
+/* reshard.c - the reshard engine (PartitionedHlo::Reshard): moves a
+ * partitioned value from one sharding to another with collectives
+ * (all-gather per partitioned dim, local dynamic-slice by the partition's
+ * offset, all-reduce of a masked value for single-device shardings), plus
+ * the small builders the handlers share. */
+#include "spmd_internal.h"
+
+const hk_shape *spmd_local_shape(spmd_visitor *v, const hk_sharding *s, const hk_shape *global) {
+  if (!s) return global;
+  const hk_shape *t = hk_sharding_tile_shape(v->m, s, global);
+  return t ? t : global;
+}
+
+hk_instr *spmd_partition_id(spmd_visitor *v) {
+  if (!v->partition_id) {
+    const hk_spmd_collective_ops *ops = &v->p->collectives;
+    v->partition_id = ops->partition_id(ops->state, v->comp);
+  }
+  return v->partition_id;
+}
+
+hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value) {
+  const hk_shape *s = hk_shape_scalar(v->m, elem);
+  hk_literal *l = hk_literal_new(v->m, s);
+  if (hk_prim_is_float(elem) || hk_prim_is_complex(elem)) hk_literal_set_f64(l, 0, value);
+  else hk_literal_set_i64(l, 0, (int64_t)value);
+  hk_instr *c = hk_instr_new(v->comp, HK_OP_CONSTANT, s, 0, NULL, NULL);
+  hk_instr_attrs(c)->literal = l;
+  return c;
+}
+
+static hk_instr *broadcast_scalar(spmd_visitor *v, hk_instr *scalar, const hk_shape *shape) {
+  if (shape->rank == 0) return scalar;
+  const hk_shape *s = hk_shape_with_elem(v->m, shape, (hk_prim)scalar->shape->elem);
+  hk_instr *b = hk_instr_new(v->comp, HK_OP_BROADCAST, s, 1, &scalar, NULL);
+  hk_instr_set_dims(b, 0, NULL);
+  return b;
+}
+
+hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape) {
+  return broadcast_scalar(v, spmd_constant_scalar(v, (hk_prim)shape->elem, 0), shape);
+}
+
+bool spmd_is_subgroup_manual(const hk_sharding *s) {
+  if (!s) return false;
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (spmd_is_subgroup_manual(s->elems[i])) return true;
+    return false;
+  }
+  if (s->kind != HK_SHARDING_TILED) return false;
+  for (int i = 0; i < s->n_subgroups; i++)
+    if (s->subgroups[i] != HK_SUBGROUP_REPLICATED) return true;
+  return false;
+}
+
+int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
+                     int64_t *n_groups, int64_t *group_size) {
+  (void)v;
+  int64_t total = 1;
+  for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
+  int64_t *out = malloc(sizeof(int64_t) * (size_t)total);
+  if (!out) abort();
+  *group_size = hk_sharding_device_groups(s, n, dims, out);
+  *n_groups = *group_size > 0 ? total / *group_size : 0;
+  return out;
+}
+
+/* All partitions as one group. */
+static int64_t *all_partitions(spmd_visitor *v) {
+  int64_t n = v->p->num_partitions;
+  int64_t *g = malloc(sizeof(int64_t) * (size_t)n);
+  if (!g) abort();
+  for (int64_t i = 0; i < n; i++) g[i] = i;
+  return g;
+}
+
+/* The offset of the partition's tile along data dim d of s (s32[]). */
+static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
+  int64_t n = v->p->num_partitions, parts = hk_sharding_dim_partitions(s, d);
+  int64_t per = (gs->dims[d] + parts - 1) / parts;
+  const hk_shape *ts = hk_shape_array(v->m, HK_S32, 1, &n);
+  hk_literal *l = hk_literal_new(v->m, ts);
+  int64_t idx[HK_MAX_RANK];
+  for (int64_t dev = 0; dev < n; dev++)
+    hk_literal_set_i64(l, dev, hk_sharding_tile_index(s, dev, idx) ? idx[d] * per : 0);
+  hk_instr *table = hk_instr_new(v->comp, HK_OP_CONSTANT, ts, 0, NULL, NULL);
+  hk_instr_attrs(table)->literal = l;
+  hk_instr *pid = spmd_partition_id(v);
+  hk_instr *ops[2] = {table, pid};
+  int64_t one = 1;
+  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, HK_S32, 1, &one),
+                              2, ops, NULL);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = 1;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, &one, sizeof one);
+  return hk_instr_new(v->comp, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
+}
+
+/* Slices h down to `dims` (a prefix slice of every dim). */
+static hk_instr *slice_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
+  const hk_shape *s = h->shape;
+  bool same = true;
+  for (int i = 0; i < s->rank; i++) same = same && s->dims[i] == dims[i];
+  if (same) return h;
+  hk_instr *sl = hk_instr_new(v->comp, HK_OP_SLICE, hk_shape_with_dims(v->m, s, s->rank, dims), 1,
+                              &h, NULL);
+  hk_slice_dim *sd = hk_alloc(v->m, sizeof *sd * (size_t)(s->rank ? s->rank : 1));
+  for (int i = 0; i < s->rank; i++) sd[i] = (hk_slice_dim){0, dims[i], 1};
+  hk_attrs *a = hk_instr_attrs(sl);
+  a->n_slice = s->rank;
+  a->slice = sd;
+  return sl;
+}
+
+/* Pads h with zeros at the high end up to `dims`. */
+static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
+  const hk_shape *s = h->shape;
+  bool same = true;
+  for (int i = 0; i < s->rank; i++) same = same && s->dims[i] == dims[i];
+  if (same) return h;
+  hk_instr *ops[2] = {h, spmd_constant_scalar(v, (hk_prim)s->elem, 0)};
+  hk_instr *p = hk_instr_new(v->comp, HK_OP_PAD, hk_shape_with_dims(v->m, s, s->rank, dims), 2,
+                             ops, NULL);
+  hk_pad_dim *pd = hk_alloc(v->m, sizeof *pd * (size_t)(s->rank ? s->rank : 1));
+  for (int i = 0; i < s->rank; i++) pd[i] = (hk_pad_dim){0, dims[i] - s->dims[i], 0};
+  hk_attrs *a = hk_instr_attrs(p);
+  a->n_pad = s->rank;
+  a->pad = pd;
+  return p;
+}
+
+/* maximal(k) -> replicated: all-reduce of the value masked to device k. */
+static hk_instr *maximal_to_replicated(spmd_visitor *v, hk_instr *h, int64_t device) {
+  hk_module *m = v->m;
+  hk_instr *pid = spmd_partition_id(v);
+  hk_instr *k = spmd_constant_scalar(v, HK_U32, (double)device);
+  hk_instr *ops[3] = {pid, k, NULL};
+  hk_instr *eq = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_scalar(m, HK_PRED), 2, ops, NULL);
+  hk_instr_attrs(eq)->cmp_dir = HK_CMP_EQ;
+  ops[0] = broadcast_scalar(v, eq, h->shape);
+  ops[1] = h;
+  ops[2] = spmd_zeros(v, h->shape);
+  hk_instr *sel = hk_instr_new(v->comp, HK_OP_SELECT, h->shape, 3, ops, NULL);
+  hk_prim e = (hk_prim)h->shape->elem;
+  hk_computation *red = spmd_reducer(m, e, e == HK_PRED ? HK_OP_OR : HK_OP_ADD);
+  int64_t *g = all_partitions(v);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  hk_instr *ar = c->all_reduce(c->state, v->comp, sel, red, 1, v->p->num_partitions, g,
+                               &v->p->next_channel_id);
+  free(g);
+  v->p->collectives_emitted++;
+  return ar;
+}
+
+/* All-gathers data dim d of a value sharded by s; returns the value with
+ * dim d whole (padding sliced off) and *s_out the remaining sharding. */
+static hk_instr *gather_dim(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *s, int d, const hk_sharding **s_out) {
+  int64_t parts = hk_sharding_dim_partitions(s, d), n_groups, gsize, dd = d;
+  int64_t *groups = spmd_groups(v, s, 1, &dd, &n_groups, &gsize);
+  int64_t dims[HK_MAX_RANK];
+  for (int i = 0; i < h->shape->rank; i++) dims[i] = h->shape->dims[i];
+  dims[d] *= parts;
+  const hk_shape *rs = hk_shape_with_dims(v->m, h->shape, h->shape->rank, dims);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  hk_instr *ag = c->all_gather(c->state, v->comp, h, rs, d, n_groups, gsize, groups,
+                               &v->p->next_channel_id);
+  free(groups);
+  v->p->collectives_emitted++;
+  dims[d] = gs->dims[d];
+  *s_out = hk_sharding_replicate_dims(v->m, s, 1, &dd);
+  return slice_to(v, ag, dims);
+}
+
+/* Local dynamic-slice of the dims in `dims` (whole in h) to the tiles of to. */
+static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *to, int n, const int *dims) {
+  int r = h->shape->rank;
+  int64_t padded[HK_MAX_RANK], sizes[HK_MAX_RANK];
+  const hk_shape *ls = spmd_local_shape(v, to, gs);
+  for (int i = 0; i < r; i++) {
+    padded[i] = h->shape->dims[i];
+    sizes[i] = h->shape->dims[i];
+  }
+  for (int k = 0; k < n; k++) {
+    int d = dims[k];
+    int64_t parts = hk_sharding_dim_partitions(to, d);
+    padded[d] = parts * ls->dims[d];
+    sizes[d] = ls->dims[d];
+  }
+  hk_instr *p = pad_to(v, h, padded);
+  hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
+  if (!ops) abort();
+  ops[0] = p;
+  hk_instr *zero = NULL;
+  for (int i = 0; i < r; i++) {
+    bool sliced = false;
+    for (int k = 0; k < n; k++) sliced = sliced || dims[k] == i;
+    if (sliced) ops[i + 1] = tile_offset(v, to, gs, i);
+    else ops[i + 1] = zero ? zero : (zero = spmd_constant_scalar(v, HK_S32, 0));
+  }
+  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE,
+                              hk_shape_with_dims(v->m, h->shape, r, sizes), r + 1, ops, NULL);
+  free(ops);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = r;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, sizes, sizeof(int64_t) * (size_t)(r ? r : 1));
+  return ds;
+}
+
+static const hk_sharding *norm(spmd_visitor *v, const hk_sharding *s) {
+  if (!s || s->kind == HK_SHARDING_UNKNOWN) return hk_sharding_replicated(v->m);
+  if (s->kind == HK_SHARDING_TILED && !hk_sharding_is_tiled(s) && s->n_subgroups == 0)
+    return hk_sharding_replicated(v->m);
+  return s;
+}
+
+static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                                const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
+  from = norm(v, from);
+  to = norm(v, to);
+  if (hk_sharding_equivalent(from, to) || !hk_shape_is_array(gs)) {
+    *out = h;
+    return NULL;
+  }
+  if (from->kind == HK_SHARDING_MANUAL || to->kind == HK_SHARDING_MANUAL ||
+      spmd_is_subgroup_manual(from) || spmd_is_subgroup_manual(to)) {
+    char *a = hk_sharding_to_string(from), *b = hk_sharding_to_string(to);
+    hk_status *st = hk_error(HK_UNIMPLEMENTED, "reshard from %s to %s (manual) is not supported",
+                             a, b);
+    free(a);
+    free(b);
+    return st;
+  }
+  if (from->kind == HK_SHARDING_MAXIMAL) {
+    if (to->kind == HK_SHARDING_MAXIMAL && to->device == from->device) {
+      *out = h;
+      return NULL;
+    }
+    h = maximal_to_replicated(v, h, from->device);
+    from = hk_sharding_replicated(v->m);
+  }
+  if (to->kind == HK_SHARDING_MAXIMAL || to->kind == HK_SHARDING_REPLICATED) {
+    for (int d = 0; d < gs->rank && from->kind == HK_SHARDING_TILED; d++)
+      if (hk_sharding_dim_partitions(from, d) > 1) h = gather_dim(v, h, gs, from, d, &from);
+    *out = h;
+    return NULL;
+  }
+  /* to is tiled: gather the dims whose partitioning changes, then slice. */
+  const hk_sharding *cur = from;
+  int64_t gdims[HK_MAX_RANK];
+  int ng = 0;
+  if (cur->kind == HK_SHARDING_TILED)
+    for (int d = 0; d < gs->rank; d++)
+      if (hk_sharding_dim_partitions(cur, d) > 1 &&
+          hk_sharding_dim_partitions(cur, d) != hk_sharding_dim_partitions(to, d))
+        gdims[ng++] = d;
+  const hk_sharding *inter = ng ? hk_sharding_replicate_dims(v->m, cur, ng, gdims) : cur;
+  int sdims[HK_MAX_RANK];
+  int64_t sd64[HK_MAX_RANK];
+  int ns = 0;
+  for (int d = 0; d < gs->rank; d++)
+    if (hk_sharding_dim_partitions(to, d) > 1 &&
+        (inter->kind != HK_SHARDING_TILED || hk_sharding_dim_partitions(inter, d) == 1)) {
+      sdims[ns] = d;
+      sd64[ns++] = d;
+    }
+  const hk_sharding *want = ns ? hk_sharding_replicate_dims(v->m, to, ns, sd64) : to;
+  if (!hk_sharding_equivalent(norm(v, want), norm(v, inter))) {
+    /* Device orders disagree: go through the fully gathered value. */
+    ng = 0;
+    if (cur->kind == HK_SHARDING_TILED)
+      for (int d = 0; d < gs->rank; d++)
+        if (hk_sharding_dim_partitions(cur, d) > 1) gdims[ng++] = d;
+    ns = 0;
+    for (int d = 0; d < gs->rank; d++)
+      if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
+  }
+  for (int k = 0; k < ng; k++) h = gather_dim(v, h, gs, cur, (int)gdims[k], &cur);
+  *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;
+  return NULL;
+}
+
+hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
+  if (!hk_shape_is_tuple(gs)) {
+    if (from && from->kind == HK_SHARDING_TUPLE) from = from->n_elems ? from->elems[0] : NULL;
+    if (to && to->kind == HK_SHARDING_TUPLE) to = to->n_elems ? to->elems[0] : NULL;
+    return reshard_array(v, h, gs, from, to, out);
+  }
+  if (from == to || (from && to && hk_sharding_equivalent(from, to))) {
+    *out = h;
+    return NULL;
+  }
+  int n = gs->n_tuple;
+  hk_instr **elems = malloc(sizeof(hk_instr *) * (size_t)(n ? n : 1));
+  if (!elems) abort();
+  hk_status *st = NULL;
+  for (int i = 0; i < n && !st; i++) {
+    int64_t idx = i;
+    const hk_sharding *fs = from ? hk_sharding_subsharding_shape(v->m, from, gs, 1, &idx) : NULL;
+    const hk_sharding *ts = to ? hk_sharding_subsharding_shape(v->m, to, gs, 1, &idx) : NULL;
+    hk_instr *g = hk_instr_new(v->comp, HK_OP_GET_TUPLE_ELEMENT, h->shape->tuple[i], 1, &h, NULL);
+    hk_instr_attrs(g)->tuple_index = i;
+    st = spmd_reshard_hlo(v, g, gs->tuple[i], fs, ts, &elems[i]);
+  }
+  if (!st) {
+    const hk_shape **ss = malloc(sizeof(hk_shape *) * (size_t)(n ? n : 1));
+    if (!ss) abort();
+    for (int i = 0; i < n; i++) ss[i] = elems[i]->shape;
+    *out = hk_instr_new(v->comp, HK_OP_TUPLE, hk_shape_tuple(v->m, n, ss), n, elems, NULL);
+    free(ss);
+  }
+  free(elems);
+  return st;
+}
+
+hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *target,
+                        hk_instr **out) {
+  if (!target || target == val->sharding) {
+    *out = val->hlo;
+    return NULL;
+  }
+  for (spmd_cache_entry *e = val->cache; e; e = e->next)
+    if (e->sharding == target) {
+      *out = e->hlo;
+      return NULL;
+    }
+  HK_TRY(spmd_reshard_hlo(v, val->hlo, val->base_shape, val->sharding, target, out));
+  spmd_cache_entry *e = malloc(sizeof *e);
+  if (!e) abort();
+  e->sharding = target;
+  e->hlo = *out;
+  e->next = val->cache;
+  val->cache = e;
+  return NULL;
+}
+
+const hk_sharding *spmd_sharding_of(spmd_visitor *v, const hk_instr *i) {
+  if (!i->sharding) return hk_sharding_for_shape(v->m, hk_sharding_replicated(v->m), i->shape);
+  return i->sharding;
+}
+
+/* Regroup the tile array of s (see spmd_internal.h). */
+const hk_sharding *spmd_regroup(hk_module *m, const hk_sharding *s, int n_new,
+                                const int *group_sizes, const int *const *groups,
+                                bool last_repl) {
+  int k = s->n_tile_dims;
+  int64_t total = 1;
+  for (int i = 0; i < k; i++) total *= s->tile_dims[i];
+  int64_t new_dims[HK_MAX_RANK], src_stride[HK_MAX_RANK];
+  for (int j = 0; j < n_new; j++) {
+    new_dims[j] = 1;
+    for (int t = 0; t < group_sizes[j]; t++) new_dims[j] *= s->tile_dims[groups[j][t]];
+  }
+  src_stride[k - 1] = 1;
+  for (int i = k - 2; i >= 0; i--) src_stride[i] = src_stride[i + 1] * s->tile_dims[i + 1];
+  /* Order of src dims in the new array (row-major over the new dims). */
+  int order[HK_MAX_RANK], no = 0;
+  for (int j = 0; j < n_new; j++)
+    for (int t = 0; t < group_sizes[j]; t++) order[no++] = groups[j][t];
+  int64_t *devs = malloc(sizeof(int64_t) * (size_t)total);
+  if (!devs) abort();
+  int64_t idx[HK_MAX_RANK] = {0};
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t src = 0;
+    for (int t = 0; t < no; t++) src += idx[t] * src_stride[order[t]];
+    devs[lin] = s->devices[src];
+    for (int t = no - 1; t >= 0; t--) {
+      if (++idx[t] < s->tile_dims[order[t]]) break;
+      idx[t] = 0;
+    }
+  }
+  int nd = n_new;
+  if (last_repl && nd > 1 && new_dims[nd - 1] == 1) {
+    nd--;
+    last_repl = false;
+  }
+  const hk_sharding *r = hk_sharding_tiled(m, nd, new_dims, devs, last_repl);
+  free(devs);
+  return hk_sharding_canonical(m, r);
+}

@@ -1,0 +1,122 @@
+/* spmd_internal.h - private types of the SPMD partitioner plugin: the pass
+ * object, the per-computation visitor, partitioned values and helpers. */
+#ifndef HK_SPMD_INTERNAL_H
+#define HK_SPMD_INTERNAL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlokit/hlokit.h"
+#include "hlokit/spmd.h"
+
+/* The pass object (SpmdPartitioner). */
+typedef struct spmd_partitioner {
+  hk_pass pass;                    /* FIRST: vt is a hk_spmd_partitioner_vtable */
+  hk_spmd_options options;
+  int64_t num_partitions_override; /* 0 = from the module config */
+  int64_t num_replicas_override;
+  hk_registry *reg;
+  /* Per-run state. */
+  int64_t num_partitions, num_replicas;
+  int64_t next_channel_id;
+  hk_spmd_collective_ops collectives;
+  int64_t full_rematerializations;
+  int64_t collectives_emitted;
+  char *before_report;             /* malloc'ed */
+  char *after_report;
+} spmd_partitioner;
+
+static inline const hk_spmd_partitioner_vtable *spmd_vt(const spmd_partitioner *p) {
+  return (const hk_spmd_partitioner_vtable *)p->pass.vt;
+}
+
+/* A cached reshard of a partitioned value. */
+typedef struct spmd_cache_entry {
+  const hk_sharding *sharding;
+  hk_instr *hlo;
+  struct spmd_cache_entry *next;
+} spmd_cache_entry;
+
+/* PartitionedHlo: an original instruction's per-partition form. */
+typedef struct spmd_value {
+  const hk_instr *orig;
+  hk_instr *hlo;                   /* in the new computation */
+  const hk_sharding *sharding;
+  const hk_shape *base_shape;      /* global shape */
+  spmd_cache_entry *cache;
+} spmd_value;
+
+/* The visitor over one computation. */
+typedef struct spmd_visitor {
+  hk_spmd_partition_ctx ctx;       /* FIRST: ctx->ops */
+  spmd_partitioner *p;
+  hk_module *m;
+  hk_computation *orig, *comp;
+  /* Open-addressed map orig instr -> value. */
+  spmd_value *slots;
+  int64_t cap, n;
+  hk_instr *partition_id;          /* cached per computation */
+  hk_call_graph *cg;
+} spmd_visitor;
+
+/* ---- options.c ---- */
+extern const hk_option_decl spmd_option_decls[];
+extern const int32_t spmd_n_option_decls;
+hk_spmd_options spmd_options_default(void);
+void spmd_options_from_values(const hk_option_values *v, hk_spmd_options *o);
+
+/* ---- collectives.c ---- */
+void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t num_replicas,
+                                 hk_spmd_collective_ops *out);
+hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op);
+int64_t spmd_communication_cost(hk_pass *self, const hk_instr *collective);
+int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i);
+
+/* ---- visitor.c ---- */
+spmd_value *spmd_lookup(spmd_visitor *v, const hk_instr *orig);
+spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const hk_sharding *s);
+hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig,
+                                      int n_params, const hk_sharding *const *param_shardings,
+                                      const hk_sharding *root_sharding, hk_call_graph *cg,
+                                      hk_computation **out);
+hk_status *spmd_default_handle(spmd_visitor *v, hk_instr *orig);
+hk_status *spmd_handle_dispatch(hk_spmd_partition_ctx *ctx, hk_instr *orig);
+
+/* ---- handlers.c ---- */
+hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig);
+hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig);
+
+/* ---- dot.c ---- */
+hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- control.c ---- */
+hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);
+
+/* ---- reshard.c ---- */
+hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *target,
+                        hk_instr **out);
+/* Local (tile) shape of global shape under s. */
+const hk_shape *spmd_local_shape(spmd_visitor *v, const hk_sharding *s, const hk_shape *global);
+hk_instr *spmd_partition_id(spmd_visitor *v);
+/* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
+hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to, hk_instr **out);
+hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value);
+hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape);
+/* Groups (partition ids) of devices of s differing only in the listed
+ * tile dims; *group_size set; malloc'ed. */
+int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
+                     int64_t *n_groups, int64_t *group_size);
+/* Sharding used for a value whose sharding annotation is absent. */
+const hk_sharding *spmd_sharding_of(spmd_visitor *v, const hk_instr *i);
+bool spmd_is_subgroup_manual(const hk_sharding *s);
+/* Rebuilds a tiled sharding whose tile array is s's array with its dims
+ * regrouped: new dim j = product of src dims groups[j][0..sizes[j]) in that
+ * order (every src dim in exactly one group).  last_repl: the last new dim
+ * is a replication dim. */
+const hk_sharding *spmd_regroup(hk_module *m, const hk_sharding *s, int n_new,
+                                const int *group_sizes, const int *const *groups,
+                                bool last_repl);
+
+#endif
