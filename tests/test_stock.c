@@ -225,6 +225,112 @@ START_TEST(verifier_pass_reports_bad_module) {
 }
 END_TEST
 
+
+START_TEST(comparison_expander_lowers_total_order) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  q = f32[4] parameter(1)\n"
+      "  t = pred[4] compare(p, q), direction=LT, type=TOTALORDER\n"
+      "  u = pred[4] compare(p, q), direction=LT\n"
+      "  ROOT r = (pred[4], pred[4]) tuple(t, u)\n}\n");
+  ck_assert(run_pass(m, "comparison-expander", NULL));
+  hk_instr *t = m->entry->root->operands[0], *u = m->entry->root->operands[1];
+  ck_assert_int_eq(t->attrs->cmp_type, HK_CMPT_SIGNED);
+  ck_assert_int_eq(t->operands[0]->shape->elem, HK_S32);
+  ck_assert_int_eq(t->attrs->cmp_dir, HK_CMP_LT);
+  ck_assert_str_eq(u->name, "u");  /* a default-type compare stays */
+  ck_assert(!run_pass(m, "comparison-expander", NULL));
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(all_reduce_promotion_widens_small_ints) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nsum {\n  x = s8[] parameter(0)\n  y = s8[] parameter(1)\n"
+      "  ROOT z = s8[] add(x, y)\n}\n\n"
+      "fsum {\n  fx = f32[] parameter(0)\n  fy = f32[] parameter(1)\n  ROOT fz = f32[] add(fx, fy)\n}\n\n"
+      "ENTRY e {\n  p = s8[4] parameter(0)\n  f = f32[4] parameter(1)\n"
+      "  a = s8[4] all-reduce(p), channel_id=1, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=sum\n"
+      "  b = f32[4] all-reduce(f), channel_id=2, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=fsum\n"
+      "  ROOT r = (s8[4], f32[4]) tuple(a, b)\n}\n");
+  ck_assert(run_pass(m, "all-reduce-promotion", NULL));
+  hk_instr *a = m->entry->root->operands[0];
+  ck_assert_int_eq(a->opcode, HK_OP_CONVERT);
+  ck_assert_int_eq(a->shape->elem, HK_S8);
+  hk_instr *wide = a->operands[0];
+  ck_assert_int_eq(wide->opcode, HK_OP_ALL_REDUCE);
+  ck_assert_int_eq(wide->shape->elem, HK_S32);
+  ck_assert_int_eq(wide->called[0]->root->shape->elem, HK_S32);
+  ck_assert_int_eq(wide->called[0]->root->opcode, HK_OP_ADD);
+  ck_assert_str_eq(m->entry->root->operands[1]->name, "b");
+  ck_assert_ptr_null(hk_module_find_computation(m, "sum"));  /* no caller left */
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(float_normalization_computes_bf16_dot_in_f32) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = bf16[2,3] parameter(0)\n  q = bf16[3,4] parameter(1)\n"
+      "  d = bf16[2,4] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT a = bf16[2,4] add(d, d)\n}\n");
+  ck_assert(run_pass(m, "float-normalization", NULL));
+  hk_instr *conv = m->entry->root->operands[0];
+  ck_assert_int_eq(conv->opcode, HK_OP_CONVERT);
+  ck_assert_int_eq(conv->operands[0]->opcode, HK_OP_DOT);
+  ck_assert_int_eq(conv->operands[0]->shape->elem, HK_F32);
+  ck_assert_int_eq(conv->operands[0]->operands[0]->shape->elem, HK_F32);
+  ck_assert_int_eq(m->entry->root->shape->elem, HK_BF16);  /* add is supported */
+  ck_assert(!run_pass(m, "float-normalization", NULL));
+  ck_assert(run_pass(m, "float-normalization", "unsupported_ops=add"));
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(change_op_data_type_rewrites_chosen_ops) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = s8[2,3] parameter(0)\n  q = s8[3,4] parameter(1)\n"
+      "  ROOT d = s32[2,4] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  ck_assert(!run_pass(m, "change-op-data-type", NULL));  /* no pairs: nothing */
+  ck_assert(run_pass(m, "change-op-data-type", "types=s8->s32 ops=dot"));
+  hk_instr *d = m->entry->root;
+  ck_assert_int_eq(d->opcode, HK_OP_DOT);  /* result already s32: no convert back */
+  ck_assert_int_eq(d->operands[0]->opcode, HK_OP_CONVERT);
+  ck_assert_int_eq(d->operands[0]->shape->elem, HK_S32);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(option_errors_name_pass_and_option) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "change-op-data-type", "types=s8->zz", &err);
+  ck_assert_ptr_null(p);
+  ck_assert_ptr_nonnull(err);
+  ck_assert_ptr_nonnull(strstr(err->message, "change-op-data-type"));
+  ck_assert_ptr_nonnull(strstr(err->message, "types"));
+  hk_status_free(err);
+}
+END_TEST
+
+START_TEST(dynamic_padder_masks_reduce_and_makes_static) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nsum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+      "  ROOT z = f32[] add(x, y)\n}\n\n"
+      "ENTRY e {\n  p = f32[8] parameter(0)\n  n = s32[] parameter(1)\n"
+      "  d = f32[<=8] set-dimension-size(p, n), dimensions={0}\n"
+      "  e2 = f32[<=8] exponential(d)\n  zero = f32[] constant(0)\n"
+      "  s = f32[] reduce(e2, zero), dimensions={0}, to_apply=sum\n"
+      "  g = s32[] get-dimension-size(e2), dimensions={0}\n"
+      "  ROOT r = (f32[], s32[]) tuple(s, g)\n}\n");
+  ck_assert(run_pass(m, "dynamic-padder", NULL));
+  hk_instr *r = m->entry->root;
+  ck_assert_str_eq(r->operands[1]->name, "n");  /* size tracked to the parameter */
+  hk_instr *red = r->operands[0];
+  ck_assert_int_eq(red->operands[0]->opcode, HK_OP_SELECT);  /* padding masked */
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    ck_assert(!hk_shape_is_array(i->shape) || i->shape->dynamic == NULL);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *stock_suite(void) {
   Suite *s = suite_create("stock");
   TCase *tc = tcase_create("passes");
@@ -241,6 +347,12 @@ static Suite *stock_suite(void) {
   tcase_add_test(tc, rng_expander_lowers_rng);
   tcase_add_test(tc, rng_expander_normal_and_int);
   tcase_add_test(tc, verifier_pass_reports_bad_module);
+  tcase_add_test(tc, comparison_expander_lowers_total_order);
+  tcase_add_test(tc, all_reduce_promotion_widens_small_ints);
+  tcase_add_test(tc, float_normalization_computes_bf16_dot_in_f32);
+  tcase_add_test(tc, change_op_data_type_rewrites_chosen_ops);
+  tcase_add_test(tc, option_errors_name_pass_and_option);
+  tcase_add_test(tc, dynamic_padder_masks_reduce_and_makes_static);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -5,7 +5,9 @@
 static const hk_pass_desc *const stock_passes[] = {
     &stock_verifier_desc,     &stock_dce_desc,           &stock_tuple_simplifier_desc,
     &stock_flatten_call_graph_desc, &stock_cse_desc,     &stock_call_inliner_desc,
-    &stock_rng_expander_desc,
+    &stock_rng_expander_desc, &stock_comparison_expander_desc,
+    &stock_all_reduce_promotion_desc, &stock_float_normalization_desc,
+    &stock_dynamic_padder_desc, &stock_change_op_data_type_desc,
 };
 
 static hk_status *stock_register(hk_registry *reg) {

@@ -31,6 +31,26 @@ void stock_remove_with_dead_operands(hk_instr *i);
 /* True when i can be removed once it has no users. */
 bool stock_is_removable(const hk_instr *i);
 
+/* A "from->to" element-type rewrite, parsed from "bf16->f32,s8->s32". */
+typedef struct stock_type_pair {
+  hk_prim from, to;
+} stock_type_pair;
+#define STOCK_MAX_TYPE_PAIRS 16
+/* Parses a pair list; errors name the pass and option. */
+hk_status *stock_parse_type_pairs(const char *pass, const char *option, const char *text,
+                                  stock_type_pair *out, int *n);
+/* The `to` type for `from`, or HK_PRIM_INVALID. */
+hk_prim stock_type_pair_lookup(const stock_type_pair *pairs, int n, hk_prim from);
+/* convert(x) to element type t inserted before `before` (x itself if it
+ * already has that type). */
+hk_instr *stock_convert_before(hk_instr *before, hk_instr *x, hk_prim t);
+
+/* Recomputes i in type `to` where it uses type `from`: operands of type
+ * `from` converted to `to`, a result of type `from` computed as `to` and
+ * converted back; i is replaced and removed.  False (nothing done) for
+ * tuple-shaped ops, ops calling computations, or when nothing is `from`. */
+bool stock_widen(hk_instr *i, hk_prim from, hk_prim to);
+
 extern const hk_pass_desc stock_verifier_desc;
 extern const hk_pass_desc stock_dce_desc;
 extern const hk_pass_desc stock_tuple_simplifier_desc;
@@ -38,5 +58,10 @@ extern const hk_pass_desc stock_flatten_call_graph_desc;
 extern const hk_pass_desc stock_cse_desc;
 extern const hk_pass_desc stock_call_inliner_desc;
 extern const hk_pass_desc stock_rng_expander_desc;
+extern const hk_pass_desc stock_comparison_expander_desc;
+extern const hk_pass_desc stock_all_reduce_promotion_desc;
+extern const hk_pass_desc stock_float_normalization_desc;
+extern const hk_pass_desc stock_dynamic_padder_desc;
+extern const hk_pass_desc stock_change_op_data_type_desc;
 
 #endif

@@ -138,3 +138,77 @@ bool stock_remove_unreachable_computations(hk_module *m) {
   free(stack);
   return n_dead > 0;
 }
+
+hk_status *stock_parse_type_pairs(const char *pass, const char *option, const char *text,
+                                  stock_type_pair *out, int *n) {
+  *n = 0;
+  const char *p = text ? text : "";
+  while (*p) {
+    while (*p == ' ' || *p == ',') p++;
+    if (!*p) break;
+    const char *arrow = strstr(p, "->");
+    const char *end = strchr(p, ',');
+    if (!end) end = p + strlen(p);
+    if (!arrow || arrow > end || *n == STOCK_MAX_TYPE_PAIRS)
+      return hk_error(HK_INVALID_ARGUMENT,
+                      "%s: option %s: expected a list like \"bf16->f32,s8->s32\" (at most %d), got \"%s\"",
+                      pass, option, STOCK_MAX_TYPE_PAIRS, text);
+    hk_prim from = hk_prim_from_name(p, (size_t)(arrow - p));
+    hk_prim to = hk_prim_from_name(arrow + 2, (size_t)(end - arrow - 2));
+    if (from == HK_PRIM_INVALID || to == HK_PRIM_INVALID || !hk_prim_is_array(from) ||
+        !hk_prim_is_array(to))
+      return hk_error(HK_INVALID_ARGUMENT, "%s: option %s: unknown element type in \"%.*s\"",
+                      pass, option, (int)(end - p), p);
+    out[*n].from = from;
+    out[*n].to = to;
+    (*n)++;
+    p = end;
+  }
+  return NULL;
+}
+
+hk_prim stock_type_pair_lookup(const stock_type_pair *pairs, int n, hk_prim from) {
+  for (int k = 0; k < n; k++)
+    if (pairs[k].from == from) return pairs[k].to;
+  return HK_PRIM_INVALID;
+}
+
+hk_instr *stock_convert_before(hk_instr *before, hk_instr *x, hk_prim t) {
+  if (x->shape->elem == t) return x;
+  const hk_shape *s = hk_shape_with_elem(before->parent->module, x->shape, t);
+  return hk_instr_new_before(before, HK_OP_CONVERT, s, 1, &x, NULL);
+}
+
+bool stock_widen(hk_instr *i, hk_prim from, hk_prim to) {
+  if (i->n_called || !hk_shape_is_array(i->shape)) return false;
+  bool any = i->shape->elem == from;
+  for (int32_t k = 0; k < i->n_operands; k++) {
+    if (!hk_shape_is_array(i->operands[k]->shape)) return false;
+    any |= i->operands[k]->shape->elem == from;
+  }
+  if (!any) return false;
+  hk_module *m = i->parent->module;
+  hk_instr **ops = malloc((size_t)(i->n_operands ? i->n_operands : 1) * sizeof *ops);
+  if (!ops) abort();
+  for (int32_t k = 0; k < i->n_operands; k++)
+    ops[k] = i->operands[k]->shape->elem == from ? stock_convert_before(i, i->operands[k], to)
+                                                 : i->operands[k];
+  bool narrow_result = i->shape->elem == from;
+  const hk_shape *ws = narrow_result ? hk_shape_with_elem(m, i->shape, to) : i->shape;
+  hk_instr *wide = hk_instr_clone(i->parent, i, ws, i->n_operands, ops, NULL);
+  free(ops);
+  if (wide->attrs) {  /* control edges stay with i until it is removed */
+    wide->attrs->n_control_preds = wide->attrs->n_control_succs = 0;
+    wide->attrs->control_preds = wide->attrs->control_succs = NULL;
+  }
+  hk_instr *result = wide;
+  if (narrow_result) {
+    result = hk_instr_new(i->parent, HK_OP_CONVERT, i->shape, 1, &wide, NULL);
+    result->sharding = i->sharding;
+  }
+  hk_instr_replace_all_uses(i, result);
+  hk_instr_remove_control_deps(i);
+  hk_status *st = hk_instr_remove(i);
+  if (st) hk_status_free(st);
+  return true;
+}
