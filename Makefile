@@ -62,7 +62,7 @@ $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
 # Each plugin folder becomes one .so; it resolves hk_* from libhlokit.so.
-.SECONDARY:
+.PRECIOUS: $(BUILD)/obj/%.o
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plugin/$$*/*.c))) $(LIB)
 	@mkdir -p $(dir $@)

@@ -638,6 +638,106 @@ __attribute__((unused)) static int run_command(char *const argv[], char **out, i
   return WEXITSTATUS(status);
 }
 
+/* ---- suite: spmd ------------------------------------------------------------- */
+
+/* The case's SpmdPartitionerOptions as pass options (upstream test names
+ * mapped to ours; the gather method's "PartitioningMethod::" prefix dropped). */
+static void spmd_pass_spec(json_object *c, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "spmd-partitioning{allow_module_signature_change=%s",
+                              jbool(c, "allow_module_signature_change", true) ? "true" : "false");
+  json_object *opts;
+  if (json_object_object_get_ex(c, "options", &opts) && json_object_is_type(opts, json_type_object)) {
+    json_object_object_foreach(opts, key, val) {
+      const char *name = key, *v = json_object_get_string(val);
+      if (!strcmp(key, "choose_faster_windowed_einsum")) name = "choose_faster_windowed_einsum_over_mem";
+      if (!strcmp(key, "gather_method")) {
+        name = "gather_partition_method";
+        const char *colon = strrchr(v, ':');
+        if (colon) v = colon + 1;
+      }
+      if (json_object_is_type(val, json_type_boolean)) v = json_object_get_boolean(val) ? "true" : "false";
+      if (n < cap) n += (size_t)snprintf(out + n, cap - n, " %s=%s", name, v);
+    }
+  }
+  if (n < cap) snprintf(out + n, cap - n, "}");
+}
+
+/* "f32[2,3]{1,0}" -> "f32[2,3]": layouts dropped, for comparing root shapes. */
+static void strip_layouts(const char *in, char *out, size_t cap) {
+  size_t o = 0;
+  int depth = 0;
+  for (const char *p = in; *p && o + 1 < cap; p++) {
+    if (*p == '{') depth++;
+    else if (*p == '}') depth--;
+    else if (depth == 0 && *p != ' ') out[o++] = *p;
+  }
+  out[o] = 0;
+}
+
+static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
+  const char *hlo = jstr(c, "hlo");
+  char path[4096], spec[2048], nparts[64], timeout_s[32];
+  if (!hlo || !write_temp_hlo(hlo, path, sizeof path)) {
+    set_reason(reason, cap, "cannot write the case's module");
+    return false;
+  }
+  spmd_pass_spec(c, spec, sizeof spec);
+  snprintf(nparts, sizeof nparts, "--num-partitions=%lld", (long long)jint(c, "num_devices", 1));
+  snprintf(timeout_s, sizeof timeout_s, "%d", r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s);
+  char passes[2100];
+  snprintf(passes, sizeof passes, "--passes=%s", spec);
+  char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "check",
+                  path, nparts, passes, "--json", NULL};
+  char *out = NULL;
+  int sig = 0;
+  int rc = run_command(argv, &out, &sig);
+  unlink(path);
+  bool expect_error = jbool(c, "expect_error", false);
+  bool ok = false;
+  if (rc == 137 || sig) set_reason(reason, cap, "timed out or killed (signal %d)", sig ? sig : 9);
+  else if (expect_error) {
+    ok = rc == 2;
+    if (!ok) set_reason(reason, cap, "expected a clean error, got exit %d", rc);
+  } else {
+    const char *j = out ? strstr(out, "{\"equal\"") : NULL;
+    json_object *res = j ? json_tokener_parse(j) : NULL;
+    if (!res) {
+      const char *msg = out ? out : "";
+      set_reason(reason, cap, "exit %d: %.300s", rc, msg);
+    } else {
+      bool equal = jbool(res, "equal", false);
+      const char *want = jstr(c, "root_shape"), *got = jstr(res, "partitioned_root_shape");
+      char a[512], b[512];
+      strip_layouts(want ? want : "", a, sizeof a);
+      strip_layouts(got ? got : "", b, sizeof b);
+      if (!equal) {
+        const char *msg = jstr(res, "message");
+        set_reason(reason, cap, "partitioned result differs (max abs error %s)%s%.200s",
+                   jstr(res, "max_abs_error") ? jstr(res, "max_abs_error") : "?",
+                   msg ? ": " : "", msg ? msg : "");
+      } else if (want && strcmp(a, b)) {
+        set_reason(reason, cap, "root shape %s, expected %s", b, a);
+      } else {
+        ok = true;
+      }
+      json_object_put(res);
+    }
+  }
+  free(out);
+  return ok;
+}
+
+static void spmd_each(runner *r, json_object *c, int index) {
+  (void)index;
+  const char *name = jstr(c, "name");
+  run_case(r, "spmd", jbool(c, "expect_error", false) ? "error" : "module", NULL,
+           name ? name : "?", spmd_case, c);
+}
+
+static void suite_spmd(runner *r) {
+  if (!for_each_line(r, "spmd.jsonl", spmd_each)) record_missing(r, "spmd", "spmd.jsonl");
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct suite {
@@ -648,6 +748,8 @@ typedef struct suite {
 
 static const suite SUITES[] = {
     {"parser", suite_parser, "parser.jsonl: roundtrip, non_roundtrip, parse_ok, error"},
+    {"spmd", suite_spmd,
+     "spmd.jsonl: spmd-partitioning then hlokit check (equal values, root shape)"},
     {"corpus", suite_corpus,
      "every spmd/propagation/stateful_rng module parses, verifies, prints to a "
      "fixed point and round-trips through JSON"},

@@ -781,6 +781,60 @@ START_TEST(conformance_error_cases_rejected) {
 }
 END_TEST
 
+/* Rewires operand 0 of each instruction to each earlier instruction of its
+ * computation: the verifier and inference must answer (accept or reject)
+ * without crashing, and the module must verify again once restored. */
+static void rewire_all(hk_module *m, int *tries, int *rejected) {
+  for (int32_t c = 0; c < m->n_computations; c++) {
+    hk_computation *comp = m->computations[c];
+    for (hk_instr *i = comp->first; i; i = i->next) {
+      if (i->n_operands < 1) continue;
+      hk_instr *orig = i->operands[0];
+      for (hk_instr *j = comp->first; j && j != i; j = j->next) {
+        if (j == orig) continue;
+        hk_instr_set_operand(i, 0, j);
+        hk_status *st = hk_verify_module(m, NULL);
+        (*tries)++;
+        *rejected += st != NULL;
+        hk_status_free(st);
+        const hk_shape *s = NULL;
+        hk_status_free(hk_infer_shape(m, i, &s));
+        hk_instr_set_operand(i, 0, orig);
+      }
+    }
+  }
+}
+
+START_TEST(verify_survives_rewired_operands) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/parser.jsonl", hk_test_conformance_dir());
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char *line = NULL;
+  size_t cap = 0;
+  int tries = 0, rejected = 0;
+  while (getline(&line, &cap, f) > 0) {
+    json_object *o = json_tokener_parse(line), *h;
+    if (o && parser_case_must_verify(o) && json_object_object_get_ex(o, "hlo", &h)) {
+      const char *text = json_object_get_string(h);
+      hk_module *m = NULL;
+      hk_status *st = hk_parse_module(text, strlen(text), "rewire", &m);
+      if (!st) {
+        rewire_all(m, &tries, &rejected);
+        ck_assert_ok(hk_verify_module(m, NULL));
+      }
+      hk_status_free(st);
+      hk_module_free(m);
+    }
+    json_object_put(o);
+  }
+  free(line);
+  fclose(f);
+  fprintf(stderr, "rewired operands: %d variants, %d rejected\n", tries, rejected);
+  ck_assert_int_gt(rejected, 0);
+}
+END_TEST
+
 START_TEST(conformance_corpus_verifies) {
   static const struct { const char *file; bool parser; } files[] = {
       {"spmd.jsonl", false}, {"propagation.jsonl", false}, {"parser.jsonl", true},
@@ -830,6 +884,7 @@ static Suite *analysis_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, conformance_corpus_verifies);
   tcase_add_test(tc, conformance_error_cases_rejected);
+  tcase_add_test(tc, verify_survives_rewired_operands);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -205,6 +205,18 @@ START_TEST(unique_names) {
 }
 END_TEST
 
+START_TEST(name_suffixes) {
+  hk_module *m = hk_module_new("m");
+  ck_assert_str_eq(hk_name_with_suffix(m, "foo", "clone"), "foo.clone");
+  ck_assert_str_eq(hk_name_with_suffix(m, "foo.clone", "clone"), "foo.clone2");
+  ck_assert_str_eq(hk_name_with_suffix(m, "foo.clone2", "clone"), "foo.clone3");
+  ck_assert_str_eq(hk_name_with_suffix(m, "foo.clone.1", "clone"), "foo.clone.1.clone");
+  ck_assert_str_eq(hk_name_with_suffix(m, "foo.clonex", "clone"), "foo.clonex.clone");
+  ck_assert_str_eq(hk_name_with_suffix(m, "a.clone.b.clone9", "clone"), "a.clone.b.clone10");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(many_unique_names) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
@@ -281,6 +293,14 @@ START_TEST(operands_users) {
   for (hk_instr *i = c->first; i; i = i->next) ck_assert_ptr_ne(i, neg);
   ck_assert_ok(hk_instr_remove(both));
   ck_assert_int_eq(count_user(p0, both), 0);
+  /* XLA's RemoveUser: the last user takes the removed one's slot */
+  hk_instr *q = param(c, 2, s, "q");
+  hk_instr *u1 = unary(c, HK_OP_NEGATE, q), *u2 = unary(c, HK_OP_NEGATE, q);
+  hk_instr *u3 = unary(c, HK_OP_NEGATE, q);
+  ck_assert_ok(hk_instr_remove(u1));
+  ck_assert_int_eq(q->n_users, 2);
+  ck_assert_ptr_eq(q->users[0], u3);
+  ck_assert_ptr_eq(q->users[1], u2);
   hk_module_free(m);
 }
 END_TEST
@@ -1174,6 +1194,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, module_basics);
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);
+  tcase_add_test(tc, name_suffixes);
   tcase_add_test(tc, operands_users);
   tcase_add_test(tc, instr_new_before_and_attrs);
   tcase_add_test(tc, control_deps);

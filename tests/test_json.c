@@ -480,6 +480,10 @@ START_TEST(test_import_errors_name_the_path) {
                            ",\"operands\":[\"p\"]},{\"name\":\"a\",\"opcode\":\"add\",\"shape\":" SHAPE_F32_2
                            ",\"operands\":[\"p\",\"x\"]}"),
                "bad.json: computations[0].instructions[2].operands[1]: unknown instruction 'x'");
+  expect_error(MODULE_WITH(PARAM_P ",{\"name\":\"n\",\"opcode\":\"negate\",\"shape\":" SHAPE_F32_2
+                           ",\"operands\":[\"p\"],\"id\":3},{\"name\":\"o\",\"opcode\":\"negate\",\"shape\":"
+                           SHAPE_F32_2 ",\"operands\":[\"p\"],\"id\":3}"),
+               "bad.json: instructions 'n' and 'o' have the same id 3");
   expect_error(MODULE_WITH(PARAM_P ",{\"name\":\"n\",\"opcode\":\"negat\",\"shape\":" SHAPE_F32_2 "}"),
                "computations[0].instructions[1].opcode: unknown opcode 'negat'");
   expect_error(MODULE_WITH("{\"name\":\"p\",\"opcode\":\"parameter\",\"shape\":{\"element_type\":\"f33\",\"dims\":[]}}"),
@@ -530,6 +534,10 @@ START_TEST(test_import_errors_document_level) {
                "entry: unknown computation 'zz'");
   expect_error("{\"name\":\"m\",\"computations\":[{\"name\":\"main\",\"root\":\"q\",\"instructions\":[" PARAM_P "]}]}",
                "computations[0].root: unknown instruction 'q'");
+  expect_error("{\"name\":\"m\",\"computations\":[{\"name\":\"a\",\"instructions\":[" PARAM_P
+               "]},{\"name\":\"b\",\"instructions\":[{\"name\":\"n\",\"opcode\":\"negate\",\"shape\":" SHAPE_F32_2
+               ",\"operands\":[\"p\"]}]}]}",
+               "computations[1].instructions[0].operands[0]: instruction 'p' is in computation 'a', not in 'b'");
   expect_error("{\"name\":\"m\",\"computations\":[{\"name\":\"main\",\"instructions\":[]}]}",
                "computations[0].instructions: a computation needs at least one instruction");
   expect_error("{\"name\":\"m\",\"config\":{\"num_partitions\":0},\"computations\":[{\"name\":\"main\",\"instructions\":[" PARAM_P "]}]}",
@@ -550,6 +558,17 @@ START_TEST(test_import_minimal_document) {
   ck_assert_int_eq(m->entry->root->n_operands, 1);
   ck_assert_int_eq(m->config.num_partitions, 1);
   ck_assert_int_eq(m->entry->n_params, 1);
+  ck_assert_int_eq(m->entry->first->id, 0);
+  ck_assert_int_eq(m->entry->root->id, 1);
+  hk_module_free(m);
+  /* Given ids are kept; missing ones come after the largest. */
+  const char *ids = MODULE_WITH("{\"name\":\"p\",\"opcode\":\"parameter\",\"shape\":" SHAPE_F32_2 "},"
+                                "{\"name\":\"n\",\"opcode\":\"negate\",\"shape\":" SHAPE_F32_2
+                                ",\"operands\":[\"p\"],\"id\":41}");
+  ck_assert_ok(hk_module_from_json(ids, strlen(ids), "ids.json", &m));
+  ck_assert_int_eq(m->entry->root->id, 41);
+  ck_assert_int_eq(m->entry->first->id, 42);
+  ck_assert_int_eq(m->next_id, 43);
   hk_module_free(m);
 }
 END_TEST

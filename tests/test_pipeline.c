@@ -112,6 +112,14 @@ static void expect_error(hk_status *st, hk_code code, const char *const *frags) 
 #define EXPECT_ERROR(st, code, ...) \
   expect_error((st), (code), (const char *const[]){__VA_ARGS__, NULL})
 
+static hk_pass *never_create(const hk_option_values *o, hk_registry *r, hk_status **e) {
+  (void)o, (void)r;
+  *e = hk_error(HK_INTERNAL, "not created in this test");
+  return NULL;
+}
+static const hk_pass_desc log_desc_for_origin = {sizeof(hk_pass_desc), "log", "", NULL, 0,
+                                                 never_create};
+
 /* ---- loader error paths ------------------------------------------------------ */
 
 START_TEST(test_missing_file) {
@@ -273,6 +281,10 @@ START_TEST(test_load_dir_in_name_order_and_once) {
   /* The same file again (another route to it) is not a duplicate. */
   ck_assert_ok(hk_plugin_load(reg, a, HK_ORIGIN_EXPLICIT));
   ck_assert_int_eq(hk_registry_n_plugins(reg), 3);
+  /* What the host registers after loading is its own, not the last plugin's. */
+  ck_assert_ok(hk_registry_add_pass(reg, &log_desc_for_origin));
+  ck_assert_int_eq(hk_registry_pass_entry(reg, "log")->plugin, 0);
+  ck_assert_str_eq(hk_registry_plugin(reg, 0)->path, "<builtin>");
   char *missing = tmp_path("no-such-dir");
   EXPECT_ERROR(hk_plugin_load_dir(reg, missing, HK_ORIGIN_PLUGIN_DIR, false), HK_NOT_FOUND,
                missing, "--plugin-dir");

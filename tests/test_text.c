@@ -251,6 +251,54 @@ START_TEST(test_header_attributes) {
 }
 END_TEST
 
+START_TEST(test_pieces) {
+  hk_module *m = hk_module_new("pieces");
+  const hk_window *w = NULL;
+  const char *wt = "size=2x3 stride=1x2 pad=0_1x1_1 rhs_reversal=0x1";
+  ck_assert_ok(hk_parse_window(m, wt, strlen(wt), &w));
+  ck_assert_int_eq(w->n_dims, 2);
+  ck_assert_int_eq(w->dims[1].size, 3);
+  ck_assert_int_eq(w->dims[1].stride, 2);
+  ck_assert_int_eq(w->dims[0].pad_hi, 1);
+  ck_assert(w->dims[1].reversal);
+  ck_assert_int_eq(w->dims[0].base_dilation, 1);
+  const hk_conv_dnums *d = NULL;
+  const char *dt = "b0?f_?0?io->?b?0?f";
+  ck_assert_ok(hk_parse_conv_dnums(m, dt, strlen(dt), &d));
+  ck_assert_int_eq(d->input_batch, 0);
+  ck_assert_int_eq(d->input_feature, 3);
+  ck_assert_int_eq(d->kernel_output_feature, 4);
+  ck_assert_int_eq(d->output_spatial[0], 3);
+  int32_t n = 0;
+  const hk_pad_dim *pd = NULL;
+  ck_assert_ok(hk_parse_padding_config(m, "0_1_0x2_3_4", 11, &n, &pd));
+  ck_assert_int_eq(n, 2);
+  ck_assert_int_eq(pd[1].interior, 4);
+  hk_status *st = hk_parse_padding_config(m, "0_1_0x2", 7, &n, &pd);
+  ck_assert_ptr_nonnull(st);
+  hk_status_free(st);
+  const hk_shape *sh = NULL;
+  st = hk_parse_shape(m, "f32[123,456]{foo}", 17, &sh);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(st->message, "1:14"));
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(test_single_instruction_text) {
+  const char *t = "%multiply = f32[2,4]{1,0} multiply(f32[2,4]{1,0}, f32[2,4]{1,0})";
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(t, strlen(t), NULL, &m));
+  ck_assert_int_eq(m->entry->n_params, 2);
+  ck_assert_int_eq(m->entry->root->opcode, HK_OP_MULTIPLY);
+  hk_module_free(m);
+  check_error("multiply(f32[2,4]{1,0} %a, f32[2,4]{1,0} %b)", "1:", "expects '=' in instruction");
+  check_error("%m = f32[2,4]{1,0} multiply(%a, %b)", "1:", "Operand had no shape in HLO text");
+  check_error("a = f32[2] parameter(0)\nb = f32[2] negate(a)\n", "2:1:", "Expected eof");
+}
+END_TEST
+
 static Suite *text_suite(void) {
   Suite *s = suite_create("text");
   TCase *tc = tcase_create("core");
@@ -263,6 +311,8 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_async_sugar);
   tcase_add_test(tc, test_errors_have_positions);
   tcase_add_test(tc, test_header_attributes);
+  tcase_add_test(tc, test_pieces);
+  tcase_add_test(tc, test_single_instruction_text);
   suite_add_tcase(s, tc);
   return s;
 }

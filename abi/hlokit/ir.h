@@ -213,7 +213,8 @@ struct hk_instr {
   hk_computation *parent;
   hk_instr *prev, *next;           /* order within the computation */
   hk_instr **operands;
-  hk_instr **users;                /* each user once, in order of first use */
+  hk_instr **users;                /* each user once: appended on first use; a
+                                      removed user's slot takes the last one (XLA) */
   int64_t *dims;
   hk_computation **called;
   const hk_sharding *sharding;     /* NULL = no sharding */
@@ -363,6 +364,11 @@ void hk_instr_remove_control_deps(hk_instr *i);
 hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src,
                          const hk_shape *shape, int n_operands,
                          hk_instr *const *operands, const char *name);
+/* XLA's AddSuffixToInstructionName, for naming clones: "foo" + "clone" is
+ * "foo.clone", "foo.clone" gives "foo.clone2", "foo.clone2" gives
+ * "foo.clone3".  Returns an interned string; hk_instr_new / hk_instr_clone
+ * then make it unique. */
+const char *hk_name_with_suffix(hk_module *m, const char *name, const char *suffix);
 /* True for ops XLA never removes as dead (side effects). */
 bool hk_instr_has_side_effect(const hk_instr *i);
 /* Convenience getters with XLA defaults. */

@@ -26,6 +26,14 @@ hk_status *hk_parse_module(const char *text, size_t len, const char *filename,
 /* Pieces, as XLA's ParseShape / ParseSharding / ... do (whole text must be
  * consumed). */
 hk_status *hk_parse_shape(hk_module *m, const char *text, size_t len, const hk_shape **out);
+/* window={...} contents ("size=2x2 stride=1x2 pad=0_1x1_1", braces optional). */
+hk_status *hk_parse_window(hk_module *m, const char *text, size_t len, const hk_window **out);
+/* dim_labels ("b01f_01io->b01f"; '?' marks an unlabeled dimension, left -1). */
+hk_status *hk_parse_conv_dnums(hk_module *m, const char *text, size_t len,
+                               const hk_conv_dnums **out);
+/* A pad instruction's padding ("0_1_0x2_3_4": lo_hi[_interior] per dimension). */
+hk_status *hk_parse_padding_config(hk_module *m, const char *text, size_t len, int32_t *n,
+                                   const hk_pad_dim **out);
 
 /* A growable output buffer. */
 typedef struct hk_buf {

@@ -44,6 +44,11 @@ const hk_shape *ana_tuple(hk_module *m, int n, const hk_shape *const *elems);
 const hk_shape *ana_single_or_tuple(hk_module *m, int n,
                                     const hk_shape *const *elems);
 
+/* Copies a shape's dims into out (safe for rank 0, where dims may be NULL). */
+static inline void ana_copy_dims(int64_t *out, const hk_shape *s) {
+  for (int d = 0; d < s->rank; d++) out[d] = s->dims[d];
+}
+
 /* The value of a verbatim attribute (name=value), or NULL. */
 const char *ana_raw_attr(const hk_instr *i, const char *name);
 

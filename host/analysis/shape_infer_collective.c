@@ -194,7 +194,7 @@ static hk_status *infer_gather_scatter(ana_ctx *c, const hk_shape **out) {
   for (int k = 0; k < n; k++) {
     const hk_shape *s = res[k];
     int64_t dims[HK_MAX_RANK];
-    memcpy(dims, s->dims, sizeof(int64_t) * s->rank);
+    ana_copy_dims(dims, s);
     if (gather) {
       dims[d] *= count;
     } else {

@@ -69,7 +69,7 @@ static hk_status *apply_sparsity(ana_ctx *c, const hk_shape **l, const hk_shape 
     if (dim < 0 || dim >= (*s)->rank)
       return ana_fail(c->i, "sparsity dimension %lld is out of range", dim);
     int64_t dims[HK_MAX_RANK];
-    memcpy(dims, (*s)->dims, sizeof(int64_t) * (*s)->rank);
+    ana_copy_dims(dims, (*s));
     dims[dim] = dims[dim] * m / n;
     *s = ana_array(c->m, (hk_prim)(*s)->elem, (*s)->rank, dims, NULL);
     sp += used;
@@ -223,7 +223,7 @@ static hk_status *expanded_indices(ana_ctx *c, const hk_shape *idx, int64_t ivd,
     return ana_fail(c->i, "index_vector_dim %lld is out of range for indices of rank %d",
                     (long long)ivd, (int)idx->rank);
   *rank = idx->rank;
-  memcpy(dims, idx->dims, sizeof(int64_t) * idx->rank);
+  ana_copy_dims(dims, idx);
   if (ivd == idx->rank) {
     if (*rank >= HK_MAX_RANK) return ana_fail(c->i, "indices rank too large");
     dims[(*rank)++] = 1;

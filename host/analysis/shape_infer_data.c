@@ -225,7 +225,7 @@ static hk_status *infer_concatenate(ana_ctx *c, const hk_shape **out) {
     return ana_fail(i, "concatenate dimension %lld is out of range for rank %d",
                     (long long)cd, (int)first->rank);
   int64_t dims[HK_MAX_RANK];
-  memcpy(dims, first->dims, sizeof(int64_t) * first->rank);
+  ana_copy_dims(dims, first);
   char a[128], b[128];
   for (int k = 1; k < i->n_operands; k++) {
     const hk_shape *s = OPND(c, k);
@@ -340,7 +340,7 @@ static hk_status *infer_topk(ana_ctx *c, const hk_shape **out) {
     return ana_fail(c->i, "topk k=%lld exceeds the last dimension %lld", (long long)k,
                     (long long)op->dims[op->rank - 1]);
   int64_t dims[HK_MAX_RANK];
-  memcpy(dims, op->dims, sizeof(int64_t) * op->rank);
+  ana_copy_dims(dims, op);
   dims[op->rank - 1] = k;
   const hk_shape *el[2] = {ana_array(c->m, elem_of(op), op->rank, dims, NULL),
                            ana_array(c->m, HK_S32, op->rank, dims, NULL)};
@@ -364,7 +364,7 @@ static hk_status *infer_fft(ana_ctx *c, const hk_shape **out) {
   if (real_in ? !(e == HK_F32 || e == HK_F64) : !hk_prim_is_complex(e))
     return ana_fail(c->i, "%s does not accept operands of type %s", type, hk_prim_name(e));
   int64_t dims[HK_MAX_RANK];
-  memcpy(dims, op->dims, sizeof(int64_t) * op->rank);
+  ana_copy_dims(dims, op);
   for (int k = 0; k < len.n; k++) {
     int64_t want = len.v[k];
     if (real_out && k == len.n - 1) want = len.v[k] / 2 + 1;

@@ -230,7 +230,7 @@ static hk_status *infer_bitcast_convert(ana_ctx *c, const hk_shape **out) {
     return NULL;
   }
   int64_t dims[HK_MAX_RANK];
-  memcpy(dims, s->dims, sizeof(int64_t) * s->rank);
+  ana_copy_dims(dims, s);
   if (in < outb) {
     if (outb % in != 0 || s->rank == 0 || s->dims[s->rank - 1] != outb / in)
       return ana_fail(c->i, "bitcast-convert from %s to %s needs a last dimension of %d",

@@ -43,10 +43,11 @@ static void set_visit_state(hk_instr *i, unsigned s) {
 typedef struct ptr_stack {
   hk_instr **v;
   size_t n, cap;
+  const hk_computation *c;   /* instructions of other computations are skipped */
 } ptr_stack;
 
 static void stack_push(ptr_stack *s, hk_instr *i) {
-  if (visit_state(i) == VISIT_DONE) return;
+  if (i->parent != s->c || visit_state(i) == VISIT_DONE) return;
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 64;
     s->v = realloc(s->v, s->cap * sizeof *s->v);
@@ -163,17 +164,19 @@ static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_in
 }
 
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
-  hk_instr **out = malloc((size_t)(c->n_instrs ? c->n_instrs : 1) * sizeof *out);
+  int64_t count = 0;   /* the list itself, not n_instrs, bounds the output */
+  for (const hk_instr *i = c->first; i; i = i->next) count++;
+  hk_instr **out = malloc((size_t)(count ? count : 1) * sizeof *out);
   if (!out) abort();
   int64_t n_out = 0;
-  ptr_stack s = {0};
+  ptr_stack s = {.c = c};
   channel_deps d;
   channel_deps_init(&d, c);
   pthread_mutex_lock(&post_order_lock);
   for (hk_instr *i = c->first; i; i = i->next)
     if (i->n_users == 0) dfs_from(i, &s, &d, out, &n_out);
   /* Instructions only reachable through a cycle (invalid IR) still appear. */
-  if (n_out < c->n_instrs)
+  if (n_out < count)
     for (hk_instr *i = c->first; i; i = i->next)
       if (visit_state(i) == VISIT_NEW) dfs_from(i, &s, &d, out, &n_out);
   for (hk_instr *i = c->first; i; i = i->next) set_visit_state(i, VISIT_NEW);

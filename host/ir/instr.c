@@ -35,13 +35,12 @@ static void add_user(hk_instr *op, hk_instr *user) {
   op->users[op->n_users++] = user;
 }
 
-/* Drops user from op->users, keeping the order (searches from the back:
- * the newest users are usually the ones removed). */
+/* Drops user from op->users the way XLA does: the last user moves into its
+ * slot.  (Searches from the back: new users are usually the ones removed.) */
 static void remove_user(hk_instr *op, const hk_instr *user) {
   for (int32_t k = op->n_users; k-- > 0;) {
     if (op->users[k] != user) continue;
-    memmove(op->users + k, op->users + k + 1, (size_t)(op->n_users - k - 1) * sizeof *op->users);
-    op->n_users--;
+    op->users[k] = op->users[--op->n_users];
     return;
   }
 }
@@ -83,6 +82,10 @@ static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
   i->shape = shape;
   i->parent = c;
   i->id = m->next_id++;
+  /* The name goes right after the struct: lookups by name then touch
+   * neighbouring cache lines. */
+  const char *want = name ? name : hk_opcode_name(op);
+  i->name = hk_ns_unique(m, &m->impl->instr_names, want, strlen(want), i);
   i->n_operands = i->cap_operands = n_operands;
   i->operands = ptrs_alloc(m, n_operands);
   for (int k = 0; k < n_operands; k++) {
@@ -91,8 +94,6 @@ static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
     /* A repeated operand already has i as its newest user. */
     if (o->n_users == 0 || o->users[o->n_users - 1] != i) add_user(o, i);
   }
-  const char *want = name ? name : hk_opcode_name(op);
-  i->name = hk_ns_unique(m, &m->impl->instr_names, want, strlen(want), i);
   list_insert_before(c, i, before);
   return i;
 }

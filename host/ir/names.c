@@ -212,3 +212,40 @@ void hk_ns_free(hk_namespace *ns) {
   hk_strmap_free(&ns->names);
   hk_strmap_free(&ns->counters);
 }
+
+/* XLA's HloInstruction::AddSuffixToInstructionName. */
+const char *hk_name_with_suffix(hk_module *m, const char *name, const char *suffix) {
+  size_t nl = strlen(name), sl = strlen(suffix);
+  char *buf = malloc(nl + sl + 32);
+  if (!buf) abort();
+  size_t n = 0;
+  const char *at = NULL;   /* last ".suffix" in name */
+  for (const char *p = name; (p = strstr(p, ".")) != NULL; p++)
+    if (strncmp(p + 1, suffix, sl) == 0) at = p;
+  memcpy(buf, name, nl);
+  if (!at) {
+    n = nl;
+    buf[n++] = '.';
+    memcpy(buf + n, suffix, sl);
+    n += sl;
+  } else {
+    const char *after = at + 1 + sl;
+    size_t al = strlen(after);
+    int64_t num;
+    if (al == 0) {
+      n = nl;
+      buf[n++] = '2';
+    } else if (parse_i64(after, al, &num)) {
+      n = (size_t)(after - name);
+      n += put_i64(buf + n, num + 1);
+    } else {
+      n = nl;
+      buf[n++] = '.';
+      memcpy(buf + n, suffix, sl);
+      n += sl;
+    }
+  }
+  const char *r = hk_intern(m, buf, n);
+  free(buf);
+  return r;
+}

@@ -56,7 +56,6 @@ static hk_status *instr_id(hkj_ctx *c, json_object *v, hk_instr *i) {
   hkj_pop(c, saved);
   if (st) return st;
   i->id = id;
-  if (id >= c->m->next_id) c->m->next_id = id + 1;
   return NULL;
 }
 
@@ -68,7 +67,9 @@ static hk_status *instr_attrs_from_json(hkj_ctx *c, json_object *obj, hk_instr *
   }
   if (i->opcode == HK_OP_PARAMETER) hk_computation_register_param(i->parent, i);
   json_object *id = hkj_get(obj, "id");
-  return id ? instr_id(c, id, i) : NULL;
+  if (id) return instr_id(c, id, i);
+  i->id = -1;   /* assigned by finish_ids() */
+  return NULL;
 }
 
 static hk_status *instr_create(hkj_ctx *c, hk_computation *comp, json_object *obj) {
@@ -128,8 +129,12 @@ static hk_status *find_instr(hkj_ctx *c, hk_computation *comp, json_object *v, h
   size_t len;
   HK_TRY(hkj_str_raw(c, v, &name, &len));
   *out = memchr(name, '\0', len) ? NULL : hk_computation_find_instr(comp, name);
-  if (!*out) return hkj_err(c, "unknown instruction '%s' in computation '%s'", name, comp->name);
-  return NULL;
+  if (*out) return NULL;
+  for (int k = 0; k < c->m->n_computations; k++)   /* error path: say where it is */
+    if (hk_computation_find_instr(c->m->computations[k], name))
+      return hkj_err(c, "instruction '%s' is in computation '%s', not in '%s'", name,
+                     c->m->computations[k]->name, comp->name);
+  return hkj_err(c, "unknown instruction '%s' in computation '%s'", name, comp->name);
 }
 
 /* Calls add(c, i, target) for each name in the array obj[key]. */
@@ -212,6 +217,46 @@ static hk_status *computation_link(hkj_ctx *c, json_object *obj, hk_computation 
   }
   hkj_pop(c, saved);
   return st ? st : computation_root(c, obj, comp);
+}
+
+/* ---- instruction ids ------------------------------------------------------------------ */
+
+typedef struct id_entry {
+  int64_t id;
+  const hk_instr *instr;
+} id_entry;
+
+static int id_cmp(const void *a, const void *b) {
+  int64_t x = ((const id_entry *)a)->id, y = ((const id_entry *)b)->id;
+  return (x > y) - (x < y);
+}
+
+/* Instructions imported without an id get fresh ones after the largest
+ * given id; then every id must be unique. */
+static hk_status *finish_ids(hkj_ctx *c) {
+  hk_module *m = c->m;
+  int64_t next = 0, n = 0;
+  for (int k = 0; k < m->n_computations; k++) {
+    n += m->computations[k]->n_instrs;
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->id >= next) next = i->id + 1;
+  }
+  id_entry *ids = malloc(((size_t)n + 1) * sizeof *ids);
+  size_t at = 0;
+  for (int k = 0; k < m->n_computations; k++)
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next) {
+      if (i->id < 0) i->id = next++;
+      ids[at++] = (id_entry){i->id, i};
+    }
+  m->next_id = next;
+  qsort(ids, at, sizeof *ids, id_cmp);
+  hk_status *st = NULL;
+  for (size_t k = 1; k < at && !st; k++)
+    if (ids[k].id == ids[k - 1].id)
+      st = hkj_err(c, "instructions '%s' and '%s' have the same id %lld", ids[k - 1].instr->name,
+                   ids[k].instr->name, (long long)ids[k].id);
+  free(ids);
+  return st;
 }
 
 /* ---- the entry computation --------------------------------------------------------------- */
@@ -381,6 +426,7 @@ static hk_status *module_from_doc(hkj_ctx *c, json_object *doc, hk_module **out)
   HK_TRY(hkj_need(c, doc, "computations", &comps));
   c->m = hk_module_new(name);
   hk_status *st = computations_from_json(c, comps);
+  if (!st) st = finish_ids(c);
   if (!st) st = module_entry(c, doc, comps);
   if (!st && (cfg = hkj_get(doc, "config"))) {
     size_t saved = hkj_push_key(c, "config");

@@ -116,6 +116,7 @@ static hk_status *register_plugin(hk_registry *reg, const char *path, void *hand
   int32_t idx = hk_registry_begin_plugin(reg, path, real, handle, origin);
   hk_registry_set_plugin_info(reg, idx, info->name, info->version);
   st = info->register_fn(reg);
+  hk_registry_end_plugin(reg);
   if (st)
     return hk_status_prefix(st, "%s: plugin '%s' (from %s) failed to register",
                             path, info->name ? info->name : "?", origin_name(origin));
@@ -189,11 +190,15 @@ hk_status *hk_plugin_load_dir(hk_registry *reg, const char *dir, hk_plugin_origi
   return st;
 }
 
+/* dir/rel, resolved (no "..") when it exists. */
 static char *join_path(const char *dir, const char *rel) {
   size_t len = strlen(dir) + strlen(rel) + 2;
   char *p = malloc(len);
   snprintf(p, len, "%s/%s", dir, rel);
-  return p;
+  char *real = realpath(p, NULL);
+  if (!real) return p;
+  free(p);
+  return real;
 }
 
 int hk_plugin_default_dirs(char *out[2]) {

@@ -39,6 +39,8 @@ void hk_registry_free(hk_registry *reg);  /* destroys partitioners, dlcloses */
 int32_t hk_registry_begin_plugin(hk_registry *reg, const char *path,
                                  const char *real_path, void *handle,
                                  hk_plugin_origin origin);
+/* Registrations after this belong to the host again (builtin). */
+void hk_registry_end_plugin(hk_registry *reg);
 void hk_registry_set_plugin_info(hk_registry *reg, int32_t plugin,
                                  const char *name, const char *version);
 int32_t hk_registry_n_plugins(const hk_registry *reg);

@@ -35,9 +35,26 @@ static const preset_pass pre_layout_assignment[] = {
     {"change-op-data-type", NULL, false},
 };
 
+/* The hilo collective passes, after partitioning: patterns are matched
+ * first (reduce-scatter creation), then collectives merged (combiners),
+ * then cycles split for devices that cannot run them; channel ids are made
+ * unique once nothing duplicates them any more, stream ids assigned last on
+ * the final collective graph, and the dead pieces removed. */
+static const preset_pass hilo_collectives[] = {
+    {"hilo-reduce-scatter-creator", NULL, false},
+    {"hilo-all-gather-combiner", NULL, false},
+    {"hilo-all-reduce-combiner", NULL, false},
+    {"hilo-collective-permute-cycle-decomposer", NULL, false},
+    {"hilo-unique-channel-id", NULL, false},
+    {"hilo-collective-stream-id", NULL, false},
+    {"hlo-dce", NULL, false},
+};
+
 static const preset presets[] = {
     {"pre-layout-assignment", pre_layout_assignment,
      (int)(sizeof pre_layout_assignment / sizeof pre_layout_assignment[0])},
+    {"hilo-collectives", hilo_collectives,
+     (int)(sizeof hilo_collectives / sizeof hilo_collectives[0])},
 };
 static const int n_presets = (int)(sizeof presets / sizeof presets[0]);
 

@@ -83,6 +83,8 @@ int32_t hk_registry_begin_plugin(hk_registry *reg, const char *path,
   return reg->n_plugins++;
 }
 
+void hk_registry_end_plugin(hk_registry *reg) { reg->current = 0; }
+
 void hk_registry_set_plugin_info(hk_registry *reg, int32_t plugin,
                                  const char *name, const char *version) {
   hk_plugin_rec *r = &reg->plugins[plugin];

@@ -122,9 +122,9 @@ bool tx_expect(tx_parser *P, char c, const char *what) {
   return tx_error_at(P, P->p, "expects '%c' %s", c, what);
 }
 
-/* 1: may start a name, 2: may continue one */
+/* 1: may start a name, 2: may continue one, 4: '-' (not part of "->") */
 static const uint8_t kNameClass[256] = {
-    ['-'] = 2, ['.'] = 2, ['0'] = 2, ['1'] = 2, ['2'] = 2, ['3'] = 2, ['4'] = 2,
+    ['-'] = 6, ['.'] = 2, ['0'] = 2, ['1'] = 2, ['2'] = 2, ['3'] = 2, ['4'] = 2,
     ['5'] = 2, ['6'] = 2, ['7'] = 2, ['8'] = 2, ['9'] = 2, ['_'] = 3,
     ['A'] = 3, ['B'] = 3, ['C'] = 3, ['D'] = 3, ['E'] = 3, ['F'] = 3, ['G'] = 3,
     ['H'] = 3, ['I'] = 3, ['J'] = 3, ['K'] = 3, ['L'] = 3, ['M'] = 3, ['N'] = 3,
@@ -136,7 +136,6 @@ static const uint8_t kNameClass[256] = {
     ['v'] = 3, ['w'] = 3, ['x'] = 3, ['y'] = 3, ['z'] = 3,
 };
 static inline bool name_start(int c) { return kNameClass[c & 0xff] & 1; }
-static inline bool name_char(int c) { return kNameClass[c & 0xff] & 2; }
 
 bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after) {
   tx_skip(P);
@@ -144,8 +143,9 @@ bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after
   if (p < e && *p == '%') p++;
   if (p >= e || !name_start((unsigned char)*p)) return false;
   const char *st = p;
-  while (p < e && name_char((unsigned char)*p)) {
-    if (*p == '-' && p + 1 < e && p[1] == '>') break;
+  uint8_t cls;
+  while (p < e && ((cls = kNameClass[(unsigned char)*p]) & 2)) {
+    if ((cls & 4) && p + 1 < e && p[1] == '>') break;
     p++;
   }
   *s = st;

@@ -463,11 +463,9 @@ static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk
 }
 
 static bool mark_async_computation(tx_parser *P, tx_pending *pi, hk_computation *w) {
-  for (size_t k = 0; k < P->async_comps.n; k++)
-    if (P->async_comps.v[k] == (void *)w)
-      return tx_error_at(P, pi->at, "Computation %s is already referenced by another async op",
-                         w->name);
-  tx_vec_push(&P->async_comps, w);
+  if (!tx_table_put(&P->async_comps, w->name, strlen(w->name), w))
+    return tx_error_at(P, pi->at, "Computation %s is already referenced by another async op",
+                       w->name);
   return true;
 }
 
@@ -493,7 +491,7 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
     hk_instr *inner = hk_instr_new(w, pi->op, pi->shape->tuple[1], n, params, hk_opcode_name(pi->op));
     apply_attrs(P, inner, pi, false, true);
     hk_computation_set_root(w, inner);
-    tx_vec_push(&P->async_comps, w);
+    tx_table_put(&P->async_comps, w->name, strlen(w->name), w);
     hk_instr *start = hk_instr_new(c, HK_OP_ASYNC_START, pi->shape, pi->n_operands, ops, name);
     hk_computation *wc = w;
     hk_instr_set_called(start, 1, &wc);
@@ -992,7 +990,7 @@ static void parser_free(tx_parser *P) {
   tx_table_free(&P->comps);
   tx_table_free(&P->shapes);
   free(P->opstack.v);
-  free(P->async_comps.v);
+  tx_table_free(&P->async_comps);
   free(P->ints);
 }
 

@@ -220,9 +220,12 @@ static bool parse_dim_labels(tx_parser *P, tx_pending *pi) {
     }
   }
   P->p = q;
-  int n_sp = (int)plen[0] - 2;
-  if (n_sp < 0 || (int)plen[1] - 2 != n_sp || (int)plen[2] - 2 != n_sp)
-    return tx_error_at(P, at, "dim_labels have inconsistent ranks");
+  int n_sp = 0;
+  for (int k = 0; k < 3; k++)
+    for (size_t i = 0; i < plen[k]; i++)
+      if (isdigit((unsigned char)part[k][i]) && part[k][i] - '0' + 1 > n_sp) n_sp = part[k][i] - '0' + 1;
+  if (plen[0] < 2 || plen[1] < 2 || plen[2] < 2)
+    return tx_error_at(P, at, "dim_labels need at least two dimensions per part");
   hk_conv_dnums *d = hk_alloc(P->m, sizeof *d);
   int64_t *sp = hk_alloc(P->m, sizeof(int64_t) * (size_t)(3 * (n_sp ? n_sp : 1)));
   d->n_spatial = n_sp;
@@ -721,7 +724,23 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
         size_t vl;
         tx_skip(P);
         if (tx_peek(P) == '"') {
-          if (!tx_quoted_raw(P, &v, &vl)) return false;
+          /* XLA keeps the string; it prints a braced one bare, others quoted and escaped */
+          const char *u;
+          size_t ul;
+          if (!tx_string(P, &u, &ul)) return false;
+          if (tx_lexes_as_dict(u)) {
+            a->backend_config = u;
+          } else {
+            hk_buf q;
+            hk_buf_init(&q);
+            hk_buf_put(&q, "\"", 1);
+            tx_print_escaped(&q, u);
+            hk_buf_put(&q, "\"", 1);
+            a->backend_config = tx_intern(P, q.data, q.len);
+            hk_buf_free(&q);
+          }
+          pi->has_attrs = true;
+          return true;
         } else if (!tx_raw_value(P, &v, &vl)) {
           return false;
         }
@@ -910,4 +929,73 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       break;
   }
   return parse_raw(P, pi, name, len);
+}
+
+/* ---- pieces parsed on their own -------------------------------------------------- */
+
+typedef bool (*piece_fn)(tx_parser *P, tx_pending *pi);
+
+static hk_status *parse_piece(hk_module *m, const char *text, size_t len, piece_fn fn,
+                              tx_pending *pi) {
+  tx_parser P;
+  memset(&P, 0, sizeof P);
+  P.src = P.p = text;
+  P.end = text + len;
+  P.m = m;
+  memset(pi, 0, sizeof *pi);
+  bool ok = fn(&P, pi);
+  if (ok && tx_peek(&P) != 0) ok = tx_error_at(&P, P.p, "expects end of input");
+  free(P.ints);
+  free(pi->raw);
+  free(pi->ctrl);
+  if (ok && !P.err) return NULL;
+  return P.err ? P.err : hk_error(HK_INVALID_ARGUMENT, "<input>:1:1: error: parse failed");
+}
+
+static bool window_piece(tx_parser *P, tx_pending *pi) {
+  if (tx_peek(P) == '{') return parse_window(P, pi);
+  /* without the braces: parse "{...}" over a copy */
+  size_t n = (size_t)(P->end - P->p);
+  char *tmp = malloc(n + 2);
+  tmp[0] = '{';
+  memcpy(tmp + 1, P->p, n);
+  tmp[n + 1] = '}';
+  tx_parser Q = *P;
+  Q.src = Q.p = tmp;
+  Q.end = tmp + n + 2;
+  bool ok = parse_window(&Q, pi);
+  if (!ok) {
+    P->err = Q.err;
+    /* positions refer to the braced copy: shift by one */
+  }
+  P->ints = Q.ints, P->cap_ints = Q.cap_ints;
+  P->p = ok ? P->end : P->p;
+  free(tmp);
+  return ok;
+}
+
+hk_status *hk_parse_window(hk_module *m, const char *text, size_t len, const hk_window **out) {
+  tx_pending pi;
+  hk_status *st = parse_piece(m, text, len, window_piece, &pi);
+  if (!st) *out = pi.a.window;
+  return st;
+}
+
+hk_status *hk_parse_conv_dnums(hk_module *m, const char *text, size_t len,
+                               const hk_conv_dnums **out) {
+  tx_pending pi;
+  hk_status *st = parse_piece(m, text, len, parse_dim_labels, &pi);
+  if (!st) *out = pi.a.conv;
+  return st;
+}
+
+hk_status *hk_parse_padding_config(hk_module *m, const char *text, size_t len, int32_t *n,
+                                   const hk_pad_dim **out) {
+  tx_pending pi;
+  hk_status *st = parse_piece(m, text, len, parse_padding, &pi);
+  if (!st) {
+    *n = pi.a.n_pad;
+    *out = pi.a.pad;
+  }
+  return st;
 }

@@ -150,7 +150,7 @@ static void put_list(hk_buf *b, hk_i64s l) {
 }
 
 /* A value that lexes as a braced dict prints raw, anything else quoted. */
-static bool lexes_as_dict(const char *v) {
+bool tx_lexes_as_dict(const char *v) {
   size_t n = strlen(v);
   if (n < 2 || v[0] != '{' || v[n - 1] != '}') return false;
   int d = 0;
@@ -183,7 +183,7 @@ static void put_kv_list(hk_buf *b, int n, const hk_kv *kv) {
     if (i) tx_put(b, ",", 1);
     tx_puts(b, s[i].key);
     tx_put(b, "=", 1);
-    if (lexes_as_dict(s[i].value)) tx_puts(b, s[i].value);
+    if (tx_lexes_as_dict(s[i].value)) tx_puts(b, s[i].value);
     else put_quoted(b, s[i].value);
   }
   tx_put(b, "}", 1);

@@ -35,7 +35,7 @@ typedef struct tx_parser {
   hk_computation *comp;       /* computation being parsed */
   tx_table comps;             /* computations by name */
   tx_vec opstack;             /* operands of instructions being parsed */
-  tx_vec async_comps;
+  tx_table async_comps;       /* computations already wrapped by an async op, by name */
   tx_vec *params;             /* parameters of the computation being parsed */
   tx_table shapes;            /* shape text -> interned shape (array shapes) */
   struct tx_recent {          /* recently defined names (operands mostly refer to them) */
@@ -162,5 +162,7 @@ static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_st
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);
+/* A braced value XLA prints without quotes (balanced {...}). */
+bool tx_lexes_as_dict(const char *v);
 
 #endif

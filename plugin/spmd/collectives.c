@@ -15,6 +15,21 @@ static const hk_replica_groups *make_groups(hk_module *m, int64_t n_groups, int6
   return g;
 }
 
+/* Global-device-id groups: each partition group repeated per replica. */
+static const hk_replica_groups *global_groups(void *state, hk_module *m, int64_t n_groups,
+                                              int64_t group_size, const int64_t *groups) {
+  const spmd_partitioner *p = state;
+  int64_t np = p ? p->num_partitions : 0, nr = p && p->num_replicas > 1 ? p->num_replicas : 1;
+  int64_t total = n_groups * group_size;
+  int64_t *ids = malloc(sizeof(int64_t) * (size_t)(total * nr + 1));
+  if (!ids) abort();
+  for (int64_t r = 0; r < nr; r++)
+    for (int64_t k = 0; k < total; k++) ids[r * total + k] = r * np + groups[k];
+  const hk_replica_groups *g = make_groups(m, n_groups * nr, group_size, ids);
+  free(ids);
+  return g;
+}
+
 static void set_channel(hk_instr *i, int64_t *next_channel_id) {
   hk_instr_attrs(i)->channel_id = (*next_channel_id)++;
 }
@@ -30,7 +45,8 @@ static hk_instr *create_all_reduce(void *state, hk_computation *c, hk_instr *ope
   (void)state;
   hk_instr *ar = hk_instr_new(c, HK_OP_ALL_REDUCE, operand->shape, 1, &operand, NULL);
   hk_instr_set_called(ar, 1, &reducer);
-  hk_instr_attrs(ar)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  hk_instr_attrs(ar)->replica_groups = global_groups(state, c->module, n_groups, group_size, groups);
+  hk_instr_attrs(ar)->use_global_device_ids = true;
   set_channel(ar, next_channel_id);
   return ar;
 }
@@ -42,7 +58,8 @@ static hk_instr *create_all_gather(void *state, hk_computation *c, hk_instr *ope
   (void)state;
   hk_instr *ag = hk_instr_new(c, HK_OP_ALL_GATHER, result, 1, &operand, NULL);
   hk_instr_set_dims(ag, 1, &dim);
-  hk_instr_attrs(ag)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  hk_instr_attrs(ag)->replica_groups = global_groups(state, c->module, n_groups, group_size, groups);
+  hk_instr_attrs(ag)->use_global_device_ids = true;
   set_channel(ag, next_channel_id);
   return ag;
 }
@@ -65,18 +82,14 @@ static hk_instr *create_all_to_all(void *state, hk_computation *c, hk_instr *ope
     set_channel(a, next_channel_id);
     return a;
   }
-  int64_t g = group_size, d1[HK_MAX_RANK + 1], perm[HK_MAX_RANK + 1], d2[HK_MAX_RANK + 1];
-  /* [G, dims with split_dim / G] */
-  d1[0] = g;
-  for (int i = 0; i < r; i++) d1[i + 1] = i == split_dim ? s->dims[i] / g : s->dims[i];
-  hk_instr *rs = hk_instr_new(c, HK_OP_TRANSPOSE, s, 1, &operand, NULL);
+  int64_t g = group_size, perm[HK_MAX_RANK + 1], d2[HK_MAX_RANK + 1];
   /* split_dim moved to the front first, so the reshape splits it there. */
-  int64_t p0[HK_MAX_RANK], t0[HK_MAX_RANK];
+  int64_t p0[HK_MAX_RANK] = {0}, t0[HK_MAX_RANK] = {0};
   p0[0] = split_dim;
   for (int i = 0, k = 1; i < r; i++)
     if (i != split_dim) p0[k++] = i;
   for (int i = 0; i < r; i++) t0[i] = s->dims[p0[i]];
-  rs->shape = hk_shape_with_dims(m, s, r, t0);
+  hk_instr *rs = hk_instr_new(c, HK_OP_TRANSPOSE, hk_shape_with_dims(m, s, r, t0), 1, &operand, NULL);
   hk_instr_set_dims(rs, r, p0);
   /* [G, split/G, others...] */
   int64_t d0[HK_MAX_RANK + 1];
@@ -102,7 +115,6 @@ static hk_instr *create_all_to_all(void *state, hk_computation *c, hk_instr *ope
     perm[n++] = pos_of[i];
   }
   for (int i = 0; i <= r; i++) d2[i] = d0[perm[i]];
-  (void)d1;
   hk_instr *t = hk_instr_new(c, HK_OP_TRANSPOSE, hk_shape_array(m, (hk_prim)s->elem, r + 1, d2), 1,
                              &a, NULL);
   hk_instr_set_dims(t, r + 1, perm);
@@ -132,18 +144,19 @@ static hk_instr *create_reduce_scatter(void *state, hk_computation *c, hk_instr 
   hk_instr *rs = hk_instr_new(c, HK_OP_REDUCE_SCATTER, result, 1, &operand, NULL);
   hk_instr_set_dims(rs, 1, &dim);
   hk_instr_set_called(rs, 1, &reducer);
-  hk_instr_attrs(rs)->replica_groups = make_groups(c->module, n_groups, group_size, groups);
+  hk_instr_attrs(rs)->replica_groups = global_groups(state, c->module, n_groups, group_size, groups);
+  hk_instr_attrs(rs)->use_global_device_ids = true;
   set_channel(rs, next_channel_id);
   return rs;
 }
 
 void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t num_replicas,
                                  hk_spmd_collective_ops *out) {
-  (void)self;
   (void)num_partitions;
   (void)num_replicas;
   memset(out, 0, sizeof *out);
   out->size = sizeof *out;
+  out->state = self;
   out->partition_id = create_partition_id;
   out->all_reduce = create_all_reduce;
   out->all_gather = create_all_gather;

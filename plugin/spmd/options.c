@@ -6,7 +6,7 @@ static const char *const gs_methods[] = {"kIndexParallel", "kExplicitBatch",
                                          "kOperandPassthrough", "kTrivialSlicedOperand",
                                          "kIndexPassthrough", NULL};
 
-const hk_option_decl spmd_option_decls[] = {
+const hk_option_decl spmd_option_decls[SPMD_N_OPTIONS] = {
     {"conv_halo_exchange_always_on_lhs", HK_OPT_BOOL, "true",
      "convolution halo exchange always on the lhs", NULL},
     {"report_instruction_count", HK_OPT_INT, "5",

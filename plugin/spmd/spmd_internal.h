@@ -61,7 +61,8 @@ typedef struct spmd_visitor {
 } spmd_visitor;
 
 /* ---- options.c ---- */
-extern const hk_option_decl spmd_option_decls[];
+#define SPMD_N_OPTIONS 18
+extern const hk_option_decl spmd_option_decls[SPMD_N_OPTIONS];
 extern const int32_t spmd_n_option_decls;
 hk_spmd_options spmd_options_default(void);
 void spmd_options_from_values(const hk_option_values *v, hk_spmd_options *o);

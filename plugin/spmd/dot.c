@@ -1,0 +1,238 @@
+/* dot.c - the dot handler: picks the cheapest of three plans - operands
+ * resharded to match the output's tiling (batch / non-contracting dims), or
+ * the lhs (rhs) kept as it is with the other operand matched to it on the
+ * contracting dims, local dot, all-reduce of the partial sums - by the
+ * bytes each plan moves. */
+#include "spmd_internal.h"
+
+typedef struct dot_dims {
+  int rl, rr, ro;
+  int lhs_to_out[HK_MAX_RANK];     /* -1: contracting */
+  int rhs_to_out[HK_MAX_RANK];
+  int lhs_contract_of_rhs[HK_MAX_RANK]; /* rhs contracting dim -> lhs dim (-1 otherwise) */
+  int rhs_contract_of_lhs[HK_MAX_RANK];
+  int out_from_lhs[HK_MAX_RANK];   /* out dim -> lhs dim or -1 */
+  int out_from_rhs[HK_MAX_RANK];
+} dot_dims;
+
+static bool in_list(const hk_i64s *l, int64_t d, int *at) {
+  for (int i = 0; i < l->n; i++)
+    if (l->v[i] == d) {
+      if (at) *at = i;
+      return true;
+    }
+  return false;
+}
+
+static void map_dims(const hk_instr *dot, dot_dims *m) {
+  const hk_dot_dnums *dn = dot->attrs->dot;
+  m->rl = dot->operands[0]->shape->rank;
+  m->rr = dot->operands[1]->shape->rank;
+  m->ro = dot->shape->rank;
+  for (int i = 0; i < m->ro; i++) m->out_from_lhs[i] = m->out_from_rhs[i] = -1;
+  for (int i = 0; i < m->rl; i++) m->rhs_contract_of_lhs[i] = -1;
+  for (int i = 0; i < m->rr; i++) m->lhs_contract_of_rhs[i] = -1;
+  int nb = dn->lhs_batch.n, o = nb;
+  for (int i = 0; i < m->rl; i++) {
+    int at;
+    if (in_list(&dn->lhs_batch, i, &at)) m->lhs_to_out[i] = at;
+    else if (in_list(&dn->lhs_contracting, i, &at)) {
+      m->lhs_to_out[i] = -1;
+      m->rhs_contract_of_lhs[i] = (int)dn->rhs_contracting.v[at];
+    } else m->lhs_to_out[i] = o++;
+  }
+  for (int i = 0; i < m->rr; i++) {
+    int at;
+    if (in_list(&dn->rhs_batch, i, &at)) m->rhs_to_out[i] = at;
+    else if (in_list(&dn->rhs_contracting, i, &at)) {
+      m->rhs_to_out[i] = -1;
+      m->lhs_contract_of_rhs[i] = (int)dn->lhs_contracting.v[at];
+    } else m->rhs_to_out[i] = o++;
+  }
+  for (int i = 0; i < m->rl; i++)
+    if (m->lhs_to_out[i] >= 0) m->out_from_lhs[m->lhs_to_out[i]] = i;
+  for (int i = 0; i < m->rr; i++)
+    if (m->rhs_to_out[i] >= 0) m->out_from_rhs[m->rhs_to_out[i]] = i;
+}
+
+static bool plain_tiled(const hk_sharding *s) {
+  return s && s->kind == HK_SHARDING_TILED && !spmd_is_subgroup_manual(s) &&
+         s->n_subgroups == 0;
+}
+
+/* Bytes moved to reshard a value of `bytes` global bytes from a to b:
+ * 0 when equal or when b only refines a (a local slice). */
+static int64_t reshard_cost(spmd_visitor *v, const hk_sharding *a, const hk_sharding *b,
+                            int rank, int64_t bytes) {
+  if (hk_sharding_equivalent(a, b)) return 0;
+  if (!hk_sharding_is_tiled(b)) return hk_sharding_is_tiled(a) ? bytes : 0;
+  int64_t dims[HK_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(b, d) > 1 &&
+        (!hk_sharding_is_tiled(a) || hk_sharding_dim_partitions(a, d) == 1))
+      dims[n++] = d;
+  const hk_sharding *c = n ? hk_sharding_replicate_dims(v->m, b, n, dims) : b;
+  if (hk_sharding_equivalent(c, a) || (!hk_sharding_is_tiled(a) && !hk_sharding_is_tiled(c)))
+    return 0;
+  return bytes;
+}
+
+typedef struct dot_plan {
+  const hk_sharding *lhs, *rhs, *out;   /* operand targets, result sharding */
+  int n_reduce;                         /* tile dims of `driver` summed over */
+  int64_t reduce_dims[HK_MAX_RANK];
+  const hk_sharding *driver;
+  int64_t cost;
+  bool ok;
+} dot_plan;
+
+/* Operands matched to the output's tiling. */
+static void plan_output(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o, dot_plan *p) {
+  memset(p, 0, sizeof *p);
+  hk_module *m = v->m;
+  if (!plain_tiled(o) || !hk_sharding_is_tiled(o)) {
+    p->lhs = p->rhs = hk_sharding_replicated(m);
+    p->out = hk_sharding_is_maximal(o) ? hk_sharding_replicated(m) : hk_sharding_replicated(m);
+    p->ok = true;
+    return;
+  }
+  bool repl = o->replicate_on_last_tile_dim;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
+  const int *groups[HK_MAX_RANK + 1];
+  for (int side = 0; side < 2; side++) {
+    int r = side ? dm->rr : dm->rl;
+    const int *to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+    const int *other_from = side ? dm->out_from_lhs : dm->out_from_rhs;
+    const int *own_from = side ? dm->out_from_rhs : dm->out_from_lhs;
+    for (int i = 0; i < r; i++) {
+      gsz[i] = 0;
+      if (to_out[i] >= 0) gbuf[i][gsz[i]++] = to_out[i];
+      groups[i] = gbuf[i];
+    }
+    gsz[r] = 0;
+    for (int od = 0; od < dm->ro; od++)
+      if (other_from[od] >= 0 && own_from[od] < 0) gbuf[r][gsz[r]++] = od;
+    if (repl) gbuf[r][gsz[r]++] = dm->ro;
+    groups[r] = gbuf[r];
+    const hk_sharding *s = spmd_regroup(m, o, r + 1, gsz, groups, true);
+    if (side) p->rhs = s;
+    else p->lhs = s;
+  }
+  p->out = o;
+  p->ok = true;
+}
+
+/* The `side` operand (0 lhs, 1 rhs) keeps its sharding d; the other is
+ * matched on batch and contracting dims; partial sums all-reduced. */
+static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs_drv,
+                         const hk_sharding *d, int side, dot_plan *p) {
+  memset(p, 0, sizeof *p);
+  if (!plain_tiled(d)) return;
+  hk_module *m = v->m;
+  int rd = side ? dm->rr : dm->rl, ro_other = side ? dm->rl : dm->rr;
+  const int *drv_to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+  const int *oth_to_out = side ? dm->lhs_to_out : dm->rhs_to_out;
+  const int *oth_contract = side ? dm->rhs_contract_of_lhs : dm->lhs_contract_of_rhs;
+  const int *out_from_drv = side ? dm->out_from_rhs : dm->out_from_lhs;
+  for (int i = 0; i < rd; i++)
+    if (drv_to_out[i] < 0) {
+      int64_t parts = hk_sharding_dim_partitions(d, i);
+      if (parts > 1) {
+        if (gs_drv->dims[i] % parts) return;
+        p->reduce_dims[p->n_reduce++] = i;
+      }
+    }
+  if (!p->n_reduce) return;
+  bool repl = d->replicate_on_last_tile_dim;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
+  const int *groups[HK_MAX_RANK + 1];
+  /* The other operand. */
+  for (int j = 0; j < ro_other; j++) {
+    gsz[j] = 0;
+    groups[j] = gbuf[j];
+    if (oth_contract[j] >= 0) gbuf[j][gsz[j]++] = oth_contract[j];
+    else if (oth_to_out[j] >= 0 && out_from_drv[oth_to_out[j]] >= 0)
+      gbuf[j][gsz[j]++] = out_from_drv[oth_to_out[j]];
+  }
+  gsz[ro_other] = 0;
+  groups[ro_other] = gbuf[ro_other];
+  for (int i = 0; i < rd; i++) {
+    int od = drv_to_out[i];
+    bool batch = od >= 0 && (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0;
+    if (od >= 0 && !batch) gbuf[ro_other][gsz[ro_other]++] = i;
+  }
+  if (repl) gbuf[ro_other][gsz[ro_other]++] = rd;
+  const hk_sharding *other = spmd_regroup(m, d, ro_other + 1, gsz, groups, true);
+  /* The result. */
+  for (int od = 0; od < dm->ro; od++) {
+    gsz[od] = 0;
+    groups[od] = gbuf[od];
+    if (out_from_drv[od] >= 0) gbuf[od][gsz[od]++] = out_from_drv[od];
+  }
+  gsz[dm->ro] = 0;
+  groups[dm->ro] = gbuf[dm->ro];
+  for (int i = 0; i < rd; i++)
+    if (drv_to_out[i] < 0) gbuf[dm->ro][gsz[dm->ro]++] = i;
+  if (repl) gbuf[dm->ro][gsz[dm->ro]++] = rd;
+  p->out = spmd_regroup(m, d, dm->ro + 1, gsz, groups, true);
+  p->driver = d;
+  p->lhs = side ? other : d;
+  p->rhs = side ? d : other;
+  p->ok = true;
+}
+
+static int64_t plan_cost(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
+                         const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
+                         const dot_plan *p) {
+  int64_t c = reshard_cost(v, lc, p->lhs, dm->rl, hk_shape_byte_size(dot->operands[0]->shape));
+  c += reshard_cost(v, rc, p->rhs, dm->rr, hk_shape_byte_size(dot->operands[1]->shape));
+  if (p->n_reduce)
+    c += hk_shape_byte_size(spmd_local_shape(v, p->out, dot->shape));
+  c += reshard_cost(v, p->out, o, dm->ro, hk_shape_byte_size(dot->shape));
+  return c;
+}
+
+hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  if (!orig->attrs || !orig->attrs->dot || orig->n_operands != 2 ||
+      orig->shape->elem == HK_PRED)
+    return NULL;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (spmd_is_subgroup_manual(o) || (o->kind == HK_SHARDING_TILED && o->n_subgroups)) return NULL;
+  dot_dims dm;
+  map_dims(orig, &dm);
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_sharding *lc = lv->sharding, *rc = rv->sharding;
+  if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
+  dot_plan plans[3];
+  plan_output(v, &dm, o, &plans[0]);
+  plan_operand(v, &dm, orig->operands[0]->shape, lc, 0, &plans[1]);
+  plan_operand(v, &dm, orig->operands[1]->shape, rc, 1, &plans[2]);
+  int best = -1;
+  for (int k = 0; k < 3; k++) {
+    if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
+    plans[k].cost = plan_cost(v, orig, &dm, lc, rc, o, &plans[k]);
+    if (best < 0 || plans[k].cost < plans[best].cost) best = k;
+  }
+  if (best < 0) return NULL;
+  dot_plan *p = &plans[best];
+  hk_instr *ops[2];
+  HK_TRY(spmd_reshard(v, lv, p->lhs, &ops[0]));
+  HK_TRY(spmd_reshard(v, rv, p->rhs, &ops[1]));
+  hk_instr *d = hk_instr_clone(v->comp, orig, spmd_local_shape(v, p->out, orig->shape), 2, ops,
+                               NULL);
+  if (p->n_reduce) {
+    int64_t n_groups, gsize;
+    int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
+    hk_prim e = (hk_prim)orig->shape->elem;
+    const hk_spmd_collective_ops *c = &v->p->collectives;
+    d = c->all_reduce(c->state, v->comp, d, spmd_reducer(v->m, e, HK_OP_ADD), n_groups, gsize,
+                      groups, &v->p->next_channel_id);
+    v->p->collectives_emitted++;
+    free(groups);
+  }
+  spmd_set(v, orig, d, p->out);
+  *handled = true;
+  return NULL;
+}

@@ -1,0 +1,404 @@
+/* driver.c - SpmdPartitioner::Run, the seed's six phases: preprocess
+ * (shardings, HLOs), reports and RecordInputsOutputsSharding, call-graph
+ * flattening with its RET_CHECK, PartitionComputation over the entry,
+ * relayout-and-verify of the entry signature, then the after-report,
+ * cleanup and shardings cleared. */
+#include "spmd_internal.h"
+
+/* ---- phase A: PreprocessSharding ------------------------------------------ */
+
+static bool has_replicated_sharding(const hk_sharding *s) {
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (hk_sharding_is_replicated(s->elems[i])) return true;
+    return false;
+  }
+  return hk_sharding_is_replicated(s);
+}
+
+static bool base_can_side_effecting_have_replicated_sharding(hk_pass *self, const hk_instr *i) {
+  spmd_partitioner *p = (spmd_partitioner *)self;
+  if (i->opcode == HK_OP_CUSTOM_CALL) {
+    const char *t = i->attrs ? i->attrs->custom_call_target : NULL;
+    const hk_custom_call_partitioner *cp =
+        t && p->reg ? hk_registry_find_custom_call_partitioner(p->reg, t) : NULL;
+    return cp && cp->vt->can_side_effecting_have_replicated_sharding &&
+           cp->vt->can_side_effecting_have_replicated_sharding(cp);
+  }
+  return i->opcode == HK_OP_INFEED || i->opcode == HK_OP_OUTFEED;
+}
+
+static bool has_custom_call_partitioner(spmd_partitioner *p, const hk_instr *i) {
+  const char *t = i->attrs ? i->attrs->custom_call_target : NULL;
+  return t && p->reg && hk_registry_find_custom_call_partitioner(p->reg, t);
+}
+
+static hk_status *check_side_effect(spmd_partitioner *p, hk_instr *i) {
+  if (!hk_instr_has_side_effect(i) || i->opcode == HK_OP_RNG ||
+      (i->opcode == HK_OP_CUSTOM_CALL && has_custom_call_partitioner(p, i)))
+    return NULL;
+  char *text = hk_instr_to_string(i, HK_PRINT_SHORT);
+  hk_status *st = NULL;
+  if (!i->sharding)
+    st = hk_status_prefix(hk_error(HK_FAILED_PRECONDITION, "Side-effect HLO must have sharding: %s", text),
+                          "%s:%d: RET_CHECK failure (hlo->has_sharding())", __FILE__, __LINE__);
+  else if (has_replicated_sharding(i->sharding) &&
+           !spmd_vt(p)->can_side_effecting_have_replicated_sharding(&p->pass, i))
+    st = hk_status_prefix(
+        hk_error(HK_FAILED_PRECONDITION, "side-effect HLO cannot have a replicated sharding: %s", text),
+        "%s:%d: RET_CHECK failure (!HasReplicatedSharding(hlo->sharding()) || "
+        "CanSideEffectingHaveReplicatedSharding(hlo))",
+        __FILE__, __LINE__);
+  free(text);
+  return st;
+}
+
+static bool root_ok(const hk_sharding *s) {
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (!hk_sharding_is_replicated(s->elems[i]) && !hk_sharding_is_manual(s->elems[i]))
+        return false;
+    return true;
+  }
+  return hk_sharding_is_replicated(s) || hk_sharding_is_manual(s);
+}
+
+static hk_status *check_entry_contract(spmd_partitioner *p, hk_module *m) {
+  hk_computation *e = m->entry;
+  for (int k = 0; k < e->n_params; k++) {
+    const hk_sharding *s = e->params[k]->sharding;
+    if (!hk_sharding_is_replicated(s) && hk_sharding_unique_device(s) < 0) {
+      char *t = hk_sharding_to_string(s);
+      hk_status *st = hk_status_prefix(
+          hk_error(HK_FAILED_PRECONDITION, "Unsupported entry parameter sharding:%s", t),
+          "%s:%d: RET_CHECK failure (param->sharding().IsReplicated() || "
+          "param->sharding().UniqueDevice().has_value())",
+          __FILE__, __LINE__);
+      free(t);
+      return st;
+    }
+  }
+  if (!root_ok(e->root->sharding)) {
+    char *t = hk_sharding_to_string(e->root->sharding);
+    hk_status *st = hk_status_prefix(
+        hk_error(HK_FAILED_PRECONDITION, "Unsupported entry root sharding: %s", t),
+        "%s:%d: RET_CHECK failure (root sharding is replicated or manual)", __FILE__, __LINE__);
+    free(t);
+    return st;
+  }
+  (void)p;
+  return NULL;
+}
+
+/* Canonicalises shardings to XLA's normal form and spreads non-tuple
+ * shardings over tuple-shaped instructions, so handlers see one spelling. */
+static void canonicalize_shardings(hk_module *m, const hk_exec_threads *threads) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    if (!hk_exec_threads_include(threads, c)) continue;
+    for (hk_instr *i = c->first; i; i = i->next)
+      if (i->sharding)
+        i->sharding = hk_sharding_for_shape(m, hk_sharding_canonical(m, i->sharding), i->shape);
+  }
+}
+
+/* Computations the partitioner rewrites: those not only called as embedded
+ * (reducers, comparators keep their scalar shapes). */
+static bool partitioned_computation(hk_call_graph *cg, const hk_computation *c) {
+  if (c->is_entry) return true;
+  hk_call_graph_node *n = hk_call_graph_node_of(cg, c);
+  return n && (n->context & HK_CALL_CONTROL_FLOW);
+}
+
+static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
+                                           const hk_exec_threads *threads) {
+  spmd_partitioner *p = (spmd_partitioner *)self;
+  canonicalize_shardings(m, threads);
+  hk_call_graph *cg = hk_call_graph_build(m);
+  hk_status *st = NULL;
+  for (int32_t k = 0; k < m->n_computations && !st; k++) {
+    hk_computation *c = m->computations[k];
+    if (!hk_exec_threads_include(threads, c) || !partitioned_computation(cg, c)) continue;
+    for (hk_instr *i = c->first; i && !st; i = i->next) {
+      st = check_side_effect(p, i);
+      if (st || i->sharding) continue;
+      i->sharding = i->opcode == HK_OP_RNG
+                        ? hk_sharding_maximal(m, 0)
+                        : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape);
+    }
+  }
+  hk_call_graph_free(cg);
+  if (!st && !p->options.allow_module_signature_change) st = check_entry_contract(p, m);
+  return st;
+}
+
+/* ---- phase B: reports and RecordInputsOutputsSharding --------------------------- */
+
+static char *report(const hk_module *m, const char *when, int64_t top, const spmd_partitioner *p) {
+  int64_t counts[HK_OPCODE_COUNT] = {0}, total = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
+      counts[i->opcode]++;
+      total++;
+    }
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_buf_printf(&b, "SPMD partitioning %s: %lld instructions\n", when, (long long)total);
+  bool used[HK_OPCODE_COUNT] = {false};
+  for (int64_t t = 0; t < top; t++) {
+    int best = -1;
+    for (int o = 0; o < HK_OPCODE_COUNT; o++)
+      if (!used[o] && counts[o] && (best < 0 || counts[o] > counts[best])) best = o;
+    if (best < 0) break;
+    used[best] = true;
+    hk_buf_printf(&b, "  %s: %lld\n", hk_opcode_name((hk_opcode)best), (long long)counts[best]);
+  }
+  if (p) {
+    hk_buf_printf(&b, "  collectives emitted: %lld\n", (long long)p->collectives_emitted);
+    hk_buf_printf(&b, "  full rematerialization: %lld\n", (long long)p->full_rematerializations);
+  }
+  hk_buf_put(&b, "", 1);
+  return b.data;
+}
+
+static void log_report(const char *text) {
+  const char *e = getenv("HLOKIT_SPMD_REPORT");
+  if (e && *e && strcmp(e, "0")) fputs(text, stderr);
+}
+
+static void record_inputs_outputs_sharding(hk_module *m) {
+  hk_computation *e = m->entry;
+  const hk_sharding **ps = hk_alloc(m, sizeof(hk_sharding *) * (size_t)(e->n_params + 1));
+  for (int k = 0; k < e->n_params; k++) ps[k] = e->params[k]->sharding;
+  m->config.n_spmd_parameters_shardings = e->n_params;
+  m->config.spmd_parameters_shardings = ps;
+  m->config.spmd_output_sharding = e->root->sharding;
+}
+
+/* ---- phase C/D: flatten, partition ------------------------------------------------ */
+
+static hk_status *run_named_pass(spmd_partitioner *p, const char *name, hk_module *m,
+                                 const hk_exec_threads *threads) {
+  if (!p->reg) return hk_error(HK_FAILED_PRECONDITION, "spmd-partitioning needs pass '%s'", name);
+  hk_status *err = NULL;
+  hk_pass *pass = hk_registry_create_pass(p->reg, name, NULL, &err);
+  if (!pass) return hk_status_prefix(err, "spmd-partitioning");
+  bool changed = false;
+  hk_status *st = hk_pass_run(pass, m, threads, &changed);
+  hk_pass_destroy(pass);
+  return st;
+}
+
+static void mark_reachable(hk_computation *c, bool *seen) {
+  if (seen[c->index]) return;
+  seen[c->index] = true;
+  for (hk_instr *i = c->first; i; i = i->next)
+    for (int k = 0; k < i->n_called; k++) mark_reachable(i->called[k], seen);
+}
+
+/* Drops the original computations the partitioned ones replaced. */
+static void remove_unreachable(hk_module *m) {
+  bool *seen = calloc((size_t)m->n_computations + 1, 1);
+  if (!seen) abort();
+  mark_reachable(m->entry, seen);
+  int32_t n = m->n_computations;
+  hk_computation **dead = calloc((size_t)n + 1, sizeof *dead);
+  if (!dead) abort();
+  int32_t nd = 0;
+  for (int32_t k = 0; k < n; k++)
+    if (!seen[k]) dead[nd++] = m->computations[k];
+  for (int32_t k = 0; k < nd; k++) hk_module_remove_computation(m, dead[k]);
+  free(dead);
+  free(seen);
+}
+
+/* Gives the partitioned computations their original names back. */
+static void restore_names(hk_module *m) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    const char *dot = strrchr(c->name, '.');
+    if (!dot || dot == c->name) continue;
+    const char *q = dot + 1;
+    while (*q >= '0' && *q <= '9') q++;
+    if (*q || q == dot + 1) continue;
+    char *base = strndup(c->name, (size_t)(dot - c->name));
+    if (!base) abort();
+    if (!hk_module_find_computation(m, base)) c->name = hk_intern_cstr(m, base);
+    free(base);
+  }
+}
+
+/* ---- phase E: relayout and verify ---------------------------------------------------- */
+
+static hk_status *relayout_and_verify(spmd_partitioner *p, hk_module *m,
+                                      const hk_program_shape *saved) {
+  hk_program_shape now = hk_computation_program_shape(m->entry);
+  if (p->options.allow_module_signature_change) {
+    m->config.entry_layout = now;
+    m->config.has_entry_layout = true;
+    return NULL;
+  }
+  HK_RET_CHECK(saved->n_params == now.n_params, "Parameter count changed for the entry computation");
+  for (int k = 0; k < now.n_params; k++)
+    HK_RET_CHECK(hk_shape_equal_minor_to_major(saved->params[k], now.params[k]) ||
+                     (hk_shape_compatible(saved->params[k], now.params[k]) &&
+                      (!saved->params[k]->layout || !now.params[k]->layout)),
+                 "Parameter shape changed for the entry computation");
+  HK_RET_CHECK(hk_shape_equal_minor_to_major(saved->result, now.result) ||
+                   (hk_shape_compatible(saved->result, now.result) &&
+                    (!saved->result->layout || !now.result->layout)),
+               "Result shape changed for the entry computation");
+  /* The saved (original) layouts stay the entry layout. */
+  m->config.entry_layout = *saved;
+  return NULL;
+}
+
+/* ---- phase F: cleanup ------------------------------------------------------------------ */
+
+static void clear_shardings(hk_module *m) {
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next) i->sharding = NULL;
+}
+
+static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads) {
+  static const char *const passes[] = {"hlo-dce", "tuple-simplifier", "hlo-cse",
+                                       "flatten-call-graph", "hlo-dce"};
+  for (size_t k = 0; k < sizeof passes / sizeof passes[0]; k++)
+    if (p->reg && hk_registry_find_pass(p->reg, passes[k]))
+      HK_TRY(run_named_pass(p, passes[k], m, threads));
+  clear_shardings(m);
+  return NULL;
+}
+
+/* ---- Run ---------------------------------------------------------------------------------- */
+
+static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
+  hk_computation *entry = m->entry;
+  const hk_sharding *root_sharding = entry->root->sharding;
+  hk_call_graph *cg = hk_call_graph_build(m);
+  if (!hk_call_graph_is_flattened(cg)) {
+    hk_call_graph_free(cg);
+    HK_RET_CHECK(false, "call graph is not flattened");
+  }
+  const hk_sharding **ps = calloc((size_t)entry->n_params + 1, sizeof *ps);
+  if (!ps) abort();
+  for (int k = 0; k < entry->n_params; k++) ps[k] = entry->params[k]->sharding;
+  hk_computation *ne = NULL;
+  hk_status *st = spmd_partition_computation(p, entry, entry->n_params, ps, root_sharding, cg, &ne);
+  free(ps);
+  hk_call_graph_free(cg);
+  if (st) return st;
+  hk_module_set_entry(m, ne);
+  remove_unreachable(m);
+  restore_names(m);
+  hk_module_sort_computations(m);
+  return NULL;
+}
+
+static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
+                           bool *changed) {
+  spmd_partitioner *p = (spmd_partitioner *)self;
+  const hk_spmd_partitioner_vtable *vt = spmd_vt(p);
+  *changed = false;
+  if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "spmd-partitioning: module has no entry");
+  p->num_partitions = p->num_partitions_override > 0 ? p->num_partitions_override
+                                                     : m->config.num_partitions;
+  p->num_replicas = p->num_replicas_override > 0 ? p->num_replicas_override
+                                                 : m->config.replica_count;
+  if (p->num_partitions < 1) p->num_partitions = 1;
+  if (p->num_replicas < 1) p->num_replicas = 1;
+  p->full_rematerializations = p->collectives_emitted = 0;
+  vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
+  /* Phase A */
+  HK_TRY(vt->preprocess_sharding(self, m, threads));
+  /* Phase B */
+  free(p->before_report);
+  p->before_report = report(m, "before", p->options.report_instruction_count, NULL);
+  log_report(p->before_report);
+  record_inputs_outputs_sharding(m);
+  /* Phase C */
+  HK_TRY(run_named_pass(p, "flatten-call-graph", m, threads));
+  hk_program_shape saved = hk_computation_program_shape(m->entry);
+  p->next_channel_id = hk_module_next_channel_id(m);
+  /* Phase D */
+  HK_TRY(partition_entry(p, m));
+  *changed = true;
+  /* Phase E */
+  HK_TRY(relayout_and_verify(p, m, &saved));
+  /* Phase F */
+  free(p->after_report);
+  p->after_report = report(m, "after", p->options.report_instruction_count, p);
+  log_report(p->after_report);
+  return cleanup(p, m, threads);
+}
+
+/* ---- the pass object and its vtable ---------------------------------------------------- */
+
+static void spmd_destroy(hk_pass *self) {
+  spmd_partitioner *p = (spmd_partitioner *)self;
+  free(p->before_report);
+  free(p->after_report);
+  free(p);
+}
+
+static const void *spmd_get_extension(hk_pass *self, const char *iface) {
+  return iface && !strcmp(iface, HK_SPMD_PARTITIONER_IFACE) ? (const void *)self->vt : NULL;
+}
+
+static const hk_spmd_options *spmd_options(hk_pass *self) {
+  return &((spmd_partitioner *)self)->options;
+}
+
+static void spmd_set_vtable(hk_pass *self, const hk_spmd_partitioner_vtable *vt) {
+  self->vt = &vt->pass;
+}
+
+static hk_status *base_handle_instruction(hk_pass *self, hk_spmd_partition_ctx *ctx,
+                                          hk_instr *orig) {
+  (void)self;
+  return spmd_handle_dispatch(ctx, orig);
+}
+
+static const hk_spmd_partitioner_vtable spmd_base_vtable = {
+    .pass = {.size = sizeof(hk_pass_vtable),
+             .name = "spmd-partitioning",
+             .run = spmd_run,
+             .destroy = spmd_destroy,
+             .get_extension = spmd_get_extension},
+    .ext_size = sizeof(hk_spmd_partitioner_vtable),
+    .options = spmd_options,
+    .set_vtable = spmd_set_vtable,
+    .preprocess_sharding = base_preprocess_sharding,
+    .can_side_effecting_have_replicated_sharding = base_can_side_effecting_have_replicated_sharding,
+    .handle_instruction = base_handle_instruction,
+    .collective_ops = spmd_default_collective_ops,
+    .communication_cost = spmd_communication_cost,
+    .memory_cost = spmd_memory_cost,
+};
+
+static hk_pass *spmd_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
+  spmd_partitioner *p = calloc(1, sizeof *p);
+  if (!p) {
+    *err = hk_error(HK_INTERNAL, "spmd-partitioning: out of memory");
+    return NULL;
+  }
+  p->pass.vt = &spmd_base_vtable.pass;
+  spmd_options_from_values(opts, &p->options);
+  p->num_partitions_override = hk_opt_int(opts, "num_partitions");
+  p->num_replicas_override = hk_opt_int(opts, "num_replicas");
+  p->reg = reg;
+  return &p->pass;
+}
+
+static const hk_pass_desc spmd_desc = {
+    .size = sizeof(hk_pass_desc),
+    .name = "spmd-partitioning",
+    .summary = "SpmdPartitioner: rewrites a sharded module into one per-partition program",
+    .options = spmd_option_decls,
+    .n_options = SPMD_N_OPTIONS,
+    .create = spmd_create,
+};
+
+static hk_status *spmd_register(hk_registry *reg) { return hk_registry_add_pass(reg, &spmd_desc); }
+
+HK_PLUGIN("spmd", HK_VERSION_STRING, spmd_register)

@@ -1,0 +1,394 @@
+/* handlers.c - per-op partitioning (the SpmdPartitioningVisitor handlers):
+ * elementwise, broadcast, transpose, reduce, ops that leave some dims alone
+ * (slice, pad, concatenate, reverse, dynamic-slice/update, sort), tuples,
+ * custom calls, manual regions, and the replicate-compute-reshard fallback
+ * that makes every other op correct. */
+#include "spmd_internal.h"
+
+static bool is_tiled_plain(const hk_sharding *s) {
+  return s && s->kind == HK_SHARDING_TILED && !spmd_is_subgroup_manual(s);
+}
+
+static bool is_manual(const hk_sharding *s) {
+  return s && (hk_sharding_is_manual(s) || spmd_is_subgroup_manual(s));
+}
+
+/* Operand k of orig resharded to s. */
+static hk_status *operand_as(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s,
+                             hk_instr **out) {
+  spmd_value *val = spmd_lookup(v, orig->operands[k]);
+  if (!val) return hk_error(HK_INTERNAL, "operand %d of '%s' not partitioned", k, orig->name);
+  return spmd_reshard(v, val, s, out);
+}
+
+static const hk_sharding *replicated_for(spmd_visitor *v, const hk_shape *shape) {
+  return hk_sharding_for_shape(v->m, hk_sharding_replicated(v->m), shape);
+}
+
+/* Clones orig with local operands and a local shape; records it. */
+static hk_instr *clone_local(spmd_visitor *v, hk_instr *orig, const hk_shape *shape,
+                             hk_instr **ops, const hk_sharding *s) {
+  hk_instr *c = hk_instr_clone(v->comp, orig, shape, orig->n_operands, ops, NULL);
+  spmd_set(v, orig, c, s);
+  return c;
+}
+
+static hk_instr **ops_array(const hk_instr *orig) {
+  hk_instr **ops = calloc((size_t)(orig->n_operands + 1), sizeof(hk_instr *));
+  if (!ops) abort();
+  return ops;
+}
+
+/* ---- fallback: replicate operands, compute globally ------------------------ */
+
+hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
+  hk_instr **ops = ops_array(orig);
+  bool remat = false;
+  for (int k = 0; k < orig->n_operands; k++) {
+    spmd_value *val = spmd_lookup(v, orig->operands[k]);
+    const hk_sharding *rep = replicated_for(v, orig->operands[k]->shape);
+    if (val && val->sharding && !hk_sharding_is_replicated(val->sharding) &&
+        !hk_sharding_is_maximal(val->sharding))
+      remat = true;
+    hk_status *st = operand_as(v, orig, k, rep, &ops[k]);
+    if (st) {
+      free(ops);
+      return st;
+    }
+  }
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  if (hk_sharding_is_tiled(s)) remat = remat || orig->n_operands > 0;
+  if (remat) v->p->full_rematerializations++;
+  const hk_sharding *out = hk_sharding_is_maximal(s) ? s : replicated_for(v, orig->shape);
+  clone_local(v, orig, orig->shape, ops, out);
+  free(ops);
+  return NULL;
+}
+
+/* ---- manual regions ------------------------------------------------------- */
+
+static hk_status *handle_manual(spmd_visitor *v, hk_instr *orig) {
+  hk_instr **ops = ops_array(orig);
+  for (int k = 0; k < orig->n_operands; k++) {
+    spmd_value *val = spmd_lookup(v, orig->operands[k]);
+    if (!val || !hk_shape_compatible(val->hlo->shape, orig->operands[k]->shape)) {
+      free(ops);
+      return hk_error(HK_UNIMPLEMENTED,
+                      "manual instruction '%s' uses non-manual operand '%s' of another shape",
+                      orig->name, orig->operands[k]->name);
+    }
+    ops[k] = val->hlo;
+  }
+  clone_local(v, orig, orig->shape, ops, spmd_sharding_of(v, orig));
+  free(ops);
+  return NULL;
+}
+
+/* ---- elementwise ------------------------------------------------------------- */
+
+static hk_status *handle_elementwise(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  for (int k = 0; k < orig->n_operands; k++) {
+    const hk_shape *os = orig->operands[k]->shape;
+    if (!hk_shape_is_array(os) || (os->rank != orig->shape->rank && os->rank != 0))
+      return spmd_handle_fallback(v, orig);
+  }
+  hk_instr **ops = ops_array(orig);
+  for (int k = 0; k < orig->n_operands; k++) {
+    const hk_shape *os = orig->operands[k]->shape;
+    const hk_sharding *t = os->rank == orig->shape->rank ? s : replicated_for(v, os);
+    hk_status *st = operand_as(v, orig, k, t, &ops[k]);
+    if (st) {
+      free(ops);
+      return st;
+    }
+  }
+  clone_local(v, orig, spmd_local_shape(v, s, orig->shape), ops, s);
+  free(ops);
+  return NULL;
+}
+
+/* ---- broadcast / transpose -------------------------------------------------- */
+
+static hk_status *handle_broadcast(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  int r = orig->shape->rank;
+  int64_t added[HK_MAX_RANK];
+  int na = 0;
+  for (int i = 1; i < orig->n_dims; i++)
+    if (orig->dims[i] <= orig->dims[i - 1]) return spmd_handle_fallback(v, orig);
+  for (int d = 0; d < r; d++) {
+    bool kept = false;
+    for (int i = 0; i < orig->n_dims; i++) kept = kept || orig->dims[i] == d;
+    if (!kept) added[na++] = d;
+  }
+  const hk_sharding *op_s = na ? hk_sharding_remove_dims(v->m, s, na, added) : s;
+  const hk_sharding *b_s = na && op_s ? hk_sharding_insert_dims(v->m, op_s, na, added) : op_s;
+  if (!op_s || !b_s) return spmd_handle_fallback(v, orig);
+  hk_instr *op;
+  HK_TRY(operand_as(v, orig, 0, op_s, &op));
+  clone_local(v, orig, spmd_local_shape(v, b_s, orig->shape), &op, b_s);
+  return NULL;
+}
+
+static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  int64_t inv[HK_MAX_RANK];
+  for (int i = 0; i < orig->n_dims; i++) inv[orig->dims[i]] = i;
+  const hk_sharding *op_s = hk_sharding_transpose(v->m, s, inv);
+  if (!op_s) return spmd_handle_fallback(v, orig);
+  hk_instr *op;
+  HK_TRY(operand_as(v, orig, 0, op_s, &op));
+  clone_local(v, orig, spmd_local_shape(v, s, orig->shape), &op, s);
+  return NULL;
+}
+
+/* ---- reduce -------------------------------------------------------------------- */
+
+static hk_status *handle_reduce(spmd_visitor *v, hk_instr *orig) {
+  if (orig->n_operands != 2 || hk_shape_is_tuple(orig->shape))
+    return spmd_handle_fallback(v, orig);
+  spmd_value *val = spmd_lookup(v, orig->operands[0]);
+  const hk_sharding *os = val->sharding;
+  const hk_shape *gs = orig->operands[0]->shape;
+  if (!os || hk_sharding_is_tuple(os) || spmd_is_subgroup_manual(os) ||
+      os->kind == HK_SHARDING_MANUAL)
+    return spmd_handle_fallback(v, orig);
+  int64_t uneven[HK_MAX_RANK], part[HK_MAX_RANK];
+  int nu = 0, np = 0;
+  if (os->kind == HK_SHARDING_TILED)
+    for (int i = 0; i < orig->n_dims; i++) {
+      int64_t d = orig->dims[i], parts = hk_sharding_dim_partitions(os, (int)d);
+      if (parts > 1 && gs->dims[d] % parts) uneven[nu++] = d;
+      else if (parts > 1) part[np++] = d;
+    }
+  if (nu) os = hk_sharding_replicate_dims(v->m, os, nu, uneven);
+  hk_instr *ops[2];
+  HK_TRY(spmd_reshard(v, val, os, &ops[0]));
+  HK_TRY(operand_as(v, orig, 1, replicated_for(v, orig->operands[1]->shape), &ops[1]));
+  const hk_sharding *out_s = os->kind == HK_SHARDING_TILED
+                                 ? hk_sharding_remove_dims(v->m, os, orig->n_dims, orig->dims)
+                                 : os;
+  hk_instr *red = hk_instr_clone(v->comp, orig, spmd_local_shape(v, out_s, orig->shape), 2, ops,
+                                 NULL);
+  if (np) {
+    int64_t n_groups, gsize;
+    int64_t *groups = spmd_groups(v, os, np, part, &n_groups, &gsize);
+    const hk_spmd_collective_ops *c = &v->p->collectives;
+    red = c->all_reduce(c->state, v->comp, red, orig->called[0], n_groups, gsize, groups,
+                        &v->p->next_channel_id);
+    v->p->collectives_emitted++;
+    free(groups);
+  }
+  spmd_set(v, orig, red, out_s);
+  return NULL;
+}
+
+/* ---- ops that act on some dims only ----------------------------------------- */
+
+/* Marks in touched[] the dims the op acts on; false if not such an op. */
+static bool touched_dims(const hk_instr *orig, bool *touched) {
+  int r = orig->shape->rank;
+  for (int d = 0; d < r; d++) touched[d] = false;
+  const hk_attrs *a = orig->attrs;
+  switch ((hk_opcode)orig->opcode) {
+    case HK_OP_SLICE:
+      for (int d = 0; d < r && a && d < a->n_slice; d++)
+        touched[d] = a->slice[d].start != 0 || a->slice[d].stride != 1 ||
+                     a->slice[d].limit != orig->operands[0]->shape->dims[d];
+      return a && a->n_slice == r;
+    case HK_OP_PAD:
+      for (int d = 0; d < r && a && d < a->n_pad; d++)
+        touched[d] = a->pad[d].lo || a->pad[d].hi || a->pad[d].interior;
+      return a && a->n_pad == r;
+    case HK_OP_CONCATENATE:
+    case HK_OP_REVERSE:
+    case HK_OP_SORT:
+      for (int i = 0; i < orig->n_dims; i++) touched[orig->dims[i]] = true;
+      return true;
+    case HK_OP_DYNAMIC_SLICE:
+    case HK_OP_DYNAMIC_UPDATE_SLICE: {
+      const hk_shape *src = orig->opcode == HK_OP_DYNAMIC_SLICE ? orig->shape
+                                                                : orig->operands[1]->shape;
+      for (int d = 0; d < r; d++) touched[d] = src->dims[d] != orig->operands[0]->shape->dims[d];
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
+  bool touched[HK_MAX_RANK];
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  if (hk_shape_is_tuple(orig->shape) || !touched_dims(orig, touched) || is_manual(s))
+    return spmd_handle_fallback(v, orig);
+  int r = orig->shape->rank;
+  const hk_sharding *sp = s;
+  if (is_tiled_plain(s)) {
+    int64_t rep[HK_MAX_RANK];
+    int nr = 0;
+    for (int d = 0; d < r; d++)
+      if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
+    if (nr) sp = hk_sharding_replicate_dims(v->m, s, nr, rep);
+  }
+  if (sp->kind == HK_SHARDING_TILED) {
+    /* Untouched partitioned dims must have the same size everywhere. */
+    for (int k = 0; k < orig->n_operands; k++) {
+      const hk_shape *os = orig->operands[k]->shape;
+      if (os->rank != r) continue;
+      for (int d = 0; d < r; d++)
+        if (hk_sharding_dim_partitions(sp, d) > 1 && os->dims[d] != orig->shape->dims[d])
+          return spmd_handle_fallback(v, orig);
+    }
+  }
+  hk_instr **ops = ops_array(orig);
+  for (int k = 0; k < orig->n_operands; k++) {
+    const hk_shape *os = orig->operands[k]->shape;
+    const hk_sharding *t = os->rank == r && r > 0 ? sp : replicated_for(v, os);
+    hk_status *st = operand_as(v, orig, k, t, &ops[k]);
+    if (st) {
+      free(ops);
+      return st;
+    }
+  }
+  const hk_shape *ls = spmd_local_shape(v, sp, orig->shape);
+  hk_instr *c = clone_local(v, orig, ls, ops, sp);
+  free(ops);
+  hk_attrs *a = c->attrs;
+  if (c->opcode == HK_OP_SLICE && !hk_shape_equal(ls, orig->shape)) {
+    hk_slice_dim *sd = hk_alloc(v->m, sizeof *sd * (size_t)r);
+    for (int d = 0; d < r; d++)
+      sd[d] = touched[d] ? a->slice[d] : (hk_slice_dim){0, ls->dims[d], 1};
+    a->slice = sd;
+  } else if (c->opcode == HK_OP_DYNAMIC_SLICE) {
+    a->dynamic_slice_sizes.v = hk_memdup(v->m, ls->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+    a->dynamic_slice_sizes.n = r;
+  }
+  return NULL;
+}
+
+/* ---- tuples ---------------------------------------------------------------------- */
+
+static hk_status *handle_tuple(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  hk_instr **ops = ops_array(orig);
+  const hk_shape **ss = calloc((size_t)(orig->n_operands + 1), sizeof(hk_shape *));
+  if (!ss) abort();
+  hk_status *st = NULL;
+  for (int k = 0; k < orig->n_operands && !st; k++) {
+    int64_t idx = k;
+    const hk_sharding *t = hk_sharding_subsharding_shape(v->m, s, orig->shape, 1, &idx);
+    st = operand_as(v, orig, k, t, &ops[k]);
+    if (!st) ss[k] = ops[k]->shape;
+  }
+  if (!st) {
+    hk_instr *t = hk_instr_new(v->comp, HK_OP_TUPLE, hk_shape_tuple(v->m, orig->n_operands, ss),
+                               orig->n_operands, ops, orig->name);
+    spmd_set(v, orig, t, s);
+  }
+  free(ops);
+  free(ss);
+  return st;
+}
+
+static hk_status *handle_gte(spmd_visitor *v, hk_instr *orig) {
+  spmd_value *val = spmd_lookup(v, orig->operands[0]);
+  int64_t idx = hk_instr_tuple_index(orig);
+  const hk_sharding *es =
+      val->sharding ? hk_sharding_subsharding_shape(v->m, val->sharding, val->base_shape, 1, &idx)
+                    : NULL;
+  hk_instr *op = val->hlo;
+  hk_instr *g = hk_instr_clone(v->comp, orig, op->shape->tuple[idx], 1, &op, NULL);
+  spmd_set(v, orig, g, es);
+  return NULL;
+}
+
+/* ---- custom calls ---------------------------------------------------------------- */
+
+static hk_status *handle_custom_call(spmd_visitor *v, hk_instr *orig) {
+  const char *t = orig->attrs ? orig->attrs->custom_call_target : NULL;
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  if (t && !strcmp(t, "Sharding") && orig->n_operands == 1) {
+    if (is_manual(s)) return handle_manual(v, orig);
+    hk_instr *op;
+    HK_TRY(operand_as(v, orig, 0, s, &op));
+    spmd_set(v, orig, op, s);
+    return NULL;
+  }
+  if (t && !strcmp(t, "SPMDFullToShardShape") && orig->n_operands == 1) {
+    hk_instr *op;
+    HK_TRY(operand_as(v, orig, 0, spmd_sharding_of(v, orig->operands[0]), &op));
+    if (!hk_shape_compatible(op->shape, orig->shape))
+      return hk_error(HK_UNIMPLEMENTED, "SPMDFullToShardShape '%s': the shard shape differs",
+                      orig->name);
+    hk_instr *c = hk_instr_new(v->comp, HK_OP_COPY, orig->shape, 1, &op, NULL);
+    spmd_set(v, orig, c, s);
+    return NULL;
+  }
+  if (t && !strcmp(t, "SPMDShardToFullShape") && orig->n_operands == 1) {
+    spmd_value *val = spmd_lookup(v, orig->operands[0]);
+    const hk_shape *ls = spmd_local_shape(v, s, orig->shape);
+    if (is_manual(s) || !hk_shape_compatible(ls, val->hlo->shape))
+      return hk_error(HK_UNIMPLEMENTED, "SPMDShardToFullShape '%s': shard shape mismatch",
+                      orig->name);
+    hk_instr *op = val->hlo;
+    hk_instr *c = hk_instr_new(v->comp, HK_OP_COPY, ls, 1, &op, NULL);
+    spmd_set(v, orig, c, s);
+    return NULL;
+  }
+  if (is_manual(s)) return handle_manual(v, orig);
+  const hk_custom_call_partitioner *cp =
+      t && v->p->reg ? hk_registry_find_custom_call_partitioner(v->p->reg, t) : NULL;
+  if (cp && cp->vt->partition) return cp->vt->partition(cp, &v->ctx, orig);
+  return spmd_handle_fallback(v, orig);
+}
+
+/* ---- dispatch ---------------------------------------------------------------------- */
+
+hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  hk_opcode op = (hk_opcode)orig->opcode;
+  switch (op) {
+    case HK_OP_WHILE:
+    case HK_OP_CONDITIONAL:
+    case HK_OP_CALL:
+      return spmd_handle_control_flow(v, orig);
+    case HK_OP_CUSTOM_CALL:
+      return handle_custom_call(v, orig);
+    default:
+      break;
+  }
+  if (is_manual(s)) return handle_manual(v, orig);
+  switch (op) {
+    case HK_OP_PARTITION_ID:
+      return hk_error(HK_UNIMPLEMENTED,
+                      "partition-id '%s' outside a manual region: its meaning after "
+                      "partitioning is ambiguous",
+                      orig->name);
+    case HK_OP_TUPLE: return handle_tuple(v, orig);
+    case HK_OP_GET_TUPLE_ELEMENT: return handle_gte(v, orig);
+    case HK_OP_BROADCAST: return handle_broadcast(v, orig);
+    case HK_OP_TRANSPOSE: return handle_transpose(v, orig);
+    case HK_OP_REDUCE: return handle_reduce(v, orig);
+    case HK_OP_DOT: {
+      bool handled = false;
+      HK_TRY(spmd_handle_dot(v, orig, &handled));
+      return handled ? NULL : spmd_handle_fallback(v, orig);
+    }
+    case HK_OP_SLICE:
+    case HK_OP_PAD:
+    case HK_OP_CONCATENATE:
+    case HK_OP_REVERSE:
+    case HK_OP_SORT:
+    case HK_OP_DYNAMIC_SLICE:
+    case HK_OP_DYNAMIC_UPDATE_SLICE:
+      return handle_dim_local(v, orig);
+    default:
+      break;
+  }
+  if (hk_opcode_is_elementwise(op) && !hk_instr_has_side_effect(orig) &&
+      hk_shape_is_array(orig->shape) && !hk_sharding_is_tuple(s))
+    return handle_elementwise(v, orig);
+  return spmd_handle_fallback(v, orig);
+}
