@@ -465,6 +465,51 @@ START_TEST(test_roundtrip_async_send_recv_domain) {
 }
 END_TEST
 
+/* NaN payloads and signs, extremes and subnormals of every float type. */
+static const char kFloatSpecials[] =
+    "HloModule nans\n"
+    "\n"
+    "ENTRY %main () -> (f32[4], f16[3], bf16[3], f64[3], f8e5m2[4], f8e4m3fn[3], f8e4m3fnuz[2], c128[2], f8e8m0fnu[2], f4e2m1fn[2]) {\n"
+    "  %a = f32[4]{0} constant({nan(0x1), -nan(0x7fffff), 3.4028235e+38, 1.17549435e-38})\n"
+    "  %b = f16[3]{0} constant({nan(0x1), -nan, 6e-08})\n"
+    "  %c = bf16[3]{0} constant({-nan, nan(0x3), 1e-40})\n"
+    "  %d = f64[3]{0} constant({nan(0x8000000000001), 5e-324, 1.7976931348623157e+308})\n"
+    "  %e = f8e5m2[4]{0} constant({nan, -nan, inf, -57344})\n"
+    "  %f = f8e4m3fn[3]{0} constant({nan, -nan, -0})\n"
+    "  %g = f8e4m3fnuz[2]{0} constant({nan, 0.5})\n"
+    "  %h = c128[2]{0} constant({(nan, -inf), (0.1, -0.2)})\n"
+    "  %i = f8e8m0fnu[2]{0} constant({nan, 1})\n"
+    "  %j = f4e2m1fn[2]{0} constant({-6, 0.5})\n"
+    "  ROOT %t = (f32[4]{0}, f16[3]{0}, bf16[3]{0}, f64[3]{0}, f8e5m2[4]{0}, f8e4m3fn[3]{0}, f8e4m3fnuz[2]{0}, c128[2]{0}, f8e8m0fnu[2]{0}, f4e2m1fn[2]{0}) tuple(%a, %b, %c, %d, %e, %f, %g, %h, %i, %j)\n"
+    "}\n";
+
+START_TEST(test_float_literals_known_answer) {
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(kFloatSpecials, strlen(kFloatSpecials), "f.hlo", &m));
+  json_object *doc = export_doc(m);
+  const char *base = "computations/0/instructions/%d/literal";
+  static const char *const want[] = {
+      "[\"nan(0x1)\",\"-nan(0x7fffff)\",3.4028235e+38,1.1754944e-38]",
+      "[\"nan(0x1)\",\"-nan\",6e-08]",
+      "[\"-nan\",\"nan(0x3)\",9e-41]",
+      "[\"nan(0x8000000000001)\",5e-324,1.7976931348623157e+308]",
+      "[\"nan\",\"-nan\",\"inf\",-6e+04]",
+      "[\"nan\",\"-nan\",-0.0]",
+      "[\"nan\",0.5]",
+      "[[\"nan\",\"-inf\"],[0.1,-0.2]]",
+  };
+  for (int k = 0; k < 8; k++) {
+    char path[64];
+    snprintf(path, sizeof path, base, k);
+    ck_assert_str_eq(text_at(doc, path), want[k]);
+  }
+  json_object_put(doc);
+  char *problem = roundtrip_problem(m);
+  ck_assert_msg(problem == NULL, "%s", problem);
+  hk_module_free(m);
+}
+END_TEST
+
 /* ---- import errors ------------------------------------------------------------------- */
 
 #define SHAPE_F32_2 "{\"element_type\":\"f32\",\"dims\":[2]}"
@@ -770,6 +815,7 @@ static Suite *json_suite(void) {
   tcase_add_test(rt, test_roundtrip_control_flow_and_misc);
   tcase_add_test(rt, test_roundtrip_rarer_ops);
   tcase_add_test(rt, test_roundtrip_async_send_recv_domain);
+  tcase_add_test(rt, test_float_literals_known_answer);
   suite_add_tcase(s, rt);
   TCase *err = tcase_create("errors");
   tcase_add_test(err, test_import_errors_name_the_path);

@@ -299,6 +299,28 @@ START_TEST(test_single_instruction_text) {
 }
 END_TEST
 
+START_TEST(test_spmd_header) {
+  const char *t =
+      "HloModule h, entry_computation_layout={(f32[2]{0}, f32[2]{0})->f32[2]{0}}, num_partitions=2, "
+      "spmd_output_sharding={devices=[2]<=[2]}, spmd_parameters_shardings={{devices=[2]<=[2]},{replicated}}\n"
+      "\n"
+      "ENTRY e {\n"
+      "  p = f32[2]{0} parameter(0)\n"
+      "  q = f32[2]{0} parameter(1)\n"
+      "  ROOT n = f32[2]{0} add(p, q)\n"
+      "}\n\n";
+  roundtrip(t, HK_PRINT_SHORT);
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(t, strlen(t), NULL, &m));
+  ck_assert_int_eq(m->config.n_spmd_parameters_shardings, 2);
+  ck_assert(hk_sharding_is_replicated(m->config.spmd_parameters_shardings[1]));
+  ck_assert_ptr_nonnull(m->config.spmd_output_sharding);
+  ck_assert(m->config.has_entry_layout);
+  ck_assert_int_eq(m->config.entry_layout.n_params, 2);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *text_suite(void) {
   Suite *s = suite_create("text");
   TCase *tc = tcase_create("core");
@@ -312,6 +334,7 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_errors_have_positions);
   tcase_add_test(tc, test_header_attributes);
   tcase_add_test(tc, test_pieces);
+  tcase_add_test(tc, test_spmd_header);
   tcase_add_test(tc, test_single_instruction_text);
   suite_add_tcase(s, tc);
   return s;

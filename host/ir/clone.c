@@ -104,8 +104,11 @@ static hk_instr *map_instr(const clone_map *cm, const hk_instr *src) {
 
 static const char *str_copy(hk_module *m, const char *s) { return hk_intern_cstr(m, s); }
 
+/* Copies n items; a present but empty array stays present (non-NULL), as
+ * printers tell "slice={}" from no attribute that way. */
 static void *arr_copy(hk_module *m, const void *p, size_t n, size_t elem) {
-  return p && n ? hk_memdup(m, p, n * elem) : NULL;
+  if (!p) return NULL;
+  return n ? hk_memdup(m, p, n * elem) : hk_alloc_aligned(m, 8, 8);
 }
 
 static hk_i64s i64s_copy(hk_module *m, hk_i64s v) {
@@ -139,7 +142,7 @@ static const hk_metadata *metadata_copy(hk_module *m, const hk_metadata *md) {
 }
 
 static const hk_kv *kvs_copy(hk_module *m, const hk_kv *kv, int32_t n) {
-  if (!kv || !n) return NULL;
+  if (!kv || !n) return arr_copy(m, kv, 0, sizeof *kv);
   hk_kv *c = hk_alloc(m, (size_t)n * sizeof *c);
   for (int32_t k = 0; k < n; k++) {
     c[k].key = str_copy(m, kv[k].key);
@@ -149,7 +152,7 @@ static const hk_kv *kvs_copy(hk_module *m, const hk_kv *kv, int32_t n) {
 }
 
 static const hk_raw_attr *raws_copy(hk_module *m, const hk_raw_attr *r, int32_t n) {
-  if (!r || !n) return NULL;
+  if (!r || !n) return arr_copy(m, r, 0, sizeof *r);
   hk_raw_attr *c = hk_alloc(m, (size_t)n * sizeof *c);
   for (int32_t k = 0; k < n; k++) {
     c[k].name = str_copy(m, r[k].name);
@@ -259,7 +262,7 @@ static const hk_replica_groups *groups_copy(hk_module *m, const hk_replica_group
 }
 
 static const char *const *strs_copy(hk_module *m, const char *const *v, int32_t n) {
-  if (!v || !n) return NULL;
+  if (!v || !n) return arr_copy(m, v, 0, sizeof *v);
   const char **c = hk_alloc(m, (size_t)n * sizeof *c);
   for (int32_t k = 0; k < n; k++) c[k] = str_copy(m, v[k]);
   return c;
@@ -339,6 +342,8 @@ hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape 
 static void config_copy(hk_module *m, hk_module_config *c, const hk_module_config *s) {
   *c = *s;
   const hk_program_shape *ps = &s->entry_layout;
+  c->entry_layout.params = arr_copy(m, ps->params, 0, sizeof *ps->params);
+  c->entry_layout.param_names = arr_copy(m, ps->param_names, 0, sizeof *ps->param_names);
   if (ps->n_params) {
     const hk_shape **shapes = hk_alloc(m, (size_t)ps->n_params * sizeof *shapes);
     for (int32_t k = 0; k < ps->n_params; k++)
@@ -352,6 +357,7 @@ static void config_copy(hk_module *m, hk_module_config *c, const hk_module_confi
   c->allow_prop_to_params =
       arr_copy(m, s->allow_prop_to_params, (size_t)s->n_allow_prop_to_params, sizeof(bool));
   c->frontend_attributes = kvs_copy(m, s->frontend_attributes, s->n_frontend_attributes);
+  c->spmd_parameters_shardings = arr_copy(m, s->spmd_parameters_shardings, 0, sizeof(void *));
   if (s->n_spmd_parameters_shardings && s->spmd_parameters_shardings) {
     const hk_sharding **v = hk_alloc(m, (size_t)s->n_spmd_parameters_shardings * sizeof *v);
     for (int32_t k = 0; k < s->n_spmd_parameters_shardings; k++)

@@ -42,7 +42,7 @@ typedef struct tx_parser {
     const char *key;
     uint32_t len;
     hk_instr *instr;
-  } recent[1024];         /* computations already wrapped by an async op */
+  } recent[1024];
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
@@ -54,7 +54,13 @@ typedef struct tx_parser {
 void tx_skip_slow(tx_parser *P);
 /* Skips blanks and comments. */
 static inline void tx_skip(tx_parser *P) {
-  if (P->p < P->end && (unsigned char)*P->p > ' ' && *P->p != '/') return;
+  const char *p = P->p;
+  if (p < P->end && (unsigned char)*p > ' ' && *p != '/') return;
+  /* one blank before a token: the common case */
+  if (p + 1 < P->end && *p == ' ' && (unsigned char)p[1] > ' ' && p[1] != '/') {
+    P->p = p + 1;
+    return;
+  }
   tx_skip_slow(P);
 }
 int tx_peek(tx_parser *P);                       /* next char after blanks, 0 at end */
