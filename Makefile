@@ -37,6 +37,7 @@ PLUGINS  := $(filter-out examples,$(PLUGINS))
 TESTS_ONLY ?=
 TEST_SRC := $(sort $(if $(TESTS_ONLY),$(patsubst %,tests/%.c,$(TESTS_ONLY)),$(wildcard tests/test_*.c)))
 HEADERS  := $(wildcard abi/hlokit/*.h) $(wildcard host/*/*.h)
+PLUGIN_HEADERS := $(wildcard plugin/*/*.h)
 
 VERSION  := $(shell sed -n 's/^\#define HK_VERSION_STRING "\(.*\)"/\1/p' abi/hlokit/hlokit.h)
 LIB      := $(BUILD)/libhlokit.so
@@ -51,6 +52,11 @@ TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse 
 all: $(LIB) $(BIN) $(PLUGIN_SOS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+# Plugin objects also depend on their plugins' private headers.
+$(BUILD)/obj/plugin/%.o: plugin/%.c $(HEADERS) $(PLUGIN_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -111,12 +117,14 @@ bench: all tools
 # fuzzer with coverage, seeded from fixtures/.  Needs clang.
 FUZZ_TIME ?= 60
 FUZZ_CC   ?= clang
+FUZZ_SRC  ?= scripts/fuzz_parser.c
+FUZZ_DIRS ?= ir text sharding
 fuzz:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang ($(FUZZ_CC) not found)"; exit 2; }
 	@mkdir -p $(BUILD)/fuzz/corpus
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_parser \
-	  scripts/fuzz_parser.c $(LIB_SRC) $(LDLIBS)
+	  $(FUZZ_SRC) $(sort $(foreach d,$(FUZZ_DIRS),$(wildcard host/$(d)/*.c))) $(LDLIBS)
 	cp fixtures/*.hlo $(BUILD)/fuzz/corpus/
 	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 \
 	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus

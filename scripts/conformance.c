@@ -1,7 +1,8 @@
 /* conformance.c - scores hlokit against the conformance corpus (../shared/conformance, JSON lines).
  *
  * Usage: hk-conformance [--dir=DIR] [--suite=NAME[,NAME]] [--list=FILE]
- *                       [--filter=SUBSTR] [--hlokit=PATH] [--no-fork] [-v]
+ *                       [--filter=SUBSTR] [--hlokit=PATH] [--timeout=S] [--jobs=N]
+ *                       [--no-fork] [-v]
  *
  * Each suite is one function that walks its .jsonl files and hands every
  * case to run_case(), which runs the case's check in a child process (so a
@@ -32,6 +33,7 @@
 
 #define REASON_CAP 512
 #define MAX_TALLIES 64
+#define MAX_JOBS 64
 
 /* ---- runner state -------------------------------------------------------- */
 
@@ -39,6 +41,13 @@ typedef struct tally {
   char name[64];
   int passed, failed;
 } tally;
+
+/* A case running in a child process. */
+typedef struct pending {
+  pid_t pid;                 /* 0: free slot */
+  int fd;                    /* read end of the result pipe */
+  char suite[32], kind[48], group[32], name[256];
+} pending;
 
 typedef struct runner {
   const char *dir;           /* conformance folder */
@@ -48,6 +57,9 @@ typedef struct runner {
   bool fork_cases;
   bool verbose;
   int timeout_s;             /* per case */
+  int jobs;                  /* cases running at once */
+  int n_running;
+  pending running[MAX_JOBS];
   int n_tallies;
   tally tallies[MAX_TALLIES];
   int passed, failed;
@@ -225,38 +237,12 @@ static void describe_exit(int status, int timeout_s, char *reason, size_t cap, b
   }
 }
 
-/* Runs fn in a child: it writes 'P' or 'F'+reason to a pipe and exits. */
-static bool run_forked(runner *r, case_fn fn, json_object *c, char *reason, size_t cap) {
-  int fds[2];
-  if (pipe(fds) != 0) {
-    set_reason(reason, cap, "pipe: %s", strerror(errno));
-    return false;
-  }
-  fflush(NULL);
-  pid_t pid = fork();
-  if (pid < 0) {
-    set_reason(reason, cap, "fork: %s", strerror(errno));
-    close(fds[0]);
-    close(fds[1]);
-    return false;
-  }
-  if (pid == 0) {
-    close(fds[0]);
-    alarm((unsigned)r->timeout_s);
-    char why[REASON_CAP] = "";
-    bool ok = fn(r, c, why, sizeof why);
-    char msg[REASON_CAP + 1];
-    int n = snprintf(msg, sizeof msg, "%c%s", ok ? 'P' : 'F', ok ? "" : why);
-    if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
-    if (write(fds[1], msg, (size_t)n) < 0) _exit(3);
-    close(fds[1]);
-    exit(0); /* exit, not _exit: LeakSanitizer checks the case at exit */
-  }
-  close(fds[1]);
+/* Reads a finished child's message and status into a verdict. */
+static bool child_verdict(runner *r, int fd, int status, char *reason, size_t cap) {
   char buf[REASON_CAP + 1];
   size_t got = 0;
   ssize_t k;
-  while (got < sizeof buf - 1 && (k = read(fds[0], buf + got, sizeof buf - 1 - got)) != 0) {
+  while (got < sizeof buf - 1 && (k = read(fd, buf + got, sizeof buf - 1 - got)) != 0) {
     if (k < 0) {
       if (errno == EINTR) continue;
       break;
@@ -264,9 +250,6 @@ static bool run_forked(runner *r, case_fn fn, json_object *c, char *reason, size
     got += (size_t)k;
   }
   buf[got] = 0;
-  close(fds[0]);
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   bool said_pass = got > 0 && buf[0] == 'P';
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got > 0) {
     if (!said_pass) set_reason(reason, cap, "%s", buf + 1);
@@ -276,13 +259,103 @@ static bool run_forked(runner *r, case_fn fn, json_object *c, char *reason, size
   return false;
 }
 
-/* Runs one case (forked unless --no-fork) and records it. */
+/* Waits for any running case to finish and records it. */
+static void collect_one(runner *r) {
+  int status = 0;
+  pid_t pid;
+  while ((pid = waitpid(-1, &status, 0)) < 0 && errno == EINTR) {}
+  if (pid < 0) {
+    r->n_running = 0;
+    return;
+  }
+  for (int i = 0; i < MAX_JOBS; i++) {
+    pending *p = &r->running[i];
+    if (p->pid != pid) continue;
+    char reason[REASON_CAP] = "";
+    bool pass = child_verdict(r, p->fd, status, reason, sizeof reason);
+    close(p->fd);
+    p->pid = 0;
+    r->n_running--;
+    one_line(reason);
+    record(r, p->suite, p->kind, p->group[0] ? p->group : NULL, p->name, pass, reason);
+    return;
+  }
+}
+
+/* Waits for every running case. */
+static void collect_all(runner *r) {
+  while (r->n_running > 0) collect_one(r);
+}
+
+/* The child side: runs fn, writes 'P' or 'F'+reason to fd, exits. */
+static void run_child(runner *r, case_fn fn, json_object *c, int fd) {
+  for (int i = 0; i < MAX_JOBS; i++)
+    if (r->running[i].pid) close(r->running[i].fd);
+  alarm((unsigned)r->timeout_s);
+  char why[REASON_CAP] = "";
+  bool ok = fn(r, c, why, sizeof why);
+  char msg[REASON_CAP + 1];
+  int n = snprintf(msg, sizeof msg, "%c%s", ok ? 'P' : 'F', ok ? "" : why);
+  if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
+  if (write(fd, msg, (size_t)n) < 0) _exit(3);
+  close(fd);
+  exit(0); /* exit, not _exit: LeakSanitizer checks the case at exit */
+}
+
+/* Starts fn in a child process, at most r->jobs at once. */
+static void start_case(runner *r, const char *suite, const char *kind, const char *group,
+                       const char *name, case_fn fn, json_object *c) {
+  while (r->n_running >= r->jobs) collect_one(r);
+  int fds[2];
+  if (pipe(fds) != 0) {
+    record(r, suite, kind, group, name, false, "pipe failed");
+    return;
+  }
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    record(r, suite, kind, group, name, false, "fork failed");
+    return;
+  }
+  if (pid == 0) {
+    close(fds[0]);
+    run_child(r, fn, c, fds[1]);
+  }
+  close(fds[1]);
+  for (int i = 0; i < MAX_JOBS; i++) {
+    pending *p = &r->running[i];
+    if (p->pid) continue;
+    p->pid = pid;
+    p->fd = fds[0];
+    snprintf(p->suite, sizeof p->suite, "%s", suite);
+    snprintf(p->kind, sizeof p->kind, "%s", kind);
+    snprintf(p->group, sizeof p->group, "%s", group ? group : "");
+    snprintf(p->name, sizeof p->name, "%s", name);
+    r->n_running++;
+    return;
+  }
+}
+
+/* Runs one case (in a child, in parallel, unless --no-fork) and records it. */
 static void run_case(runner *r, const char *suite, const char *kind, const char *group,
                      const char *name, case_fn fn, json_object *c) {
   if (r->filter && !strstr(name, r->filter)) return;
+  char key[128];
+  tally_get(r, suite); /* tallies print in the order cases start */
+  snprintf(key, sizeof key, "%s/%s", suite, kind);
+  tally_get(r, key);
+  if (group) {
+    snprintf(key, sizeof key, "%s/%s", suite, group);
+    tally_get(r, key);
+  }
+  if (r->fork_cases) {
+    start_case(r, suite, kind, group, name, fn, c);
+    return;
+  }
   char reason[REASON_CAP] = "";
-  bool pass = r->fork_cases ? run_forked(r, fn, c, reason, sizeof reason)
-                            : fn(r, c, reason, sizeof reason);
+  bool pass = fn(r, c, reason, sizeof reason);
   one_line(reason);
   record(r, suite, kind, group, name, pass, reason);
 }
@@ -674,8 +747,37 @@ static void strip_layouts(const char *in, char *out, size_t cap) {
   out[o] = 0;
 }
 
+/* Elements of the largest array shape written in the module text. */
+static int64_t largest_shape_elements(const char *hlo) {
+  int64_t best = 0;
+  for (const char *p = strchr(hlo, '['); p; p = strchr(p + 1, '[')) {
+    if (p == hlo || !isalnum((unsigned char)p[-1])) continue;
+    int64_t n = 1;
+    const char *q = p + 1;
+    while (isdigit((unsigned char)*q) || *q == ',') {
+      if (isdigit((unsigned char)*q)) {
+        int64_t d = strtoll(q, (char **)&q, 10);
+        n = d > 0 && n < (INT64_MAX / 2) / d ? n * d : (d > 0 ? INT64_MAX / 2 : 0);
+      } else {
+        q++;
+      }
+    }
+    if (*q == ']' && n > best) best = n;
+  }
+  return best;
+}
+
+/* Cases whose tensors the evaluator cannot hold in memory and time. */
+#define SPMD_MAX_ELEMENTS (1LL << 24)
+
 static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
   const char *hlo = jstr(c, "hlo");
+  int64_t biggest = hlo ? largest_shape_elements(hlo) : 0;
+  if (biggest > SPMD_MAX_ELEMENTS) {
+    set_reason(reason, cap, "not evaluated: a %lld-element tensor exceeds the evaluator limit "
+               "(%lld elements)", (long long)biggest, (long long)SPMD_MAX_ELEMENTS);
+    return false;
+  }
   char path[4096], spec[2048], nparts[64], timeout_s[32];
   if (!hlo || !write_temp_hlo(hlo, path, sizeof path)) {
     set_reason(reason, cap, "cannot write the case's module");
@@ -738,6 +840,167 @@ static void suite_spmd(runner *r) {
   if (!for_each_line(r, "spmd.jsonl", spmd_each)) record_missing(r, "spmd", "spmd.jsonl");
 }
 
+/* ---- suite: propagation -------------------------------------------------------- */
+
+/* The case's params as option text; `parameterized` options take the value
+ * of bit `*bit` of combo (and advance *bit). */
+static void prop_option(json_object *val, const char *key, int combo, int *bit, char *out,
+                        size_t cap, size_t *n) {
+  const char *text;
+  char buf[256];
+  if (json_object_is_type(val, json_type_string) &&
+      strcmp(json_object_get_string(val), "parameterized") == 0) {
+    bool on = (combo >> (*bit)++) & 1;
+    bool list = strstr(key, "allow_spmd") != NULL;
+    text = list ? (on ? "[true]" : "[false]") : (on ? "true" : "false");
+  } else if (json_object_is_type(val, json_type_boolean)) {
+    text = json_object_get_boolean(val) ? "true" : "false";
+  } else if (json_object_is_type(val, json_type_array)) {
+    size_t b = (size_t)snprintf(buf, sizeof buf, "[");
+    for (size_t k = 0; k < json_object_array_length(val) && b < sizeof buf; k++)
+      b += (size_t)snprintf(buf + b, sizeof buf - b, "%s%s", k ? "," : "",
+                            json_object_get_boolean(json_object_array_get_idx(val, k)) ? "true" : "false");
+    if (b < sizeof buf) snprintf(buf + b, sizeof buf - b, "]");
+    text = buf;
+  } else {
+    return;
+  }
+  if (*n < cap) *n += (size_t)snprintf(out + *n, cap - *n, " %s=%s", key, text);
+}
+
+/* Pass spec for one combination of the parameterized options; returns the
+ * number of parameterized options through *n_param. */
+static void prop_pass_spec(json_object *c, int combo, int *n_param, char *out, size_t cap) {
+  size_t n = (size_t)snprintf(out, cap, "--passes=sharding-propagation{");
+  int bit = 0;
+  json_object *params;
+  if (json_object_object_get_ex(c, "params", &params) && json_object_is_type(params, json_type_object)) {
+    json_object_object_foreach(params, key, val) {
+      if (strcmp(key, "run_extra_args") == 0) continue;
+      prop_option(val, key, combo, &bit, out, cap, &n);
+    }
+  }
+  if (n < cap) snprintf(out + n, cap - n, "}");
+  *n_param = bit;
+}
+
+static hk_instr *find_instr_named(hk_module *m, const char *name) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
+    if (i) return i;
+  }
+  return NULL;
+}
+
+/* Every unconditional expectation holds in the propagated module. */
+static bool prop_check_expected(json_object *c, hk_module *m, char *reason, size_t cap) {
+  json_object *exp;
+  if (!json_object_object_get_ex(c, "expected", &exp)) return true;
+  for (size_t k = 0; k < json_object_array_length(exp); k++) {
+    json_object *e = json_object_array_get_idx(exp, k);
+    if (jbool(e, "conditional", false)) continue;
+    const char *name = jstr(e, "instruction"), *want = jstr(e, "sharding");
+    hk_instr *i = name ? find_instr_named(m, name) : NULL;
+    if (!i) {
+      set_reason(reason, cap, "no instruction '%s' after propagation", name ? name : "?");
+      return false;
+    }
+    char *got = i->sharding ? hk_sharding_to_string(i->sharding) : NULL;
+    bool ok;
+    if (!want) {
+      ok = i->sharding == NULL;
+    } else {
+      const hk_sharding *ws = NULL;
+      hk_status *st = hk_sharding_parse(m, want, strlen(want), &ws, NULL);
+      if (st) hk_status_free(st);
+      ok = ws && i->sharding &&
+           hk_sharding_equivalent(hk_sharding_for_shape(m, hk_sharding_canonical(m, ws), i->shape),
+                                  hk_sharding_for_shape(m, i->sharding, i->shape));
+    }
+    if (!ok) set_reason(reason, cap, "%s: got %s, expected %s", name, got ? got : "none",
+                        want ? want : "none");
+    free(got);
+    if (!ok) return false;
+  }
+  return true;
+}
+
+/* One run of the pass; checks the outcome against the case. */
+static bool prop_run_once(runner *r, json_object *c, const char *in, const char *spec,
+                          char *reason, size_t cap) {
+  char out_path[4200], timeout_s[32];
+  snprintf(out_path, sizeof out_path, "%.4096s.out.hlo", in);
+  snprintf(timeout_s, sizeof timeout_s, "%d", r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s);
+  char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "opt", (char *)in,
+                  (char *)spec, "--time-passes", "--no-verify", "-o", out_path, NULL};
+  char *out = NULL;
+  int sig = 0;
+  int rc = run_command(argv, &out, &sig);
+  bool ok = false;
+  if (rc == 137 || sig) {
+    set_reason(reason, cap, "timed out or killed (signal %d)", sig ? sig : 9);
+  } else if (jbool(c, "expect_error", false)) {
+    ok = rc == 2;
+    if (!ok) set_reason(reason, cap, "expected a clean error, got exit %d", rc);
+  } else if (rc != 0) {
+    set_reason(reason, cap, "exit %d: %.300s", rc, out ? out : "");
+  } else {
+    size_t len = 0;
+    char *text = slurp(out_path, &len);
+    hk_module *m = NULL;
+    hk_status *st = text ? hk_parse_module(text, len, out_path, &m) : NULL;
+    if (!text) set_reason(reason, cap, "no output module");
+    else if (st) fail_status(reason, cap, "output does not parse", st);
+    else ok = prop_check_expected(c, m, reason, cap);
+    json_object *ec;
+    if (ok && json_object_object_get_ex(c, "expect_changed", &ec) &&
+        json_object_is_type(ec, json_type_boolean)) {
+      const char *line = out ? strstr(out, "sharding-propagation") : NULL;
+      bool changed = line && strstr(line, "yes") && (!strchr(line, '\n') || strstr(line, "yes") < strchr(line, '\n'));
+      if (changed != json_object_get_boolean(ec)) {
+        ok = false;
+        set_reason(reason, cap, "changed=%s, expected %s", changed ? "true" : "false",
+                   json_object_get_boolean(ec) ? "true" : "false");
+      }
+    }
+    hk_module_free(m);
+    free(text);
+  }
+  unlink(out_path);
+  free(out);
+  return ok;
+}
+
+static bool propagation_case(runner *r, json_object *c, char *reason, size_t cap) {
+  const char *hlo = jstr(c, "hlo");
+  char path[4096], spec[2048];
+  if (!hlo || !write_temp_hlo(hlo, path, sizeof path)) {
+    set_reason(reason, cap, "cannot write the case's module");
+    return false;
+  }
+  int n_param = 0;
+  prop_pass_spec(c, 0, &n_param, spec, sizeof spec);
+  bool ok = true;
+  for (int combo = 0; ok && combo < (1 << n_param); combo++) {
+    prop_pass_spec(c, combo, &n_param, spec, sizeof spec);
+    ok = prop_run_once(r, c, path, spec, reason, cap);
+  }
+  unlink(path);
+  return ok;
+}
+
+static void propagation_each(runner *r, json_object *c, int index) {
+  (void)index;
+  const char *name = jstr(c, "name");
+  run_case(r, "propagation", jbool(c, "expect_error", false) ? "error" : "module", NULL,
+           name ? name : "?", propagation_case, c);
+}
+
+static void suite_propagation(runner *r) {
+  if (!for_each_line(r, "propagation.jsonl", propagation_each))
+    record_missing(r, "propagation", "propagation.jsonl");
+}
+
 /* ---- driver ------------------------------------------------------------------ */
 
 typedef struct suite {
@@ -750,6 +1013,8 @@ static const suite SUITES[] = {
     {"parser", suite_parser, "parser.jsonl: roundtrip, non_roundtrip, parse_ok, error"},
     {"spmd", suite_spmd,
      "spmd.jsonl: spmd-partitioning then hlokit check (equal values, root shape)"},
+    {"propagation", suite_propagation,
+     "propagation.jsonl: sharding-propagation, expected shardings compared semantically"},
     {"corpus", suite_corpus,
      "every spmd/propagation/stateful_rng module parses, verifies, prints to a "
      "fixed point and round-trips through JSON"},
@@ -787,8 +1052,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hk-conformance [--dir=DIR] [--suite=NAME[,NAME]] [--list=FILE]\n"
           "                      [--filter=SUBSTR] [--hlokit=PATH] [--timeout=SECONDS]\n"
-          "                      [--no-fork] [-v]\n"
+          "                      [--jobs=N] [--no-fork] [-v]\n"
           "  DIR defaults to $HLOKIT_CONFORMANCE_DIR or ../shared/conformance\n"
+          "  N cases run at once in child processes (default $JOBS or the core count)\n"
           "suites:\n");
   for (size_t i = 0; i < N_SUITES; i++) fprintf(f, "  %-12s %s\n", SUITES[i].name, SUITES[i].what);
 }
@@ -804,6 +1070,8 @@ int main(int argc, char **argv) {
   r.dir = env_dir && *env_dir ? env_dir : "../shared/conformance";
   r.fork_cases = true;
   r.timeout_s = 60;
+  const char *env_jobs = getenv("JOBS");
+  r.jobs = env_jobs && atoi(env_jobs) > 0 ? atoi(env_jobs) : (int)sysconf(_SC_NPROCESSORS_ONLN);
   r.list = stdout;
   r.hlokit = "build/hlokit";
   const char *suites = NULL, *list_path = NULL, *v;
@@ -815,6 +1083,7 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(a, "--filter"))) r.filter = v;
     else if ((v = opt_value(a, "--hlokit"))) r.hlokit = v;
     else if ((v = opt_value(a, "--timeout"))) r.timeout_s = atoi(v) > 0 ? atoi(v) : 60;
+    else if ((v = opt_value(a, "--jobs"))) r.jobs = atoi(v);
     else if (strcmp(a, "--no-fork") == 0) r.fork_cases = false;
     else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) r.verbose = true;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -838,6 +1107,8 @@ int main(int argc, char **argv) {
     }
     p += len + (comma ? 1 : 0);
   }
+  if (r.jobs < 1) r.jobs = 1;
+  if (r.jobs > MAX_JOBS) r.jobs = MAX_JOBS;
   if (list_path && !(r.list = fopen(list_path, "w"))) {
     fprintf(stderr, "hk-conformance: cannot write %s: %s\n", list_path, strerror(errno));
     return 2;
@@ -846,6 +1117,7 @@ int main(int argc, char **argv) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   for (size_t i = 0; i < N_SUITES; i++)
     if (suite_selected(suites, SUITES[i].name)) SUITES[i].run(&r);
+  collect_all(&r);
   clock_gettime(CLOCK_MONOTONIC, &t1);
   if (r.list != stdout) fclose(r.list);
   print_tallies(&r);

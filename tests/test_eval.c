@@ -1,6 +1,9 @@
 /* test_eval.c - known-answer tests of the evaluator: every op family, XLA's
  * edge semantics, and collectives on 2, 4 and 8 simulated devices. */
+#include <libgen.h>
 #include <math.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -296,6 +299,45 @@ START_TEST(test_convolution_groups) {
       0, NULL);
   expect_vals(r, 4, (double[]){12, 16, 24, 28});
   hk_value_release(r);
+}
+END_TEST
+
+
+/* The f32 fast path against the f64 reference loop on the same data. */
+static void conv_paths_agree(const char *lhs_shape, const char *rhs_shape, const char *out_shape,
+                             const char *attrs) {
+  char mod[2048];
+  snprintf(mod, sizeof mod,
+           "HloModule m\nENTRY e {\n a = f32%s parameter(0)\n b = f32%s parameter(1)\n"
+           " c32 = f32%s convolution(a, b), %s\n a64 = f64%s convert(a)\n b64 = f64%s convert(b)\n"
+           " c64 = f64%s convolution(a64, b64), %s\n c = f32%s convert(c64)\n"
+           " ROOT t = (f32%s, f32%s) tuple(c32, c)\n}\n",
+           lhs_shape, rhs_shape, out_shape, attrs, lhs_shape, rhs_shape, out_shape, attrs, out_shape,
+           out_shape, out_shape);
+  hk_module *m = parse(mod);
+  hk_value *args[2] = {hk_value_random(m->entry->params[0]->shape, 1, 0),
+                       hk_value_random(m->entry->params[1]->shape, 1, 1)};
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, args, 2, &r, NULL, NULL));
+  hk_compare_result cr;
+  hk_value_compare(r->elems[1], r->elems[0], -1, -1, &cr);
+  ck_assert_msg(cr.equal, "%s: max abs error %g", attrs, cr.max_abs_error);
+  ck_assert(r->elems[0]->n > 0);
+  hk_compare_result_free(&cr);
+  hk_value_release(r);
+  hk_value_release(args[0]);
+  hk_value_release(args[1]);
+  hk_module_free(m);
+}
+
+START_TEST(test_convolution_fast_path_matches_reference) {
+  conv_paths_agree("[2,5,6,4]", "[3,3,4,6]", "[2,3,3,6]",
+                   "window={size=3x3 stride=2x2 pad=1_1x1_0}, dim_labels=b01f_01io->b01f");
+  conv_paths_agree("[2,4,7,7]", "[6,2,2,3]", "[2,6,5,14]",
+                   "window={size=2x3 pad=1_1x1_1 lhs_dilate=2x1 rhs_dilate=1x2 rhs_reversal=1x0},"
+                   " dim_labels=bf01_oi01->bf10, feature_group_count=2");
+  conv_paths_agree("[3,9,2]", "[2,2,5]", "[3,4,5]",
+                   "window={size=2 stride=2 pad=0_0}, dim_labels=b0f_0io->b0f");
 }
 END_TEST
 
@@ -724,6 +766,43 @@ START_TEST(test_compare_tolerances) {
 }
 END_TEST
 
+
+/* ---- CLI: hlokit check on hand-written partitioned fixtures ------------------------ */
+
+/* Runs build/hlokit (beside the tests folder) with args; returns its exit status. */
+static int hlokit(const char *args) {
+  char exe[4096] = {0}, cmd[8192];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ck_assert(n > 0);
+  char *dir = dirname(dirname(exe));
+  snprintf(cmd, sizeof cmd, "%s/hlokit %s >/dev/null 2>&1", dir, args);
+  int rc = system(cmd);
+  ck_assert(WIFEXITED(rc));
+  return WEXITSTATUS(rc);
+}
+
+#define FX "fixtures/eval/"
+
+START_TEST(test_cli_check_tells_right_from_wrong) {
+  ck_assert_int_eq(hlokit("check " FX "matmul.hlo --partitioned=" FX "matmul_spmd_ok.hlo"), 0);
+  ck_assert_int_eq(hlokit("check " FX "matmul.hlo --partitioned=" FX "matmul_spmd_missing_all_reduce.hlo"), 1);
+  ck_assert_int_eq(hlokit("check " FX "negate_rows.hlo --partitioned=" FX "negate_rows_spmd_ok.hlo --json"), 0);
+  ck_assert_int_eq(hlokit("check " FX "negate_rows.hlo --partitioned=" FX "negate_rows_spmd_wrong_offsets.hlo"), 1);
+  ck_assert_int_eq(hlokit("check " FX "rotate.hlo --partitioned=" FX "rotate_spmd_ok.hlo --seed=7"), 0);
+  ck_assert_int_eq(hlokit("check " FX "rotate.hlo --partitioned=" FX "rotate_spmd_swapped_pairs.hlo"), 1);
+}
+END_TEST
+
+START_TEST(test_cli_errors_exit_2) {
+  ck_assert_int_eq(hlokit("check " FX "matmul.hlo --partitioned=" FX "no_such_file.hlo"), 2);
+  ck_assert_int_eq(hlokit("check " FX "matmul.hlo"), 2);
+  ck_assert_int_eq(hlokit("check " FX "matmul.hlo --partitioned=" FX "rotate_spmd_ok.hlo"), 2);
+  ck_assert_int_eq(hlokit("run " FX "unsupported.hlo"), 2);
+  ck_assert_int_eq(hlokit("run " FX "rotate_spmd_ok.hlo --json"), 0);
+  ck_assert_int_eq(hlokit("run " FX "matmul.hlo --seed=3 --json"), 0);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -740,6 +819,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_dot_large_blocked);
   tcase_add_test(t, test_convolution_windows);
   tcase_add_test(t, test_convolution_groups);
+  tcase_add_test(t, test_convolution_fast_path_matches_reference);
   tcase_add_test(t, test_reduce_variadic_argmax);
   tcase_add_test(t, test_reduce_window);
   tcase_add_test(t, test_select_and_scatter);
@@ -761,6 +841,11 @@ static Suite *eval_suite(void) {
   tcase_add_test(c, test_mismatched_collective_fails_cleanly);
   tcase_add_test(c, test_shard_and_unshard);
   suite_add_tcase(s, c);
+  TCase *k = tcase_create("cli");
+  tcase_set_timeout(k, 60);
+  tcase_add_test(k, test_cli_check_tells_right_from_wrong);
+  tcase_add_test(k, test_cli_errors_exit_2);
+  suite_add_tcase(s, k);
   return s;
 }
 

@@ -68,7 +68,10 @@ START_TEST(test_instr_and_shape_strings) {
   ck_assert_ok(hk_parse_module(kSmall, strlen(kSmall), NULL, &m));
   hk_instr *root = m->entry->root;
   char *s = hk_instr_to_string(root, HK_PRINT_SHORT);
-  ck_assert_str_eq(s, "ROOT m = f32[2,4]{1,0} multiply(b, x)");
+  ck_assert_str_eq(s, "m = f32[2,4]{1,0} multiply(b, x)");
+  free(s);
+  s = hk_instr_to_string(root, HK_PRINT_LONG);
+  ck_assert_str_eq(s, "%m = f32[2,4]{1,0} multiply(f32[2,4]{1,0} %b, f32[2,4]{1,0} %x)");
   free(s);
   const hk_shape *sh = NULL;
   const char *t = "(f32[<=4,?]{1,0:T(8,128)S(1)}, token[], /*index=2*/ u8[])";
@@ -232,6 +235,15 @@ START_TEST(test_errors_have_positions) {
               "/* open\n^");
   check_error("HloModule m\nENTRY e {\n  ROOT a = f32[2] add(f32[2] parameter(0), f32[3] parameter(1)), \n}\n",
               NULL, NULL);
+  check_error("HloModule m\nENTRY e {\n  t = token[] after-all()\n  c = f32[] constant(1)\n"
+              "  s = (f32[], u32[], token[]) send(c, t), channel_id=16, calls=e\n"
+              "  ROOT d = token[] send-done(s), channel_id=16\n}\n",
+              "bad.hlo:5:58:", "unexpected attribute \"calls\"");
+  check_error("HloModule m\nENTRY e {\n  t = token[] after-all()\n  c = f32[] constant(1)\n"
+              "  s = (f32[], u32[], token[]) send(c, t)\n  ROOT d = token[] send-done(s), channel_id=16\n}\n",
+              "bad.hlo:5:", "attribute channel_id is expected but not seen");
+  check_error("HloModule m\nENTRY e {\n  a = f32[] constant(1)\n  ROOT b = f32[] negate(a), control-predecessors={zz}\n}\n",
+              "bad.hlo:4:", "'zz' is not defined");
   check_error("", NULL, NULL);
   check_error("HloModule", NULL, NULL);
   check_error("HloModule m\nENTRY e {\n  p = f32[2,2] parameter(0)\n  ROOT a = f32[2,2] add(f32[2,2] p, f32[2,5] p)\n}\n",

@@ -50,6 +50,15 @@ static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) 
   ck_assert(w > 0 && (size_t)w < cap);
 }
 
+/* Iterations for a fuzz or sweep loop: n normally, n/20 (at least 1) when
+ * scripts/run-checks.sh runs the suite under valgrind (HLOKIT_VALGRIND=1),
+ * where every iteration costs ~50x more. */
+static inline int hk_test_iterations(int n) {
+  const char *v = getenv("HLOKIT_VALGRIND");
+  if (!v || !*v || *v == '0') return n;
+  return n / 20 > 0 ? n / 20 : 1;
+}
+
 /* Parses text or fails the test. */
 static inline hk_module *hk_test_parse(const char *text) {
   hk_module *m = NULL;

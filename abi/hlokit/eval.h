@@ -155,6 +155,13 @@ typedef struct hk_eval_options {
   uint64_t seed;                   /* rng, rng-bit-generator state */
   int64_t max_while_iterations;    /* 0: unlimited */
   hk_collective_backend *backend;  /* hk_eval_spmd: NULL = threads */
+  /* Largest value (bytes, tuples summed) any instruction may produce;
+   * a module with a larger one is refused before it runs.  0: 2 GiB;
+   * negative: no limit. */
+  int64_t max_value_bytes;
+  /* Wall-clock budget per device in milliseconds (0: none); checked
+   * between instructions, so one huge op may overrun it. */
+  int64_t time_limit_ms;
 } hk_eval_options;
 
 enum { HK_EVAL_NUM_COLLECTIVE_KINDS = 6 };

@@ -8,8 +8,10 @@
  *     const hk_prop_explain_vtable *x =
  *         hk_pass_extension(pass, HK_PROP_EXPLAIN_IFACE);
  *     const hk_prop_record *recs; int64_t n = x->records(pass, &recs);
- * One record per instruction that ends with a sharding (or was looked at),
- * valid until the next run() or destroy(); strings are owned by the pass.
+ * One record per instruction of the computations the run covered.  The
+ * table is owned by the pass and valid until its next run() or destroy();
+ * names and shardings point into the module (interned), so they stay
+ * valid while the module lives, even if later passes remove instructions.
  * A record's `source` names the instruction the sharding came from; follow
  * the chain of sources back to a user annotation (dir PROVIDED). */
 #ifndef HLOKIT_PROPAGATION_H
@@ -42,7 +44,7 @@ typedef struct hk_prop_record {
   const char *rule;         /* e.g. "elementwise", "dot-operand", "reshape" */
   int32_t level;            /* aggressiveness level 0..3 (-1: not in the loop) */
   int32_t dir;              /* hk_prop_dir */
-  const char *sharding;     /* final sharding in XLA's spelling, NULL if none */
+  const hk_sharding *sharding; /* final sharding, NULL if none */
 } hk_prop_record;
 
 typedef struct hk_prop_explain_vtable {

@@ -15,7 +15,9 @@
   X("opt", hk_cmd_opt, "run a pass pipeline over a module and print the result") \
   X("passes", hk_cmd_passes, "list registered passes with their plugin and options") \
   X("run", hk_cmd_run, "evaluate a module on one or several simulated devices")        \
-  X("check", hk_cmd_check, "compare a global module with its partitioned program")
+  X("check", hk_cmd_check, "compare a global module with its partitioned program") \
+  X("ab", hk_cmd_ab, "compare two pipelines on one module: numerics, collectives, memory, time")         \
+  X("explain", hk_cmd_explain, "show how an instruction got its sharding (propagation provenance)")
 
 #define HK_X_(name, fn, summary) int fn(int argc, char **argv);
 HK_COMMAND_LIST(HK_X_)

@@ -1,6 +1,7 @@
 /* eval.c - the evaluator's core: per-module plan, computation walk, dispatch. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "eval/eval_internal.h"
 
@@ -150,6 +151,28 @@ static hk_status *make_constants(hk_eval_plan *p) {
   return NULL;
 }
 
+/* Refuses instructions whose value would exceed the byte limit. */
+static hk_status *check_sizes(const hk_module *m, int64_t limit) {
+  if (limit < 0) return NULL;
+  if (limit == 0) limit = INT64_C(2) << 30;
+  for (int32_t i = 0; i < m->n_computations; i++)
+    for (const hk_instr *ins = m->computations[i]->first; ins; ins = ins->next) {
+      int64_t b = hk_shape_byte_size(ins->shape);
+      if (b > limit)
+        return hk_eval_error(ins, HK_FAILED_PRECONDITION,
+                             "value of %lld bytes exceeds the evaluator's limit of %lld bytes",
+                             (long long)b, (long long)limit);
+    }
+  return NULL;
+}
+
+hk_status *hk_eval_plan_build_checked(const hk_module *m, const hk_eval_options *opts,
+                                      hk_eval_plan **out) {
+  *out = NULL;
+  HK_TRY(check_sizes(m, opts ? opts->max_value_bytes : 0));
+  return hk_eval_plan_build(m, out);
+}
+
 hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out) {
   *out = NULL;
   if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "module %s has no entry computation", m->name);
@@ -200,6 +223,20 @@ void hk_eval_plan_free(hk_eval_plan *p) {
 
 /* ---- device context ---------------------------------------------------------- */
 
+static int64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static hk_status *check_deadline(hk_device_ctx *d, const hk_instr *ins) {
+  if (!d->deadline_ns || ++d->steps_since_check < 256) return NULL;
+  d->steps_since_check = 0;
+  if (now_ns() < d->deadline_ns) return NULL;
+  return hk_eval_error(ins, HK_FAILED_PRECONDITION, "time limit of %lld ms exceeded",
+                       (long long)(d->opts ? d->opts->time_limit_ms : 0));
+}
+
 hk_status *hk_device_ctx_init(hk_device_ctx *d, const hk_eval_plan *plan,
                               const hk_eval_options *opts) {
   memset(d, 0, sizeof *d);
@@ -209,6 +246,7 @@ hk_status *hk_device_ctx_init(hk_device_ctx *d, const hk_eval_plan *plan,
   d->exec_count = calloc((size_t)(plan->n_instrs ? plan->n_instrs : 1), sizeof(int64_t));
   if (!d->exec_count) abort();
   d->rng_state = opts ? opts->seed : 0;
+  if (opts && opts->time_limit_ms > 0) d->deadline_ns = now_ns() + opts->time_limit_ms * 1000000;
   return NULL;
 }
 
@@ -323,8 +361,10 @@ static bool is_identity_custom_call(const char *t) {
   return false;
 }
 
-static hk_status *op_custom_call(const hk_instr *ins, hk_value *const *ops, hk_value **out) {
+static hk_status *op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                                 hk_value **out) {
   const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
+  if (t && !strcmp(t, "TopK") && ins->n_operands == 1) return hk_op_topk(d, ins, ops, out);
   if (is_identity_custom_call(t) && ins->n_operands == 1 &&
       hk_value_matches_shape(ops[0], ins->shape)) {
     *out = hk_value_retain(ops[0]);
@@ -473,7 +513,8 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_WHILE: return op_while(d, ins, ops, out);
     case HK_OP_CONDITIONAL: return op_conditional(d, ins, ops, out);
     case HK_OP_CALL: case HK_OP_FUSION: return op_call(d, ins, ops, out);
-    case HK_OP_CUSTOM_CALL: return op_custom_call(ins, ops, out);
+    case HK_OP_CUSTOM_CALL: return op_custom_call(d, ins, ops, out);
+    case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;
     case HK_OP_OUTFEED: *out = hk_value_new_token(); return NULL;
     case HK_OP_INFEED: return op_infeed(ins, out);
@@ -506,6 +547,7 @@ static void release_slots(hk_value **slots, int64_t n) {
 static hk_status *run_step(hk_device_ctx *d, const comp_plan *cp, int64_t k,
                            hk_value **slots, hk_value *const *args, int n_args) {
   const hk_instr *ins = cp->order[k];
+  HK_TRY(check_deadline(d, ins));
   if (ins->opcode == HK_OP_PARAMETER) {
     int64_t pn = hk_instr_parameter_number(ins);
     if (pn < 0 || pn >= n_args)
@@ -603,7 +645,7 @@ hk_status *hk_eval_module(const hk_module *m, hk_value *const *args, int n_args,
   hk_eval_options defaults = {0};
   if (!opts) opts = &defaults;
   hk_eval_plan *plan;
-  HK_TRY(hk_eval_plan_build(m, &plan));
+  HK_TRY(hk_eval_plan_build_checked(m, opts, &plan));
   hk_status *st = check_args(m, args, n_args);
   hk_device_ctx d;
   hk_device_ctx_init(&d, plan, opts);
@@ -612,6 +654,7 @@ hk_status *hk_eval_module(const hk_module *m, hk_value *const *args, int n_args,
   hk_eval_set_mem_counter(&d.mem);
   if (!st) st = hk_eval_computation(&d, m->entry, args, n_args, result);
   hk_eval_set_mem_counter(NULL);
+  hk_eval_release_thread_cache();
   d.stats.peak_live_bytes = d.mem.peak;
   if (stats) *stats = d.stats;
   hk_device_ctx_free(&d);

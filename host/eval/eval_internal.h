@@ -15,6 +15,8 @@ typedef struct hk_mem_counter {
  * (NULL: none). */
 void hk_eval_set_mem_counter(hk_mem_counter *c);
 void hk_eval_mem_charge(int64_t bytes);
+/* Frees this thread's cache of scalar values (call when a device ends). */
+void hk_eval_release_thread_cache(void);
 
 /* ---- element helpers --------------------------------------------------- */
 static inline int hk_esize(int elem) { return hk_prim_storage_bytes((hk_prim)elem); }
@@ -37,6 +39,9 @@ typedef struct hk_eval_plan hk_eval_plan;
 typedef struct hk_device_ctx hk_device_ctx;
 
 hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out);
+/* As hk_eval_plan_build, after refusing values above opts->max_value_bytes. */
+hk_status *hk_eval_plan_build_checked(const hk_module *m, const hk_eval_options *opts,
+                                      hk_eval_plan **out);
 void hk_eval_plan_free(hk_eval_plan *p);
 
 struct hk_device_ctx {
@@ -49,6 +54,8 @@ struct hk_device_ctx {
   uint64_t rng_counter;                /* rng */
   hk_mem_counter mem;
   hk_eval_stats stats;
+  int64_t deadline_ns;                 /* CLOCK_MONOTONIC; 0 = none */
+  uint32_t steps_since_check;
 };
 
 hk_status *hk_device_ctx_init(hk_device_ctx *d, const hk_eval_plan *plan,
@@ -95,6 +102,7 @@ hk_status *hk_op_select_and_scatter(hk_device_ctx *d, const hk_instr *ins, hk_va
 hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);

@@ -288,6 +288,147 @@ static hk_status *conv_setup(const hk_instr *ins, const hk_value *lhs, const hk_
   return NULL;
 }
 
+/* ---- the fast path: f32 accumulation, no batch groups -------------------------- */
+
+/* Source offsets of v's elements visited row-major over dims order[0..n). */
+static void order_strides(const hk_value *v, const int64_t *order, int n, int64_t *dims,
+                          int64_t *st) {
+  int64_t vst[HK_MAX_RANK];
+  hk_strides(v->rank, v->dims, vst);
+  for (int j = 0; j < n; j++) {
+    dims[j] = v->dims[order[j]];
+    st[j] = vst[order[j]];
+  }
+}
+
+/* out[i] = v[offset of i-th index row-major over order] as floats. */
+static float *pack_f32(const hk_value *v, const int64_t *order, int n) {
+  int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
+  order_strides(v, order, n, dims, st);
+  float *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(float));
+  if (!p) abort();
+  bool f32 = v->elem == HK_F32;
+  for (int64_t i = 0; i < v->n; i++) {
+    p[i] = f32 ? ((const float *)v->data)[off] : (float)hk_value_get_f64(v, off);
+    for (int j = n - 1; j >= 0; j--) {
+      off += st[j];
+      if (++idx[j] < dims[j]) break;
+      off -= st[j] * idx[j];
+      idx[j] = 0;
+    }
+  }
+  return p;
+}
+
+static void unpack_f32(hk_value *v, const int64_t *order, int n, const float *p) {
+  int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
+  order_strides(v, order, n, dims, st);
+  bool f32 = v->elem == HK_F32;
+  for (int64_t i = 0; i < v->n; i++) {
+    if (f32) ((float *)v->data)[off] = p[i];
+    else hk_value_set_f64(v, off, p[i]);
+    for (int j = n - 1; j >= 0; j--) {
+      off += st[j];
+      if (++idx[j] < dims[j]) break;
+      off -= st[j] * idx[j];
+      idx[j] = 0;
+    }
+  }
+}
+
+/* Linear input position for output os and kernel index k; -1 if padding. */
+static int64_t input_pos(const conv_geom *g, const hk_value *lhs, const int64_t *os,
+                         const int64_t *k) {
+  int64_t lin = 0;
+  for (int s = 0; s < g->ns; s++) {
+    const hk_window_dim *w = &g->win->dims[s];
+    int64_t stride = w->stride ? w->stride : 1, bd = w->base_dilation ? w->base_dilation : 1;
+    int64_t wd = w->window_dilation ? w->window_dilation : 1;
+    int64_t pos = os[s] * stride - w->pad_lo + k[s] * wd;
+    if (pos < 0 || pos % bd) return -1;
+    pos /= bd;
+    int64_t dim = lhs->dims[g->dn->input_spatial[s]];
+    if (pos >= dim) return -1;
+    lin = lin * dim + pos;
+  }
+  return lin;
+}
+
+static int64_t kernel_pos(const conv_geom *g, const hk_value *rhs, const int64_t *k) {
+  int64_t lin = 0;
+  for (int s = 0; s < g->ns; s++) {
+    const hk_window_dim *w = &g->win->dims[s];
+    int64_t dim = rhs->dims[g->dn->kernel_spatial[s]];
+    lin = lin * dim + (w->reversal ? dim - 1 - k[s] : k[s]);
+  }
+  return lin;
+}
+
+/* o[0..OZ) += contributions of input row l and kernel block kb. */
+static void conv_accumulate(const conv_geom *g, const float *restrict l, const float *restrict kb,
+                            float *restrict o) {
+  for (int64_t fg = 0; fg < g->G; fg++)
+    for (int64_t z = 0; z < g->IFG; z++) {
+      float a = l[fg * g->IFG + z];
+      const float *restrict kr = kb + z * g->OZ + fg * g->OFG;
+      float *restrict orow = o + fg * g->OFG;
+      for (int64_t j = 0; j < g->OFG; j++) orow[j] += a * kr[j];
+    }
+}
+
+static void conv_fast(const conv_geom *g, const hk_value *lhs, const hk_value *rhs, hk_value *res) {
+  const hk_conv_dnums *dn = g->dn;
+  int ns = g->ns;
+  int64_t lo[HK_MAX_RANK], ko[HK_MAX_RANK], oo[HK_MAX_RANK];
+  lo[0] = dn->input_batch;
+  ko[ns] = dn->kernel_input_feature;
+  ko[ns + 1] = dn->kernel_output_feature;
+  oo[0] = dn->output_batch;
+  for (int s = 0; s < ns; s++) {
+    lo[1 + s] = dn->input_spatial[s];
+    ko[s] = dn->kernel_spatial[s];
+    oo[1 + s] = dn->output_spatial[s];
+  }
+  lo[ns + 1] = dn->input_feature;
+  oo[ns + 1] = dn->output_feature;
+  float *L = pack_f32(lhs, lo, ns + 2), *K = pack_f32(rhs, ko, ns + 2);
+  float *O = calloc((size_t)(res->n ? res->n : 1), sizeof(float));
+  if (!O) abort();
+  int64_t osd[HK_MAX_RANK], ksd[HK_MAX_RANK], in_sp = 1, out_sp = 1, k_sp = 1;
+  for (int s = 0; s < ns; s++) {
+    osd[s] = res->dims[dn->output_spatial[s]];
+    ksd[s] = rhs->dims[dn->kernel_spatial[s]];
+    in_sp *= lhs->dims[dn->input_spatial[s]];
+    out_sp *= osd[s];
+    k_sp *= ksd[s];
+  }
+  int64_t B = res->dims[dn->output_batch];
+  for (int64_t b = 0; b < B; b++) {
+    int64_t os[HK_MAX_RANK] = {0};
+    for (int64_t o = 0; o < out_sp; o++) {
+      float *orow = O + (b * out_sp + o) * g->OZ;
+      int64_t k[HK_MAX_RANK] = {0};
+      for (int64_t kp = 0; kp < k_sp; kp++) {
+        int64_t ip = input_pos(g, lhs, os, k);
+        if (ip >= 0)
+          conv_accumulate(g, L + (b * in_sp + ip) * g->IZ, K + kernel_pos(g, rhs, k) * g->IFG * g->OZ, orow);
+        for (int s = ns - 1; s >= 0; s--) {
+          if (++k[s] < ksd[s]) break;
+          k[s] = 0;
+        }
+      }
+      for (int s = ns - 1; s >= 0; s--) {
+        if (++os[s] < osd[s]) break;
+        os[s] = 0;
+      }
+    }
+  }
+  unpack_f32(res, oo, ns + 2, O);
+  free(L);
+  free(K);
+  free(O);
+}
+
 hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                              hk_value **out) {
   (void)d;
@@ -300,6 +441,11 @@ hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *co
     return st;
   }
   acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)lhs->elem, (hk_prim)rhs->elem);
+  if (k == ACC_F32 && g.BG == 1) {
+    conv_fast(&g, lhs, rhs, res);
+    *out = res;
+    return NULL;
+  }
   if (k == ACC_INT) k = ACC_F64;   /* exact for the integer sizes convolutions see */
   double *L = as_doubles(lhs), *R = as_doubles(rhs);
   int64_t oidx[HK_MAX_RANK] = {0};

@@ -138,3 +138,75 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   *out = N == 1 && ins->shape->elem != HK_TUPLE ? res[0] : hk_value_new_tuple(N, res);
   return NULL;
 }
+
+/* ---- top-k ------------------------------------------------------------------------ */
+
+typedef struct topk_row {
+  const uint64_t *keys;
+  bool largest;
+} topk_row;
+
+static void topk_sort(const topk_row *r, int64_t *a, int64_t *tmp, int64_t n) {
+  if (n < 2) return;
+  int64_t h = n / 2;
+  topk_sort(r, a, tmp, h);
+  topk_sort(r, a + h, tmp, n - h);
+  int64_t i = 0, j = h, k = 0;
+  while (i < h && j < n) {
+    uint64_t x = r->keys[a[i]], y = r->keys[a[j]];
+    bool take_j = r->largest ? y > x : y < x;
+    tmp[k++] = take_j ? a[j++] : a[i++];
+  }
+  while (i < h) tmp[k++] = a[i++];
+  while (j < n) tmp[k++] = a[j++];
+  memcpy(a, tmp, (size_t)n * sizeof(int64_t));
+}
+
+/* topk and custom-call "TopK": the k largest (or smallest) entries of each
+ * row of the last dimension, best first, ties by lower index; returns
+ * (values, s32 indices). */
+hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                      hk_value **out) {
+  (void)d;
+  const hk_value *a = ops[0];
+  const hk_shape *s = ins->shape;
+  if (s->elem != HK_TUPLE || s->n_tuple != 2 || a->elem == HK_TUPLE || a->rank < 1)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "top-k returns (values, indices) of an array");
+  hk_value *vals = hk_value_for_shape_dims(s->tuple[0]), *idx = hk_value_for_shape_dims(s->tuple[1]);
+  int64_t n = a->dims[a->rank - 1], k = vals->rank ? vals->dims[vals->rank - 1] : 0;
+  if (k > n || vals->elem != a->elem) {
+    hk_value_release(vals);
+    hk_value_release(idx);
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "k=%lld is larger than the row (%lld)", (long long)k,
+                         (long long)n);
+  }
+  bool largest = ins->opcode == HK_OP_TOPK && ins->attrs ? ins->attrs->largest : true;
+  if (ins->opcode == HK_OP_TOPK && ins->attrs && !ins->attrs->largest && ins->attrs->k) largest = false;
+  uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
+  int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t)), *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+  if (!keys || !perm || !tmp) abort();
+  int es = hk_esize(a->elem);
+  bool fl = hk_prim_is_float((hk_prim)a->elem), sgn = hk_prim_is_signed_int((hk_prim)a->elem);
+  int64_t rows = n ? a->n / n : 0;
+  for (int64_t r = 0; r < rows; r++) {
+    for (int64_t i = 0; i < n; i++) {
+      int64_t off = r * n + i;
+      if (fl) keys[i] = total_key(hk_value_get_f64(a, off));
+      else if (sgn) keys[i] = (uint64_t)hk_value_get_i64(a, off) ^ (UINT64_C(1) << 63);
+      else keys[i] = (uint64_t)hk_value_get_i64(a, off);
+      perm[i] = i;
+    }
+    topk_row tr = {keys, largest};
+    topk_sort(&tr, perm, tmp, n);
+    for (int64_t j = 0; j < k; j++) {
+      memcpy((uint8_t *)vals->data + (r * k + j) * es, (const uint8_t *)a->data + (r * n + perm[j]) * es, (size_t)es);
+      hk_value_set_i64(idx, r * k + j, perm[j]);
+    }
+  }
+  free(keys);
+  free(perm);
+  free(tmp);
+  hk_value *e[2] = {vals, idx};
+  *out = hk_value_new_tuple(2, e);
+  return NULL;
+}

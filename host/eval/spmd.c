@@ -25,6 +25,7 @@ static void *device_main(void *p) {
   hk_eval_set_mem_counter(&d->mem);
   r->st = hk_eval_computation(d, r->m->entry, r->args, r->n_args, &r->result);
   hk_eval_set_mem_counter(NULL);
+  hk_eval_release_thread_cache();
   d->stats.peak_live_bytes = d->mem.peak;
   if (r->st) {
     char why[300];
@@ -73,7 +74,7 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions, int64_t num_
   if (!opts) opts = &defaults;
   HK_TRY(check_device_args(m, args, n_args, n));
   hk_eval_plan *plan;
-  HK_TRY(hk_eval_plan_build(m, &plan));
+  HK_TRY(hk_eval_plan_build_checked(m, opts, &plan));
   hk_collective_backend *be = opts->backend ? opts->backend : hk_collective_threads_new(n, 0);
   device_run *runs = calloc((size_t)n, sizeof *runs);
   if (!runs) abort();

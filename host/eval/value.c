@@ -36,7 +36,49 @@ static hk_value *value_alloc(int rank) {
   return v;
 }
 
+/* Scalars (the values comparators, reducers and map computations make per
+ * element) live in one block with their data, recycled through a small
+ * per-thread free list while an evaluation runs on the thread. */
+typedef struct scalar_block {
+  hk_value v;
+  int64_t dims[1];
+  _Alignas(16) uint8_t data[16];
+} scalar_block;
+
+enum { SCALAR_CACHE_MAX = 1024 };
+static _Thread_local scalar_block *tl_free[SCALAR_CACHE_MAX];
+static _Thread_local int tl_nfree;
+
+static bool is_scalar_block(const hk_value *v) {
+  return v->data == ((const scalar_block *)v)->data;
+}
+
+static hk_value *scalar_new(hk_prim elem) {
+  scalar_block *b = tl_nfree ? tl_free[--tl_nfree] : malloc(sizeof(scalar_block));
+  if (!b) abort();
+  memset(b, 0, sizeof *b);
+  b->v.elem = (uint8_t)elem;
+  b->v.refcount = 1;
+  b->v.dims = b->dims;
+  b->v.n = 1;
+  b->v.nbytes = hk_esize(elem);
+  b->v.data = b->data;
+  hk_eval_mem_charge(b->v.nbytes);
+  return &b->v;
+}
+
+static void scalar_free(hk_value *v) {
+  hk_eval_mem_charge(-v->nbytes);
+  if (tl_mem && tl_nfree < SCALAR_CACHE_MAX) tl_free[tl_nfree++] = (scalar_block *)v;
+  else free(v);
+}
+
+void hk_eval_release_thread_cache(void) {
+  while (tl_nfree) free(tl_free[--tl_nfree]);
+}
+
 hk_value *hk_value_new_array(hk_prim elem, int rank, const int64_t *dims) {
+  if (rank == 0 && hk_esize(elem) <= 16) return scalar_new(elem);
   hk_value *v = value_alloc(rank);
   v->elem = (uint8_t)elem;
   v->rank = (uint8_t)rank;
@@ -124,6 +166,10 @@ hk_value *hk_value_retain(hk_value *v) {
 void hk_value_release(hk_value *v) {
   if (!v) return;
   if (__atomic_sub_fetch(&v->refcount, 1, __ATOMIC_ACQ_REL) != 0) return;
+  if (v->elem != HK_TUPLE && v->data && is_scalar_block(v)) {
+    scalar_free(v);
+    return;
+  }
   for (int i = 0; i < v->n_elems; i++) hk_value_release(v->elems[i]);
   free(v->elems);
   if (v->data) hk_eval_mem_charge(-v->nbytes);

@@ -430,7 +430,7 @@ static const attr_desc attr_table[] = {
 
 static const attr_desc *find_attr(const char *key) {
   for (size_t k = 0; k < N_ATTRS; k++)
-    if (strcmp(attr_table[k].key, key) == 0) return &attr_table[k];
+    if (attr_table[k].key[0] == key[0] && strcmp(attr_table[k].key, key) == 0) return &attr_table[k];
   return NULL;
 }
 

@@ -335,14 +335,15 @@ json_object *hkj_replica_groups_to_json(const hk_replica_groups *g) {
   return o;
 }
 
-/* Product of dims, or -1 past 2^31 devices. */
+/* Product of dims, or -1 past 2^24 devices (the HLO parser's bound). */
+#define MAX_GROUP_DEVICES (INT64_C(1) << 24)
 static int64_t bounded_product(const hk_i64s *d) {
   int64_t p = 1;
   for (int k = 0; k < d->n; k++) {
-    if (d->v[k] < 0 || (d->v[k] && p > (INT64_C(1) << 31) / d->v[k])) return -1;
+    if (d->v[k] < 0 || (d->v[k] && p > MAX_GROUP_DEVICES / d->v[k])) return -1;
     p *= d->v[k];
   }
-  return p > (INT64_C(1) << 31) ? -1 : p;
+  return p;
 }
 
 static hk_status *iota_perm(hkj_ctx *c, json_object *v, int n, int32_t **out) {

@@ -13,7 +13,7 @@ static const char *const core_keys[] = {"name", "opcode", "shape", "operands", "
 
 static bool is_core_key(const char *key) {
   for (const char *const *k = core_keys; *k; k++)
-    if (strcmp(*k, key) == 0) return true;
+    if (**k == *key && strcmp(*k, key) == 0) return true;
   return false;
 }
 
@@ -59,13 +59,26 @@ static hk_status *instr_id(hkj_ctx *c, json_object *v, hk_instr *i) {
   return NULL;
 }
 
+static hk_status *register_parameter(hkj_ctx *c, hk_instr *i) {
+  hk_computation *comp = i->parent;
+  int64_t num = hk_instr_parameter_number(i);
+  if ((uint64_t)num >= c->comp_instrs)   /* also bounds the params array */
+    return hkj_err(c, "parameter number %lld is out of range for a computation of %zu instructions",
+                   (long long)num, c->comp_instrs);
+  if (num < comp->n_params && comp->params[num])
+    return hkj_err(c, "parameter number %lld is also used by '%s'", (long long)num,
+                   comp->params[num]->name);
+  hk_computation_register_param(comp, i);
+  return NULL;
+}
+
 static hk_status *instr_attrs_from_json(hkj_ctx *c, json_object *obj, hk_instr *i) {
   json_object_object_foreach(obj, key, val) {
     if (is_core_key(key)) continue;
     if (!hkj_is_attr_key(key)) return hkj_err(c, "unknown key '%s'", key);
     HK_TRY(hkj_attr_from_json(c, i, key, val));
   }
-  if (i->opcode == HK_OP_PARAMETER) hk_computation_register_param(i->parent, i);
+  if (i->opcode == HK_OP_PARAMETER) HK_TRY(register_parameter(c, i));
   json_object *id = hkj_get(obj, "id");
   if (id) return instr_id(c, id, i);
   i->id = -1;   /* assigned by finish_ids() */
@@ -93,12 +106,15 @@ static hk_status *computation_instrs(hkj_ctx *c, hk_computation *comp, json_obje
   size_t saved = hkj_push_key(c, "instructions"), n;
   hk_status *st = hkj_array(c, instrs, &n);
   if (!st && n == 0) st = hkj_err(c, "a computation needs at least one instruction");
+  c->comp_instrs = n;
   for (size_t k = 0; !st && k < n; k++) {
     size_t s2 = hkj_push_index(c, k);
     st = instr_create(c, comp, json_object_array_get_idx(instrs, k));
     hkj_pop(c, s2);
   }
   hkj_pop(c, saved);
+  for (int k = 0; !st && k < comp->n_params; k++)
+    if (!comp->params[k]) st = hkj_err(c, "no parameter number %d (parameters 0..%d are used)", k, comp->n_params - 1);
   return st;
 }
 
@@ -351,8 +367,7 @@ static hk_status *sharding_list(hkj_ctx *c, json_object *v, int32_t *n_out,
   const hk_sharding **s = hk_alloc(c->m, (n + 1) * sizeof *s);
   for (size_t k = 0; k < n; k++) {
     size_t saved = hkj_push_index(c, k);
-    json_object *e = json_object_array_get_idx(v, k);
-    hk_status *st = e ? hkj_sharding(c, e, &s[k]) : NULL;
+    hk_status *st = hkj_sharding(c, json_object_array_get_idx(v, k), &s[k]);
     hkj_pop(c, saved);
     if (st) return st;
   }

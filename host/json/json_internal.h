@@ -15,6 +15,7 @@ typedef struct hkj_ctx {
   const char *file;            /* for messages */
   char path[HKJ_PATH_CAP];     /* e.g. computations[0].instructions[3] */
   size_t plen;
+  size_t comp_instrs;          /* instructions in the computation being read */
 } hkj_ctx;
 
 /* Path segments: each push returns the previous length for hkj_pop. */

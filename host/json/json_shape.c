@@ -216,7 +216,17 @@ static hk_status *array_from_json(hkj_ctx *c, json_object *v, hk_prim p, const h
   return NULL;
 }
 
+/* The HLO spelling ("f32[2,3]{1,0}"), accepted on import as a shorthand. */
+static hk_status *shape_from_text(hkj_ctx *c, json_object *v, const hk_shape **out) {
+  hk_status *st = hk_parse_shape(c->m, json_object_get_string(v), (size_t)json_object_get_string_len(v), out);
+  if (!st) return NULL;
+  hk_status *e = hkj_err(c, "bad shape '%s': %s", json_object_get_string(v), st->message);
+  hk_status_free(st);
+  return e;
+}
+
 hk_status *hkj_shape_from_json(hkj_ctx *c, json_object *v, const hk_shape **out) {
+  if (json_object_is_type(v, json_type_string)) return shape_from_text(c, v, out);
   HK_TRY(hkj_object(c, v));
   json_object *et;
   HK_TRY(hkj_need(c, v, "element_type", &et));

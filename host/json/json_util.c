@@ -26,10 +26,17 @@ size_t hkj_push_key(hkj_ctx *c, const char *key) {
   return saved;
 }
 
+/* "[index]" without printf: this runs for every array element read. */
 size_t hkj_push_index(hkj_ctx *c, size_t index) {
   char seg[32];
-  int n = snprintf(seg, sizeof seg, "[%zu]", index);
-  return path_append(c, seg, (size_t)n);
+  char *p = seg + sizeof seg;
+  *--p = ']';
+  do {
+    *--p = (char)('0' + index % 10);
+    index /= 10;
+  } while (index);
+  *--p = '[';
+  return path_append(c, p, (size_t)(seg + sizeof seg - p));
 }
 
 /* ---- errors -------------------------------------------------------------- */
@@ -166,7 +173,7 @@ hk_status *hkj_known_keys(hkj_ctx *c, json_object *obj, const char *const *keys)
   json_object_object_foreach(obj, key, val) {
     (void)val;
     bool known = false;
-    for (const char *const *k = keys; *k && !known; k++) known = strcmp(*k, key) == 0;
+    for (const char *const *k = keys; *k && !known; k++) known = **k == *key && strcmp(*k, key) == 0;
     if (!known) return hkj_err(c, "unknown key '%s'", key);
   }
   return NULL;
@@ -273,12 +280,11 @@ json_object *hkj_new_str(const char *s) {
 }
 
 json_object *hkj_new_sharding(const hk_sharding *s) {
-  char small[256];
-  size_t need = hk_sharding_print(s, small, sizeof small);
-  if (need < sizeof small) return json_object_new_string_len(small, (int)need);
-  char *big = hk_sharding_to_string(s);
-  json_object *v = json_object_new_string(big);
-  free(big);
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_sharding_print_buf(s, &b);
+  json_object *v = json_object_new_string_len(b.data ? b.data : "", (int)b.len);
+  hk_buf_free(&b);
   return v;
 }
 

@@ -75,6 +75,14 @@ void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...) {
   hk_buf_free(&b);
 }
 
+bool tx_enter(tx_parser *P) {
+  if (++P->depth > TX_MAX_DEPTH) {
+    P->depth--;
+    return tx_error_at(P, P->p, "nesting is too deep");
+  }
+  return true;
+}
+
 /* ---- blanks and comments ----------------------------------------------- */
 
 void tx_skip_slow(tx_parser *P) {
@@ -388,10 +396,6 @@ static void table_grow(tx_table *t) {
   free(t->slots);
   t->slots = ns;
   t->cap = ncap;
-}
-
-void tx_table_reserve(tx_table *t, size_t n) {
-  while (t->cap < 2 * n) table_grow(t);
 }
 
 tx_slot *tx_table_claim(tx_table *t, const char *key, size_t len, bool *existed) {

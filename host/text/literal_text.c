@@ -304,11 +304,14 @@ static bool parse_any(tx_parser *P, const hk_shape *s, hk_literal **out) {
     if (!tx_expect(P, '(', "at the start of a tuple literal")) return false;
     l->n_elems = s->n_tuple;
     l->elems = hk_alloc(P->m, sizeof(hk_literal *) * (size_t)(s->n_tuple ? s->n_tuple : 1));
-    for (int i = 0; i < s->n_tuple; i++) {
-      if (i && !tx_expect(P, ',', "between tuple literal elements")) return false;
-      if (!parse_any(P, s->tuple[i], &l->elems[i])) return false;
+    if (!tx_enter(P)) return false;
+    bool ok = true;
+    for (int i = 0; i < s->n_tuple && ok; i++) {
+      if (i && !(ok = tx_expect(P, ',', "between tuple literal elements"))) break;
+      ok = parse_any(P, s->tuple[i], &l->elems[i]);
     }
-    return tx_expect(P, ')', "at the end of a tuple literal");
+    tx_leave(P);
+    return ok && tx_expect(P, ')', "at the end of a tuple literal");
   }
   if (!hk_shape_is_array(s)) {
     if (s->elem == HK_TOKEN) return true;

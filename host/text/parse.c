@@ -30,7 +30,10 @@ bool tx_computation_ref(tx_parser *P, hk_computation **out) {
   if (tx_peek(P) == '{') {
     hk_computation *c = hk_computation_new(P->m, "computation");
     const char *open = P->p;
-    if (!tx_parse_computation_body(P, c, open)) return false;
+    if (!tx_enter(P)) return false;
+    bool ok = tx_parse_computation_body(P, c, open);
+    tx_leave(P);
+    if (!ok) return false;
     *out = c;
     return true;
   }
@@ -157,7 +160,7 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
   const char *s, *after;
   size_t l;
   bool have_ident = tx_peek_ident(P, &s, &l, &after);
-  if ((!have_ident && at[0] == '(') ||
+  if ((!have_ident && at < P->end && at[0] == '(') ||
       (have_ident && after < P->end && *after == '[' && tx_at_shape(P))) {
     if (!tx_parse_shape(P, &os)) return false;
     tx_skip(P);
@@ -169,9 +172,9 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
       pending_init(&sub, P);
       sub.shape = os;
       sub.at = at;
-      P->anon_depth++;
+      if (!tx_enter(P)) return false;
       bool ok = parse_rhs(P, c, &sub, out);
-      P->anon_depth--;
+      tx_leave(P);
       P->opstack.n = sub.op_base;
       pending_free(&sub);
       return ok;
@@ -305,6 +308,16 @@ static bool infer_shape(tx_parser *P, tx_pending *pi) {
 
 static bool check_instr(tx_parser *P, tx_pending *pi) {
   hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  if (!pi->async_kind) {
+    int arity = tx_opcode_arity(pi->op);
+    if (arity >= 0 && arity != pi->n_operands)
+      return tx_error_at(P, pi->op_at, "expects %d operands, but has %d operands", arity,
+                         pi->n_operands);
+  }
+  if (pi->async_kind != HK_OP_ASYNC_UPDATE && pi->async_kind != HK_OP_ASYNC_DONE) {
+    const char *miss = tx_missing_required(pi);
+    if (miss) return tx_error_at(P, pi->op_at, "attribute %s is expected but not seen", miss);
+  }
   switch (pi->op) {
     case HK_OP_BROADCAST:
       if (!pi->seen_dims) return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
@@ -575,8 +588,11 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
   }
   const char *an, *aat;
   size_t al;
-  while (next_attr(P, &an, &al, &aat))
+  while (next_attr(P, &an, &al, &aat)) {
+    if (!tx_attr_allowed(pi->op, pi->async_kind != 0, an, al))
+      return tx_error_at(P, aat, "unexpected attribute \"%.*s\"", (int)al, an);
     if (!tx_parse_attr(P, pi, an, al, aat)) return false;
+  }
   return build_instr(P, c, pi, out);
 }
 

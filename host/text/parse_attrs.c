@@ -596,7 +596,7 @@ static bool parse_ctrl(tx_parser *P, tx_pending *pi) {
     const char *at = (tx_skip(P), P->p);
     if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects an instruction name");
     hk_instr *i = tx_lookup(P, s, l);
-    if (!i) return tx_error_at(P, at, "instruction does not exist: %.*s", (int)l, s);
+    if (!i) return tx_error_at(P, at, "instruction '%.*s' is not defined", (int)l, s);
     if (pi->n_ctrl == pi->cap_ctrl) {
       pi->cap_ctrl = pi->cap_ctrl ? 2 * pi->cap_ctrl : 4;
       pi->ctrl = realloc(pi->ctrl, (size_t)pi->cap_ctrl * sizeof *pi->ctrl);

@@ -392,6 +392,8 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
       tx_put(b, "}", 1);
     });
   }
+  if (op == HK_OP_GET_TUPLE_ELEMENT)
+    PIECE(15, tx_puts(b, "index="); put_i64(b, a ? a->tuple_index : 0));
   if (!a) return;
   if (op == HK_OP_PARAMETER && a->n_parameter_replication)
     PIECE(15, {
@@ -400,7 +402,6 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
         hk_buf_printf(b, "%s%s", k ? "," : "", a->parameter_replication[k] ? "true" : "false");
       tx_put(b, "}", 1);
     });
-  if (op == HK_OP_GET_TUPLE_ELEMENT) PIECE(15, hk_buf_printf(b, "index=%lld", (long long)a->tuple_index));
   if (op == HK_OP_COMPARE) {
     PIECE(16, hk_buf_printf(b, "direction=%s", cmp_dir_name(a->cmp_dir)));
     hk_prim p = i->n_operands ? (hk_prim)i->operands[0]->shape->elem : HK_F32;
@@ -627,7 +628,13 @@ static int piece_cmp(const void *x, const void *y) {
 }
 
 static void flush_pieces(printer *pr, hk_buf *out) {
-  if (pr->n_pieces > 1) qsort(pr->pieces, (size_t)pr->n_pieces, sizeof *pr->pieces, piece_cmp);
+  /* few pieces, nearly sorted: insertion sort (stable by construction) */
+  for (int i = 1; i < pr->n_pieces; i++) {
+    piece x = pr->pieces[i];
+    int j = i;
+    while (j > 0 && piece_cmp(&pr->pieces[j - 1], &x) > 0) pr->pieces[j] = pr->pieces[j - 1], j--;
+    pr->pieces[j] = x;
+  }
   for (int k = 0; k < pr->n_pieces; k++) {
     tx_put(out, ", ", 2);
     tx_put(out, pr->scratch.data + pr->pieces[k].off, pr->pieces[k].len);
@@ -666,7 +673,6 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
 
 static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
   hk_opcode op = (hk_opcode)i->opcode;
-  if (hk_instr_is_root(i)) tx_puts(out, "ROOT ");
   put_name(pr, out, i->name);
   tx_put(out, " = ", 3);
   put_shape(pr, out, i->shape);
@@ -742,6 +748,7 @@ static void push(printer *pr, size_t *sp, hk_instr *i) {
 
 static void emit(printer *pr, const hk_instr *i, hk_buf *out) {
   tx_put(out, "  ", 2);
+  if (i->parent && i->parent->root == i) tx_put(out, "ROOT ", 5);
   print_instr_line(pr, i, out);
   tx_put(out, "\n", 1);
 }
@@ -938,35 +945,72 @@ static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
   tx_puts(out, "\n\n");
 }
 
-/* Computations callees first (XLA's MakeComputationPostOrder); async
- * computations that print as sugar are skipped. */
-static void visit_computation(printer *pr, const hk_computation *c, uint8_t *seen,
-                              uint8_t *sugar, int n, hk_buf *out) {
-  if (c->index < 0 || c->index >= n || seen[c->index]) return;
-  seen[c->index] = 1;
-  if (c->module->n_computations > 1) {
-    for (hk_instr *i = c->first; i; i = i->next) {
-      if (!i->n_called) continue;
-      if (i->opcode == HK_OP_ASYNC_START && can_expand(i->called[0]) &&
-          i->called[0]->index >= 0 && i->called[0]->index < n)
-        sugar[i->called[0]->index] = 1;
-      for (int k = 0; k < i->n_called; k++) visit_computation(pr, i->called[k], seen, sugar, n, out);
+/* Callees of every computation in instruction order, from one walk. */
+typedef struct callgraph {
+  int n;
+  int *start;                   /* n + 1 offsets into callee */
+  const hk_computation **callee;
+  uint8_t *nonroot, *sugar, *seen;
+} callgraph;
+
+static void callgraph_build(callgraph *g, const hk_module *m) {
+  int n = g->n = m->n_computations;
+  g->start = calloc((size_t)n + 1, sizeof *g->start);
+  g->nonroot = calloc((size_t)n + 1, 1);
+  g->sugar = calloc((size_t)n + 1, 1);
+  g->seen = calloc((size_t)n + 1, 1);
+  size_t cap = 16, len = 0;
+  g->callee = malloc(cap * sizeof *g->callee);
+  for (int k = 0; k < n; k++) {
+    g->start[k] = (int)len;
+    if (n == 1) break;
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
+      for (int j = 0; j < i->n_called; j++) {
+        const hk_computation *c = i->called[j];
+        if (!c || c->index < 0 || c->index >= n || m->computations[c->index] != c) continue;
+        if (len == cap) g->callee = realloc(g->callee, (cap *= 2) * sizeof *g->callee);
+        g->callee[len++] = c;
+        g->nonroot[c->index] = 1;
+        if (i->opcode == HK_OP_ASYNC_START && j == 0 && can_expand(c)) g->sugar[c->index] = 1;
+      }
     }
   }
-  if (!sugar[c->index]) print_computation(pr, c, out);
+  for (int k = (n == 1 ? 1 : n); k <= n; k++) g->start[k] = (int)len;
 }
 
+static void callgraph_free(callgraph *g) {
+  free(g->start);
+  free(g->callee);
+  free(g->nonroot);
+  free(g->sugar);
+  free(g->seen);
+}
+
+/* Callees first (XLA's MakeEmbeddedComputationsList), then c itself;
+ * async computations that print as sugar are skipped. */
+static void visit_computation(printer *pr, callgraph *g, const hk_computation *c, hk_buf *out) {
+  if (g->seen[c->index]) return;
+  g->seen[c->index] = 1;
+  for (int k = g->start[c->index]; k < g->start[c->index + 1]; k++)
+    visit_computation(pr, g, g->callee[k], out);
+  if (!g->sugar[c->index]) print_computation(pr, c, out);
+}
+
+/* XLA's MakeComputationPostOrder: computations nobody calls, in module
+ * order, each preceded by what it calls. */
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer pr;
   printer_init(&pr, out, form);
   pr.scheduled = m->config.is_scheduled;
   ensure_state(&pr, m->next_id);
   print_header(&pr, m, out);
-  int n = m->n_computations;
-  uint8_t *seen = calloc((size_t)n + 1, 1), *sugar = calloc((size_t)n + 1, 1);
-  for (int k = 0; k < n; k++) visit_computation(&pr, m->computations[k], seen, sugar, n, out);
-  free(seen);
-  free(sugar);
+  callgraph g;
+  callgraph_build(&g, m);
+  for (int k = 0; k < g.n; k++)
+    if (!g.nonroot[k]) visit_computation(&pr, &g, m->computations[k], out);
+  for (int k = 0; k < g.n; k++) /* only called from a cycle */
+    if (!g.seen[k]) visit_computation(&pr, &g, m->computations[k], out);
+  callgraph_free(&g);
   printer_free(&pr);
 }
 

@@ -313,6 +313,7 @@ bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
     if (span && P->p == st + span) tx_table_put(&P->shapes, st, span, (void *)*out);
     return true;
   }
+  if (!tx_enter(P)) return false;
   P->p++;
   const hk_shape *elems_stack[16];
   const hk_shape **elems = elems_stack;
@@ -340,6 +341,7 @@ bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
     *out = hk_shape_intern(P->m, &tmpl);
   }
   if (elems != elems_stack) free(elems);
+  tx_leave(P);
   return ok;
 }
 

@@ -47,7 +47,7 @@ typedef struct tx_parser {
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
   int n_auto_params;
-  int anon_depth;
+  int depth;                  /* nesting of tuples, nested instructions, inline bodies */
 } tx_parser;
 
 /* lexing helpers (lex.c) */
@@ -75,6 +75,10 @@ bool tx_bool(tx_parser *P, bool *out);
 bool tx_string(tx_parser *P, const char **s, size_t *len); /* "..." unescaped, interned */
 bool tx_quoted_raw(tx_parser *P, const char **s, size_t *len); /* "..." with quotes, verbatim */
 bool tx_int_list(tx_parser *P, char open, char close, hk_i64s *out);
+/* Enters one nesting level; false (with an error) past TX_MAX_DEPTH. */
+#define TX_MAX_DEPTH 256
+bool tx_enter(tx_parser *P);
+static inline void tx_leave(tx_parser *P) { P->depth--; }
 bool tx_error_at(tx_parser *P, const char *at, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...)
@@ -92,7 +96,6 @@ bool tx_table_put(tx_table *t, const char *key, size_t len, void *val);
 /* Inserts key with a NULL value (or finds it: *existed); the slot stays
  * valid until the next insertion. */
 tx_slot *tx_table_claim(tx_table *t, const char *key, size_t len, bool *existed);
-void tx_table_reserve(tx_table *t, size_t n);
 void tx_vec_push(tx_vec *v, void *p);
 
 /* shapes (shape_text.c) */
@@ -146,6 +149,11 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
 bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out);
 bool tx_parse_kv_list(tx_parser *P, int32_t *n_out, const hk_kv **out);
 bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
+
+/* attribute rules (attr_rules.c) */
+bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len);
+const char *tx_missing_required(const tx_pending *pi);
+int tx_opcode_arity(hk_opcode op);
 
 /* instructions (parse.c) */
 bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open);

@@ -66,6 +66,7 @@ const hk_sharding *sa_regroup(hk_module *m, const hk_sharding *s, int out_rank,
 
 /* ---- pass state -------------------------------------------------------------- */
 typedef struct pi_info {              /* per instruction, in instr->scratch */
+  hk_instr *instr;                    /* the instruction in this slot (NULL: removed) */
   bool provided;                      /* sharded by the user: never changed */
   bool fwd_done, bwd_done;            /* XLA's already_inferred caches */
   int32_t n_unspec;
@@ -109,10 +110,18 @@ bool prop_set(prop_ctx *cx, hk_instr *i, const hk_sharding *s, const hk_instr *s
 /* XLA's MaybeImproveInstructionSharding. */
 bool prop_improve(prop_ctx *cx, hk_instr *i, const hk_sharding *s, bool may_combine,
                   bool aggressive, const hk_instr *src, const char *rule);
+/* The merge-and-compare part of prop_improve for a value of `shape` now
+ * sharded `old`: true (and *cand updated) when *cand should replace it. */
+bool prop_accept(prop_ctx *cx, const hk_shape *shape, const hk_sharding *old,
+                 const hk_sharding **cand, bool may_combine, bool aggressive);
 int64_t prop_non_root_users(const hk_instr *i);
 bool prop_is_cc(const hk_instr *i, const char *target);
 const hk_custom_call_partitioner *prop_cc_partitioner(const prop_ctx *cx, const hk_instr *i);
 bool prop_can_at_level(const hk_instr *i, int level);
+bool prop_passthrough_cc(const hk_instr *i);
+bool prop_param_leaf_allowed(const prop_ctx *cx, const hk_computation *e, int64_t k, int64_t leaf);
+bool prop_param_allowed(const prop_ctx *cx, const hk_computation *e, int64_t k);
+bool prop_is_elementwise(const hk_instr *i);
 bool prop_supports_spatial(const prop_ctx *cx, const hk_instr *i, bool allow_out);
 
 /* rules */

@@ -9,9 +9,7 @@ static bool is_tiled_plain(const hk_sharding *s) {
   return s && s->kind == HK_SHARDING_TILED && !spmd_is_subgroup_manual(s);
 }
 
-static bool is_manual(const hk_sharding *s) {
-  return s && (hk_sharding_is_manual(s) || spmd_is_subgroup_manual(s));
-}
+static bool is_manual(const hk_sharding *s) { return s && hk_sharding_is_manual(s); }
 
 /* Operand k of orig resharded to s. */
 static hk_status *operand_as(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s,
@@ -46,7 +44,8 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   bool remat = false;
   for (int k = 0; k < orig->n_operands; k++) {
     spmd_value *val = spmd_lookup(v, orig->operands[k]);
-    const hk_sharding *rep = replicated_for(v, orig->operands[k]->shape);
+    const hk_sharding *rep = spmd_replicated_like(v, val ? val->sharding : NULL,
+                                                  orig->operands[k]->shape);
     if (val && val->sharding && !hk_sharding_is_replicated(val->sharding) &&
         !hk_sharding_is_maximal(val->sharding))
       remat = true;
@@ -59,7 +58,7 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   if (hk_sharding_is_tiled(s)) remat = remat || orig->n_operands > 0;
   if (remat) v->p->full_rematerializations++;
-  const hk_sharding *out = hk_sharding_is_maximal(s) ? s : replicated_for(v, orig->shape);
+  const hk_sharding *out = hk_sharding_is_maximal(s) ? s : spmd_replicated_like(v, s, orig->shape);
   clone_local(v, orig, orig->shape, ops, out);
   free(ops);
   return NULL;

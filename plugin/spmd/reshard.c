@@ -54,6 +54,30 @@ bool spmd_is_subgroup_manual(const hk_sharding *s) {
   return false;
 }
 
+int64_t spmd_manual_factor(const hk_sharding *s) {
+  int64_t f = 1;
+  if (!s || s->kind != HK_SHARDING_TILED) return s && s->kind == HK_SHARDING_MANUAL ? -1 : 1;
+  int first = s->n_tile_dims - s->n_subgroups;
+  for (int i = 0; i < s->n_subgroups; i++)
+    if (s->subgroups[i] == HK_SUBGROUP_MANUAL) f *= s->tile_dims[first + i];
+  return f;
+}
+
+const hk_sharding *spmd_replicated_like(spmd_visitor *v, const hk_sharding *s,
+                                        const hk_shape *shape) {
+  if (s && s->kind == HK_SHARDING_TUPLE) {
+    const hk_sharding **e = malloc(sizeof(hk_sharding *) * (size_t)(s->n_elems + 1));
+    if (!e) abort();
+    for (int i = 0; i < s->n_elems; i++) e[i] = spmd_replicated_like(v, s->elems[i], NULL);
+    const hk_sharding *t = hk_sharding_tuple(v->m, s->n_elems, e);
+    free(e);
+    return t;
+  }
+  if (spmd_is_subgroup_manual(s)) return hk_sharding_replicate_all_except(v->m, s, 0, NULL);
+  const hk_sharding *r = hk_sharding_replicated(v->m);
+  return shape ? hk_sharding_for_shape(v->m, r, shape) : r;
+}
+
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
                      int64_t *n_groups, int64_t *group_size) {
   (void)v;
@@ -209,6 +233,86 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   return ds;
 }
 
+/* Same partition count on every data dim (device order may differ). */
+static bool same_partition_counts(const hk_sharding *a, const hk_sharding *b, int rank) {
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(a, d) != hk_sharding_dim_partitions(b, d)) return false;
+  return hk_sharding_replication_factor(a) == hk_sharding_replication_factor(b);
+}
+
+/* A device-order change: every device receives the tile it needs from one
+ * holder (collective-permute); false when that is not a permutation. */
+static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
+                        const hk_sharding *to, hk_instr **out) {
+  int64_t n = v->p->num_partitions, r = gs->rank;
+  if (!same_partition_counts(from, to, (int)r)) return false;
+  hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)n);
+  bool *used = calloc((size_t)n, 1);
+  if (!pairs || !used) abort();
+  int64_t np = 0;
+  bool ok = true;
+  for (int64_t d = 0; d < n && ok; d++) {
+    int64_t want[HK_MAX_RANK], have[HK_MAX_RANK];
+    if (!hk_sharding_tile_index(to, d, want)) continue;
+    int64_t src = -1;
+    for (int64_t s = 0; s < n; s++) {
+      if (used[s] || !hk_sharding_tile_index(from, s, have)) continue;
+      bool match = true;
+      for (int k = 0; k < r; k++) match = match && have[k] == want[k];
+      if (match && (src < 0 || s == d)) src = s;
+      if (src == d) break;
+    }
+    if (src < 0) ok = false;
+    else {
+      used[src] = true;
+      pairs[np++] = (hk_pair){src, d};
+    }
+  }
+  if (ok) {
+    const hk_spmd_collective_ops *c = &v->p->collectives;
+    *out = c->collective_permute(c->state, v->comp, h, np, pairs, &v->p->next_channel_id);
+    v->p->collectives_emitted++;
+  }
+  free(pairs);
+  free(used);
+  return ok;
+}
+
+/* Partitioning moved from dim a to dim b, all else equal: one all-to-all. */
+static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                           const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
+  int r = gs->rank, a = -1, b = -1;
+  for (int d = 0; d < r; d++) {
+    int64_t pf = hk_sharding_dim_partitions(from, d), pt = hk_sharding_dim_partitions(to, d);
+    if (pf == pt) continue;
+    if (pf > 1 && pt == 1 && a < 0) a = d;
+    else if (pt > 1 && pf == 1 && b < 0) b = d;
+    else return false;
+  }
+  if (a < 0 || b < 0) return false;
+  int64_t k = hk_sharding_dim_partitions(from, a);
+  if (k != hk_sharding_dim_partitions(to, b) || gs->dims[a] % k || gs->dims[b] % k) return false;
+  int64_t n = v->p->num_partitions;
+  for (int64_t dev = 0; dev < n; dev++) {
+    int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
+    bool hf = hk_sharding_tile_index(from, dev, fi), ht = hk_sharding_tile_index(to, dev, ti);
+    if (hf != ht) return false;
+    if (!hf) continue;
+    for (int d = 0; d < r; d++) {
+      int64_t want = d == a ? 0 : d == b ? fi[a] : fi[d];
+      if (ti[d] != want) return false;
+    }
+  }
+  int64_t n_groups, gsize, ad = a;
+  int64_t *groups = spmd_groups(v, from, 1, &ad, &n_groups, &gsize);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  *out = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,
+                       &v->p->next_channel_id);
+  free(groups);
+  v->p->collectives_emitted++;
+  return true;
+}
+
 static const hk_sharding *norm(spmd_visitor *v, const hk_sharding *s) {
   if (!s || s->kind == HK_SHARDING_UNKNOWN) return hk_sharding_replicated(v->m);
   if (s->kind == HK_SHARDING_TILED && !hk_sharding_is_tiled(s) && s->n_subgroups == 0)
@@ -225,7 +329,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     return NULL;
   }
   if (from->kind == HK_SHARDING_MANUAL || to->kind == HK_SHARDING_MANUAL ||
-      spmd_is_subgroup_manual(from) || spmd_is_subgroup_manual(to)) {
+      spmd_manual_factor(from) != spmd_manual_factor(to)) {
     char *a = hk_sharding_to_string(from), *b = hk_sharding_to_string(to);
     hk_status *st = hk_error(HK_UNIMPLEMENTED, "reshard from %s to %s (manual) is not supported",
                              a, b);
@@ -247,6 +351,10 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
+  if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
+      spmd_manual_factor(to) == 1 &&
+      (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out)))
+    return NULL;
   /* to is tiled: gather the dims whose partitioning changes, then slice. */
   const hk_sharding *cur = from;
   int64_t gdims[HK_MAX_RANK];

@@ -112,6 +112,13 @@ int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t
 /* Sharding used for a value whose sharding annotation is absent. */
 const hk_sharding *spmd_sharding_of(spmd_visitor *v, const hk_instr *i);
 bool spmd_is_subgroup_manual(const hk_sharding *s);
+/* Devices per manual group (product of manual subgroup dims); -1 for
+ * {manual}, 1 without manual subgroups. */
+int64_t spmd_manual_factor(const hk_sharding *s);
+/* {replicated}, or replicated within the manual groups of a subgroup-manual
+ * sharding (tuple-aware). */
+const hk_sharding *spmd_replicated_like(spmd_visitor *v, const hk_sharding *s,
+                                        const hk_shape *shape);
 /* Rebuilds a tiled sharding whose tile array is s's array with its dims
  * regrouped: new dim j = product of src dims groups[j][0..sizes[j]) in that
  * order (every src dim in exactly one group).  last_repl: the last new dim

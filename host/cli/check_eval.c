@@ -1,0 +1,159 @@
+/* check_eval.c - the evaluation `hlokit check` and `hlokit ab` share: the
+ * global module on one device, the partitioned one on N devices with the
+ * same inputs, outputs gathered and compared, figures per device. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_eval.h"
+
+int64_t hk_check_count_instrs(const hk_module *m) {
+  int64_t n = 0;
+  for (int32_t i = 0; i < m->n_computations; i++) n += m->computations[i]->n_instrs;
+  return n;
+}
+
+/* Sharding of entry parameter i: recorded, else the parameter's own when
+ * the partitioned shape differs from the global one, else replicated. */
+static const hk_sharding *param_sharding(const hk_module *g, const hk_module *p, int i) {
+  const hk_module_config *cfg = &p->config;
+  if (cfg->n_spmd_parameters_shardings == p->entry->n_params && cfg->spmd_parameters_shardings)
+    return cfg->spmd_parameters_shardings[i];
+  const hk_shape *gs = g->entry->params[i]->shape, *ps = p->entry->params[i]->shape;
+  if (!hk_shape_compatible(gs, ps))
+    return p->entry->params[i]->sharding ? p->entry->params[i]->sharding : g->entry->params[i]->sharding;
+  return NULL;
+}
+
+static const hk_sharding *output_sharding(const hk_module *g, const hk_module *p) {
+  if (p->config.spmd_output_sharding) return p->config.spmd_output_sharding;
+  if (!hk_shape_compatible(g->entry->root->shape, p->entry->root->shape))
+    return p->entry->root->sharding ? p->entry->root->sharding : g->entry->root->sharding;
+  return NULL;
+}
+
+static hk_status *scatter_inputs(const hk_module *g, const hk_module *p, hk_value *const *in,
+                                 int64_t parts, int64_t n, hk_value ***dev) {
+  int np = p->entry->n_params;
+  if (np != g->entry->n_params)
+    return hk_error(HK_INVALID_ARGUMENT, "the partitioned entry takes %d parameters, the global one %d",
+                    np, g->entry->n_params);
+  for (int64_t d = 0; d < n; d++) {
+    dev[d] = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
+    if (!dev[d]) abort();
+    for (int i = 0; i < np; i++) {
+      hk_status *st = hk_value_shard(in[i], param_sharding(g, p, i), g->entry->params[i]->shape,
+                                     d % parts, p->entry->params[i]->shape, &dev[d][i]);
+      if (st) return hk_status_prefix(st, "parameter %d, device %lld", i, (long long)d);
+    }
+  }
+  return NULL;
+}
+
+/* Gathers replica 0's outputs; other replicas must match it exactly. */
+static hk_status *gather_outputs(const hk_module *g, const hk_module *p, hk_value *const *res,
+                                 int64_t parts, int64_t n, hk_value **out, char **disagree) {
+  HK_TRY(hk_value_unshard(res, parts, output_sharding(g, p), g->entry->root->shape, out, disagree));
+  for (int64_t d = parts; d < n && !*disagree; d++) {
+    hk_compare_result r;
+    hk_value_compare(res[d % parts], res[d], 0, 0, &r);
+    if (!r.equal) {
+      char buf[160];
+      snprintf(buf, sizeof buf, "replica %lld computes other values than replica 0 (partition %lld)",
+               (long long)(d / parts), (long long)(d % parts));
+      *disagree = strdup(buf);
+    }
+    hk_compare_result_free(&r);
+  }
+  return NULL;
+}
+
+hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_check_opts *o,
+                             int64_t parts, int64_t reps, hk_check_report *rep) {
+  rep->instrs_before = hk_check_count_instrs(g);
+  rep->instrs_after = hk_check_count_instrs(p);
+  free(rep->root_shape);
+  rep->root_shape = hk_shape_to_string(p->entry->root->shape);
+  int np = g->entry->n_params;
+  hk_value **in = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
+  if (!in) abort();
+  for (int i = 0; i < np; i++) in[i] = hk_value_random(g->entry->params[i]->shape, o->seed, (uint64_t)i);
+  hk_eval_options eo = {.seed = o->seed};
+  hk_value *expected = NULL, *actual = NULL;
+  int64_t n = parts * reps;
+  hk_value ***dev = calloc((size_t)n, sizeof(hk_value **));
+  hk_value **res = calloc((size_t)n, sizeof(hk_value *));
+  free(rep->dev_stats);
+  rep->dev_stats = calloc((size_t)n, sizeof(hk_eval_stats));
+  rep->n_devices = n;
+  if (!dev || !res || !rep->dev_stats) abort();
+  hk_status *st = hk_eval_module(g, in, np, &expected, &eo, &rep->global_stats);
+  if (st) st = hk_status_prefix(st, "global module");
+  if (!st) st = scatter_inputs(g, p, in, parts, n, dev);
+  if (!st) {
+    st = hk_eval_spmd(p, parts, reps, (hk_value *const *const *)dev, p->entry->n_params, res, &eo,
+                      rep->dev_stats);
+    if (st) st = hk_status_prefix(st, "partitioned module");
+  }
+  if (!st) st = gather_outputs(g, p, res, parts, n, &actual, &rep->disagree);
+  if (!st) hk_value_compare(expected, actual, o->atol, o->rtol, &rep->cmp);
+  for (int64_t d = 0; d < n; d++) {
+    for (int i = 0; dev[d] && i < p->entry->n_params; i++) hk_value_release(dev[d][i]);
+    free(dev[d]);
+    hk_value_release(res[d]);
+  }
+  for (int i = 0; i < np; i++) hk_value_release(in[i]);
+  free(in);
+  free(dev);
+  free(res);
+  hk_value_release(expected);
+  hk_value_release(actual);
+  return st;
+}
+
+void hk_check_report_free(hk_check_report *rep) {
+  hk_compare_result_free(&rep->cmp);
+  free(rep->disagree);
+  free(rep->root_shape);
+  free(rep->dev_stats);
+  memset(rep, 0, sizeof *rep);
+}
+
+bool hk_check_report_equal(const hk_check_report *rep) { return rep->cmp.equal && !rep->disagree; }
+
+static int64_t figure(const hk_eval_stats *s, hk_check_figure what, int kind) {
+  int64_t t = 0;
+  switch (what) {
+    case HK_CHECK_COLLECTIVE_COUNT: return s->collective_count[kind];
+    case HK_CHECK_COLLECTIVE_BYTES: return s->collective_bytes[kind];
+    case HK_CHECK_BYTES_MOVED:
+      for (int i = 0; i < HK_EVAL_NUM_COLLECTIVE_KINDS; i++) t += s->collective_bytes[i];
+      return t;
+    case HK_CHECK_PEAK_LIVE_BYTES: return s->peak_live_bytes;
+  }
+  return 0;
+}
+
+int64_t hk_check_max_over(const hk_check_report *rep, hk_check_figure what, int kind) {
+  int64_t m = 0;
+  for (int64_t d = 0; d < rep->n_devices; d++)
+    if (figure(&rep->dev_stats[d], what, kind) > m) m = figure(&rep->dev_stats[d], what, kind);
+  return m;
+}
+
+void hk_check_put_json_number(hk_buf *b, double x) {
+  if (isnan(x)) hk_buf_puts(b, "\"nan\"");
+  else if (isinf(x)) hk_buf_puts(b, x > 0 ? "\"inf\"" : "\"-inf\"");
+  else hk_buf_printf(b, "%.9g", x);
+}
+
+void hk_check_put_json_string(hk_buf *b, const char *s) {
+  hk_buf_puts(b, "\"");
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') hk_buf_printf(b, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20) hk_buf_printf(b, "\\u%04x", *s);
+    else hk_buf_put(b, s, 1);
+  }
+  hk_buf_puts(b, "\"");
+}

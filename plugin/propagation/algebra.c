@@ -1,0 +1,489 @@
+/* algebra.c - the sharding algebra propagation needs beyond sharding.h:
+ * specificity, merging of partial shardings, transposes with collapsed
+ * dims and reshapes (XLA's hlo_sharding_util facts, our own code). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "prop.h"
+
+/* ---- queries --------------------------------------------------------------- */
+
+bool sa_tile_maximal(const hk_sharding *s) {
+  return !s || s->kind != HK_SHARDING_TILED;
+}
+
+bool sa_spatial(const hk_sharding *s) {
+  if (!s) return false;
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (sa_spatial(s->elems[i])) return true;
+    return false;
+  }
+  return s->kind == HK_SHARDING_TILED || s->kind == HK_SHARDING_REPLICATED ||
+         s->kind == HK_SHARDING_MANUAL;
+}
+
+int64_t sa_num_tiles(const hk_sharding *s) {
+  if (!s || s->kind != HK_SHARDING_TILED) return 1;
+  int r = hk_sharding_data_rank(s);
+  int64_t n = 1;
+  for (int d = 0; d < r; d++) n *= s->tile_dims[d];
+  return n;
+}
+
+bool sa_partial(const hk_sharding *s) {
+  if (!s || s->kind != HK_SHARDING_TILED) return false;
+  if (s->replicate_on_last_tile_dim) return true;
+  for (int k = 0; k < s->n_subgroups; k++)
+    if (s->subgroups[k] == HK_SUBGROUP_REPLICATED) return true;
+  return false;
+}
+
+bool sa_manual_subgroup(const hk_sharding *s) {
+  if (!s || s->kind != HK_SHARDING_TILED) return false;
+  for (int k = 0; k < s->n_subgroups; k++)
+    if (s->subgroups[k] == HK_SUBGROUP_MANUAL) return true;
+  return false;
+}
+
+int64_t sa_dim(const hk_sharding *s, int d) {
+  if (!s || s->kind != HK_SHARDING_TILED || d < 0 || d >= hk_sharding_data_rank(s)) return 1;
+  return s->tile_dims[d];
+}
+
+static bool is_manualish(const hk_sharding *s) {
+  return s->kind == HK_SHARDING_MANUAL;
+}
+
+bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
+  if (a->kind == HK_SHARDING_TUPLE || b->kind == HK_SHARDING_TUPLE) {
+    if (a->kind != HK_SHARDING_TUPLE || b->kind != HK_SHARDING_TUPLE || a->n_elems != b->n_elems)
+      return false;
+    bool better = false;
+    for (int i = 0; i < a->n_elems; i++) {
+      if (sa_more_specific(b->elems[i], a->elems[i])) return false;
+      if (sa_more_specific(a->elems[i], b->elems[i])) better = true;
+    }
+    return better;
+  }
+  if (is_manualish(a) || is_manualish(b)) return false;
+  if (b->kind == HK_SHARDING_TILED) return sa_num_tiles(a) > sa_num_tiles(b);
+  if (b->kind == HK_SHARDING_MAXIMAL) return a->kind == HK_SHARDING_TILED;
+  return a->kind != HK_SHARDING_REPLICATED && a->kind != HK_SHARDING_UNKNOWN;
+}
+
+/* ---- factor transposes --------------------------------------------------------
+ * The device array of t viewed as nf factor dims (row-major, product =
+ * device count), permuted by order[] (out dim k = factor order[k]). */
+static int64_t *permute_factors(const pt_tiles *t, int nf, const int64_t *fsize,
+                                const int *order) {
+  int64_t total = pt_count(t);
+  int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
+  if (!out) abort();
+  int64_t stride[HK_MAX_RANK * 2], idx[HK_MAX_RANK * 2];
+  stride[nf - 1] = 1;
+  for (int k = nf - 2; k >= 0; k--) stride[k] = stride[k + 1] * fsize[k + 1];
+  memset(idx, 0, sizeof idx);
+  for (int64_t f = 0; f < total; f++) {
+    int64_t src = 0;
+    for (int k = 0; k < nf; k++) src += idx[order[k]] * stride[order[k]];
+    out[f] = t->dev[src];
+    for (int k = nf - 1; k >= 0; k--) {
+      if (++idx[order[k]] < fsize[order[k]]) break;
+      idx[order[k]] = 0;
+    }
+  }
+  return out;
+}
+
+/* ---- transpose with collapsed dims ------------------------------------------- */
+
+const hk_sharding *sa_transpose_collapsed(hk_module *m, const hk_sharding *s, int src_rank,
+                                          const int64_t *src_to_tgt, int tgt_rank,
+                                          const int64_t *tgt_to_src) {
+  (void)src_to_tgt;
+  if (sa_tile_maximal(s)) return s;
+  pt_tiles t;
+  pt_from_sharding(s, &t);
+  if (t.data_rank != src_rank) {
+    pt_free(&t);
+    return NULL;
+  }
+  bool used[HK_MAX_RANK] = {0};
+  int order[HK_MAX_RANK * 2], no = 0;
+  int64_t dims[HK_MAX_RANK];
+  for (int j = 0; j < tgt_rank; j++) {
+    int64_t sd = tgt_to_src[j];
+    if (sd >= 0 && sd < src_rank) {
+      dims[j] = t.dims[sd];
+      used[sd] = true;
+      order[no++] = (int)sd;
+    } else {
+      dims[j] = 1;
+    }
+  }
+  for (int d = 0; d < src_rank; d++) {
+    if (used[d]) continue;
+    if (t.dims[d] != 1) {
+      pt_free(&t);
+      return NULL;
+    }
+    order[no++] = d;   /* size 1: position irrelevant */
+  }
+  int trailing = t.n - t.data_rank;
+  for (int k = 0; k < trailing; k++) {
+    order[no++] = t.data_rank + k;
+    dims[tgt_rank + k] = t.dims[t.data_rank + k];
+  }
+  int64_t *nd = permute_factors(&t, t.n, t.dims, order);
+  free(t.dev);
+  t.dev = nd;
+  uint8_t sub[HK_MAX_RANK];
+  memcpy(sub, t.sub, (size_t)trailing);
+  pt_reshape(&t, tgt_rank + trailing, dims, tgt_rank, sub);
+  const hk_sharding *r = pt_to_sharding(m, &t, s);
+  pt_free(&t);
+  return r;
+}
+
+/* ---- replicate all data dims -------------------------------------------------- */
+
+const hk_sharding *sa_replicate_all_data(hk_module *m, const hk_sharding *s, int data_rank) {
+  if (!s) return NULL;
+  if (s->kind == HK_SHARDING_MANUAL) return s;
+  if (!sa_manual_subgroup(s)) {
+    hk_sharding t;
+    memset(&t, 0, sizeof t);
+    t.kind = HK_SHARDING_REPLICATED;
+    if (s->kind != HK_SHARDING_TUPLE) {
+      t.n_metadata = s->n_metadata;
+      t.metadata = s->metadata;
+    }
+    return hk_sharding_intern(m, &t);
+  }
+  pt_tiles t;
+  pt_from_sharding(s, &t);
+  /* fold every data dim into replication, keep the manual dims */
+  int order[HK_MAX_RANK], no = 0;
+  int trailing = t.n - t.data_rank;
+  for (int k = 0; k < trailing; k++)
+    if (t.sub[k] == HK_SUBGROUP_MANUAL) order[no++] = t.data_rank + k;
+  int n_manual = no;
+  for (int d = 0; d < t.data_rank; d++) order[no++] = d;
+  for (int k = 0; k < trailing; k++)
+    if (t.sub[k] != HK_SUBGROUP_MANUAL) order[no++] = t.data_rank + k;
+  int64_t *nd = permute_factors(&t, t.n, t.dims, order);
+  int64_t dims[HK_MAX_RANK];
+  uint8_t sub[HK_MAX_RANK];
+  int r = data_rank < 0 ? t.data_rank : data_rank;
+  int64_t manual = 1;
+  for (int d = 0; d < r; d++) dims[d] = 1;
+  for (int k = 0; k < n_manual; k++) {
+    dims[r + k] = t.dims[order[k]];
+    sub[k] = HK_SUBGROUP_MANUAL;
+    manual *= dims[r + k];
+  }
+  dims[r + n_manual] = pt_count(&t) / manual;
+  sub[n_manual] = HK_SUBGROUP_REPLICATED;
+  free(t.dev);
+  t.dev = nd;
+  pt_reshape(&t, r + n_manual + 1, dims, r, sub);
+  const hk_sharding *res = pt_to_sharding(m, &t, s);
+  pt_free(&t);
+  return res;
+}
+
+/* ---- tuples ------------------------------------------------------------------------ */
+
+const hk_sharding *sa_tuple_of(hk_module *m, const hk_shape *shape, const hk_sharding *s) {
+  if (!hk_shape_is_tuple(shape)) return s;
+  return hk_sharding_for_shape(m, s, shape);
+}
+
+const hk_sharding *sa_element(hk_module *m, const hk_sharding *s, const hk_shape *shape, int64_t i) {
+  if (!s) return NULL;
+  if (!hk_shape_is_tuple(shape)) return s;
+  return hk_sharding_subsharding_shape(m, s, shape, 1, &i);
+}
+
+/* ---- merging --------------------------------------------------------------------------- */
+
+static int manual_dim(const pt_tiles *t) {
+  for (int k = t->data_rank; k < t->n; k++)
+    if (t->sub[k - t->data_rank] == HK_SUBGROUP_MANUAL) return k;
+  return -1;
+}
+
+static void tile_index(const hk_sharding *s, const pt_tiles *t, int64_t device, int64_t *idx) {
+  int64_t pos = hk_sharding_device_position(s, device);
+  for (int k = t->n - 1; k >= 0; k--) {
+    idx[k] = pos % t->dims[k];
+    pos /= t->dims[k];
+  }
+}
+
+typedef struct merge_slot { int64_t key, device; } merge_slot;
+
+static int cmp_slot(const void *a, const void *b) {
+  const merge_slot *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->device < y->device ? -1 : x->device > y->device;
+}
+
+/* Merged tiles of a and b (both tiled, same data rank and devices) if every
+ * device's tile indices agree; NULL otherwise. */
+static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const hk_sharding *b,
+                                      int64_t min_tiles) {
+  pt_tiles ta, tb;
+  pt_from_sharding(a, &ta);
+  pt_from_sharding(b, &tb);
+  const hk_sharding *res = NULL;
+  merge_slot *slots = NULL;
+  int am = manual_dim(&ta), bm = manual_dim(&tb);
+  int64_t n = pt_count(&ta);
+  if (ta.data_rank != tb.data_rank || n != pt_count(&tb) || (am >= 0) != (bm >= 0)) goto out;
+  if (am >= 0 && ta.dims[am] != tb.dims[bm]) goto out;
+  int r = ta.data_rank;
+  int64_t dims[HK_MAX_RANK], tiles = 1;
+  for (int d = 0; d < r; d++) {
+    int64_t x = ta.dims[d], y = tb.dims[d];
+    if (x != y && x != 1 && y != 1) goto out;
+    dims[d] = x > y ? x : y;
+    tiles *= dims[d];
+  }
+  if (tiles < min_tiles) goto out;
+  int64_t manual = am >= 0 ? ta.dims[am] : 1;
+  if (n % (tiles * manual)) goto out;
+  int64_t repl = n / (tiles * manual);
+  slots = malloc(sizeof *slots * (size_t)n);
+  if (!slots) abort();
+  int64_t ia[HK_MAX_RANK], ib[HK_MAX_RANK];
+  for (int64_t k = 0; k < n; k++) {
+    int64_t dev = ta.dev[k];
+    if (hk_sharding_device_position(b, dev) < 0) goto out;
+    tile_index(a, &ta, dev, ia);
+    tile_index(b, &tb, dev, ib);
+    int64_t key = 0;
+    for (int d = 0; d < r; d++) {
+      int64_t x = ta.dims[d] > 1 ? ia[d] : ib[d];
+      if (ta.dims[d] > 1 && tb.dims[d] > 1 && ia[d] != ib[d]) goto out;
+      key = key * dims[d] + x;
+    }
+    if (am >= 0) {
+      if (ia[am] != ib[bm]) goto out;
+      key = key * manual + ia[am];
+    }
+    slots[k].key = key;
+    slots[k].device = dev;
+  }
+  qsort(slots, (size_t)n, sizeof *slots, cmp_slot);
+  for (int64_t k = 0; k < n; k++)
+    if (slots[k].key != k / repl) goto out;
+  pt_tiles t;
+  memset(&t, 0, sizeof t);
+  t.dev = malloc(sizeof(int64_t) * (size_t)n);
+  if (!t.dev) abort();
+  for (int64_t k = 0; k < n; k++) t.dev[k] = slots[k].device;
+  uint8_t sub[2];
+  int nd = r;
+  if (am >= 0) {
+    dims[nd] = manual;
+    sub[nd - r] = HK_SUBGROUP_MANUAL;
+    nd++;
+  }
+  dims[nd] = repl;
+  sub[nd - r] = HK_SUBGROUP_REPLICATED;
+  nd++;
+  pt_reshape(&t, nd, dims, r, sub);
+  res = pt_to_sharding(m, &t, b);
+  pt_free(&t);
+out:
+  free(slots);
+  pt_free(&ta);
+  pt_free(&tb);
+  return res;
+}
+
+bool sa_merge_compatible(hk_module *m, const hk_sharding *to_merge, int64_t min_tiles,
+                         const hk_sharding **dst) {
+  if (!to_merge || to_merge->kind != HK_SHARDING_TILED) return false;
+  if ((*dst)->kind == HK_SHARDING_REPLICATED) {
+    *dst = to_merge;
+    return true;
+  }
+  if ((*dst)->kind != HK_SHARDING_TILED || !sa_partial(*dst)) return false;
+  const hk_sharding *r = merge_tiles(m, to_merge, *dst, min_tiles);
+  if (!r) return false;
+  *dst = r;
+  return true;
+}
+
+static int64_t tile_devices(const hk_sharding *s) {
+  int64_t n = 1;
+  for (int k = 0; k < s->n_tile_dims; k++) n *= s->tile_dims[k];
+  return n;
+}
+
+bool sa_merge(hk_module *m, const hk_sharding *old, const hk_sharding **cand, bool may_combine) {
+  if (old->kind == HK_SHARDING_TUPLE && (*cand)->kind == HK_SHARDING_TUPLE &&
+      old->n_elems == (*cand)->n_elems) {
+    const hk_sharding **el = malloc(sizeof *el * (size_t)(old->n_elems ? old->n_elems : 1));
+    if (!el) abort();
+    bool changed = false;
+    for (int i = 0; i < old->n_elems; i++) {
+      el[i] = (*cand)->elems[i];
+      changed |= sa_merge(m, old->elems[i], &el[i], may_combine);
+    }
+    *cand = hk_sharding_tuple(m, old->n_elems, el);
+    free(el);
+    return changed;
+  }
+  if (old->kind == HK_SHARDING_TUPLE || (*cand)->kind == HK_SHARDING_TUPLE) return false;
+  if (may_combine && sa_partial(old) && sa_partial(*cand) &&
+      tile_devices(old) == tile_devices(*cand)) {
+    int64_t a = sa_num_tiles(old), b = sa_num_tiles(*cand);
+    if (sa_merge_compatible(m, old, (a > b ? a : b) + 1, cand)) return true;
+  }
+  return sa_more_specific(*cand, old);
+}
+
+/* ---- reshape ------------------------------------------------------------------------------ */
+
+typedef struct reshape_walk {
+  int nf;
+  int64_t fsize[HK_MAX_RANK * 2];
+  int ftarget[HK_MAX_RANK * 2];      /* target dim, -1 replication, -2 trailing */
+} reshape_walk;
+
+static void add_factor(reshape_walk *w, int64_t size, int target) {
+  if (w->nf >= HK_MAX_RANK * 2 - 1) return;
+  w->fsize[w->nf] = size;
+  w->ftarget[w->nf] = target;
+  w->nf++;
+}
+
+static int64_t gcd64(int64_t a, int64_t b) {
+  while (b) {
+    int64_t t = a % b;
+    a = b;
+    b = t;
+  }
+  return a;
+}
+
+/* Walks source and target dims major to minor assigning each source dim's
+ * partitions to target dims (or to replication where a piece cannot keep
+ * them). */
+static bool reshape_factors(const hk_shape *from, const hk_shape *to, const pt_tiles *t,
+                            reshape_walk *w) {
+  int i = 0, j = 0;
+  int64_t s = from->rank ? from->dims[0] : 1, p = from->rank ? t->dims[0] : 1;
+  int64_t tt = to->rank ? to->dims[0] : 1;
+  bool minor_must_be_whole = false;    /* target j already took a partial major piece */
+  while (i < from->rank) {
+    if (s == 1 || j >= to->rank) {
+      if (p > 1) add_factor(w, p, -1);
+      if (++i < from->rank) {
+        s = from->dims[i];
+        p = t->dims[i];
+      }
+      continue;
+    }
+    if (tt == 1) {
+      j++;
+      minor_must_be_whole = false;
+      tt = j < to->rank ? to->dims[j] : 1;
+      continue;
+    }
+    if (s == tt || tt % s == 0) {          /* whole source piece into target j */
+      if (minor_must_be_whole && p > 1) {
+        add_factor(w, p, -1);
+      } else {
+        int64_t g = s == tt ? p : gcd64(s, p);
+        if (g > 1) add_factor(w, g, j);
+        if (p / g > 1) add_factor(w, p / g, -1);
+        if (s > g) minor_must_be_whole = true;
+      }
+      tt /= s;
+      s = 1;
+      p = 1;
+      continue;
+    }
+    if (s % tt == 0) {                     /* split: target j is a major piece of s */
+      int64_t g = gcd64(tt, p);
+      if (minor_must_be_whole) g = 1;
+      if (g > 1) add_factor(w, g, j);
+      p /= g;
+      if (tt / g > 1 && p > 1) {           /* remaining partitions straddle */
+        add_factor(w, p, -1);
+        p = 1;
+      }
+      s /= tt;
+      tt = 1;
+      continue;
+    }
+    /* sizes do not nest: everything left is replicated */
+    if (p > 1) add_factor(w, p, -1);
+    for (int k = i + 1; k < from->rank; k++)
+      if (t->dims[k] > 1) add_factor(w, t->dims[k], -1);
+    return true;
+  }
+  return true;
+}
+
+const hk_sharding *sa_reshape(hk_module *m, const hk_shape *from, const hk_shape *to,
+                              const hk_sharding *s) {
+  if (sa_tile_maximal(s)) return s;
+  pt_tiles t;
+  pt_from_sharding(s, &t);
+  if (t.data_rank != from->rank) {
+    pt_free(&t);
+    return NULL;
+  }
+  reshape_walk w;
+  memset(&w, 0, sizeof w);
+  reshape_factors(from, to, &t, &w);
+  int trailing = t.n - t.data_rank;
+  for (int k = 0; k < trailing; k++) add_factor(&w, t.dims[t.data_rank + k], -2 - k);
+  /* order: target dims ascending (factors in walk order), manual trailing,
+   * then replication factors and the replicated trailing dim */
+  int order[HK_MAX_RANK * 2], no = 0;
+  int64_t dims[HK_MAX_RANK];
+  uint8_t sub[HK_MAX_RANK];
+  for (int j = 0; j < to->rank; j++) {
+    dims[j] = 1;
+    for (int f = 0; f < w.nf; f++)
+      if (w.ftarget[f] == j) {
+        order[no++] = f;
+        dims[j] *= w.fsize[f];
+      }
+  }
+  int nd = to->rank;
+  for (int k = 0; k < trailing; k++) {
+    if (t.sub[k] != HK_SUBGROUP_MANUAL) continue;
+    for (int f = 0; f < w.nf; f++)
+      if (w.ftarget[f] == -2 - k) order[no++] = f;
+    dims[nd] = t.dims[t.data_rank + k];
+    sub[nd - to->rank] = HK_SUBGROUP_MANUAL;
+    nd++;
+  }
+  int64_t repl = 1;
+  for (int f = 0; f < w.nf; f++) {
+    bool is_repl = w.ftarget[f] == -1 ||
+                   (w.ftarget[f] <= -2 && t.sub[-2 - w.ftarget[f]] != HK_SUBGROUP_MANUAL);
+    if (is_repl) {
+      order[no++] = f;
+      repl *= w.fsize[f];
+    }
+  }
+  dims[nd] = repl;
+  sub[nd - to->rank] = HK_SUBGROUP_REPLICATED;
+  nd++;
+  int64_t *dev = permute_factors(&t, w.nf, w.fsize, order);
+  free(t.dev);
+  t.dev = dev;
+  pt_reshape(&t, nd, dims, to->rank, sub);
+  const hk_sharding *r = pt_to_sharding(m, &t, s);
+  pt_free(&t);
+  return r;
+}

@@ -1,0 +1,842 @@
+/* run.c - the propagation driver (XLA's ShardingPropagation::Run):
+ * preprocessing (metadata, Sharding custom calls, shard groups, entry
+ * parameters and outputs), the fixed-point loop over aggressiveness levels
+ * 0..3 with forward and backward sweeps, and the post-processing. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "prop.h"
+
+static void debug_time(const char *what) {
+  static struct timespec last;
+  if (!getenv("HK_PROP_DEBUG")) return;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  if (last.tv_sec)
+    fprintf(stderr, "  %-12s %.1f ms\n", what,
+            (now.tv_sec - last.tv_sec) * 1e3 + (now.tv_nsec - last.tv_nsec) / 1e6);
+  last = now;
+}
+
+#define CSE_PREVENTION "_sharding_propagation_cse_prevention"
+
+typedef struct comp_order {
+  hk_computation *c;
+  hk_instr **order;                   /* operands before users; NULL = removed */
+  int64_t n, base;                    /* slots info[base .. base + n) follow order */
+  bool has_sharding_cc;
+} comp_order;
+
+typedef struct group {
+  int64_t id;
+  uint8_t kind;
+  int32_t n, cap;
+  hk_instr **members;
+} group;
+
+typedef struct instr_list {
+  int64_t n, cap;
+  hk_instr **v;
+} instr_list;
+
+typedef struct run_state {
+  prop_ctx cx;
+  int32_t n_comps;
+  comp_order *comps;
+  int32_t n_groups, cap_groups;
+  group *groups;
+  instr_list broadcasts, control_flow;
+  bool any_changed;
+  const hk_sharding *saved_root;      /* entry root sharding as given */
+  const hk_sharding **saved_params;   /* entry parameter shardings as given */
+} run_state;
+
+static void list_push(instr_list *l, hk_instr *i) {
+  if (l->n == l->cap) {
+    l->cap = l->cap ? l->cap * 2 : 64;
+    l->v = realloc(l->v, sizeof *l->v * (size_t)l->cap);
+    if (!l->v) abort();
+  }
+  l->v[l->n++] = i;
+}
+
+/* ---- setup ----------------------------------------------------------------------- */
+
+/* i's slot if it was given one at or after `base` (stale scratch pointers
+ * from earlier passes are told apart by the slot's instr field). */
+static bool has_slot_before(const run_state *rs, const hk_instr *i, int64_t base, int64_t at) {
+  uintptr_t p = (uintptr_t)i->scratch, lo = (uintptr_t)(rs->cx.info + base),
+            hi = (uintptr_t)(rs->cx.info + at);
+  return p >= lo && p < hi && ((const pi_info *)i->scratch)->instr == i;
+}
+
+/* Gives c's instructions consecutive slots in list order; false when the
+ * list order is not topological (an operand listed after its user). */
+static bool assign_list_order(run_state *rs, comp_order *co, int64_t base) {
+  int64_t at = base;
+  bool topo = true;
+  for (hk_instr *i = co->c->first; i; i = i->next) {
+    for (int32_t k = 0; k < i->n_operands && topo; k++)
+      topo = has_slot_before(rs, i->operands[k], base, at);
+    pi_info *p = &rs->cx.info[at++];
+    p->instr = i;
+    i->scratch = p;
+  }
+  return topo;
+}
+
+static void assign_order(run_state *rs, comp_order *co, int64_t base) {
+  co->base = base;
+  co->n = co->c->n_instrs;
+  if (assign_list_order(rs, co, base)) {
+    co->order = malloc(sizeof *co->order * (size_t)(co->n ? co->n : 1));
+    if (!co->order) abort();
+    for (int64_t k = 0; k < co->n; k++) co->order[k] = rs->cx.info[base + k].instr;
+    return;
+  }
+  co->order = hk_computation_post_order(co->c, &co->n);
+  for (int64_t k = 0; k < co->n; k++) {
+    pi_info *p = &rs->cx.info[base + k];
+    p->instr = co->order[k];
+    co->order[k]->scratch = p;
+  }
+}
+
+static void prepare_instr(run_state *rs, comp_order *co, hk_instr *i);
+
+static void alloc_info(run_state *rs, hk_module *m, const hk_exec_threads *threads) {
+  int64_t n = 0;
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    c->scratch = NULL;
+    if (hk_exec_threads_include(threads, c)) n += c->n_instrs;
+    else
+      for (hk_instr *i = c->first; i; i = i->next) i->scratch = NULL;
+  }
+  rs->cx.info = calloc((size_t)(n ? n : 1), sizeof(pi_info));
+  rs->comps = calloc((size_t)(m->n_computations ? m->n_computations : 1), sizeof(comp_order));
+  if (!rs->cx.info || !rs->comps) abort();
+  rs->cx.n_info = n;
+  int64_t at = 0;
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    if (!hk_exec_threads_include(threads, c)) continue;
+    comp_order *co = &rs->comps[rs->n_comps++];
+    co->c = c;
+    assign_order(rs, co, at);
+    at += co->n;
+    for (int64_t j = 0; j < co->n; j++) prepare_instr(rs, co, co->order[j]);
+  }
+}
+
+static void free_state(run_state *rs, hk_module *m) {
+  (void)m;
+  for (int32_t k = 0; k < rs->n_comps; k++) {
+    rs->comps[k].c->scratch = NULL;
+    free(rs->comps[k].order);
+  }
+  free(rs->comps);
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    free(rs->cx.info[k].unspec);
+    if (rs->cx.info[k].instr) rs->cx.info[k].instr->scratch = NULL;
+  }
+  free(rs->cx.info);
+  for (int32_t g = 0; g < rs->n_groups; g++) free(rs->groups[g].members);
+  free(rs->groups);
+  free(rs->broadcasts.v);
+  free(rs->control_flow.v);
+  free(rs->saved_params);
+  for (int32_t k = 0; k < m->n_computations; k++) m->computations[k]->scratch = NULL;
+}
+
+/* ---- metadata -------------------------------------------------------------------- */
+
+static bool has_cse_prevention(const hk_sharding *s) {
+  return s && s->kind != HK_SHARDING_TUPLE && s->n_metadata == 1 && s->metadata[0].op_name &&
+         strcmp(s->metadata[0].op_name, CSE_PREVENTION) == 0;
+}
+
+static const hk_sharding *with_metadata(hk_module *m, const hk_sharding *s,
+                                        const hk_metadata *md) {
+  if (s->kind == HK_SHARDING_TUPLE) {
+    const hk_sharding **el = malloc(sizeof *el * (size_t)(s->n_elems ? s->n_elems : 1));
+    if (!el) abort();
+    for (int k = 0; k < s->n_elems; k++) el[k] = with_metadata(m, s->elems[k], md);
+    const hk_sharding *r = hk_sharding_tuple(m, s->n_elems, el);
+    free(el);
+    return r;
+  }
+  if (s->n_metadata > 0) return s;
+  hk_sharding t = *s;
+  t.n_metadata = 1;
+  t.metadata = md;
+  return hk_sharding_intern(m, &t);
+}
+
+static bool metadata_empty(const hk_metadata *md) {
+  return !md->op_type && !md->op_name && !md->source_file && !md->source_line && !md->extra;
+}
+
+/* Drops CSE-prevention shardings of earlier runs; keeps or strips
+ * metadata as propagate_metadata says. */
+static void prepare_metadata(run_state *rs, hk_instr *i) {
+  hk_module *m = rs->cx.m;
+  const hk_sharding *s = i->sharding;
+  if (!s) return;
+  if (!rs->cx.o.cse_prevention_only && has_cse_prevention(s)) {
+    i->sharding = NULL;
+    rs->any_changed = true;
+    return;
+  }
+  if (rs->cx.o.propagate_metadata) {
+    const hk_metadata *md = hk_instr_metadata(i);
+    if (!metadata_empty(md)) s = with_metadata(m, s, md);
+  } else if (s->kind == HK_SHARDING_TUPLE || s->n_metadata > 0) {
+    s = hk_sharding_without_metadata(m, s);
+  }
+  if (s != i->sharding) {
+    i->sharding = s;
+    rs->any_changed = true;
+  }
+}
+
+/* ---- shard groups -------------------------------------------------------------- */
+
+static group *group_get(run_state *rs, int64_t id, uint8_t kind) {
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    if (rs->groups[g].id == id && rs->groups[g].kind == kind) return &rs->groups[g];
+  if (rs->n_groups == rs->cap_groups) {
+    rs->cap_groups = rs->cap_groups ? rs->cap_groups * 2 : 4;
+    rs->groups = realloc(rs->groups, sizeof *rs->groups * (size_t)rs->cap_groups);
+    if (!rs->groups) abort();
+  }
+  group *g = &rs->groups[rs->n_groups++];
+  memset(g, 0, sizeof *g);
+  g->id = id;
+  g->kind = kind;
+  return g;
+}
+
+static void group_add(run_state *rs, hk_instr *i, int64_t id, uint8_t kind) {
+  group *g = group_get(rs, id, kind);
+  for (int32_t k = 0; k < g->n; k++)
+    if (g->members[k] == i) return;
+  if (g->n == g->cap) {
+    g->cap = g->cap ? g->cap * 2 : 4;
+    g->members = realloc(g->members, sizeof *g->members * (size_t)g->cap);
+    if (!g->members) abort();
+  }
+  g->members[g->n++] = i;
+  pi(i)->shard_group = id;
+  pi(i)->shard_group_kind = kind;
+}
+
+/* A removed instruction's group memberships pass to its replacement. */
+static void group_replace(run_state *rs, const hk_instr *old, hk_instr *new_) {
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    for (int32_t k = 0; k < rs->groups[g].n; k++)
+      if (rs->groups[g].members[k] == old) {
+        rs->groups[g].members[k] = new_;
+        if (pi(new_)) {
+          pi(new_)->shard_group = rs->groups[g].id;
+          pi(new_)->shard_group_kind = rs->groups[g].kind;
+        }
+      }
+}
+
+/* Records i's shard group and strips it from the sharding ({unknown} means
+ * "no sharding, only the group"). */
+static void take_shard_group(run_state *rs, hk_instr *i) {
+  const hk_sharding *s = i->sharding;
+  if (!s || s->kind == HK_SHARDING_TUPLE || s->shard_group_kind == HK_SHARD_GROUP_NONE) return;
+  group_add(rs, i, s->shard_group_id, s->shard_group_kind);
+  i->sharding = s->kind == HK_SHARDING_UNKNOWN ? NULL
+                                               : hk_sharding_without_shard_group(rs->cx.m, s);
+}
+
+/* ---- Sharding custom calls ------------------------------------------------------ */
+
+/* unspecified_dims=[a,b] in the backend config. */
+static int parse_unspecified(const hk_instr *i, int64_t *out) {
+  const char *bc = i->attrs ? i->attrs->backend_config : NULL;
+  const char *p = bc ? strstr(bc, "unspecified_dims=[") : NULL;
+  if (!p) return 0;
+  p += strlen("unspecified_dims=[");
+  int n = 0;
+  while (*p && *p != ']' && n < HK_MAX_RANK) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p) break;
+    out[n++] = v;
+    p = end;
+    while (*p == ',' || *p == ' ') p++;
+  }
+  for (int a = 0; a < n; a++)
+    for (int b = a + 1; b < n; b++)
+      if (out[b] < out[a]) {
+        int64_t t = out[a];
+        out[a] = out[b];
+        out[b] = t;
+      }
+  return n;
+}
+
+/* The folded annotation either leaves some dims open (unspecified_dims,
+ * refined later) or, fully specified, also annotates an unsharded operand. */
+static void record_unspecified(run_state *rs, hk_instr *ann, hk_instr *op, int nu,
+                               const int64_t *unspec) {
+  pi_info *p = pi(ann);
+  take_shard_group(rs, ann);
+  if (nu > 0) {
+    p->unspec = malloc(sizeof(int64_t) * (size_t)nu);
+    if (!p->unspec) abort();
+    memcpy(p->unspec, unspec, sizeof(int64_t) * (size_t)nu);
+    p->n_unspec = nu;
+  } else if (!op->sharding && ann->sharding && pi(op)) {
+    op->sharding = ann->sharding;
+    pi(op)->src = ann;
+    pi(op)->rule = "sharding-custom-call";
+  }
+}
+
+static hk_status *fold_sharding_cc(run_state *rs, hk_instr *cc) {
+  hk_instr *op = cc->operands[0];
+  const hk_sharding *s = cc->sharding;
+  if (!s) return hk_error(HK_INVALID_ARGUMENT, "Sharding instruction '%s' must have a sharding attribute",
+                          cc->name);
+  bool unknown = s->kind == HK_SHARDING_UNKNOWN;
+  if (unknown && s->shard_group_kind != HK_SHARD_GROUP_NONE) {
+    /* {unknown shard_as N}: the operand joins the group, the call goes */
+    group_add(rs, op, s->shard_group_id, s->shard_group_kind);
+    bool was_root = cc->parent->root == cc;
+    group_replace(rs, cc, op);
+    hk_instr_replace_all_uses(cc, op);
+    if (was_root) hk_computation_set_root(cc->parent, op);
+    HK_TRY(hk_instr_remove(cc));
+    pi(cc)->instr = NULL;
+    cc->scratch = NULL;
+    return NULL;
+  }
+  hk_instr *copy = cc;
+  int64_t unspec[HK_MAX_RANK];
+  int nu = parse_unspecified(cc, unspec);
+  if (!rs->cx.o.cse_prevention_only) {
+    copy = hk_instr_new_before(cc, HK_OP_COPY, cc->shape, 1, &op, NULL);
+    copy->scratch = cc->scratch;
+    pi(copy)->instr = copy;
+    cc->scratch = NULL;
+    copy->sharding = s;
+    if (cc->attrs && cc->attrs->metadata) hk_instr_attrs(copy)->metadata = cc->attrs->metadata;
+    bool was_root = cc->parent->root == cc;
+    group_replace(rs, cc, copy);
+    hk_instr_replace_all_uses(cc, copy);
+    if (was_root) hk_computation_set_root(cc->parent, copy);
+    HK_TRY(hk_instr_remove(cc));
+    rs->any_changed = true;
+  }
+  record_unspecified(rs, copy, op, nu, unspec);
+  return NULL;
+}
+
+static hk_status *process_sharding_ccs(run_state *rs) {
+  for (int32_t k = 0; k < rs->n_comps; k++) {
+    comp_order *co = &rs->comps[k];
+    if (!co->has_sharding_cc) continue;
+    hk_status *st = NULL;
+    for (int64_t j = co->n - 1; j >= 0 && !st; j--) {
+      hk_instr *cc = co->order[j];
+      if (!cc || !prop_is_cc(cc, "Sharding")) continue;
+      pi_info *slot = pi(cc);
+      st = fold_sharding_cc(rs, cc);
+      co->order[j] = slot->instr;        /* the copy, or NULL if removed */
+    }
+    if (st) return st;
+  }
+  return NULL;
+}
+
+/* ---- preparation ------------------------------------------------------------------ */
+
+/* Canonical shardings, tuple shardings spread over tuple shapes, shard
+ * groups taken out (Sharding custom calls keep theirs until folded). */
+static void normalise_sharding(run_state *rs, hk_instr *i) {
+  hk_module *m = rs->cx.m;
+  if (!i->sharding) return;
+  const hk_sharding *s = hk_sharding_canonical(m, i->sharding);
+  if (hk_shape_is_tuple(i->shape) && s->kind != HK_SHARDING_TUPLE &&
+      s->shard_group_kind == HK_SHARD_GROUP_NONE)
+    s = hk_sharding_for_shape(m, s, i->shape);
+  i->sharding = s;
+  if (!prop_is_cc(i, "Sharding") || rs->cx.o.cse_prevention_only) take_shard_group(rs, i);
+}
+
+static void prepare_instr(run_state *rs, comp_order *co, hk_instr *i) {
+  pi(i)->shard_group = -1;
+  prepare_metadata(rs, i);
+  normalise_sharding(rs, i);
+  if (i->opcode == HK_OP_BROADCAST) list_push(&rs->broadcasts, i);
+  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL || i->opcode == HK_OP_CALL)
+    list_push(&rs->control_flow, i);
+  if (i->opcode == HK_OP_CUSTOM_CALL && prop_is_cc(i, "Sharding")) co->has_sharding_cc = true;
+}
+
+static bool output_allowed(const prop_ctx *cx, int64_t k) {
+  if (!cx->o.is_spmd) return false;
+  if (cx->o.n_out == 1) return cx->o.out[0];
+  return k < cx->o.n_out && cx->o.out[k];
+}
+
+/* Marks user annotations as provided (never changed), except entry
+ * parameters and outputs propagation may refine. */
+static void mark_provided(run_state *rs, hk_module *m) {
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    rs->cx.info[k].dir = HK_PROP_DIR_NONE;
+    rs->cx.info[k].level = -1;
+  }
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    pi_info *p = &rs->cx.info[k];
+    if (!p->instr || !p->instr->sharding) continue;
+    p->provided = true;
+    p->dir = HK_PROP_DIR_PROVIDED;
+    p->rule = "annotation";
+  }
+  hk_computation *e = m->entry;
+  if (!e || !pi(e->root)) return;
+  rs->saved_root = e->root->sharding;
+  rs->saved_params = calloc((size_t)(e->n_params ? e->n_params : 1), sizeof *rs->saved_params);
+  if (!rs->saved_params) abort();
+  for (int32_t k = 0; k < e->n_params; k++) {
+    if (!e->params[k]) continue;
+    rs->saved_params[k] = e->params[k]->sharding;
+    if (prop_param_allowed(&rs->cx, e, k)) pi(e->params[k])->provided = false;
+  }
+  if (rs->cx.allow_out_any && rs->cx.o.is_spmd) pi(e->root)->provided = false;
+  else pi(e->root)->provided = true;
+}
+
+/* ---- computations: while / conditional / call --------------------------------------- */
+
+static int related(hk_instr *ci, hk_instr **out) {
+  int n = 0;
+  out[n++] = ci;
+  if (ci->opcode == HK_OP_WHILE && ci->n_called == 2) {
+    out[n++] = ci->called[1]->root;
+    if (ci->called[1]->n_params > 0) out[n++] = ci->called[1]->params[0];
+    if (ci->called[0]->n_params > 0) out[n++] = ci->called[0]->params[0];
+  } else if (ci->opcode == HK_OP_CONDITIONAL) {
+    for (int32_t b = 0; b < ci->n_called && n < 62; b++) out[n++] = ci->called[b]->root;
+  } else if (ci->opcode == HK_OP_CALL && ci->n_called == 1) {
+    out[n++] = ci->called[0]->root;
+  }
+  return n;
+}
+
+static void clear_cache(hk_instr *i) {
+  for (int32_t k = 0; k < i->n_operands; k++)
+    if (pi(i->operands[k])) pi(i->operands[k])->bwd_done = false;
+  for (int32_t k = 0; k < i->n_users; k++)
+    if (pi(i->users[k])) pi(i->users[k])->fwd_done = false;
+}
+
+static void computation_propagation(run_state *rs, hk_instr *i, int depth);
+
+static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, int depth) {
+  hk_instr *rel[64];
+  int n = related(ci, rel);
+  bool member = false;
+  for (int k = 0; k < n; k++) member |= rel[k] == from;
+  if (!member || !from->sharding) return;
+  for (int k = 0; k < n; k++) {
+    hk_instr *r = rel[k];
+    if (r == from || !pi(r) || r->sharding == from->sharding) continue;
+    if (r->opcode == HK_OP_CALL || (ci->opcode == HK_OP_CALL && r != ci && from != ci)) continue;
+    int saved = rs->cx.cur_dir;
+    rs->cx.cur_dir = HK_PROP_DIR_COMPUTATION;
+    prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from,
+             hk_opcode_name((hk_opcode)ci->opcode));
+    rs->cx.cur_dir = saved;
+    clear_cache(r);
+    computation_propagation(rs, r, depth + 1);
+  }
+}
+
+static void computation_propagation(run_state *rs, hk_instr *i, int depth) {
+  if (depth > 16) return;
+  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL)
+    propagate_to_related(rs, i, i, depth);
+  if (i->opcode == HK_OP_PARAMETER || i->parent->root == i) {
+    hk_instr *caller = prop_caller(i->parent);
+    if (caller) propagate_to_related(rs, caller, i, depth);
+  }
+}
+
+static void map_computations(run_state *rs) {
+  for (int64_t k = 0; k < rs->control_flow.n; k++) {
+    hk_instr *i = rs->control_flow.v[k];
+    {
+      if (i->opcode == HK_OP_WHILE && i->n_called == 2) {
+        i->called[1]->scratch = i;
+        if (!i->called[0]->scratch) i->called[0]->scratch = i;
+      } else {
+        for (int32_t b = 0; b < i->n_called; b++) i->called[b]->scratch = i;
+      }
+      if (i->opcode == HK_OP_CALL) continue;
+      hk_instr *rel[64];
+      int n = related(i, rel);
+      const hk_instr *sharded = NULL;
+      for (int r = 0; r < n && !sharded; r++)
+        if (rel[r]->sharding) sharded = rel[r];
+      if (!sharded) continue;
+      for (int r = 0; r < n; r++)
+        if (rel[r] != sharded && pi(rel[r]))
+          rel[r]->sharding = sa_tuple_of(rs->cx.m, rel[r]->shape, sharded->sharding);
+    }
+  }
+}
+
+/* ---- unspecified dims (Sharding custom calls with unspecified_dims) ------------------- */
+
+static bool refine_unspecified(run_state *rs, hk_instr *i, const hk_sharding *from,
+                               const hk_instr *src) {
+  pi_info *p = pi(i);
+  if (!from || from->kind != HK_SHARDING_TILED || !i->sharding) return false;
+  const hk_sharding *partial =
+      hk_sharding_replicate_all_except(rs->cx.m, from, p->n_unspec, p->unspec);
+  if (!partial || partial->kind != HK_SHARDING_TILED) return false;
+  const hk_sharding *s = i->sharding;
+  if (!sa_merge_compatible(rs->cx.m, partial, sa_num_tiles(s) + 1, &s)) return false;
+  if (hk_sharding_equivalent(s, i->sharding)) return false;
+  return prop_set(&rs->cx, i, s, src, "unspecified-dims");
+}
+
+static bool unspecified_from_operand(run_state *rs, hk_instr *i) {
+  const hk_instr *op = i->operands[0];
+  if (!sa_spatial(op->sharding)) return false;
+  return refine_unspecified(rs, i, op->sharding, op);
+}
+
+static bool unspecified_from_users(run_state *rs, hk_instr *i) {
+  bool changed = false;
+  for (int32_t k = 0; k < i->n_users; k++) {
+    const hk_instr *u = i->users[k];
+    if (!u->sharding || u->sharding->kind != HK_SHARDING_TILED) continue;
+    const char *rule;
+    const hk_sharding *s = prop_sharding_from_user(&rs->cx, i, u, &rule);
+    if (s && s->kind == HK_SHARDING_TILED) changed |= refine_unspecified(rs, i, s, u);
+  }
+  return changed;
+}
+
+/* ---- shard groups in the loop ------------------------------------------------------- */
+
+static bool sync_group(run_state *rs, group *g) {
+  bool changed = false;
+  bool mc = rs->cx.o.is_spmd && rs->cx.level > 0;
+  int saved = rs->cx.cur_dir;
+  rs->cx.cur_dir = HK_PROP_DIR_GROUP;
+  for (int32_t a = 0; a < g->n; a++) {
+    hk_instr *src = g->members[a];
+    if (!sa_spatial(src->sharding)) continue;
+    for (int32_t b = 0; b < g->n; b++) {
+      hk_instr *dst = g->members[b];
+      if (dst == src || pi(dst)->provided) continue;
+      if (g->kind == HK_SHARD_GROUP_LIKE && dst->sharding) continue;
+      if (!hk_shape_compatible(src->shape, dst->shape) &&
+          hk_shape_leaf_count(src->shape) != hk_shape_leaf_count(dst->shape))
+        continue;
+      if (prop_improve(&rs->cx, dst, src->sharding, mc, true, src,
+                       g->kind == HK_SHARD_GROUP_AS ? "shard_as" : "shard_like")) {
+        clear_cache(dst);
+        computation_propagation(rs, dst, 0);
+        changed = true;
+      }
+    }
+  }
+  rs->cx.cur_dir = saved;
+  return changed;
+}
+
+/* ---- the fixed-point loop ------------------------------------------------------------ */
+
+static bool forward_sweep(run_state *rs, comp_order *co, bool may_merge) {
+  bool changed = false;
+  rs->cx.cur_dir = HK_PROP_DIR_FORWARD;
+  for (int64_t k = 0; k < co->n; k++) {
+    pi_info *p = &rs->cx.info[co->base + k];
+    hk_instr *i = p->instr;
+    if (!i || p->fwd_done) continue;
+    if (p->provided) {
+      if (may_merge && p->n_unspec > 0 && unspecified_from_operand(rs, i)) {
+        clear_cache(i);
+        p->fwd_done = true;
+        changed = true;
+      }
+      continue;
+    }
+    p->fwd_done = true;
+    if (prop_infer_from_operands(&rs->cx, i)) {
+      rs->any_changed = true;
+      computation_propagation(rs, i, 0);
+      clear_cache(i);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+static bool backward_sweep(run_state *rs, comp_order *co, bool may_merge) {
+  bool changed = false;
+  rs->cx.cur_dir = HK_PROP_DIR_BACKWARD;
+  for (int64_t k = co->n - 1; k >= 0; k--) {
+    pi_info *p = &rs->cx.info[co->base + k];
+    hk_instr *i = p->instr;
+    if (!i || p->bwd_done) continue;
+    if (p->provided) {
+      if (may_merge && p->n_unspec > 0 && unspecified_from_users(rs, i)) {
+        clear_cache(i);
+        p->bwd_done = true;
+        changed = true;
+      }
+      continue;
+    }
+    p->bwd_done = true;
+    if (prop_infer_from_users(&rs->cx, i)) {
+      rs->any_changed = true;
+      computation_propagation(rs, i, 0);
+      clear_cache(i);
+      changed = true;
+    }
+  }
+  return changed;
+}
+
+/* Which cached "nothing to infer" results a new level invalidates.  Level
+ * 1 turns on merging of partial shardings: everything is looked at again.
+ * Levels 2 and 3 only open broadcasts (backward at 2, forward at 3), so
+ * only broadcasts and their operands are looked at again; every other rule
+ * gives at level 2 and 3 what it gave at level 1 for the same inputs. */
+static void reset_caches(run_state *rs, int level) {
+  if (level <= 1) {
+    for (int64_t k = 0; k < rs->cx.n_info; k++)
+      rs->cx.info[k].fwd_done = rs->cx.info[k].bwd_done = false;
+    return;
+  }
+  for (int64_t k = 0; k < rs->broadcasts.n; k++) {
+    hk_instr *i = rs->broadcasts.v[k];
+    pi(i)->fwd_done = pi(i)->bwd_done = false;
+    if (pi(i->operands[0])) pi(i->operands[0])->bwd_done = false;
+  }
+}
+
+static void run_level(run_state *rs, int level) {
+  rs->cx.level = level;
+  reset_caches(rs, level);
+  bool may_merge = rs->cx.o.is_spmd && level > 0;
+  bool changed = true;
+  for (int iter = 0; changed && iter < 1000; iter++) {
+    changed = false;
+    for (int32_t c = 0; c < rs->n_comps; c++) {
+      changed |= forward_sweep(rs, &rs->comps[c], may_merge);
+      changed |= backward_sweep(rs, &rs->comps[c], may_merge);
+    }
+    for (int32_t g = 0; g < rs->n_groups; g++) changed |= sync_group(rs, &rs->groups[g]);
+    if (changed) rs->any_changed = true;
+    if (getenv("HK_PROP_DEBUG")) fprintf(stderr, "level %d iteration %d changed %d\n", level, iter, changed);
+  }
+}
+
+/* ---- post-processing ------------------------------------------------------------------- */
+
+static bool evenly_divides(const hk_sharding *s, const hk_shape *shape) {
+  if (!s) return true;
+  if (hk_shape_is_tuple(shape)) {
+    for (int32_t k = 0; k < shape->n_tuple; k++) {
+      const hk_sharding *e = s->kind == HK_SHARDING_TUPLE && k < s->n_elems ? s->elems[k] : s;
+      if (!evenly_divides(e, shape->tuple[k])) return false;
+    }
+    return true;
+  }
+  if (s->kind != HK_SHARDING_TILED) return true;
+  for (int d = 0; d < shape->rank; d++)
+    if (shape->dims[d] % sa_dim(s, d)) return false;
+  return true;
+}
+
+/* Entry parameters and outputs: only where propagation was allowed, and
+ * only shardings that divide the shape evenly. */
+/* The final sharding of one leaf of an entry parameter or output: the
+ * propagated one where allowed and evenly dividing, else the given one
+ * (replicated if none was given). */
+static const hk_sharding *entry_leaf(hk_module *m, const hk_sharding *cur, const hk_sharding *old,
+                                     const hk_shape *shape, bool allowed) {
+  if (allowed && cur && evenly_divides(cur, shape)) return cur;
+  if (!allowed) return old;
+  return old ? old : hk_sharding_replicated(m);
+}
+
+static const hk_sharding *element_or_null(hk_module *m, const hk_sharding *s, const hk_shape *shape,
+                                          int64_t k) {
+  if (!s) return NULL;
+  return sa_element(m, sa_tuple_of(m, shape, s), shape, k);
+}
+
+/* Entry values: per leaf, only where propagation was allowed and only
+ * shardings that divide the shape evenly. */
+static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, int64_t param) {
+  hk_module *m = rs->cx.m;
+  hk_computation *e = m->entry;
+  if (!hk_shape_is_tuple(v->shape)) {
+    bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, 0) : output_allowed(&rs->cx, 0);
+    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok);
+    return;
+  }
+  int n = v->shape->n_tuple;
+  if (hk_shape_leaf_count(v->shape) != n) return;   /* nested tuples: keep */
+  const hk_sharding **el = malloc(sizeof *el * (size_t)(n ? n : 1));
+  if (!el) abort();
+  bool any = false;
+  for (int k = 0; k < n; k++) {
+    bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, k) : output_allowed(&rs->cx, k);
+    el[k] = entry_leaf(m, element_or_null(m, v->sharding, v->shape, k),
+                       element_or_null(m, saved, v->shape, k), v->shape->tuple[k], ok);
+    if (!el[k]) el[k] = hk_sharding_replicated(m);
+    else any = true;
+  }
+  v->sharding = any || saved ? hk_sharding_tuple(m, n, el) : NULL;
+  free(el);
+}
+
+static void restore_entry(run_state *rs, hk_module *m) {
+  hk_computation *e = m->entry;
+  if (!e || !pi(e->root) || !rs->saved_params || !rs->cx.o.is_spmd) return;
+  for (int32_t k = 0; k < e->n_params; k++)
+    if (e->params[k] && prop_param_allowed(&rs->cx, e, k))
+      restore_value(rs, e->params[k], rs->saved_params[k], k);
+  if (rs->cx.allow_out_any) restore_value(rs, e->root, rs->saved_root, -1);
+}
+
+static void cse_prevention_post(run_state *rs, hk_module *m, const hk_sharding **orig) {
+  int64_t at = 0;
+  for (int32_t k = 0; k < rs->n_comps; k++)
+    for (hk_instr *i = rs->comps[k].c->first; i; i = i->next, at++) {
+      const hk_sharding *o = orig[at];
+      if (!i->sharding) continue;
+      bool target = i->opcode == HK_OP_BROADCAST && i->operands[0]->shape->rank == 0;
+      if (target) {
+        if (!o) {
+          hk_metadata md;
+          memset(&md, 0, sizeof md);
+          md.op_name = CSE_PREVENTION;
+          const hk_sharding *s = hk_sharding_without_metadata(m, i->sharding);
+          if (s->kind != HK_SHARDING_TUPLE) {
+            hk_sharding t = *s;
+            t.n_metadata = 1;
+            t.metadata = &md;
+            i->sharding = hk_sharding_intern(m, &t);
+          }
+        }
+        continue;
+      }
+      i->sharding = o;
+    }
+}
+
+/* ---- provenance records ---------------------------------------------------------------- */
+
+static void make_records(run_state *rs, hk_prop_record **out, int64_t *n_out) {
+  int64_t n = rs->cx.n_info;
+  hk_prop_record *r = malloc(sizeof *r * (size_t)(n ? n : 1));
+  if (!r) abort();
+  int64_t at = 0;
+  for (int64_t k = 0; k < n; k++) {
+    pi_info *p = &rs->cx.info[k];
+    hk_instr *i = p->instr;
+    if (!i) continue;
+    {
+      hk_prop_record *x = &r[at++];
+      x->instr = i->name;
+      x->computation = i->parent->name;
+      x->source = p && p->src ? p->src->name : NULL;
+      x->rule = p && p->rule ? p->rule : NULL;
+      x->level = p ? p->level : -1;
+      x->dir = i->sharding && p ? p->dir : HK_PROP_DIR_NONE;
+      x->sharding = i->sharding;
+    }
+  }
+  *out = r;
+  *n_out = at;
+}
+
+/* ---- entry ------------------------------------------------------------------------------ */
+
+/* Every sharding before the run, in list order (cse_prevention_only). */
+static const hk_sharding **save_all(run_state *rs, hk_module *m, const hk_exec_threads *threads) {
+  (void)rs;
+  int64_t n = 0, at = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    if (hk_exec_threads_include(threads, m->computations[k])) n += m->computations[k]->n_instrs;
+  const hk_sharding **o = calloc((size_t)(n ? n : 1), sizeof *o);
+  if (!o) abort();
+  for (int32_t k = 0; k < m->n_computations; k++)
+    if (hk_exec_threads_include(threads, m->computations[k]))
+      for (hk_instr *i = m->computations[k]->first; i; i = i->next) o[at++] = i->sharding;
+  return o;
+}
+
+static void merge_module_config(prop_ctx *cx, hk_module *m) {
+  const hk_module_config *c = &m->config;
+  if (c->n_allow_prop_to_output > 0 && c->n_allow_prop_to_output <= 64) {
+    bool any_opt = false;
+    for (int k = 0; k < cx->o.n_out; k++) any_opt |= cx->o.out[k];
+    if (!any_opt) {
+      cx->o.n_out = c->n_allow_prop_to_output;
+      for (int k = 0; k < cx->o.n_out; k++) cx->o.out[k] = c->allow_prop_to_output[k];
+    }
+  }
+  if (c->n_allow_prop_to_params > 0 && c->n_allow_prop_to_params <= 64) {
+    bool any_opt = false;
+    for (int k = 0; k < cx->o.n_params; k++) any_opt |= cx->o.params[k];
+    if (!any_opt) {
+      cx->o.n_params = c->n_allow_prop_to_params;
+      for (int k = 0; k < cx->o.n_params; k++) cx->o.params[k] = c->allow_prop_to_params[k];
+    }
+  }
+  cx->allow_out_any = cx->allow_params_any = false;
+  for (int k = 0; k < cx->o.n_out; k++) cx->allow_out_any |= cx->o.out[k];
+  for (int k = 0; k < cx->o.n_params; k++) cx->allow_params_any |= cx->o.params[k];
+}
+
+hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
+                    const hk_exec_threads *threads, bool *changed, hk_prop_record **rec,
+                    int64_t *n_rec) {
+  run_state rs;
+  memset(&rs, 0, sizeof rs);
+  rs.cx.m = m;
+  rs.cx.reg = reg;
+  rs.cx.o = *o;
+  merge_module_config(&rs.cx, m);
+  debug_time("start");
+  const hk_sharding **orig = o->cse_prevention_only ? save_all(&rs, m, threads) : NULL;
+  alloc_info(&rs, m, threads);
+  debug_time("alloc");
+  hk_status *st = process_sharding_ccs(&rs);
+  debug_time("sharding-cc");
+  if (!st) {
+    map_computations(&rs);
+    mark_provided(&rs, m);
+    for (int level = 0; level < 4; level++) {
+      run_level(&rs, level);
+      debug_time("level");
+    }
+    restore_entry(&rs, m);
+    if (orig) cse_prevention_post(&rs, m, orig);
+    if (rec) make_records(&rs, rec, n_rec);
+    debug_time("records");
+  }
+  free(orig);
+  *changed = rs.any_changed;
+  free_state(&rs, m);
+  return st;
+}

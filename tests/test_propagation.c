@@ -1,0 +1,584 @@
+/* test_propagation.c - Check tests of the sharding-propagation plugin:
+ * known answers per rule family, shard groups, manual regions, barriers
+ * (through test-registered custom-call partitioners), options and the
+ * explain extension. */
+#include <sys/wait.h>
+
+#include "hlokit/propagation.h"
+#include "pipeline/pipeline.h"
+#include "testutil.h"
+
+static hk_registry *reg;
+
+/* ---- XLA's shard barrier partitioners, registered by the test ----------- */
+
+static bool barrier_shardable(const hk_custom_call_partitioner *self, const hk_instr *cc) {
+  (void)self;
+  (void)cc;
+  return true;
+}
+
+static bool barrier_replicated_ok(const hk_custom_call_partitioner *self) {
+  (void)self;
+  return true;
+}
+
+static const hk_sharding *from_blocks(const hk_custom_call_partitioner *self, const hk_instr *cc) {
+  (void)self;
+  (void)cc;
+  return NULL;
+}
+
+static const hk_sharding *from_passes(const hk_custom_call_partitioner *self, const hk_instr *cc) {
+  (void)self;
+  return cc->operands[0]->sharding;
+}
+
+static const hk_sharding *user_passes(const hk_custom_call_partitioner *self, const hk_instr *cc,
+                                      const hk_instr *user, const hk_sharding *s) {
+  (void)self;
+  (void)cc;
+  (void)user;
+  return s;
+}
+
+static const hk_sharding *user_blocks(const hk_custom_call_partitioner *self, const hk_instr *cc,
+                                      const hk_instr *user, const hk_sharding *s) {
+  (void)self;
+  (void)user;
+  (void)s;
+  return hk_sharding_replicated(cc->parent->module);
+}
+
+static const hk_custom_call_partitioner_vtable barrier_from_vt = {
+    .size = sizeof(hk_custom_call_partitioner_vtable), .is_shardable = barrier_shardable,
+    .infer_sharding_from_operands = from_blocks, .propagate_user_sharding = user_passes,
+    .can_side_effecting_have_replicated_sharding = barrier_replicated_ok};
+static const hk_custom_call_partitioner_vtable barrier_to_vt = {
+    .size = sizeof(hk_custom_call_partitioner_vtable), .is_shardable = barrier_shardable,
+    .infer_sharding_from_operands = from_passes, .propagate_user_sharding = user_blocks,
+    .can_side_effecting_have_replicated_sharding = barrier_replicated_ok};
+static hk_custom_call_partitioner barrier_from = {&barrier_from_vt};
+static hk_custom_call_partitioner barrier_to = {&barrier_to_vt};
+
+static void load_plugin(void) {
+  char path[4096];
+  hk_test_plugin_path("propagation", path, sizeof path);
+  reg = hk_registry_new();
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  ck_assert_ok(hk_registry_add_custom_call_partitioner(reg, "ShardBarrierFrom", &barrier_from));
+  ck_assert_ok(hk_registry_add_custom_call_partitioner(reg, "ShardBarrierTo", &barrier_to));
+}
+
+static void unload_plugin(void) { hk_registry_free(reg); }
+
+/* ---- helpers --------------------------------------------------------------- */
+
+static bool propagate(hk_module *m, const char *opts) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sharding-propagation", opts, &err);
+  ck_assert_ok(err);
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  hk_pass_destroy(p);
+  return changed;
+}
+
+static hk_instr *find(hk_module *m, const char *name) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
+    if (i) return i;
+  }
+  ck_abort_msg("no instruction %s", name);
+  return NULL;
+}
+
+/* name's sharding means `want` (NULL: unsharded). */
+static void expect(hk_module *m, const char *name, const char *want) {
+  hk_instr *i = find(m, name);
+  char *got = i->sharding ? hk_sharding_to_string(i->sharding) : NULL;
+  if (!want) {
+    ck_assert_msg(!i->sharding, "%s: expected no sharding, got %s", name, got);
+    return;
+  }
+  const hk_sharding *w = NULL;
+  ck_assert_ok(hk_sharding_parse(m, want, strlen(want), &w, NULL));
+  w = hk_sharding_for_shape(m, hk_sharding_canonical(m, w), i->shape);
+  bool ok = i->sharding && hk_sharding_equivalent(w, hk_sharding_for_shape(m, i->sharding, i->shape));
+  ck_assert_msg(ok, "%s: expected %s, got %s", name, want, got ? got : "none");
+  free(got);
+}
+
+static hk_module *run_text(const char *text, const char *opts) {
+  hk_module *m = hk_test_parse(text);
+  propagate(m, opts);
+  return m;
+}
+
+/* ---- elementwise, broadcast, transpose, reshape, reduce ---------------------- */
+
+START_TEST(elementwise_both_directions) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[4,8] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+      "  p1 = f32[4,8] parameter(1)\n"
+      "  a = f32[4,8] add(p0, p1)\n  ROOT c = f32[4,8] copy(a)\n}\n",
+      "is_spmd=true");
+  expect(m, "a", "{devices=[2,2]0,1,2,3}");
+  expect(m, "p1", NULL);       /* entry parameters are not sharded by default */
+  expect(m, "c", NULL);        /* nor the entry root */
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[4,8] parameter(0)\n  n = f32[4,8] negate(p0)\n"
+      "  ROOT c = f32[4,8] copy(n), sharding={devices=[1,4]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  expect(m, "n", "{devices=[1,4]0,1,2,3}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(broadcast_forward_and_backward) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[3,8] parameter(0), sharding={devices=[1,4]0,1,2,3}\n"
+      "  b = f32[3,8,5] broadcast(p), dimensions={0,1}\n  ROOT c = f32[3,8,5] copy(b)\n}\n",
+      "is_spmd=true");
+  expect(m, "b", "{devices=[1,4,1]0,1,2,3}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8] parameter(0)\n  q = f32[8] copy(p)\n"
+      "  b = f32[6,8] broadcast(q), dimensions={1}\n"
+      "  ROOT c = f32[6,8] copy(b), sharding={devices=[2,2]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  /* the broadcast dim's partitions become replication of the operand */
+  expect(m, "q", "{devices=[2,2]0,2,1,3 last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(transpose_and_reshape) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,6,8] parameter(0), sharding={devices=[2,1,4]0,1,2,3,4,5,6,7}\n"
+      "  t = f32[8,4,6] transpose(p), dimensions={2,0,1}\n"
+      "  r = f32[8,24] reshape(t)\n"
+      "  s = f32[2,4,4,6] reshape(t)\n"
+      "  ROOT tu = (f32[8,24], f32[2,4,4,6]) tuple(r, s)\n}\n",
+      "is_spmd=true");
+  expect(m, "t", "{devices=[4,2,1]0,4,1,5,2,6,3,7}");
+  expect(m, "r", "{devices=[4,2]0,4,1,5,2,6,3,7}");            /* merge, major sharded */
+  expect(m, "s", "{devices=[2,2,2,1]0,4,1,5,2,6,3,7}");        /* split of a sharded dim */
+  hk_module_free(m);
+  m = run_text(   /* 14 = 7 x 2 cannot keep 4 partitions: they become replication */
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[14,32] parameter(0), sharding={devices=[4,4]<=[16]}\n"
+      "  r = f32[7,2,2,16] reshape(p)\n  ROOT c = f32[7,2,2,16] copy(r)\n}\n",
+      "is_spmd=false");
+  expect(m, "r", "{devices=[1,1,2,2,4]0,4,8,12,1,5,9,13,2,6,10,14,3,7,11,15 last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(reduce_keeps_other_dims) {
+  hk_module *m = run_text(
+      "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+      "  p = f32[4,8,16] parameter(0), sharding={devices=[2,2,2]<=[8]}\n"
+      "  z = f32[] constant(0)\n"
+      "  r = f32[4,16] reduce(p, z), dimensions={1}, to_apply=add\n"
+      "  ROOT c = f32[4,16] copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "r", "{devices=[2,2,2]0,2,1,3,4,6,5,7 last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- dot and convolution ------------------------------------------------------- */
+
+START_TEST(megatron_dots) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[16,64] parameter(0), sharding={replicated}\n"
+      "  w1 = f32[64,256] parameter(1), sharding={devices=[1,8]<=[8]}\n"
+      "  w2 = f32[256,64] parameter(2), sharding={devices=[8,1]<=[8]}\n"
+      "  d1 = f32[16,256] dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  r = f32[16,256] maximum(d1, d1)\n"
+      "  d2 = f32[16,64] dot(r, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT o = f32[16,64] add(d2, x), sharding={replicated}\n}\n",
+      "is_spmd=true");
+  expect(m, "d1", "{devices=[1,8]<=[8]}");
+  expect(m, "r", "{devices=[1,8]<=[8]}");
+  expect(m, "d2", "{replicated}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(dot_operand_from_output) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0)\n  b = f32[16,32] parameter(1)\n"
+      "  ac = f32[8,16] copy(a)\n  bc = f32[16,32] copy(b)\n"
+      "  d = f32[8,32] dot(ac, bc), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT c = f32[8,32] copy(d), sharding={devices=[2,2]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  expect(m, "d", "{devices=[2,2]0,1,2,3}");
+  expect(m, "ac", "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  expect(m, "bc", "{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(convolution_as_batch_dot) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  lhs = f32[32,24,64] parameter(0)\n"
+      "  lc = f32[32,24,64] copy(lhs), sharding={devices=[2,1,1]0,1}\n"
+      "  rhs = f32[32,39296,64] parameter(1)\n  rc = f32[32,39296,64] copy(rhs)\n"
+      "  conv = f32[32,24,39296] convolution(lc, rc), dim_labels=0bf_0oi->0bf,"
+      " window={size=32 stride=31 lhs_dilate=32}\n"
+      "  ROOT c = f32[32,24,39296] copy(conv)\n}\n",
+      "is_spmd=false");
+  expect(m, "conv", "{devices=[2,1,1]0,1}");
+  expect(m, "rc", "{devices=[2,1,1]0,1}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- data movement ---------------------------------------------------------------- */
+
+START_TEST(slice_pad_concat_dynamic_slice) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,16] parameter(0), sharding={devices=[2,2]0,1,2,3}\n"
+      "  s = f32[4,16] slice(p), slice={[0:4], [0:16]}\n"
+      "  z = f32[] constant(0)\n"
+      "  pd = f32[10,16] pad(p, z), padding=1_1x0_0\n"
+      "  i = s32[] parameter(1)\n"
+      "  ds = f32[8,4] dynamic-slice(p, i, i), dynamic_slice_sizes={8,4}\n"
+      "  cc = f32[16,16] concatenate(p, p), dimensions={0}\n"
+      "  ROOT t = (f32[4,16], f32[10,16], f32[8,4], f32[16,16]) tuple(s, pd, ds, cc)\n}\n",
+      "is_spmd=true");
+  expect(m, "s", "{devices=[2,2]0,1,2,3}");
+  expect(m, "pd", "{devices=[2,2]0,1,2,3}");
+  expect(m, "ds", "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");   /* sliced dim replicated */
+  expect(m, "cc", "{devices=[2,2]0,1,2,3}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(gather_and_scatter) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  input = f32[2,2,9] parameter(0), sharding={replicated}\n"
+      "  indices = s32[2,3,4] parameter(1), sharding={devices=[1,2,1]0,1}\n"
+      "  g = f32[3,4,9] gather(input, indices), offset_dims={2}, collapsed_slice_dims={0,1},"
+      " start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,9}\n"
+      "  ROOT c = f32[3,4,9] copy(g)\n}\n",
+      "is_spmd=false");
+  expect(m, "g", "{devices=[2,1,1]0,1}");   /* index passthrough */
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(a, b)\n}\nENTRY e {\n"
+      "  input = f32[2,9] parameter(0), sharding={replicated}\n"
+      "  indices = s32[3] parameter(1), sharding={replicated}\n"
+      "  updates = f32[3,9] parameter(2), sharding={devices=[1,2]0,1}\n"
+      "  sc = f32[2,9] scatter(input, indices, updates), to_apply=add, update_window_dims={1},"
+      " inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1\n"
+      "  ROOT c = f32[2,9] copy(sc)\n}\n",
+      "is_spmd=true");
+  expect(m, "sc", "{devices=[1,2]0,1}");     /* update window passthrough */
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- tuples and control flow -------------------------------------------------------- */
+
+START_TEST(while_state_agrees) {
+  hk_module *m = run_text(
+      "HloModule m\ncond {\n  cp = (f32[8], s32[]) parameter(0)\n"
+      "  ci = s32[] get-tuple-element(cp), index=1\n  lim = s32[] constant(4)\n"
+      "  ROOT lt = pred[] compare(ci, lim), direction=LT\n}\n"
+      "body {\n  bp = (f32[8], s32[]) parameter(0)\n"
+      "  bx = f32[8] get-tuple-element(bp), index=0\n  bi = s32[] get-tuple-element(bp), index=1\n"
+      "  nx = f32[8] negate(bx)\n  one = s32[] constant(1)\n  ni = s32[] add(bi, one)\n"
+      "  ROOT bt = (f32[8], s32[]) tuple(nx, ni)\n}\n"
+      "ENTRY e {\n  x = f32[8] parameter(0), sharding={devices=[4]0,1,2,3}\n"
+      "  z = s32[] constant(0)\n  t = (f32[8], s32[]) tuple(x, z)\n"
+      "  w = (f32[8], s32[]) while(t), condition=cond, body=body\n"
+      "  ROOT r = f32[8] get-tuple-element(w), index=0\n}\n",
+      "is_spmd=true");
+  expect(m, "bx", "{devices=[4]0,1,2,3}");
+  expect(m, "nx", "{devices=[4]0,1,2,3}");
+  expect(m, "w", "{{devices=[4]0,1,2,3}, {replicated}}");
+  expect(m, "bp", "{{devices=[4]0,1,2,3}, {replicated}}");
+  expect(m, "cp", "{{devices=[4]0,1,2,3}, {replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- annotations: Sharding custom calls, shard groups, manual regions ----------- */
+
+START_TEST(sharding_custom_call_unspecified_dims) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[6,3] parameter(0)\n"
+      "  c = f32[6,3] copy(p), sharding={devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}\n"
+      "  a = f32[6,3] custom-call(c), custom_call_target=\"Sharding\","
+      " backend_config=\"unspecified_dims=[1]\", sharding={devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  c2 = f32[6,3] copy(a)\n  ROOT c3 = f32[6,3] copy(c2)\n}\n",
+      "is_spmd=true");
+  expect(m, "c2", "{devices=[2,2]0,2,1,3}");   /* the open dim refined from the operand */
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(shard_as_group) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[16,16] parameter(0)\n"
+      "  p1 = f32[16,16] parameter(1), sharding={devices=[4,2]<=[8]}\n"
+      "  a1 = f32[16,16] add(p0, p0)\n"
+      "  s1 = f32[16,16] custom-call(a1), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  a2 = f32[16,16] add(p1, p1)\n"
+      "  s2 = f32[16,16] custom-call(a2), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  ROOT m = f32[16,16] multiply(s1, s2)\n}\n",
+      "is_spmd=true");
+  expect(m, "a2", "{devices=[4,2]<=[8]}");
+  expect(m, "a1", "{devices=[4,2]<=[8]}");     /* same group: same sharding */
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(manual_region) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8,4] parameter(0), sharding={devices=[4,1]0,1,2,3}\n"
+      "  c = f32[8,4] copy(p)\n"
+      "  a = f32[8,4] custom-call(c), custom_call_target=\"Sharding\", sharding={devices=[4,1]0,1,2,3}\n"
+      "  f = f32[2,4] custom-call(a), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+      "  n = f32[2,4] negate(f)\n"
+      "  b = f32[2,4] custom-call(n), custom_call_target=\"Sharding\", sharding={manual}\n"
+      "  ROOT s = f32[8,4] custom-call(b), custom_call_target=\"SPMDShardToFullShape\","
+      " sharding={devices=[4,1]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  expect(m, "n", "{manual}");
+  expect(m, "c", "{devices=[4,1]0,1,2,3}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- barriers (partitioners registered above) ------------------------------------- */
+
+START_TEST(barrier_from_blocks_forward_only) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[4]0,1,2,3}\n"
+      "  c = f32[8] copy(p)\n"
+      "  b = f32[8] custom-call(c), custom_call_target=\"ShardBarrierFrom\", custom_call_has_side_effect=true\n"
+      "  n = f32[8] negate(b)\n  ROOT r = f32[8] copy(n)\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[4]0,1,2,3}");
+  expect(m, "n", NULL);             /* nothing crossed forward */
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0)\n  c = f32[8] copy(p)\n"
+      "  b = f32[8] custom-call(c), custom_call_target=\"ShardBarrierFrom\", custom_call_has_side_effect=true\n"
+      "  n = f32[8] negate(b)\n  ROOT r = f32[8] copy(n), sharding={devices=[4]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[4]0,1,2,3}");   /* backward crosses */
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(barrier_to_blocks_backward_only) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0)\n  c = f32[8] copy(p)\n"
+      "  b = f32[8] custom-call(c), custom_call_target=\"ShardBarrierTo\", custom_call_has_side_effect=true\n"
+      "  n = f32[8] negate(b)\n  ROOT r = f32[8] copy(n), sharding={devices=[4]0,1,2,3}\n}\n",
+      "is_spmd=true");
+  expect(m, "n", "{devices=[4]0,1,2,3}");
+  expect(m, "c", "{replicated}");           /* only the barrier's replicated sharding */
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[4]0,1,2,3}\n"
+      "  c = f32[8] copy(p)\n"
+      "  b = f32[8] custom-call(c), custom_call_target=\"ShardBarrierTo\", custom_call_has_side_effect=true\n"
+      "  n = f32[8] negate(b)\n  ROOT r = f32[8] copy(n)\n}\n",
+      "is_spmd=true");
+  expect(m, "n", "{devices=[4]0,1,2,3}");   /* forward crosses */
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- options ---------------------------------------------------------------------------- */
+
+START_TEST(partial_shardings_merge_only_in_spmd) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
+      "  p1 = f32[8,8] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  a = f32[8,8] add(p0, p1)\n  ROOT c = f32[8,8] copy(a)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=true");
+  expect(m, "a", "{devices=[2,2]0,1,2,3}");
+  hk_module_free(m);
+  m = run_text(text, "is_spmd=false");
+  expect(m, "a", "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(propagation_to_output_and_parameters) {
+  const char *text =
+      "HloModule m\nENTRY e {\n  p0 = f32[4] parameter(0)\n  p1 = f32[4] parameter(1)\n"
+      "  a = f32[4] add(p0, p1), sharding={devices=[4]0,1,2,3}\n  ROOT n = f32[4] negate(a)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=true");
+  expect(m, "n", NULL);
+  expect(m, "p0", NULL);
+  hk_module_free(m);
+  m = run_text(text,
+               "is_spmd=true allow_spmd_sharding_propagation_to_output=[true] "
+               "allow_spmd_sharding_propagation_to_parameters=[false,true]");
+  expect(m, "n", "{devices=[4]0,1,2,3}");
+  expect(m, "p0", NULL);
+  expect(m, "p1", "{devices=[4]0,1,2,3}");
+  hk_module_free(m);
+  m = run_text(   /* not evenly divisible: the output stays replicated */
+      "HloModule m\nENTRY e {\n  p = f32[4] parameter(0), sharding={devices=[4]0,1,2,3}\n"
+      "  c = f32[4] copy(p)\n  ROOT s = f32[3] slice(c), slice={[0:3]}\n}\n",
+      "is_spmd=true allow_spmd_sharding_propagation_to_output=[true]");
+  expect(m, "s", "{replicated}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(metadata_kept_only_when_asked) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8] parameter(0), sharding={devices=[2]0,1 metadata={op_name=\"x\"}}\n"
+      "  n = f32[8] negate(p)\n  ROOT c = f32[8] copy(n)\n}\n";
+  hk_module *m = run_text(text, "propagate_metadata=true");
+  ck_assert_int_eq(find(m, "n")->sharding->n_metadata, 1);
+  ck_assert_str_eq(find(m, "n")->sharding->metadata[0].op_name, "x");
+  hk_module_free(m);
+  m = run_text(text, "propagate_metadata=false");
+  ck_assert_int_eq(find(m, "n")->sharding->n_metadata, 0);
+  ck_assert_int_eq(find(m, "p")->sharding->n_metadata, 0);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(unchanged_module_reports_no_change) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+      "  ROOT n = f32[8] negate(p), sharding={devices=[2]0,1}\n}\n");
+  ck_assert(!propagate(m, "is_spmd=true"));
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- explain --------------------------------------------------------------------------- */
+
+static const hk_prop_record *record_of(const hk_prop_record *r, int64_t n, const char *name) {
+  for (int64_t k = 0; k < n; k++)
+    if (strcmp(r[k].instr, name) == 0) return &r[k];
+  ck_abort_msg("no record for %s", name);
+  return NULL;
+}
+
+START_TEST(explain_records_the_chain) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\nENTRY e {\n  p = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  n = f32[8,4] negate(p)\n  t = f32[4,8] transpose(n), dimensions={1,0}\n"
+      "  ROOT c = f32[4,8] copy(t)\n}\n");
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sharding-propagation", "is_spmd=true", &err);
+  ck_assert_ok(err);
+  bool changed;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  const hk_prop_explain_vtable *x = hk_pass_extension(p, HK_PROP_EXPLAIN_IFACE);
+  ck_assert_ptr_nonnull(x);
+  const hk_prop_record *r;
+  int64_t n = x->records(p, &r);
+  const hk_prop_record *t = record_of(r, n, "t");
+  ck_assert_str_eq(t->source, "n");
+  ck_assert_str_eq(t->rule, "transpose");
+  ck_assert_int_eq(t->dir, HK_PROP_DIR_FORWARD);
+  ck_assert_int_eq(t->level, 0);
+  const hk_prop_record *nn = record_of(r, n, "n");
+  ck_assert_str_eq(nn->source, "p");
+  ck_assert_int_eq(record_of(r, n, "p")->dir, HK_PROP_DIR_PROVIDED);
+  ck_assert_int_eq(record_of(r, n, "c")->dir, HK_PROP_DIR_NONE);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+}
+END_TEST
+
+/* `hlokit explain` prints the same chain, as text and as JSON. */
+START_TEST(explain_command_prints_the_chain) {
+  char exe[2048], tmp[] = "/tmp/hk-explain-XXXXXX.hlo", cmd[4600];
+  hk_test_plugin_path("propagation", exe, sizeof exe);
+  char *plugins = strstr(exe, "/../plugins/");
+  ck_assert_ptr_nonnull(plugins);
+  strcpy(plugins, "/../hlokit");
+  int fd = mkstemps(tmp, 4);
+  ck_assert_int_ge(fd, 0);
+  const char *text =
+      "HloModule m\nENTRY e {\n  p = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  n = f32[8,4] negate(p)\n  t = f32[4,8] transpose(n), dimensions={1,0}\n"
+      "  ROOT c = f32[4,8] copy(t)\n}\n";
+  ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  snprintf(cmd, sizeof cmd, "%s explain %s '--passes=sharding-propagation{is_spmd=true}' --instr=t --json",
+           exe, tmp);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  char out[4096];
+  size_t n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  ck_assert_int_eq(pclose(f), 0);
+  ck_assert_msg(strstr(out, "\"instruction\": \"t\", \"computation\": \"e\", \"sharding\": "
+                            "\"{devices=[1,2]0,1}\", \"direction\": \"forward\", \"rule\": "
+                            "\"transpose\", \"level\": 0, \"source\": \"n\"") != NULL, "%s", out);
+  ck_assert_msg(strstr(out, "\"instruction\": \"p\"") && strstr(out, "\"direction\": \"provided\""),
+                "%s", out);
+  snprintf(cmd, sizeof cmd, "%s explain %s '--passes=sharding-propagation{is_spmd=true}' --instr=nope 2>&1",
+           exe, tmp);
+  f = popen(cmd, "r");
+  n = fread(out, 1, sizeof out - 1, f);
+  out[n] = 0;
+  ck_assert_int_eq(WEXITSTATUS(pclose(f)), 2);
+  ck_assert_msg(strstr(out, "no instruction 'nope'") != NULL, "%s", out);
+  unlink(tmp);
+}
+END_TEST
+
+static Suite *propagation_suite(void) {
+  Suite *s = suite_create("propagation");
+  TCase *t = tcase_create("rules");
+  tcase_add_unchecked_fixture(t, load_plugin, unload_plugin);
+  tcase_add_test(t, elementwise_both_directions);
+  tcase_add_test(t, broadcast_forward_and_backward);
+  tcase_add_test(t, transpose_and_reshape);
+  tcase_add_test(t, reduce_keeps_other_dims);
+  tcase_add_test(t, megatron_dots);
+  tcase_add_test(t, dot_operand_from_output);
+  tcase_add_test(t, convolution_as_batch_dot);
+  tcase_add_test(t, slice_pad_concat_dynamic_slice);
+  tcase_add_test(t, gather_and_scatter);
+  tcase_add_test(t, while_state_agrees);
+  tcase_add_test(t, sharding_custom_call_unspecified_dims);
+  tcase_add_test(t, shard_as_group);
+  tcase_add_test(t, manual_region);
+  tcase_add_test(t, barrier_from_blocks_forward_only);
+  tcase_add_test(t, barrier_to_blocks_backward_only);
+  tcase_add_test(t, partial_shardings_merge_only_in_spmd);
+  tcase_add_test(t, propagation_to_output_and_parameters);
+  tcase_add_test(t, metadata_kept_only_when_asked);
+  tcase_add_test(t, unchanged_module_reports_no_change);
+  tcase_add_test(t, explain_records_the_chain);
+  tcase_add_test(t, explain_command_prints_the_chain);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(propagation_suite)

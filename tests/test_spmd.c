@@ -1,0 +1,369 @@
+/* test_spmd.c - Check tests of the spmd-partitioning plugin: the driver
+ * contract (seed messages, RET_CHECKs, options, threshold gate, channel
+ * ids, recorded shardings), the extension vtable, and rewrites (Megatron
+ * MLP, reshards) checked against the evaluator-free structure. */
+#include "hlokit/spmd.h"
+#include "pipeline/pipeline.h"
+#include "testutil.h"
+
+static hk_registry *reg;
+
+static void load_plugins(void) {
+  char path[4096];
+  reg = hk_registry_new();
+  hk_test_plugin_path("stock", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  hk_test_plugin_path("spmd", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+}
+
+static void unload_plugins(void) { hk_registry_free(reg); }
+
+static hk_pass *make_pass(const char *opts) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "spmd-partitioning", opts, &err);
+  ck_assert_ok(err);
+  ck_assert_ptr_nonnull(p);
+  return p;
+}
+
+/* Runs spmd-partitioning; returns the error (NULL on success). */
+static hk_status *partition(hk_module *m, const char *opts) {
+  hk_pass *p = make_pass(opts);
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_pass_destroy(p);
+  if (!st) ck_assert(changed);
+  return st;
+}
+
+static void expect_error(const char *text, const char *opts, const char *msg) {
+  hk_module *m = hk_test_parse(text);
+  hk_status *st = partition(m, opts);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, msg), "message '%s' lacks '%s'", st->message, msg);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+
+static char *read_fixture(const char *name) {
+  char path[4096];
+  snprintf(path, sizeof path, "fixtures/%s", name);
+  FILE *f = fopen(path, "rb");
+  ck_assert_ptr_nonnull(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *buf = malloc((size_t)n + 1);
+  ck_assert_int_eq(fread(buf, 1, (size_t)n, f), (size_t)n);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+/* ---- options and the gate ------------------------------------------------ */
+
+START_TEST(option_defaults) {
+  hk_pass *p = make_pass(NULL);
+  const hk_spmd_partitioner_vtable *vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
+  ck_assert_ptr_nonnull(vt);
+  ck_assert_int_ge(vt->ext_size, sizeof(hk_spmd_partitioner_vtable));
+  const hk_spmd_options *o = vt->options(p);
+  ck_assert(o->conv_halo_exchange_always_on_lhs);
+  ck_assert_int_eq(o->report_instruction_count, 5);
+  ck_assert_int_eq(o->threshold_for_windowed_einsum_mib, 256);
+  ck_assert(!o->unroll_windowed_einsum && !o->bidirectional_windowed_einsum);
+  ck_assert(!o->allow_module_signature_change);
+  ck_assert(o->cache_all_gather);
+  ck_assert(!o->choose_faster_windowed_einsum_over_mem);
+  ck_assert(!o->bidirectional_decomposed_all_gather && !o->skip_checking_windowed_einsum_users);
+  ck_assert(o->enable_windowed_einsum_for_all_gather && o->enable_windowed_einsum_for_reduce_scatter);
+  ck_assert(!o->disable_ag_rewrite_for_multiple_consumers);
+  ck_assert_int_eq(o->gather_partition_method, HK_SPMD_GS_INDEX_PARALLEL);
+  ck_assert_int_eq(o->scatter_partition_method, HK_SPMD_GS_INDEX_PARALLEL);
+  ck_assert(!o->has_total_bytes_windowed_einsum_threshold);
+  ck_assert_ptr_null(hk_pass_extension(p, "hlokit.other"));
+  hk_pass_destroy(p);
+
+  p = make_pass("threshold_for_windowed_einsum_mib=100000 allow_module_signature_change=true "
+                "gather_partition_method=kTrivialSlicedOperand total_bytes_windowed_einsum_threshold=64");
+  vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
+  o = vt->options(p);
+  ck_assert_int_eq(o->threshold_for_windowed_einsum_mib, 100000);
+  ck_assert(o->allow_module_signature_change);
+  ck_assert_int_eq(o->gather_partition_method, HK_SPMD_GS_TRIVIAL_SLICED_OPERAND);
+  ck_assert(o->has_total_bytes_windowed_einsum_threshold);
+  ck_assert_int_eq(o->total_bytes_windowed_einsum_threshold, 64);
+  hk_pass_destroy(p);
+
+  hk_status *err = NULL;
+  ck_assert_ptr_null(hk_registry_create_pass(reg, "spmd-partitioning", "no_such_option=1", &err));
+  ck_assert_ptr_nonnull(err);
+  hk_status_free(err);
+}
+END_TEST
+
+START_TEST(windowed_einsum_threshold_gate) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  a = f32[4,4] parameter(0)\n  b = f32[4,4] parameter(1)\n"
+      "  ROOT d = f32[4,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  hk_instr *a = m->entry->params[0], *b = m->entry->params[1];
+  hk_pass *p = make_pass(NULL);
+  const hk_spmd_partitioner_vtable *vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
+  hk_spmd_options o = *vt->options(p);
+  ck_assert(!hk_spmd_should_enable_windowed_einsum_with_threshold(&o, a, b, 0)); /* unset */
+  o.has_total_bytes_windowed_einsum_threshold = true;
+  o.total_bytes_windowed_einsum_threshold = 128;          /* operands: 64 + 64 bytes */
+  ck_assert(!hk_spmd_should_enable_windowed_einsum_with_threshold(&o, a, b, 0));
+  o.total_bytes_windowed_einsum_threshold = 127;
+  ck_assert(hk_spmd_should_enable_windowed_einsum_with_threshold(&o, a, b, 0));
+  hk_pass_destroy(p);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- the entry contract and side-effect messages ---------------------------- */
+
+START_TEST(entry_parameter_sharding_message) {
+  expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
+               "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
+               "  ROOT r = f32[4] copy(p), sharding={replicated}\n}\n",
+               NULL, "Unsupported entry parameter sharding:");
+}
+END_TEST
+
+START_TEST(entry_root_sharding_message) {
+  expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
+               "  p = f32[4] parameter(0), sharding={replicated}\n"
+               "  ROOT r = f32[4] copy(p), sharding={devices=[2]0,1}\n}\n",
+               NULL, "Unsupported entry root sharding: ");
+}
+END_TEST
+
+START_TEST(side_effect_must_have_sharding) {
+  expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
+               "  p = f32[4] parameter(0), sharding={replicated}\n"
+               "  cc = f32[4] custom-call(p), custom_call_target=\"foo\", custom_call_has_side_effect=true\n"
+               "  ROOT r = f32[4] copy(p), sharding={replicated}\n}\n",
+               NULL, "Side-effect HLO must have sharding: ");
+}
+END_TEST
+
+START_TEST(side_effect_cannot_be_replicated) {
+  expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
+               "  p = f32[4] parameter(0), sharding={replicated}\n"
+               "  cc = f32[4] custom-call(p), custom_call_target=\"foo\", custom_call_has_side_effect=true, sharding={replicated}\n"
+               "  ROOT r = f32[4] copy(p), sharding={replicated}\n}\n",
+               NULL, "side-effect HLO cannot have a replicated sharding: ");
+}
+END_TEST
+
+START_TEST(signature_change_allows_tiled_entry) {
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                               "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
+                               "  ROOT r = f32[4] negate(p), sharding={devices=[2]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
+  ck_assert(m->config.has_entry_layout);
+  ck_assert_int_eq(m->config.entry_layout.params[0]->dims[0], 2);
+  /* RecordInputsOutputsSharding */
+  ck_assert_int_eq(m->config.n_spmd_parameters_shardings, 1);
+  ck_assert(hk_sharding_is_tiled(m->config.spmd_parameters_shardings[0]));
+  ck_assert(hk_sharding_is_tiled(m->config.spmd_output_sharding));
+  /* shardings cleared */
+  for (hk_instr *i = m->entry->first; i; i = i->next) ck_assert_ptr_null(i->sharding);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- RET_CHECKs through a derived vtable -------------------------------------- */
+
+static hk_spmd_partitioner_vtable derived_vt;
+static const hk_spmd_partitioner_vtable *base_vt;
+static int derived_mode;
+
+/* Tiles parameter 0 after the base preprocessing (bypassing the entry
+ * contract), so its partitioned shape differs. */
+static hk_status *derived_preprocess(hk_pass *self, hk_module *m, const hk_exec_threads *t) {
+  HK_TRY(base_vt->preprocess_sharding(self, m, t));
+  if (derived_mode == 1) {
+    int64_t tile = 2;
+    m->entry->params[0]->sharding = hk_sharding_tiled_iota(m, 1, &tile, false);
+  }
+  return NULL;
+}
+
+/* Mode 2: an extra parameter; mode 3: a root of another shape. */
+static hk_status *derived_handle(hk_pass *self, hk_spmd_partition_ctx *ctx, hk_instr *orig) {
+  HK_TRY(base_vt->handle_instruction(self, ctx, orig));
+  if (!hk_instr_is_root(orig)) return NULL;
+  hk_computation *b = ctx->ops->builder(ctx);
+  hk_module *m = ctx->ops->module(ctx);
+  if (derived_mode == 2) {
+    hk_instr *p = hk_instr_new(b, HK_OP_PARAMETER, hk_shape_scalar(m, HK_F32), 0, NULL, "extra");
+    hk_instr_attrs(p)->parameter_number = b->n_params;
+    hk_computation_register_param(b, p);
+  } else if (derived_mode == 3) {
+    hk_status *err = NULL;
+    hk_instr *local = ctx->ops->operand(ctx, orig, NULL, &err);
+    HK_TRY(err);
+    int64_t two = 2;
+    hk_instr *s = hk_instr_new(b, HK_OP_SLICE, hk_shape_array(m, HK_F32, 1, &two), 1, &local, NULL);
+    hk_slice_dim *sd = hk_alloc(m, sizeof *sd);
+    *sd = (hk_slice_dim){0, 2, 1};
+    hk_instr_attrs(s)->n_slice = 1;
+    hk_instr_attrs(s)->slice = sd;
+    ctx->ops->set_partitioned(ctx, orig, s, hk_sharding_replicated(m));
+  }
+  return NULL;
+}
+
+static void expect_ret_check(int mode, const char *msg) {
+  hk_pass *p = make_pass(NULL);
+  base_vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
+  derived_vt = *base_vt;
+  derived_vt.preprocess_sharding = derived_preprocess;
+  derived_vt.handle_instruction = derived_handle;
+  base_vt->set_vtable(p, &derived_vt);
+  ck_assert_ptr_eq(hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE), &derived_vt);
+  derived_mode = mode;
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                               "  p = f32[4] parameter(0), sharding={replicated}\n"
+                               "  ROOT r = f32[4] negate(p), sharding={replicated}\n}\n");
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, msg), "'%s' lacks '%s'", st->message, msg);
+  ck_assert(strstr(st->message, "RET_CHECK failure"));
+  hk_status_free(st);
+  hk_module_free(m);
+  hk_pass_destroy(p);
+}
+
+START_TEST(ret_check_parameter_shape) {
+  expect_ret_check(1, "Parameter shape changed for the entry computation");
+}
+END_TEST
+
+START_TEST(ret_check_parameter_count) {
+  expect_ret_check(2, "Parameter count changed for the entry computation");
+}
+END_TEST
+
+START_TEST(ret_check_result_shape) {
+  expect_ret_check(3, "Result shape changed for the entry computation");
+}
+END_TEST
+
+/* ---- channel ids ------------------------------------------------------------ */
+
+START_TEST(channel_ids_unique_and_increasing) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\n"
+      "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  q = f32[8,8] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+      "  x = f32[8,8] all-reduce(p), channel_id=7, replica_groups={{0}}, to_apply=sum, sharding={devices=[4,1]<=[4]}\n"
+      "  t = f32[8,8] add(x, q), sharding={devices=[2,2]<=[4]}\n"
+      "  ROOT r = f32[8,8] negate(t), sharding={replicated}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  int64_t last = 7, n = 0;
+  for (hk_instr *i = m->entry->first; i; i = i->next) {
+    int64_t id = hk_instr_channel_id(i);
+    if (!id || (i->opcode == HK_OP_ALL_REDUCE && id == 7)) continue;
+    ck_assert_int_gt(id, last);  /* fresh ids after the module's own, increasing */
+    last = id;
+    n++;
+  }
+  ck_assert_int_ge(n, 3);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- rewrites ------------------------------------------------------------------ */
+
+START_TEST(megatron_mlp_one_all_reduce_per_layer) {
+  char *text = read_fixture("mlp.hlo");
+  hk_module *m = hk_test_parse(text);
+  free(text);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &vo));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 2); /* two layers */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 0);
+  /* Column-sharded weights are local shards: f32[64,32]. */
+  ck_assert_int_eq(m->entry->params[1]->shape->dims[1], 32);
+  ck_assert_int_eq(m->entry->params[2]->shape->dims[0], 32);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(reshard_replicated_to_tiled_is_local_slice) {
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  p = f32[8,6] parameter(0), sharding={replicated}\n"
+                               "  ROOT r = f32[8,6] negate(p), sharding={devices=[2,2]<=[4]}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE) >= 1, 1);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 4);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(reshard_tiled_to_replicated_all_gathers) {
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
+                               "  ROOT r = f32[7] negate(p), sharding={replicated}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);
+  ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2); /* ceil(7/4) */
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(unsupported_op_falls_back_replicated) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  p = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  ROOT r = f32[6,4] reshape(p), sharding={devices=[2,1]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 3);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
+  hk_module_free(m);
+}
+END_TEST
+
+static Suite *spmd_suite(void) {
+  Suite *s = suite_create("spmd");
+  TCase *t = tcase_create("driver");
+  tcase_add_checked_fixture(t, load_plugins, unload_plugins);
+  tcase_add_test(t, option_defaults);
+  tcase_add_test(t, windowed_einsum_threshold_gate);
+  tcase_add_test(t, entry_parameter_sharding_message);
+  tcase_add_test(t, entry_root_sharding_message);
+  tcase_add_test(t, side_effect_must_have_sharding);
+  tcase_add_test(t, side_effect_cannot_be_replicated);
+  tcase_add_test(t, signature_change_allows_tiled_entry);
+  tcase_add_test(t, ret_check_parameter_shape);
+  tcase_add_test(t, ret_check_parameter_count);
+  tcase_add_test(t, ret_check_result_shape);
+  tcase_add_test(t, channel_ids_unique_and_increasing);
+  suite_add_tcase(s, t);
+  TCase *r = tcase_create("rewrites");
+  tcase_add_checked_fixture(r, load_plugins, unload_plugins);
+  tcase_add_test(r, megatron_mlp_one_all_reduce_per_layer);
+  tcase_add_test(r, reshard_replicated_to_tiled_is_local_slice);
+  tcase_add_test(r, reshard_tiled_to_replicated_all_gathers);
+  tcase_add_test(r, unsupported_op_falls_back_replicated);
+  suite_add_tcase(s, r);
+  return s;
+}
+
+HK_TEST_MAIN(spmd_suite)
