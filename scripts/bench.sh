@@ -4,7 +4,8 @@
 # Usage: scripts/bench.sh BUILD [BENCH...]
 #   BENCH_SIZES="1000 10000 100000 1000000"   module sizes (instructions)
 #   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
-# Benches: parse (parse and print), pipeline (pass dispatch).  To add one, write bench_NAME (it gets
+# Benches: parse (parse and print), pipeline (pass dispatch), propagation
+# (sharding-propagation over parameter-annotated modules).  To add one, write bench_NAME (it gets
 # the size list; gen_module SIZE ANNOTATE gives a module path) and list it
 # in BENCHES below.  Modules are kept in build/bench/.
 set -euo pipefail
@@ -15,7 +16,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(parse pipeline)
+BENCHES=(parse pipeline propagation)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -76,6 +77,27 @@ bench_pipeline() {
     "$build/hk-bench-pipeline" --instructions="$n" --passes=1000 --runs=5 --row |
       awk '{ printf "%9d %7d | %10.4f %10.4f %+8.2f | %12.1f %12.5f\n", $1, $2, $3, $4, $5, $6, $7 }'
   done
+}
+
+bench_propagation() {
+  echo
+  echo "== sharding-propagation{is_spmd=true} over modules annotated only at their parameters"
+  printf '%9s | %9s %9s | %10s\n' instrs "best s" "Minstr/s" "us/instr"
+  local first_n="" first_t="" last_n="" last_t=""
+  for n in "${sizes[@]}"; do
+    local f best="" t
+    f=$(gen_module "$n" params)
+    for _ in $(seq "$(runs_for "$n")"); do
+      t=$("$build/hlokit" opt "$f" --no-verify --passes='sharding-propagation{is_spmd=true}' \
+            --time-passes -o /dev/null 2>&1 | awk '$2 == "sharding-propagation" { print $3 / 1000 }')
+      if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
+    done
+    awk -v n="$n" -v t="$best" 'BEGIN { printf "%9d | %9.4f %9.3f | %10.3f\n", n, t, n/t/1e6, t/n*1e6 }'
+    if [ -z "$first_n" ]; then first_n=$n; first_t=$best; fi
+    last_n=$n; last_t=$best
+  done
+  awk -v a="$first_n" -v b="$last_n" -v t0="$first_t" -v t1="$last_t" \
+    'BEGIN { printf "growth (time per instruction at %d vs %d): %.2fx\n", b, a, (t1/b)/(t0/a) }'
 }
 
 for b in "${BENCHES[@]}"; do

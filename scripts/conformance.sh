@@ -2,6 +2,9 @@
 # conformance.sh - runs the conformance runner and fails when a pass rate is under its floor.
 #
 # Usage: scripts/conformance.sh BUILD [hk-conformance args...]
+#   JOBS=N                          cases at once (default: the core count)
+#   HLOKIT_CONFORMANCE_TIMEOUT=S    seconds per case (default 30)
+#   HLOKIT_CONFORMANCE_DIR=DIR      the corpus (default ../shared/conformance)
 # Floors: scripts/conformance-floors.txt, lines "NAME RATE" where NAME is a
 # suite (parser) or suite/kind (parser/roundtrip); '#' starts a comment.
 # The full output is kept in BUILD/conformance.txt, failing cases listed in it.
@@ -28,10 +31,13 @@ if [ ! -d "$dir" ]; then
   exit 2
 fi
 
-"$runner" --dir="$dir" --hlokit="$build/hlokit" "$@" >"$out"
+# Cases run JOBS at a time (default: the core count), each given
+# HLOKIT_CONFORMANCE_TIMEOUT seconds before it counts as failed (timed out).
+"$runner" --dir="$dir" --hlokit="$build/hlokit" --timeout="${HLOKIT_CONFORMANCE_TIMEOUT:-30}" \
+  "$@" >"$out"
 rc=$?
 # Failing cases first (they can be many), then the table.
-grep -E '^FAIL ' "$out" || true
+grep -E '^FAIL ' "$out" | sort || true
 grep -v -E '^(FAIL|pass|rate) |^[0-9]+ passed, [0-9]+ failed$' "$out"
 if [ $rc -gt 1 ]; then
   echo "conformance: the runner failed (exit $rc)" >&2

@@ -1,5 +1,6 @@
 /* test_eval.c - known-answer tests of the evaluator: every op family, XLA's
  * edge semantics, and collectives on 2, 4 and 8 simulated devices. */
+#include <json-c/json.h>
 #include <libgen.h>
 #include <math.h>
 #include <sys/wait.h>
@@ -803,6 +804,76 @@ START_TEST(test_cli_errors_exit_2) {
 }
 END_TEST
 
+/* ---- conformance: every spmd.jsonl module as a global program ---------------------- */
+
+
+
+typedef struct conf_counts {
+  int total, passed, too_big, too_slow, unsupported, failed;
+} conf_counts;
+
+static void conformance_case(const char *name, const char *hlo, conf_counts *c) {
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(hlo, strlen(hlo), name, &m);
+  hk_value **args = NULL;
+  int np = 0;
+  if (!st) {
+    np = m->entry->n_params;
+    args = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
+    hk_eval_options o = {.seed = 1, .max_value_bytes = 64 << 20, .time_limit_ms = 1000};
+    st = hk_eval_check_sizes(m, &o);
+    for (int i = 0; i < np && !st; i++) args[i] = hk_value_random(m->entry->params[i]->shape, 1, (uint64_t)i);
+    hk_value *r = NULL;
+    if (!st) st = hk_eval_module(m, args, np, &r, &o, NULL);
+    hk_value_release(r);
+  }
+  c->total++;
+  if (!st) {
+    c->passed++;
+  } else {
+    const char *kind = strstr(st->message, "exceeds the evaluator's limit") ? "too large"
+                       : strstr(st->message, "time limit") ? "too slow"
+                       : st->code == HK_UNIMPLEMENTED ? "unsupported" : "FAILED";
+    if (kind[0] == 't' && kind[4] == 'l') c->too_big++;
+    else if (kind[0] == 't') c->too_slow++;
+    else if (kind[0] == 'u') c->unsupported++;
+    else c->failed++;
+    printf("  %-11s %s: %.200s\n", kind, name, st->message);
+    hk_status_free(st);
+  }
+  for (int i = 0; i < np; i++) hk_value_release(args ? args[i] : NULL);
+  free(args);
+  hk_module_free(m);
+}
+
+START_TEST(test_conformance_spmd_global) {
+  if (getenv("HLOKIT_VALGRIND")) return;   /* minutes under valgrind */
+  char path[4096];
+  snprintf(path, sizeof path, "%s/spmd.jsonl", hk_test_conformance_dir());
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    printf("conformance: %s not found, skipped\n", path);
+    return;
+  }
+  conf_counts c = {0};
+  char *line = NULL;
+  size_t cap = 0;
+  while (getline(&line, &cap, f) > 0) {
+    json_object *o = json_tokener_parse(line), *h, *n;
+    if (o && json_object_object_get_ex(o, "hlo", &h) && json_object_object_get_ex(o, "name", &n))
+      conformance_case(json_object_get_string(n), json_object_get_string(h), &c);
+    json_object_put(o);
+  }
+  free(line);
+  fclose(f);
+  printf("conformance spmd.jsonl as global programs: %d/%d evaluate (%d too large for the 64 MiB"
+         " limit, %d over the 1 s budget, %d unsupported, %d failed)\n",
+         c.passed, c.total, c.too_big, c.too_slow, c.unsupported, c.failed);
+  ck_assert_int_eq(c.failed, 0);
+  ck_assert_int_ge(c.passed, 200);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -846,6 +917,10 @@ static Suite *eval_suite(void) {
   tcase_add_test(k, test_cli_check_tells_right_from_wrong);
   tcase_add_test(k, test_cli_errors_exit_2);
   suite_add_tcase(s, k);
+  TCase *f = tcase_create("conformance");
+  tcase_set_timeout(f, 600);
+  tcase_add_test(f, test_conformance_spmd_global);
+  suite_add_tcase(s, f);
   return s;
 }
 

@@ -178,6 +178,13 @@ START_TEST(transpose_and_reshape) {
       "is_spmd=false");
   expect(m, "r", "{devices=[1,1,2,2,4]0,4,8,12,1,5,9,13,2,6,10,14,3,7,11,15 last_tile_dim_replicate}");
   hk_module_free(m);
+  m = run_text(   /* 12x8 -> 8x12: the common major factor 4 keeps the 2 partitions */
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[12,8] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+      "  r = f32[8,12] reshape(p)\n  ROOT c = f32[8,12] copy(r)\n}\n",
+      "is_spmd=false");
+  expect(m, "r", "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  hk_module_free(m);
 }
 END_TEST
 

@@ -179,6 +179,11 @@ typedef struct hk_eval_stats {
   int64_t collective_bytes[HK_EVAL_NUM_COLLECTIVE_KINDS];   /* operand bytes sent */
 } hk_eval_stats;
 
+/* The size check hk_eval_module / hk_eval_spmd make before running:
+ * an error naming the first instruction whose value exceeds
+ * opts->max_value_bytes. */
+hk_status *hk_eval_check_sizes(const hk_module *m, const hk_eval_options *opts);
+
 /* Runs the entry computation with args (one per entry parameter; the
  * callee does not take the references).  *result gets a new reference.
  * stats may be NULL.  Replica and partition id are 0. */

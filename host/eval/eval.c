@@ -173,6 +173,10 @@ hk_status *hk_eval_plan_build_checked(const hk_module *m, const hk_eval_options 
   return hk_eval_plan_build(m, out);
 }
 
+hk_status *hk_eval_check_sizes(const hk_module *m, const hk_eval_options *opts) {
+  return check_sizes(m, opts ? opts->max_value_bytes : 0);
+}
+
 hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out) {
   *out = NULL;
   if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "module %s has no entry computation", m->name);
@@ -230,7 +234,9 @@ static int64_t now_ns(void) {
 }
 
 static hk_status *check_deadline(hk_device_ctx *d, const hk_instr *ins) {
-  if (!d->deadline_ns || ++d->steps_since_check < 256) return NULL;
+  if (!d->deadline_ns) return NULL;
+  if (++d->steps_since_check < 256 && (ins->shape->elem == HK_TUPLE || hk_shape_elements(ins->shape) < 4096))
+    return NULL;
   d->steps_since_check = 0;
   if (now_ns() < d->deadline_ns) return NULL;
   return hk_eval_error(ins, HK_FAILED_PRECONDITION, "time limit of %lld ms exceeded",

@@ -422,7 +422,21 @@ static bool reshape_factors(const hk_shape *from, const hk_shape *to, const pt_t
       tt = 1;
       continue;
     }
-    /* sizes do not nest: everything left is replicated */
+    /* sizes do not nest: split off their common major factor, if any */
+    int64_t g = gcd64(s, tt);
+    if (g > 1) {
+      int64_t pg = minor_must_be_whole ? 1 : gcd64(g, p);
+      if (pg > 1) add_factor(w, pg, j);
+      p /= pg;
+      if (g / pg > 1 && p > 1) {
+        add_factor(w, p, -1);
+        p = 1;
+      }
+      if (g > pg) minor_must_be_whole = true;
+      s /= g;
+      tt /= g;
+      continue;
+    }
     if (p > 1) add_factor(w, p, -1);
     for (int k = i + 1; k < from->rank; k++)
       if (t->dims[k] > 1) add_factor(w, t->dims[k], -1);

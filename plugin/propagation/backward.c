@@ -131,6 +131,18 @@ static const hk_sharding *from_transpose(prop_ctx *cx, const hk_instr *user) {
 
 static bool same_dims(const hk_shape *a, const hk_shape *b);
 
+/* An outfeed's sharding covers (operand 0, token) flattened: operand 0
+ * takes the leading elements. */
+static const hk_sharding *from_outfeed(prop_ctx *cx, const hk_instr *i, const hk_instr *user) {
+  if (user->operands[0] != i) return NULL;
+  const hk_sharding *s = user->sharding;
+  if (s->kind != HK_SHARDING_TUPLE) return sa_tuple_of(cx->m, i->shape, s);
+  int64_t n = hk_shape_leaf_count(i->shape);
+  if (n > s->n_elems) return NULL;
+  if (!hk_shape_is_tuple(i->shape)) return s->elems[0];
+  return hk_sharding_tuple(cx->m, (int)n, s->elems);
+}
+
 static const hk_sharding *from_custom_call_user(prop_ctx *cx, const hk_instr *i,
                                                 const hk_instr *user) {
   (void)cx;
@@ -187,6 +199,7 @@ static const hk_sharding *from_user_by_opcode(prop_ctx *cx, const hk_instr *i,
     case HK_OP_GATHER: return prop_gather_backward(cx, i, user, mc);
     case HK_OP_SCATTER: return prop_scatter_backward(cx, i, user, mc);
     case HK_OP_CUSTOM_CALL: return from_custom_call_user(cx, i, user);
+    case HK_OP_OUTFEED: return from_outfeed(cx, i, user);
     case HK_OP_CALL: case HK_OP_CONDITIONAL: {
       int64_t k = operand_index(user, i);
       const hk_computation *c = NULL;

@@ -109,7 +109,8 @@ bool prop_passthrough_cc(const hk_instr *i) {
       !hk_shape_is_array(i->operands[0]->shape) || i->operands[0]->shape->rank != i->shape->rank)
     return false;
   static const char *const names[] = {"ResizeNearest", "ResizeBilinear", "ResizeNearestGrad",
-                                      "ResizeBilinearGrad", "Cholesky", "LayoutConstraint"};
+                                      "ResizeBilinearGrad", "Cholesky", "LayoutConstraint",
+                                      "MoveToHost", "MoveToDevice"};
   for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
     if (prop_is_cc(i, names[k])) return true;
   return false;
@@ -156,7 +157,7 @@ bool prop_supports_spatial(const prop_ctx *cx, const hk_instr *i, bool allow_out
     case HK_OP_CALL: case HK_OP_COPY: case HK_OP_BITCAST:
       return true;
     case HK_OP_ALL_REDUCE: case HK_OP_REDUCE_SCATTER:
-      return hk_instr_channel_id(i) == 0;
+      return hk_instr_channel_id(i) == 0 || !cx->o.is_spmd;
     case HK_OP_PARAMETER:
       return prop_caller(c) != NULL || entry_param_allowed(cx, i);
     case HK_OP_REVERSE:

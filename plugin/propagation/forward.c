@@ -34,9 +34,11 @@ static const hk_instr *representative_operand(const hk_instr *i) {
 /* Manual shardings flow through unchanged (not through tuples that merely
  * group independent values). */
 static bool forward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
-  if (i->sharding || !(hk_shape_is_array(i->shape) || i->opcode == HK_OP_REDUCE ||
-                       i->opcode == HK_OP_SORT || i->opcode == HK_OP_REDUCE_WINDOW))
-    return false;
+  bool correlated = i->opcode == HK_OP_REDUCE || i->opcode == HK_OP_SORT ||
+                    i->opcode == HK_OP_REDUCE_WINDOW || i->opcode == HK_OP_CUSTOM_CALL ||
+                    i->opcode == HK_OP_ASYNC_START || i->opcode == HK_OP_ASYNC_DONE ||
+                    i->opcode == HK_OP_ASYNC_UPDATE;
+  if (i->sharding || !(hk_shape_is_array(i->shape) || correlated)) return false;
   for (int32_t k = 0; k < i->n_operands; k++) {
     const hk_instr *op = i->operands[k];
     if (!op->sharding || !hk_sharding_is_manual(op->sharding)) continue;
@@ -93,7 +95,10 @@ static bool forward_tuple(prop_ctx *cx, hk_instr *i) {
       const hk_sharding *os = sa_tuple_of(cx->m, op->shape, op->sharding);
       for (int64_t l = 0; l < n; l++) {
         const hk_sharding *e = os->kind == HK_SHARDING_TUPLE ? os->elems[l] : os;
-        if (!i->sharding || sa_more_specific(e, sub[at + l])) {
+        /* a manual operand beats the replicated placeholder */
+        bool manual_over_placeholder = e->kind == HK_SHARDING_MANUAL &&
+                                       sub[at + l]->kind == HK_SHARDING_REPLICATED;
+        if (!i->sharding || sa_more_specific(e, sub[at + l]) || manual_over_placeholder) {
           sub[at + l] = e;
           src = op;
         }
@@ -395,10 +400,10 @@ static bool forward_by_opcode(prop_ctx *cx, hk_instr *i, bool mc) {
 }
 
 bool prop_infer_from_operands(prop_ctx *cx, hk_instr *i) {
-  if (!prop_can_at_level(i, cx->level)) return false;
   if (i->sharding && hk_sharding_is_manual(i->sharding)) return false;
   bool changed = false;
-  if (forward_manual(cx, i, &changed)) return changed;
+  if (forward_manual(cx, i, &changed)) return changed;   /* manual flows at every level */
+  if (!prop_can_at_level(i, cx->level)) return false;
   bool mc = cx->o.is_spmd && cx->level > 0;
   bool allow_out = cx->o.is_spmd && cx->allow_out_any;
   if (!prop_supports_spatial(cx, i, allow_out)) return forward_unsupported(cx, i, mc);

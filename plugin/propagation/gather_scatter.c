@@ -213,6 +213,11 @@ static void add_parallel(par_dims *p, int64_t idx_dim, int64_t op_dim) {
 
 static bool parallel_dims(const gs_view *v, const hk_instr *indices, par_dims *p) {
   memset(p, 0, sizeof *p);
+  if (v->operand_batching->n > 0) {   /* explicit batching dims are the parallel dims */
+    for (int32_t k = 0; k < v->operand_batching->n && k < v->indices_batching->n; k++)
+      add_parallel(p, v->indices_batching->v[k], v->operand_batching->v[k]);
+    return p->n > 0;
+  }
   int64_t n_idx = v->index_map->n;
   int64_t in_dim[HK_MAX_RANK];
   for (int k = 0; k < n_idx && k < HK_MAX_RANK; k++) in_dim[k] = -1;
@@ -238,8 +243,6 @@ static bool parallel_dims(const gs_view *v, const hk_instr *indices, par_dims *p
     int64_t od = v->index_map->v[k];
     if (v->slice[od] == 1) add_parallel(p, in_dim[k], od);
   }
-  for (int32_t k = 0; k < v->operand_batching->n && k < v->indices_batching->n; k++)
-    add_parallel(p, v->indices_batching->v[k], v->operand_batching->v[k]);
   return p->n > 0;
 }
 

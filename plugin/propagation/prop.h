@@ -58,11 +58,6 @@ const hk_sharding *sa_reshape(hk_module *m, const hk_shape *from, const hk_shape
 /* Tuple helpers. */
 const hk_sharding *sa_tuple_of(hk_module *m, const hk_shape *shape, const hk_sharding *s);
 const hk_sharding *sa_element(hk_module *m, const hk_sharding *s, const hk_shape *shape, int64_t i);
-/* s with its tile dims regrouped: out dims[k] = tile dims of listed data dims
- * (map[k] = source data dim or -1 for 1), trailing dims kept.  Used by
- * reduce/broadcast style rules; devices keep their order. */
-const hk_sharding *sa_regroup(hk_module *m, const hk_sharding *s, int out_rank,
-                              const int64_t *map);
 
 /* ---- pass state -------------------------------------------------------------- */
 typedef struct pi_info {              /* per instruction, in instr->scratch */

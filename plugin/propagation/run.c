@@ -5,20 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "prop.h"
-
-static void debug_time(const char *what) {
-  static struct timespec last;
-  if (!getenv("HK_PROP_DEBUG")) return;
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  if (last.tv_sec)
-    fprintf(stderr, "  %-12s %.1f ms\n", what,
-            (now.tv_sec - last.tv_sec) * 1e3 + (now.tv_nsec - last.tv_nsec) / 1e6);
-  last = now;
-}
 
 #define CSE_PREVENTION "_sharding_propagation_cse_prevention"
 
@@ -433,11 +421,31 @@ static int related(hk_instr *ci, hk_instr **out) {
   return n;
 }
 
+/* The parameters of u's callees that receive operand i (conditional
+ * branches, call targets) read i too: look at them again. */
+static void clear_callee_params(const hk_instr *u, const hk_instr *i) {
+  for (int32_t k = 0; k < u->n_operands; k++) {
+    if (u->operands[k] != i) continue;
+    const hk_computation *c = NULL;
+    int64_t pn = k;
+    if (u->opcode == HK_OP_CALL && u->n_called > 0) c = u->called[0];
+    if (u->opcode == HK_OP_CONDITIONAL && k >= 1 && k - 1 < u->n_called) {
+      c = u->called[k - 1];
+      pn = 0;
+    }
+    if (c && pn < c->n_params && c->params[pn] && pi(c->params[pn]))
+      pi(c->params[pn])->fwd_done = false;
+  }
+}
+
 static void clear_cache(hk_instr *i) {
   for (int32_t k = 0; k < i->n_operands; k++)
     if (pi(i->operands[k])) pi(i->operands[k])->bwd_done = false;
-  for (int32_t k = 0; k < i->n_users; k++)
-    if (pi(i->users[k])) pi(i->users[k])->fwd_done = false;
+  for (int32_t k = 0; k < i->n_users; k++) {
+    hk_instr *u = i->users[k];
+    if (pi(u)) pi(u)->fwd_done = false;
+    if (u->opcode == HK_OP_CONDITIONAL || u->opcode == HK_OP_CALL) clear_callee_params(u, i);
+  }
 }
 
 static void computation_propagation(run_state *rs, hk_instr *i, int depth);
@@ -451,7 +459,7 @@ static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, in
   for (int k = 0; k < n; k++) {
     hk_instr *r = rel[k];
     if (r == from || !pi(r) || r->sharding == from->sharding) continue;
-    if (r->opcode == HK_OP_CALL || (ci->opcode == HK_OP_CALL && r != ci && from != ci)) continue;
+    if (ci->opcode == HK_OP_CALL && r != ci && from != ci) continue;
     int saved = rs->cx.cur_dir;
     rs->cx.cur_dir = HK_PROP_DIR_COMPUTATION;
     prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from,
@@ -643,7 +651,6 @@ static void run_level(run_state *rs, int level) {
     }
     for (int32_t g = 0; g < rs->n_groups; g++) changed |= sync_group(rs, &rs->groups[g]);
     if (changed) rs->any_changed = true;
-    if (getenv("HK_PROP_DEBUG")) fprintf(stderr, "level %d iteration %d changed %d\n", level, iter, changed);
   }
 }
 
@@ -817,23 +824,16 @@ hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
   rs.cx.reg = reg;
   rs.cx.o = *o;
   merge_module_config(&rs.cx, m);
-  debug_time("start");
   const hk_sharding **orig = o->cse_prevention_only ? save_all(&rs, m, threads) : NULL;
   alloc_info(&rs, m, threads);
-  debug_time("alloc");
   hk_status *st = process_sharding_ccs(&rs);
-  debug_time("sharding-cc");
   if (!st) {
     map_computations(&rs);
     mark_provided(&rs, m);
-    for (int level = 0; level < 4; level++) {
-      run_level(&rs, level);
-      debug_time("level");
-    }
+    for (int level = 0; level < 4; level++) run_level(&rs, level);
     restore_entry(&rs, m);
     if (orig) cse_prevention_post(&rs, m, orig);
     if (rec) make_records(&rs, rec, n_rec);
-    debug_time("records");
   }
   free(orig);
   *changed = rs.any_changed;

@@ -11,9 +11,9 @@ static hk_status *handle_while(spmd_visitor *v, hk_instr *orig) {
   HK_TRY(spmd_reshard(v, val, s, &op));
   hk_computation *nb, *nc;
   HK_TRY(spmd_partition_computation(v->p, body, 1, &s, s, v->cg, &nb));
-  const hk_sharding *pred = cond->root->sharding && hk_sharding_is_manual(cond->root->sharding)
+  const hk_sharding *pred = hk_sharding_is_manual(spmd_sharding_of(v, cond->root))
                                 ? cond->root->sharding
-                                : hk_sharding_replicated(v->m);
+                                : spmd_replicated_like(v, spmd_sharding_of(v, cond->root), NULL);
   HK_TRY(spmd_partition_computation(v->p, cond, 1, &s, pred, v->cg, &nc));
   hk_instr *w = hk_instr_clone(v->comp, orig, op->shape, 1, &op, NULL);
   hk_computation *called[2] = {nc, nb};
@@ -36,7 +36,7 @@ static hk_status *handle_conditional(spmd_visitor *v, hk_instr *orig) {
   spmd_value *pv = spmd_lookup(v, orig->operands[0]);
   st = spmd_reshard(v, pv, pv->sharding && hk_sharding_is_manual(pv->sharding)
                               ? pv->sharding
-                              : hk_sharding_replicated(v->m),
+                              : spmd_replicated_like(v, pv->sharding, NULL),
                     &ops[0]);
   for (int b = 0; b < orig->n_called && !st; b++) {
     hk_computation *br = orig->called[b];

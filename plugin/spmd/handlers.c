@@ -142,6 +142,72 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
   return NULL;
 }
 
+/* ---- reshape ---------------------------------------------------------------------- */
+
+/* The input sharding under which a local reshape yields the output's
+ * tiling: reshape groups (input dims <-> output dims of equal product) may
+ * be partitioned only on their major output dim, by a count dividing the
+ * major input dim too.  NULL when there is none. */
+static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
+                                                   const hk_shape *out, const hk_sharding *o) {
+  int ri = in->rank, ro = out->rank, i = 0, j = 0, ng = 0;
+  if (!hk_sharding_is_tiled(o) || o->n_subgroups) return NULL;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
+  const int *groups[HK_MAX_RANK + 1];
+  for (int d = 0; d < ri; d++) {
+    gsz[d] = 0;
+    groups[d] = gbuf[d];
+  }
+  for (int d = 0; d < ri; d++)
+    if (in->dims[d] == 0) return NULL;
+  while (i < ri || j < ro) {
+    int i0 = i, j0 = j;
+    int64_t pi = 1, pj = 1;
+    if (i < ri) pi *= in->dims[i++];
+    if (j < ro) pj *= out->dims[j++];
+    while (pi != pj) {
+      if (pi < pj && i < ri) pi *= in->dims[i++];
+      else if (j < ro) pj *= out->dims[j++];
+      else return NULL;
+    }
+    for (int oj = j0 + 1; oj < j; oj++)
+      if (hk_sharding_dim_partitions(o, oj) > 1) return NULL;
+    if (j > j0) {
+      int64_t k = hk_sharding_dim_partitions(o, j0);
+      if (k > 1 && (i == i0 || out->dims[j0] % k || in->dims[i0] % k)) return NULL;
+      if (i > i0)
+        for (int oj = j0; oj < j; oj++) gbuf[i0][gsz[i0]++] = oj;
+      else if (k > 1) return NULL;
+    }
+    ng++;
+  }
+  /* Output tile dims left unassigned (trivial, size 1) and the replication dim. */
+  bool used[HK_MAX_RANK + 1] = {false};
+  for (int d = 0; d < ri; d++)
+    for (int t = 0; t < gsz[d]; t++) used[gbuf[d][t]] = true;
+  int last = ri;
+  gsz[last] = 0;
+  groups[last] = gbuf[last];
+  for (int od = 0; od < ro; od++)
+    if (!used[od]) {
+      if (hk_sharding_dim_partitions(o, od) > 1) return NULL;
+      gbuf[last][gsz[last]++] = od;
+    }
+  if (o->replicate_on_last_tile_dim) gbuf[last][gsz[last]++] = ro;
+  return spmd_regroup(v->m, o, ri + 1, gsz, groups, true);
+}
+
+static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  const hk_sharding *in_s =
+      reshape_operand_sharding(v, orig->operands[0]->shape, orig->shape, s);
+  if (!in_s) return spmd_handle_fallback(v, orig);
+  hk_instr *op;
+  HK_TRY(operand_as(v, orig, 0, in_s, &op));
+  clone_local(v, orig, spmd_local_shape(v, s, orig->shape), &op, s);
+  return NULL;
+}
+
 /* ---- reduce -------------------------------------------------------------------- */
 
 static hk_status *handle_reduce(spmd_visitor *v, hk_instr *orig) {
@@ -369,6 +435,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_GET_TUPLE_ELEMENT: return handle_gte(v, orig);
     case HK_OP_BROADCAST: return handle_broadcast(v, orig);
     case HK_OP_TRANSPOSE: return handle_transpose(v, orig);
+    case HK_OP_RESHAPE: return handle_reshape(v, orig);
     case HK_OP_REDUCE: return handle_reduce(v, orig);
     case HK_OP_DOT: {
       bool handled = false;
