@@ -735,6 +735,34 @@ static void spmd_pass_spec(json_object *c, char *out, size_t cap) {
   if (n < cap) snprintf(out + n, cap - n, "}");
 }
 
+/* stateful_rng.jsonl cases: XLA's harness ran RngExpander and
+ * ShardingPropagation(is_spmd) before StatefulRngSpmdPartitioner; the
+ * case's options that are constructor arguments of the stateful
+ * partitioner become its pass options (debug_options etc. are not). */
+static void stateful_rng_pass_spec(json_object *c, char *out, size_t cap) {
+  static const char *const ctor_args[] = {
+      "threshold_for_windowed_einsum_mib", "windowed_einsum_use_multiple_streams",
+      "skip_checking_windowed_einsum_users", "disable_ag_rewrite_for_multiple_consumers",
+      "total_bytes_windowed_einsum_threshold"};
+  size_t n = (size_t)snprintf(out, cap, "rng-expander,sharding-propagation{is_spmd=true},"
+                              "stateful-rng-spmd-partitioning{");
+  json_object *opts;
+  bool first = true;
+  if (json_object_object_get_ex(c, "options", &opts) && json_object_is_type(opts, json_type_object)) {
+    json_object_object_foreach(opts, key, val) {
+      bool known = false;
+      for (size_t k = 0; k < sizeof ctor_args / sizeof ctor_args[0]; k++) known |= !strcmp(key, ctor_args[k]);
+      if (!known || json_object_is_type(val, json_type_null)) continue;
+      const char *v = json_object_is_type(val, json_type_boolean)
+                          ? (json_object_get_boolean(val) ? "true" : "false")
+                          : json_object_get_string(val);
+      if (n < cap) n += (size_t)snprintf(out + n, cap - n, "%s%s=%s", first ? "" : " ", key, v);
+      first = false;
+    }
+  }
+  if (n < cap) snprintf(out + n, cap - n, "}");
+}
+
 /* "f32[2,3]{1,0}" -> "f32[2,3]": layouts dropped, for comparing root shapes. */
 static void strip_layouts(const char *in, char *out, size_t cap) {
   size_t o = 0;
@@ -769,6 +797,7 @@ static int64_t largest_shape_elements(const char *hlo) {
 
 /* Cases whose tensors the evaluator cannot hold in memory and time. */
 #define SPMD_MAX_ELEMENTS (1LL << 24)
+#define SPMD_CASE_SECONDS 20
 
 static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
   const char *hlo = jstr(c, "hlo");
@@ -783,9 +812,16 @@ static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
     set_reason(reason, cap, "cannot write the case's module");
     return false;
   }
-  spmd_pass_spec(c, spec, sizeof spec);
+  if (!strcmp(jstr(c, "partitioner") ? jstr(c, "partitioner") : "", "stateful_rng"))
+    stateful_rng_pass_spec(c, spec, sizeof spec);
+  else
+    spmd_pass_spec(c, spec, sizeof spec);
   snprintf(nparts, sizeof nparts, "--num-partitions=%lld", (long long)jint(c, "num_devices", 1));
-  snprintf(timeout_s, sizeof timeout_s, "%d", r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s);
+  /* Evaluation-bound cases are cut at SPMD_CASE_SECONDS (or the runner's
+   * timeout if shorter) so the suite stays a few minutes long. */
+  int limit = r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s;
+  if (limit > SPMD_CASE_SECONDS) limit = SPMD_CASE_SECONDS;
+  snprintf(timeout_s, sizeof timeout_s, "%d", limit);
   char passes[2100];
   snprintf(passes, sizeof passes, "--passes=%s", spec);
   char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "check",
@@ -838,6 +874,22 @@ static void spmd_each(runner *r, json_object *c, int index) {
 
 static void suite_spmd(runner *r) {
   if (!for_each_line(r, "spmd.jsonl", spmd_each)) record_missing(r, "spmd", "spmd.jsonl");
+}
+
+/* ---- suite: stateful_rng -------------------------------------------------------- */
+/* Run and judged as spmd cases (spmd_case picks the pipeline from the
+ * case's "partitioner"). */
+
+static void stateful_rng_each(runner *r, json_object *c, int index) {
+  (void)index;
+  const char *name = jstr(c, "name");
+  run_case(r, "stateful_rng", jbool(c, "expect_error", false) ? "error" : "module", NULL,
+           name ? name : "?", spmd_case, c);
+}
+
+static void suite_stateful_rng(runner *r) {
+  if (!for_each_line(r, "stateful_rng.jsonl", stateful_rng_each))
+    record_missing(r, "stateful_rng", "stateful_rng.jsonl");
 }
 
 /* ---- suite: propagation -------------------------------------------------------- */
@@ -930,7 +982,11 @@ static bool prop_run_once(runner *r, json_object *c, const char *in, const char 
                           char *reason, size_t cap) {
   char out_path[4200], timeout_s[32];
   snprintf(out_path, sizeof out_path, "%.4096s.out.hlo", in);
-  snprintf(timeout_s, sizeof timeout_s, "%d", r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s);
+  /* Evaluation-bound cases are cut at SPMD_CASE_SECONDS (or the runner's
+   * timeout if shorter) so the suite stays a few minutes long. */
+  int limit = r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s;
+  if (limit > SPMD_CASE_SECONDS) limit = SPMD_CASE_SECONDS;
+  snprintf(timeout_s, sizeof timeout_s, "%d", limit);
   char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "opt", (char *)in,
                   (char *)spec, "--time-passes", "--no-verify", "-o", out_path, NULL};
   char *out = NULL;
@@ -1013,6 +1069,9 @@ static const suite SUITES[] = {
     {"parser", suite_parser, "parser.jsonl: roundtrip, non_roundtrip, parse_ok, error"},
     {"spmd", suite_spmd,
      "spmd.jsonl: spmd-partitioning then hlokit check (equal values, root shape)"},
+    {"stateful_rng", suite_stateful_rng,
+     "stateful_rng.jsonl: rng-expander, sharding-propagation{is_spmd=true}, "
+     "stateful-rng-spmd-partitioning, then hlokit check"},
     {"propagation", suite_propagation,
      "propagation.jsonl: sharding-propagation, expected shardings compared semantically"},
     {"corpus", suite_corpus,

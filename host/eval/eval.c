@@ -233,6 +233,12 @@ static int64_t now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+hk_status *hk_eval_poll(hk_device_ctx *d, const hk_instr *ins) {
+  if (!d->deadline_ns || now_ns() < d->deadline_ns) return NULL;
+  return hk_eval_error(ins, HK_FAILED_PRECONDITION, "time limit of %lld ms exceeded",
+                       (long long)(d->opts ? d->opts->time_limit_ms : 0));
+}
+
 static hk_status *check_deadline(hk_device_ctx *d, const hk_instr *ins) {
   if (!d->deadline_ns) return NULL;
   if (++d->steps_since_check < 256 && (ins->shape->elem == HK_TUPLE || hk_shape_elements(ins->shape) < 4096))

@@ -64,6 +64,8 @@ void hk_device_ctx_free(hk_device_ctx *d);
 /* Runs computation c with args; *out gets a new reference. */
 hk_status *hk_eval_computation(hk_device_ctx *d, const hk_computation *c,
                                hk_value *const *args, int n_args, hk_value **out);
+/* Error once the device's time budget is spent (call from long loops). */
+hk_status *hk_eval_poll(hk_device_ctx *d, const hk_instr *ins);
 int64_t hk_eval_plan_instr_index(const hk_eval_plan *p, const hk_instr *i);
 
 /* Scalar computation as a binary reducer: fast kinds are recognised,

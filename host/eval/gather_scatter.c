@@ -49,7 +49,6 @@ static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo :
 
 hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                         hk_value **out) {
-  (void)d;
   const hk_value *a = ops[0], *idx = ops[1];
   const hk_attrs *at = ins->attrs;
   if (!at || !at->gather || at->gather_slice_sizes.n != a->rank)
@@ -72,6 +71,11 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   int es = hk_esize(a->elem);
   int64_t o[HK_MAX_RANK] = {0};
   for (int64_t i = 0; i < res->n; i++) {
+    hk_status *pst = (i & 65535) == 65535 ? hk_eval_poll(d, ins) : NULL;
+    if (pst) {
+      hk_value_release(res);
+      return pst;
+    }
     int64_t gb[HK_MAX_RANK], nb = 0, start[HK_MAX_RANK] = {0};
     for (int dd = 0; dd < res->rank; dd++)
       if (!in_list(g->offset_dims, dd)) gb[nb++] = o[dd];
@@ -176,6 +180,7 @@ hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const 
   hk_strides(a->rank, a->dims, ast);
   int64_t ui[HK_MAX_RANK] = {0};
   for (int64_t i = 0; i < u->n && !st; i++) {
+    if ((i & 16383) == 16383 && (st = hk_eval_poll(d, ins))) break;
     int64_t gb[HK_MAX_RANK], nb = 0, start[HK_MAX_RANK] = {0};
     for (int dd = 0; dd < u->rank; dd++)
       if (!in_list(sd->update_window_dims, dd)) gb[nb++] = ui[dd];

@@ -139,7 +139,6 @@ static hk_status *check_dot(const hk_instr *ins, const hk_value *l, const hk_val
 
 hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                      hk_value **out) {
-  (void)d;
   const hk_value *l = ops[0], *r = ops[1];
   static const hk_dot_dnums empty;
   const hk_dot_dnums *dn = ins->attrs && ins->attrs->dot ? ins->attrs->dot : &empty;
@@ -166,12 +165,18 @@ hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
     size_t es = k == ACC_F32 ? sizeof(float) : 8;
     void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * es);
     if (!C) abort();
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0; b < B && !st; b++) {
       const char *Ab = (const char *)A + (size_t)(b * M * K) * es;
       const char *Bb = (const char *)Bm + (size_t)(b * K * N) * es;
-      if (k == ACC_F32) matmul_f32((const float *)Ab, (const float *)Bb, C, M, K, N);
-      else if (k == ACC_F64) matmul_f64((const double *)Ab, (const double *)Bb, C, M, K, N);
-      else matmul_int((const int64_t *)Ab, (const int64_t *)Bb, C, M, K, N);
+      for (int64_t i0 = 0; i0 < M && !st; i0 += 256) {
+        int64_t rows = M - i0 < 256 ? M - i0 : 256;
+        const char *Ar = Ab + (size_t)(i0 * K) * es;
+        char *Cr = (char *)C + (size_t)(i0 * N) * es;
+        if (k == ACC_F32) matmul_f32((const float *)Ar, (const float *)Bb, (float *)Cr, rows, K, N);
+        else if (k == ACC_F64) matmul_f64((const double *)Ar, (const double *)Bb, (double *)Cr, rows, K, N);
+        else matmul_int((const int64_t *)Ar, (const int64_t *)Bb, (int64_t *)Cr, rows, K, N);
+        st = hk_eval_poll(d, ins);
+      }
       for (int64_t i = 0; i < M * N; i++) {
         int64_t o = b * M * N + i;
         if (k == ACC_F32) {
@@ -376,7 +381,8 @@ static void conv_accumulate(const conv_geom *g, const float *restrict l, const f
     }
 }
 
-static void conv_fast(const conv_geom *g, const hk_value *lhs, const hk_value *rhs, hk_value *res) {
+static hk_status *conv_fast(hk_device_ctx *d, const hk_instr *ins, const conv_geom *g,
+                            const hk_value *lhs, const hk_value *rhs, hk_value *res) {
   const hk_conv_dnums *dn = g->dn;
   int ns = g->ns;
   int64_t lo[HK_MAX_RANK], ko[HK_MAX_RANK], oo[HK_MAX_RANK];
@@ -403,9 +409,11 @@ static void conv_fast(const conv_geom *g, const hk_value *lhs, const hk_value *r
     k_sp *= ksd[s];
   }
   int64_t B = res->dims[dn->output_batch];
-  for (int64_t b = 0; b < B; b++) {
+  hk_status *st = NULL;
+  for (int64_t b = 0; b < B && !st; b++) {
     int64_t os[HK_MAX_RANK] = {0};
-    for (int64_t o = 0; o < out_sp; o++) {
+    for (int64_t o = 0; o < out_sp && !st; o++) {
+      if ((o & 63) == 63) st = hk_eval_poll(d, ins);
       float *orow = O + (b * out_sp + o) * g->OZ;
       int64_t k[HK_MAX_RANK] = {0};
       for (int64_t kp = 0; kp < k_sp; kp++) {
@@ -423,15 +431,15 @@ static void conv_fast(const conv_geom *g, const hk_value *lhs, const hk_value *r
       }
     }
   }
-  unpack_f32(res, oo, ns + 2, O);
+  if (!st) unpack_f32(res, oo, ns + 2, O);
   free(L);
   free(K);
   free(O);
+  return st;
 }
 
 hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                              hk_value **out) {
-  (void)d;
   const hk_value *lhs = ops[0], *rhs = ops[1];
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   conv_geom g;
@@ -442,14 +450,19 @@ hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   }
   acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)lhs->elem, (hk_prim)rhs->elem);
   if (k == ACC_F32 && g.BG == 1) {
-    conv_fast(&g, lhs, rhs, res);
+    st = conv_fast(d, ins, &g, lhs, rhs, res);
+    if (st) {
+      hk_value_release(res);
+      return st;
+    }
     *out = res;
     return NULL;
   }
   if (k == ACC_INT) k = ACC_F64;   /* exact for the integer sizes convolutions see */
   double *L = as_doubles(lhs), *R = as_doubles(rhs);
   int64_t oidx[HK_MAX_RANK] = {0};
-  for (int64_t i = 0; i < res->n; i++) {
+  for (int64_t i = 0; i < res->n && !st; i++) {
+    if ((i & 4095) == 4095) st = hk_eval_poll(d, ins);
     hk_value_set_f64(res, i, conv_point(&g, lhs, rhs, L, R, oidx, k));
     for (int j = res->rank - 1; j >= 0; j--) {
       if (++oidx[j] < res->dims[j]) break;
@@ -458,6 +471,10 @@ hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   }
   free(L);
   free(R);
+  if (st) {
+    hk_value_release(res);
+    return st;
+  }
   *out = res;
   return NULL;
 }

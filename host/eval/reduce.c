@@ -212,6 +212,7 @@ hk_status *hk_op_reduce(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   hk_status *stt = NULL;
   int64_t kidx[HK_MAX_RANK] = {0};
   for (int64_t o = 0; o < res[0]->n && !stt; o++) {
+    if ((o & 1023) == 1023) stt = hk_eval_poll(d, ins);
     int64_t base = 0;
     for (int i = 0; i < nk; i++) base += kidx[i] * st[kd[i]];
     fold_init(&f, ops + N);
@@ -287,6 +288,7 @@ hk_status *hk_op_reduce_window(hk_device_ctx *d, const hk_instr *ins, hk_value *
   hk_status *stt = NULL;
   int64_t oidx[HK_MAX_RANK] = {0};
   for (int64_t o = 0; o < res[0]->n && !stt; o++) {
+    if ((o & 1023) == 1023) stt = hk_eval_poll(d, ins);
     fold_init(&f, ops + N);
     int64_t kidx[HK_MAX_RANK] = {0};
     for (int64_t w = 0; w < nwin && !stt; w++) {
@@ -368,6 +370,7 @@ hk_status *hk_op_select_and_scatter(hk_device_ctx *d, const hk_instr *ins, hk_va
   hk_status *stt = NULL;
   int64_t sidx[HK_MAX_RANK] = {0};
   for (int64_t s = 0; s < src->n && !stt; s++) {
+    if ((s & 1023) == 1023) stt = hk_eval_poll(d, ins);
     int64_t kidx[HK_MAX_RANK] = {0}, sel = -1;
     for (int64_t w = 0; w < nwin && !stt; w++) {
       int64_t off = window_offset(win, a, st, sidx, kidx);
@@ -398,6 +401,7 @@ hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   hk_status *st = NULL;
   for (int64_t i = 0; i < res->n && !st; i++) {
+    if ((i & 1023) == 1023 && (st = hk_eval_poll(d, ins))) break;
     hk_value *args[16];
     for (int k = 0; k < ins->n_operands; k++) args[k] = scalar_at(ops[k], ops[k]->n == 1 ? 0 : i);
     hk_value *r = NULL;

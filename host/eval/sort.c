@@ -12,6 +12,8 @@ typedef struct sort_ctx {
   int fast_dir;                    /* 0: generic; else HK_CMP_LT / HK_CMP_GT */
   bool total_order;
   hk_status *err;
+  const hk_instr *ins;
+  uint64_t calls;
 } sort_ctx;
 
 static uint64_t total_key(double x) {
@@ -66,6 +68,8 @@ static bool generic_less(sort_ctx *c, int64_t x, int64_t y) {
 }
 
 static bool less(sort_ctx *c, int64_t x, int64_t y) {
+  if (!c->err && (++c->calls & 4095) == 0) c->err = hk_eval_poll(c->d, c->ins);
+  if (c->err) return false;
   return c->fast_dir ? fast_less(c, x, y) : generic_less(c, x, y);
 }
 
@@ -105,7 +109,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int k = 0; k < N; k++)
     if (ops[k]->elem == HK_TUPLE || ops[k]->n != a->n)
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand %d does not match", k);
-  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL};
+  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0};
   detect_fast(&c);
   int64_t st[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);

@@ -13,6 +13,8 @@ typedef struct dot_dims {
   int rhs_contract_of_lhs[HK_MAX_RANK];
   int out_from_lhs[HK_MAX_RANK];   /* out dim -> lhs dim or -1 */
   int out_from_rhs[HK_MAX_RANK];
+  int n_whole;                     /* convolution: spatial dims, never partitioned */
+  int whole_lhs[HK_MAX_RANK], whole_rhs[HK_MAX_RANK], whole_out[HK_MAX_RANK];
 } dot_dims;
 
 static bool in_list(const hk_i64s *l, int64_t d, int *at) {
@@ -26,6 +28,7 @@ static bool in_list(const hk_i64s *l, int64_t d, int *at) {
 
 static void map_dims(const hk_instr *dot, dot_dims *m) {
   const hk_dot_dnums *dn = dot->attrs->dot;
+  m->n_whole = 0;
   m->rl = dot->operands[0]->shape->rank;
   m->rr = dot->operands[1]->shape->rank;
   m->ro = dot->shape->rank;
@@ -193,26 +196,32 @@ static int64_t plan_cost(spmd_visitor *v, const hk_instr *dot, const dot_dims *d
   return c;
 }
 
-hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  *handled = false;
-  if (!orig->attrs || !orig->attrs->dot || orig->n_operands != 2 ||
-      orig->shape->elem == HK_PRED)
-    return NULL;
+/* Spatial dims must stay whole in a plan's shardings. */
+static bool whole_ok(const dot_dims *dm, const dot_plan *p) {
+  for (int k = 0; k < dm->n_whole; k++)
+    if ((hk_sharding_is_tiled(p->lhs) && hk_sharding_dim_partitions(p->lhs, dm->whole_lhs[k]) > 1) ||
+        (hk_sharding_is_tiled(p->rhs) && hk_sharding_dim_partitions(p->rhs, dm->whole_rhs[k]) > 1) ||
+        (hk_sharding_is_tiled(p->out) && hk_sharding_dim_partitions(p->out, dm->whole_out[k]) > 1))
+      return false;
+  return true;
+}
+
+static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                        bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
   if (spmd_is_subgroup_manual(o) || (o->kind == HK_SHARDING_TILED && o->n_subgroups)) return NULL;
-  dot_dims dm;
-  map_dims(orig, &dm);
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *lc = lv->sharding, *rc = rv->sharding;
   if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
   dot_plan plans[3];
-  plan_output(v, &dm, o, &plans[0]);
-  plan_operand(v, &dm, orig->operands[0]->shape, lc, 0, &plans[1]);
-  plan_operand(v, &dm, orig->operands[1]->shape, rc, 1, &plans[2]);
+  plan_output(v, dm, o, &plans[0]);
+  plan_operand(v, dm, orig->operands[0]->shape, lc, 0, &plans[1]);
+  plan_operand(v, dm, orig->operands[1]->shape, rc, 1, &plans[2]);
   int best = -1;
   for (int k = 0; k < 3; k++) {
     if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
-    plans[k].cost = plan_cost(v, orig, &dm, lc, rc, o, &plans[k]);
+    if (!whole_ok(dm, &plans[k])) continue;
+    plans[k].cost = plan_cost(v, orig, dm, lc, rc, o, &plans[k]);
     if (best < 0 || plans[k].cost < plans[best].cost) best = k;
   }
   if (best < 0) return NULL;
@@ -235,4 +244,57 @@ hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
   spmd_set(v, orig, d, p->out);
   *handled = true;
   return NULL;
+}
+
+hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  if (!orig->attrs || !orig->attrs->dot || orig->n_operands != 2 ||
+      orig->shape->elem == HK_PRED)
+    return NULL;
+  dot_dims dm;
+  map_dims(orig, &dm);
+  return partition_contraction(v, orig, &dm, handled);
+}
+
+/* A convolution without feature/batch groups is a dot whose spatial dims
+ * act as batch dims that must stay whole (no halo exchange here). */
+static bool map_conv_dims(const hk_instr *conv, dot_dims *m) {
+  const hk_attrs *a = conv->attrs;
+  const hk_conv_dnums *cd = a->conv;
+  m->rl = conv->operands[0]->shape->rank;
+  m->rr = conv->operands[1]->shape->rank;
+  m->ro = conv->shape->rank;
+  for (int i = 0; i < HK_MAX_RANK; i++) {
+    m->lhs_to_out[i] = m->rhs_to_out[i] = -1;
+    m->out_from_lhs[i] = m->out_from_rhs[i] = -1;
+    m->lhs_contract_of_rhs[i] = m->rhs_contract_of_lhs[i] = -1;
+  }
+  m->lhs_to_out[cd->input_batch] = (int)cd->output_batch;
+  m->rhs_to_out[cd->kernel_output_feature] = (int)cd->output_feature;
+  m->rhs_contract_of_lhs[cd->input_feature] = (int)cd->kernel_input_feature;
+  m->lhs_contract_of_rhs[cd->kernel_input_feature] = (int)cd->input_feature;
+  m->n_whole = cd->n_spatial;
+  for (int k = 0; k < cd->n_spatial; k++) {
+    m->lhs_to_out[cd->input_spatial[k]] = (int)cd->output_spatial[k];
+    m->rhs_to_out[cd->kernel_spatial[k]] = (int)cd->output_spatial[k];
+    m->whole_lhs[k] = (int)cd->input_spatial[k];
+    m->whole_rhs[k] = (int)cd->kernel_spatial[k];
+    m->whole_out[k] = (int)cd->output_spatial[k];
+  }
+  for (int i = 0; i < m->rl; i++)
+    if (m->lhs_to_out[i] >= 0) m->out_from_lhs[m->lhs_to_out[i]] = i;
+  for (int i = 0; i < m->rr; i++)
+    if (m->rhs_to_out[i] >= 0) m->out_from_rhs[m->rhs_to_out[i]] = i;
+  return true;
+}
+
+hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  const hk_attrs *a = orig->attrs;
+  if (!a || !a->conv || orig->n_operands != 2 || orig->shape->elem == HK_PRED ||
+      a->feature_group_count > 1 || a->batch_group_count > 1)
+    return NULL;
+  dot_dims dm;
+  if (!map_conv_dims(orig, &dm)) return NULL;
+  return partition_contraction(v, orig, &dm, handled);
 }

@@ -213,19 +213,14 @@ static void remove_unreachable(hk_module *m) {
 }
 
 /* Gives the partitioned computations their original names back. */
-static void restore_names(hk_module *m) {
-  for (int32_t k = 0; k < m->n_computations; k++) {
-    hk_computation *c = m->computations[k];
-    const char *dot = strrchr(c->name, '.');
-    if (!dot || dot == c->name) continue;
-    const char *q = dot + 1;
-    while (*q >= '0' && *q <= '9') q++;
-    if (*q || q == dot + 1) continue;
-    char *base = strndup(c->name, (size_t)(dot - c->name));
-    if (!base) abort();
-    if (!hk_module_find_computation(m, base)) c->name = hk_intern_cstr(m, base);
-    free(base);
+static void restore_names(spmd_partitioner *p, hk_module *m) {
+  for (int64_t k = 0; k < p->n_new_comps; k++) {
+    hk_computation *c = p->new_comps[k];
+    if (c->index < 0 || !strcmp(c->name, p->orig_names[k])) continue;
+    if (!hk_module_find_computation(m, p->orig_names[k]))
+      c->name = hk_intern_cstr(m, p->orig_names[k]);
   }
+  p->n_new_comps = 0;
 }
 
 /* ---- phase E: relayout and verify ---------------------------------------------------- */
@@ -290,7 +285,7 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
   if (st) return st;
   hk_module_set_entry(m, ne);
   remove_unreachable(m);
-  restore_names(m);
+  restore_names(p, m);
   hk_module_sort_computations(m);
   return NULL;
 }
@@ -308,6 +303,7 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   if (p->num_partitions < 1) p->num_partitions = 1;
   if (p->num_replicas < 1) p->num_replicas = 1;
   p->full_rematerializations = p->collectives_emitted = 0;
+  p->n_new_comps = 0;
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
   /* Phase A */
   HK_TRY(vt->preprocess_sharding(self, m, threads));
@@ -338,6 +334,8 @@ static void spmd_destroy(hk_pass *self) {
   spmd_partitioner *p = (spmd_partitioner *)self;
   free(p->before_report);
   free(p->after_report);
+  free(p->new_comps);
+  free(p->orig_names);
   free(p);
 }
 

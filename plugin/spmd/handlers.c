@@ -333,6 +333,38 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
   return NULL;
 }
 
+/* Multi-operand sort: every operand (same dims) sharded alike, the sort
+ * dim whole; each partition sorts its own rows. */
+static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  int n = orig->n_operands, r = orig->operands[0]->shape->rank;
+  if (n < 1 || orig->n_dims != 1 || orig->shape->n_tuple != n) return spmd_handle_fallback(v, orig);
+  int64_t zero = 0, sd = orig->dims[0];
+  const hk_sharding *s0 = hk_sharding_subsharding_shape(v->m, s, orig->shape, 1, &zero);
+  if (!s0 || !is_tiled_plain(s0)) return spmd_handle_fallback(v, orig);
+  const hk_sharding *sp =
+      hk_sharding_dim_partitions(s0, (int)sd) > 1 ? hk_sharding_replicate_dims(v->m, s0, 1, &sd) : s0;
+  hk_instr **ops = ops_array(orig);
+  const hk_shape **ls = calloc((size_t)n, sizeof(hk_shape *));
+  const hk_sharding **es = calloc((size_t)n, sizeof(hk_sharding *));
+  if (!ls || !es) abort();
+  hk_status *st = NULL;
+  for (int k = 0; k < n && !st; k++) {
+    if (orig->operands[k]->shape->rank != r) st = hk_error(HK_INVALID_ARGUMENT, "sort operand ranks differ");
+    else st = operand_as(v, orig, k, sp, &ops[k]);
+    if (!st) {
+      ls[k] = ops[k]->shape;
+      es[k] = sp;
+    }
+  }
+  if (!st)
+    clone_local(v, orig, hk_shape_tuple(v->m, n, ls), ops, hk_sharding_tuple(v->m, n, es));
+  free(ops);
+  free(ls);
+  free(es);
+  return st;
+}
+
 /* ---- tuples ---------------------------------------------------------------------- */
 
 static hk_status *handle_tuple(spmd_visitor *v, hk_instr *orig) {
@@ -442,11 +474,18 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       HK_TRY(spmd_handle_dot(v, orig, &handled));
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
+    case HK_OP_CONVOLUTION: {
+      bool handled = false;
+      HK_TRY(spmd_handle_conv(v, orig, &handled));
+      return handled ? NULL : spmd_handle_fallback(v, orig);
+    }
+    case HK_OP_SORT:
+      if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
+      return handle_dim_local(v, orig);
     case HK_OP_SLICE:
     case HK_OP_PAD:
     case HK_OP_CONCATENATE:
     case HK_OP_REVERSE:
-    case HK_OP_SORT:
     case HK_OP_DYNAMIC_SLICE:
     case HK_OP_DYNAMIC_UPDATE_SLICE:
       return handle_dim_local(v, orig);

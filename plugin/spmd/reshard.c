@@ -328,8 +328,10 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
+  /* A replicated value enters a manual subgroup by slicing its data dims. */
+  bool replicated_in = from->kind == HK_SHARDING_REPLICATED && spmd_manual_factor(to) > 1;
   if (from->kind == HK_SHARDING_MANUAL || to->kind == HK_SHARDING_MANUAL ||
-      spmd_manual_factor(from) != spmd_manual_factor(to)) {
+      (spmd_manual_factor(from) != spmd_manual_factor(to) && !replicated_in)) {
     char *a = hk_sharding_to_string(from), *b = hk_sharding_to_string(to);
     hk_status *st = hk_error(HK_UNIMPLEMENTED, "reshard from %s to %s (manual) is not supported",
                              a, b);
@@ -384,6 +386,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     ns = 0;
     for (int d = 0; d < gs->rank; d++)
       if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
+    if (ng && ns) v->p->full_rematerializations++;
   }
   for (int k = 0; k < ng; k++) h = gather_dim(v, h, gs, cur, (int)gdims[k], &cur);
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;

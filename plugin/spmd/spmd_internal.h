@@ -23,6 +23,9 @@ typedef struct spmd_partitioner {
   hk_spmd_collective_ops collectives;
   int64_t full_rematerializations;
   int64_t collectives_emitted;
+  hk_computation **new_comps;      /* partitioned computations ... */
+  const char **orig_names;         /* ... and the names they replace */
+  int64_t n_new_comps, cap_new_comps;
   char *before_report;             /* malloc'ed */
   char *after_report;
 } spmd_partitioner;
@@ -90,6 +93,7 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig);
 
 /* ---- dot.c ---- */
 hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
+hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);

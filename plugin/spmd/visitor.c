@@ -148,6 +148,18 @@ static hk_status *visit_all(spmd_visitor *v, int n_params, const hk_sharding *co
   return st;
 }
 
+/* Records which original name a new computation should take back. */
+static void remember_name(spmd_partitioner *p, hk_computation *c, const char *name) {
+  if (p->n_new_comps == p->cap_new_comps) {
+    p->cap_new_comps = p->cap_new_comps ? 2 * p->cap_new_comps : 8;
+    p->new_comps = realloc(p->new_comps, sizeof *p->new_comps * (size_t)p->cap_new_comps);
+    p->orig_names = realloc(p->orig_names, sizeof *p->orig_names * (size_t)p->cap_new_comps);
+    if (!p->new_comps || !p->orig_names) abort();
+  }
+  p->new_comps[p->n_new_comps] = c;
+  p->orig_names[p->n_new_comps++] = name;
+}
+
 hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig, int n_params,
                                       const hk_sharding *const *param_shardings,
                                       const hk_sharding *root_sharding, hk_call_graph *cg,
@@ -164,6 +176,7 @@ hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig,
   v.slots = calloc((size_t)v.cap, sizeof *v.slots);
   if (!v.slots) abort();
   v.comp = hk_computation_new(v.m, orig->name);
+  remember_name(p, v.comp, orig->name);
   v.comp->execution_thread = orig->execution_thread;
   hk_status *st = visit_all(&v, n_params, param_shardings);
   if (!st) {
