@@ -69,6 +69,8 @@ $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 
 # Each plugin folder becomes one .so; it resolves hk_* from libhlokit.so.
 .PRECIOUS: $(BUILD)/obj/%.o
+# No object is an "intermediate" file make may delete after linking.
+.SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plugin/$$*/*.c))) $(LIB)
 	@mkdir -p $(dir $@)

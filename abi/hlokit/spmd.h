@@ -8,9 +8,10 @@
  *     hk_pass *base = hk_registry_create_pass(reg, "spmd-partitioning", opts, &err);
  *     const hk_spmd_partitioner_vtable *bvt =
  *         hk_pass_extension(base, HK_SPMD_PARTITIONER_IFACE);
- *     static hk_spmd_partitioner_vtable my_vt;   // copy of *bvt ...
- *     my_vt = *bvt; my_vt.handle_instruction = my_handler; ...
- *     hk_spmd_partitioner_set_vtable(base, &my_vt)  -- via bvt->set_vtable
+ *     static hk_spmd_partitioner_vtable my_vt;
+ *     my_vt = *bvt;                              // inherit every slot
+ *     my_vt.handle_instruction = my_handler;     // override some
+ *     bvt->set_vtable(base, &my_vt);             // install on the instance
  *
  * The base's run() dispatches every hook through the pass's CURRENT vtable
  * (self->vt cast to hk_spmd_partitioner_vtable), so overrides are seen by

@@ -149,8 +149,9 @@ static hk_status *partition_side(const hk_cli_common *c, hk_registry *reg, const
     hk_pipeline_spec_free(&spec);
   }
   if (!st) {
-    /* Instrumented without printing: per-pass wall time is recorded. */
-    hk_pipeline_run_options ro = {false, c->verify_each, NULL, NULL, HK_PRINT_LONG, NULL};
+    /* Instrumented: per-pass wall time is recorded (and printed to stderr
+     * only with --time-passes). */
+    hk_pipeline_run_options ro = {c->time_passes, c->verify_each, NULL, NULL, HK_PRINT_LONG, stderr};
     hk_pipeline_set_run_options(pl, &ro);
     bool changed = false;
     double t0 = now_seconds();
@@ -236,7 +237,10 @@ static void side_json(const ab_side *s, hk_buf *b) {
   side_json_collectives(r, b);
   hk_buf_printf(b, ", \"bytes_moved_per_device\": %lld",
                 (long long)hk_check_max_over(r, HK_CHECK_BYTES_MOVED, 0));
-  hk_buf_printf(b, ", \"full_rematerializations\": %lld", (long long)s->remats);
+  /* Counted from the partitioned module: the partitioner's own count is
+   * not reachable through the ABI yet. */
+  hk_buf_printf(b, ", \"full_rematerializations\": %lld, \"full_rematerializations_from\": \"module\"",
+                (long long)s->remats);
   hk_buf_printf(b, ", \"instructions_before\": %lld, \"instructions_after\": %lld",
                 (long long)r->instrs_before, (long long)r->instrs_after);
   hk_buf_printf(b, ", \"peak_live_bytes_global\": %lld, \"peak_live_bytes_per_device\": %lld",

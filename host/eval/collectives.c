@@ -108,7 +108,9 @@ static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int6
                   : mode == MODE_FLATTENED ? id
                                            : id * d->num_partitions + q;
       if (dev < 0 || dev >= d->num_partitions * d->num_replicas)
-        st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "replica group id %lld is out of range", (long long)id);
+        st = hk_eval_error(ins, HK_FAILED_PRECONDITION,
+                           "replica group id %lld names a device that does not run (%lld replicas x %lld partitions)",
+                           (long long)id, (long long)d->num_replicas, (long long)d->num_partitions);
       if (dev == me) *rank = n;
       p[n++] = dev;
     }

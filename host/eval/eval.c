@@ -527,6 +527,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_CALL: case HK_OP_FUSION: return op_call(d, ins, ops, out);
     case HK_OP_CUSTOM_CALL: return op_custom_call(d, ins, ops, out);
     case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
+    case HK_OP_FFT: return hk_op_fft(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;
     case HK_OP_OUTFEED: *out = hk_value_new_token(); return NULL;
     case HK_OP_INFEED: return op_infeed(ins, out);

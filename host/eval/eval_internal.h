@@ -105,6 +105,7 @@ hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
 hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);

@@ -17,7 +17,10 @@
  *                           numbers); any other sharding is an error.
  * The derived vtable lives in a per-instance block whose address the
  * overrides recover from self->vt (container of the embedded vtable), so
- * two instances never share state. */
+ * two instances never share state and no global is written.  Consequence:
+ * a further subclass must not install a copy of this vtable on the pass
+ * (our hooks would look for the block beside the copy); it should wrap the
+ * pass and call its hooks through hk_pass_extension() instead. */
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
