@@ -340,6 +340,29 @@ START_TEST(unsupported_op_falls_back_replicated) {
 }
 END_TEST
 
+START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                               "  a = f32[8,12] copy(p), sharding={devices=[1,4]<=[4]}\n"
+                               "  ROOT b = f32[8,12] copy(a), sharding={devices=[1,4]3,2,1,0}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 8);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(bad_sharding_for_partition_count_is_an_error) {
+  expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
+               "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+               "  ROOT r = f32[8] negate(p), sharding={replicated}\n}\n",
+               "allow_module_signature_change=true", "device 2 >= num_devices (2)");
+}
+END_TEST
+
 static Suite *spmd_suite(void) {
   Suite *s = suite_create("spmd");
   TCase *t = tcase_create("driver");
@@ -362,6 +385,8 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, reshard_replicated_to_tiled_is_local_slice);
   tcase_add_test(r, reshard_tiled_to_replicated_all_gathers);
   tcase_add_test(r, unsupported_op_falls_back_replicated);
+  tcase_add_test(r, reshard_moves_dims_by_all_to_all_and_permute);
+  tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;
 }

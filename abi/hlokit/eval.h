@@ -67,6 +67,9 @@ double hk_value_get_f64(const hk_value *v, int64_t i);
 int64_t hk_value_get_i64(const hk_value *v, int64_t i);
 void hk_value_set_f64(hk_value *v, int64_t i, double x);
 void hk_value_set_i64(hk_value *v, int64_t i, int64_t x);
+/* Complex elements as (re, im); real types read im = 0 and store re. */
+void hk_value_get_c(const hk_value *v, int64_t i, double *re, double *im);
+void hk_value_set_c(hk_value *v, int64_t i, double re, double im);
 
 /* True when the value has the shape's element type and dims (tuples
  * recursively; layout ignored). */

@@ -25,9 +25,6 @@ int64_t hk_wrap_int(hk_prim p, int64_t x);
 /* Rounds a double to the precision of float type p (the value it would
  * read back as). */
 double hk_round_to_type(hk_prim p, double x);
-/* Stores/loads a complex element (re, im); real types read im = 0. */
-void hk_value_get_c(const hk_value *v, int64_t i, double *re, double *im);
-void hk_value_set_c(hk_value *v, int64_t i, double re, double im);
 /* Row-major strides of a dims list (elements). */
 void hk_strides(int rank, const int64_t *dims, int64_t *strides);
 int64_t hk_dims_product(int rank, const int64_t *dims);

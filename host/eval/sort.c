@@ -14,6 +14,7 @@ typedef struct sort_ctx {
   hk_status *err;
   const hk_instr *ins;
   uint64_t calls;
+  uint64_t *keys;                  /* fast path: order-preserving keys of the row, or NULL */
 } sort_ctx;
 
 static uint64_t total_key(double x) {
@@ -30,6 +31,7 @@ static hk_value *scalar_at(const hk_value *v, int64_t i) {
 }
 
 static bool fast_less(const sort_ctx *c, int64_t x, int64_t y) {
+  if (c->keys) return c->fast_dir == HK_CMP_LT ? c->keys[x] < c->keys[y] : c->keys[x] > c->keys[y];
   const hk_value *v = c->ops[0];
   int64_t ix = c->base + x * c->stride, iy = c->base + y * c->stride;
   int r;
@@ -85,6 +87,27 @@ static void merge_sort(sort_ctx *c, int64_t *a, int64_t *tmp, int64_t n) {
   memcpy(a, tmp, (size_t)n * sizeof(int64_t));
 }
 
+/* Fills c->keys for the current row so that key order is the comparator's
+ * order; leaves it NULL when a NaN makes the plain float order partial. */
+static void row_keys(sort_ctx *c, uint64_t *buf, int64_t n) {
+  const hk_value *v = c->ops[0];
+  hk_prim p = (hk_prim)v->elem;
+  c->keys = NULL;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t at = c->base + i * c->stride;
+    if (hk_prim_is_float(p)) {
+      double x = hk_value_get_f64(v, at);
+      if (!c->total_order && isnan(x)) return;
+      buf[i] = total_key(!c->total_order && x == 0 ? 0.0 : x);
+    } else if (hk_prim_is_signed_int(p)) {
+      buf[i] = (uint64_t)hk_value_get_i64(v, at) ^ (UINT64_C(1) << 63);
+    } else {
+      buf[i] = (uint64_t)hk_value_get_i64(v, at);
+    }
+  }
+  c->keys = buf;
+}
+
 static void detect_fast(sort_ctx *c) {
   const hk_instr *r = c->cmp->root;
   c->fast_dir = 0;
@@ -109,7 +132,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int k = 0; k < N; k++)
     if (ops[k]->elem == HK_TUPLE || ops[k]->n != a->n)
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand %d does not match", k);
-  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0};
+  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0, NULL};
   detect_fast(&c);
   int64_t st[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);
@@ -119,12 +142,14 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int k = 0; k < N; k++) res[k] = hk_value_new_array((hk_prim)ops[k]->elem, a->rank, a->dims);
   int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
   int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!perm || !tmp) abort();
+  uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
+  if (!perm || !tmp || !keys) abort();
   int64_t rows = n ? a->n / n : 0;
   int64_t inner = st[dim];
   for (int64_t r = 0; r < rows && !c.err; r++) {
     c.base = (r / inner) * inner * n + r % inner;
     for (int64_t i = 0; i < n; i++) perm[i] = i;
+    if (c.fast_dir) row_keys(&c, keys, n);
     merge_sort(&c, perm, tmp, n);
     for (int k = 0; k < N; k++) {
       int es = hk_esize(ops[k]->elem);
@@ -135,6 +160,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   }
   free(perm);
   free(tmp);
+  free(keys);
   if (c.err) {
     for (int k = 0; k < N; k++) hk_value_release(res[k]);
     return hk_status_prefix(c.err, "%s", ins->name);

@@ -121,6 +121,10 @@ static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
     if (!hk_exec_threads_include(threads, c) || !partitioned_computation(cg, c)) continue;
     for (hk_instr *i = c->first; i && !st; i = i->next) {
       st = check_side_effect(p, i);
+      if (!st && i->sharding) {
+        st = hk_sharding_validate(i->sharding, i->shape, p->num_partitions);
+        if (st) st = hk_status_prefix(st, "instruction '%s'", i->name);
+      }
       if (st || i->sharding) continue;
       i->sharding = i->opcode == HK_OP_RNG
                         ? hk_sharding_maximal(m, 0)
