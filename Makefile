@@ -88,8 +88,10 @@ tools: $(TOOLS)
 deps:
 	@bash scripts/deps.sh
 
+# Suites see HLOKIT_SAN=1 in a sanitizer build (and HLOKIT_VALGRIND=1 under
+# valgrind) so a long corpus sweep can shorten itself there.
 check-tests: $(TESTS)
-	@bash scripts/run-checks.sh $(BUILD) $(TESTS)
+	@$(if $(SAN),HLOKIT_SAN=1 )bash scripts/run-checks.sh $(BUILD) $(TESTS)
 
 valgrind: $(TESTS)
 	@VALGRIND=1 bash scripts/run-checks.sh $(BUILD) $(TESTS)

@@ -904,7 +904,7 @@ START_TEST(test_conformance_spmd_global) {
          c.passed, c.total, c.too_big, c.too_slow, c.unsupported, c.multi_device, c.failed);
   fflush(stdout);
   ck_assert_int_eq(c.failed, 0);
-  ck_assert_int_ge(c.passed, 180);
+  ck_assert_int_ge(c.passed, 190);   /* 207 measured; timing-dependent cases vary with load */
 }
 END_TEST
 

@@ -59,6 +59,14 @@ static inline int hk_test_iterations(int n) {
   return n / 20 > 0 ? n / 20 : 1;
 }
 
+/* True in the ASan/UBSan build's run (make test sets HLOKIT_SAN=1) or under
+ * valgrind: a sweep over the whole conformance corpus, which the
+ * conformance runner covers anyway, can skip or sample itself there. */
+static inline bool hk_test_slow_build(void) {
+  const char *s = getenv("HLOKIT_SAN"), *v = getenv("HLOKIT_VALGRIND");
+  return (s && *s && *s != '0') || (v && *v && *v != '0');
+}
+
 /* Parses text or fails the test. */
 static inline hk_module *hk_test_parse(const char *text) {
   hk_module *m = NULL;

@@ -165,6 +165,11 @@ typedef struct hk_eval_options {
   /* Wall-clock budget per device in milliseconds (0: none); checked
    * between instructions, so one huge op may overrun it. */
   int64_t time_limit_ms;
+  /* Budget for the bytes of values alive at once on one device; going
+   * over it stops the run with an error instead of exhausting memory.
+   * 0: half the physical memory divided by the number of devices;
+   * negative: no limit. */
+  int64_t max_live_bytes;
 } hk_eval_options;
 
 enum { HK_EVAL_NUM_COLLECTIVE_KINDS = 6 };

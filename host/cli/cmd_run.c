@@ -8,6 +8,7 @@
 
 static const char usage[] =
     "hlokit run IN [--num-partitions=N] [--num-replicas=R] [--seed=S] [--inputs=FILE.json] [--json]\n"
+    "           [--time-limit=MS] [--max-live-bytes=N]\n"
     "  Evaluates IN (HLO text or JSON) on R x N simulated devices (default: the module's\n"
     "  num_partitions and replica_count).  Parameters come from --inputs (a JSON array with\n"
     "  one {\"shape\": S, \"values\": [...]} per parameter, {\"tuple\": [...]} for tuples) or are\n"
@@ -17,6 +18,7 @@ static const char usage[] =
 typedef struct run_opts {
   uint64_t seed;
   const char *inputs;
+  int64_t time_limit_ms, max_live_bytes;
 } run_opts;
 
 static hk_status *read_text_file(const char *path, hk_buf *b) {
@@ -106,7 +108,8 @@ static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const ch
   hk_value *const **dev_args = malloc((size_t)n * sizeof(*dev_args));
   if (!res || !dev_args) abort();
   for (int64_t d = 0; d < n; d++) dev_args[d] = args;
-  hk_eval_options eo = {.seed = o->seed};
+  hk_eval_options eo = {.seed = o->seed, .time_limit_ms = o->time_limit_ms,
+                        .max_live_bytes = o->max_live_bytes};
   if (!st && n == 1) st = hk_eval_module(m, args, n_args, &res[0], &eo, NULL);
   else if (!st) st = hk_eval_spmd(m, parts, reps, dev_args, n_args, res, &eo, NULL);
   if (!st) print_results(res, n, parts, c->json);
@@ -119,7 +122,17 @@ static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const ch
   return st;
 }
 
+static int parse_i64(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 0);
+  *out = v;
+  return *s && !*end && !errno && v >= 0 ? 1 : -1;
+}
+
 static int parse_run_option(run_opts *o, const char *arg) {
+  if (strncmp(arg, "--time-limit=", 13) == 0) return parse_i64(arg + 13, &o->time_limit_ms);
+  if (strncmp(arg, "--max-live-bytes=", 17) == 0) return parse_i64(arg + 17, &o->max_live_bytes);
   if (strncmp(arg, "--seed=", 7) == 0) {
     char *end;
     errno = 0;

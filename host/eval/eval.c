@@ -577,6 +577,10 @@ static hk_status *run_step(hk_device_ctx *d, const comp_plan *cp, int64_t k,
   int64_t gidx = cp->base + k;
   hk_status *st = eval_instr(d, ins, gidx, ops, &slots[k]);
   if (ops != small) free(ops);
+  if (!st && d->mem.over)
+    st = hk_eval_error(ins, HK_FAILED_PRECONDITION,
+                       "live values (%lld bytes) exceed the evaluator's memory budget of %lld bytes",
+                       (long long)d->mem.live, (long long)d->mem.limit);
   d->exec_count[gidx]++;
   d->stats.instructions_executed++;
   if (!st && !slots[k]) st = hk_eval_error(ins, HK_INTERNAL, "no value produced");
@@ -662,6 +666,7 @@ hk_status *hk_eval_module(const hk_module *m, hk_value *const *args, int n_args,
   hk_status *st = check_args(m, args, n_args);
   hk_device_ctx d;
   hk_device_ctx_init(&d, plan, opts);
+  d.mem.limit = hk_eval_memory_budget(opts, 1);
   for (int i = 0; i < n_args && !st; i++) d.mem.live += hk_value_byte_size(args[i]);
   d.mem.peak = d.mem.live;
   hk_eval_set_mem_counter(&d.mem);

@@ -10,7 +10,11 @@
 /* ---- memory accounting (per device thread) ---------------------------- */
 typedef struct hk_mem_counter {
   int64_t live, peak;
+  int64_t limit;                       /* 0 = none */
+  bool over;                           /* live went above limit */
 } hk_mem_counter;
+/* The live-bytes budget per device for opts and n devices (0 = none). */
+int64_t hk_eval_memory_budget(const hk_eval_options *opts, int64_t n_devices);
 /* The counter array allocations and frees of this thread are charged to
  * (NULL: none). */
 void hk_eval_set_mem_counter(hk_mem_counter *c);

@@ -89,6 +89,7 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions, int64_t num_
     r->ctx.num_replicas = num_replicas;
     r->ctx.num_partitions = num_partitions;
     r->ctx.backend = be;
+    r->ctx.mem.limit = hk_eval_memory_budget(opts, n);
   }
   int64_t started = 0;
   hk_status *st = NULL;

@@ -1,6 +1,7 @@
 /* value.c - evaluator values: allocation, reference counts, element access. */
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "eval/eval_internal.h"
 
@@ -12,6 +13,16 @@ void hk_eval_mem_charge(int64_t bytes) {
   if (!tl_mem) return;
   tl_mem->live += bytes;
   if (tl_mem->live > tl_mem->peak) tl_mem->peak = tl_mem->live;
+  if (tl_mem->limit && tl_mem->live > tl_mem->limit) tl_mem->over = true;
+}
+
+int64_t hk_eval_memory_budget(const hk_eval_options *opts, int64_t n_devices) {
+  int64_t b = opts ? opts->max_live_bytes : 0;
+  if (b < 0) return 0;
+  if (b > 0) return b;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  return (int64_t)pages * page / 2 / (n_devices > 0 ? n_devices : 1);
 }
 
 int64_t hk_dims_product(int rank, const int64_t *dims) {
