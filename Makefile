@@ -68,9 +68,10 @@ $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
 
 # Each plugin folder becomes one .so; it resolves hk_* from libhlokit.so.
+# Objects reached through the plugin rule are "intermediate" to make: keep
+# them (.PRECIOUS), but do not use .SECONDARY, which would also let make
+# skip rebuilding a missing object of an up-to-date libhlokit.so.
 .PRECIOUS: $(BUILD)/obj/%.o
-# No object is an "intermediate" file make may delete after linking.
-.SECONDARY:
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plugin/$$*/*.c))) $(LIB)
 	@mkdir -p $(dir $@)

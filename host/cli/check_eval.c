@@ -76,6 +76,9 @@ hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_ch
   free(rep->root_shape);
   rep->root_shape = hk_shape_to_string(p->entry->root->shape);
   int np = g->entry->n_params;
+  hk_eval_options limits = {.seed = o->seed};
+  HK_TRY(hk_eval_check_sizes(g, &limits));   /* before making huge inputs */
+  HK_TRY(hk_eval_check_sizes(p, &limits));
   hk_value **in = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
   if (!in) abort();
   for (int i = 0; i < np; i++) in[i] = hk_value_random(g->entry->params[i]->shape, o->seed, (uint64_t)i);

@@ -103,13 +103,14 @@ static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const ch
   int64_t n = parts * reps;
   hk_value **args = NULL;
   int n_args = 0;
-  hk_status *st = make_inputs(m, o, &args, &n_args);
+  hk_eval_options eo = {.seed = o->seed, .time_limit_ms = o->time_limit_ms,
+                        .max_live_bytes = o->max_live_bytes};
+  hk_status *st = hk_eval_check_sizes(m, &eo);   /* before making huge inputs */
+  if (!st) st = make_inputs(m, o, &args, &n_args);
   hk_value **res = calloc((size_t)n, sizeof(hk_value *));
   hk_value *const **dev_args = malloc((size_t)n * sizeof(*dev_args));
   if (!res || !dev_args) abort();
   for (int64_t d = 0; d < n; d++) dev_args[d] = args;
-  hk_eval_options eo = {.seed = o->seed, .time_limit_ms = o->time_limit_ms,
-                        .max_live_bytes = o->max_live_bytes};
   if (!st && n == 1) st = hk_eval_module(m, args, n_args, &res[0], &eo, NULL);
   else if (!st) st = hk_eval_spmd(m, parts, reps, dev_args, n_args, res, &eo, NULL);
   if (!st) print_results(res, n, parts, c->json);
