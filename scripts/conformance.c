@@ -809,7 +809,66 @@ static int64_t largest_shape_elements(const char *hlo) {
 #define SPMD_MAX_ELEMENTS (1LL << 24)
 #define SPMD_CASE_SECONDS 20
 
+/* True when every collective of the module at path carries a channel id
+ * no other collective has (send/recv pair up by sharing one, so they are
+ * not counted). */
+static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    set_reason(reason, cap, "no partitioned module written");
+    return false;
+  }
+  hk_buf b;
+  hk_buf_init(&b);
+  char chunk[65536];
+  size_t got;
+  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(&b, chunk, got);
+  fclose(f);
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(b.data ? b.data : "", b.len, path, &m);
+  hk_buf_free(&b);
+  if (st) {
+    set_reason(reason, cap, "partitioned module does not parse: %.200s", st->message);
+    hk_status_free(st);
+    return false;
+  }
+  bool ok = true;
+  int64_t n_seen = 0, cap_seen = 64;
+  int64_t *seen = malloc((size_t)cap_seen * sizeof *seen);
+  for (int32_t k = 0; k < m->n_computations && ok; k++)
+    for (const hk_instr *i = m->computations[k]->first; i && ok; i = i->next) {
+      int64_t id = hk_instr_channel_id(i);
+      if (!id || i->opcode == HK_OP_SEND || i->opcode == HK_OP_RECV ||
+          i->opcode == HK_OP_SEND_DONE || i->opcode == HK_OP_RECV_DONE)
+        continue;
+      for (int64_t j = 0; j < n_seen && ok; j++)
+        if (seen[j] == id) {
+          set_reason(reason, cap, "channel id %lld used twice (again by %s)", (long long)id, i->name);
+          ok = false;
+        }
+      if (n_seen == cap_seen) seen = realloc(seen, (size_t)(cap_seen *= 2) * sizeof *seen);
+      seen[n_seen++] = id;
+    }
+  free(seen);
+  hk_module_free(m);
+  return ok;
+}
+
+static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, char *reason,
+                           size_t cap);
+
 static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
+  return spmd_case_with(r, c, NULL, reason, cap);
+}
+
+/* The spmd case with the @hilo-collectives passes appended: still equal,
+ * and every channel id unique afterwards. */
+static bool spmd_hilo_case(runner *r, json_object *c, char *reason, size_t cap) {
+  return spmd_case_with(r, c, "@hilo-collectives", reason, cap);
+}
+
+static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, char *reason,
+                           size_t cap) {
   const char *hlo = jstr(c, "hlo");
   int64_t biggest = hlo ? largest_shape_elements(hlo) : 0;
   if (biggest > SPMD_MAX_ELEMENTS) {
@@ -832,10 +891,14 @@ static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
   int limit = r->timeout_s > 5 ? r->timeout_s - 5 : r->timeout_s;
   if (limit > SPMD_CASE_SECONDS) limit = SPMD_CASE_SECONDS;
   snprintf(timeout_s, sizeof timeout_s, "%d", limit);
-  char passes[2100];
-  snprintf(passes, sizeof passes, "--passes=%s", spec);
+  char passes[2200], out_path[4200];
+  snprintf(passes, sizeof passes, "--passes=%s%s%s", spec, extra_passes ? "," : "",
+           extra_passes ? extra_passes : "");
+  snprintf(out_path, sizeof out_path, "%s.out.hlo", path);
+  /* With extra passes the result is also written (-o) to check channel ids;
+   * without, the NULL ends argv before "-o". */
   char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "check",
-                  path, nparts, passes, "--json", NULL};
+                  path, nparts, passes, "--json", extra_passes ? "-o" : NULL, out_path, NULL};
   char *out = NULL;
   int sig = 0;
   int rc = run_command(argv, &out, &sig);
@@ -866,11 +929,12 @@ static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
       } else if (want && strcmp(a, b)) {
         set_reason(reason, cap, "root shape %s, expected %s", b, a);
       } else {
-        ok = true;
+        ok = !extra_passes || channel_ids_unique(out_path, reason, cap);
       }
       json_object_put(res);
     }
   }
+  if (extra_passes) unlink(out_path);
   free(out);
   return ok;
 }
@@ -884,6 +948,18 @@ static void spmd_each(runner *r, json_object *c, int index) {
 
 static void suite_spmd(runner *r) {
   if (!for_each_line(r, "spmd.jsonl", spmd_each)) record_missing(r, "spmd", "spmd.jsonl");
+}
+
+static void spmd_hilo_each(runner *r, json_object *c, int index) {
+  (void)index;
+  const char *name = jstr(c, "name");
+  run_case(r, "spmd_hilo", jbool(c, "expect_error", false) ? "error" : "module", NULL,
+           name ? name : "?", spmd_hilo_case, c);
+}
+
+static void suite_spmd_hilo(runner *r) {
+  if (!for_each_line(r, "spmd.jsonl", spmd_hilo_each))
+    record_missing(r, "spmd_hilo", "spmd.jsonl");
 }
 
 /* ---- suite: stateful_rng -------------------------------------------------------- */
@@ -1079,6 +1155,8 @@ static const suite SUITES[] = {
     {"parser", suite_parser, "parser.jsonl: roundtrip, non_roundtrip, parse_ok, error"},
     {"spmd", suite_spmd,
      "spmd.jsonl: spmd-partitioning then hlokit check (equal values, root shape)"},
+    {"spmd_hilo", suite_spmd_hilo,
+     "spmd.jsonl: spmd-partitioning,@hilo-collectives then hlokit check; channel ids unique"},
     {"stateful_rng", suite_stateful_rng,
      "stateful_rng.jsonl: rng-expander, sharding-propagation{is_spmd=true}, "
      "stateful-rng-spmd-partitioning, then hlokit check"},
