@@ -345,3 +345,28 @@ hk_status *hk_cli_write_output(const char *path, const char *data, size_t len) {
   free(real);
   return s;
 }
+
+int hk_cli_parse_args(const char *cmd, const char *usage, int argc, char **argv,
+                      hk_cli_common *c, hk_cli_own_option_fn own, void *ctx,
+                      const char **in, bool *help) {
+  *in = NULL;
+  *help = false;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+      printf("usage: %s\n", usage);
+      *help = true;
+      return HK_EXIT_OK;
+    }
+    int r = own ? own(ctx, argv[i]) : 0;
+    if (r < 0) return hk_cli_usage_error(cmd, usage, "bad value in '%s'", argv[i]);
+    if (r == 0 && hk_cli_is_option(argv[i])) r = hk_cli_parse_common(c, argc, argv, &i);
+    if (r < 0) return HK_EXIT_ERROR;
+    if (r == 0 && hk_cli_is_option(argv[i]))
+      return hk_cli_usage_error(cmd, usage, "unknown option '%s'", argv[i]);
+    if (r == 0 && *in)
+      return hk_cli_usage_error(cmd, usage, "more than one input ('%s' and '%s')", *in, argv[i]);
+    if (r == 0) *in = argv[i];
+  }
+  if (!*in) return hk_cli_usage_error(cmd, usage, "no input module");
+  return HK_EXIT_OK;
+}

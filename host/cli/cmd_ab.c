@@ -375,7 +375,8 @@ static int parse_double(const char *s, double *out) {
 }
 
 /* 1 consumed, 0 not an ab option, -1 bad value. */
-static int parse_ab_option(ab_opts *o, const char *arg) {
+static int parse_ab_option(void *ctx, const char *arg) {
+  ab_opts *o = ctx;
   if (strncmp(arg, "--a=", 4) == 0) return (o->pipe[0] = arg + 4), arg[4] ? 1 : -1;
   if (strncmp(arg, "--b=", 4) == 0) return (o->pipe[1] = arg + 4), arg[4] ? 1 : -1;
   if (strncmp(arg, "--seed=", 7) == 0) {
@@ -392,22 +393,8 @@ static int parse_ab_option(ab_opts *o, const char *arg) {
 /* Parses argv; returns HK_EXIT_OK to go on, anything else to stop with. */
 static int parse_args(int argc, char **argv, hk_cli_common *c, ab_opts *o, const char **in,
                       bool *help) {
-  for (int i = 1; i < argc; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      *help = true;
-      return HK_EXIT_OK;
-    }
-    int r = parse_ab_option(o, argv[i]);
-    if (r < 0) return hk_cli_usage_error("ab", usage, "bad value in '%s'", argv[i]);
-    if (r == 0 && hk_cli_is_option(argv[i])) r = hk_cli_parse_common(c, argc, argv, &i);
-    if (r < 0) return HK_EXIT_ERROR;
-    if (r == 0 && hk_cli_is_option(argv[i]))
-      return hk_cli_usage_error("ab", usage, "unknown option '%s'", argv[i]);
-    if (r == 0 && *in)
-      return hk_cli_usage_error("ab", usage, "more than one input ('%s' and '%s')", *in, argv[i]);
-    if (r == 0) *in = argv[i];
-  }
-  if (!*in) return hk_cli_usage_error("ab", usage, "no input module");
+  int rc = hk_cli_parse_args("ab", usage, argc, argv, c, parse_ab_option, o, in, help);
+  if (rc != HK_EXIT_OK || *help) return rc;
   if (!o->pipe[0] || !o->pipe[1]) return hk_cli_usage_error("ab", usage, "give both --a and --b");
   if (c->passes || c->pipeline_file || c->output || c->dump_after)
     return hk_cli_usage_error("ab", usage, "--passes, --pipeline, -o and --dump-after do not "
@@ -422,7 +409,6 @@ int hk_cmd_ab(int argc, char **argv) {
   const char *in = NULL;
   bool help = false;
   int rc = parse_args(argc, argv, &c, &o, &in, &help);
-  if (help) printf("usage: %s\n", usage);
   if (rc == HK_EXIT_OK && !help) {
     bool equal = false;
     hk_status *st = run_ab(&c, &o, in, &equal);

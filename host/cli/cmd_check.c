@@ -158,7 +158,8 @@ static int parse_double(const char *s, double *out) {
   return *s && !*end && !errno && *out >= 0 ? 1 : -1;
 }
 
-static int parse_check_option(check_opts *o, const char *arg) {
+static int parse_check_option(void *ctx, const char *arg) {
+  check_opts *o = ctx;
   if (strncmp(arg, "--seed=", 7) == 0) {
     char *end;
     errno = 0;
@@ -179,28 +180,12 @@ int hk_cmd_check(int argc, char **argv) {
   hk_cli_common_init(&c);
   check_opts o = {0, -1, -1, NULL};
   const char *in = NULL;
-  int rc = HK_EXIT_OK;
-  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s\n", usage);
-      hk_cli_common_free(&c);
-      return HK_EXIT_OK;
-    }
-    int r = parse_check_option(&o, argv[i]);
-    if (r < 0) {
-      rc = hk_cli_usage_error("check", usage, "bad value in '%s'", argv[i]);
-      break;
-    }
-    if (r == 0 && hk_cli_is_option(argv[i])) r = hk_cli_parse_common(&c, argc, argv, &i);
-    if (r < 0) rc = HK_EXIT_ERROR;
-    else if (r == 0 && hk_cli_is_option(argv[i]))
-      rc = hk_cli_usage_error("check", usage, "unknown option '%s'", argv[i]);
-    else if (r == 0 && in)
-      rc = hk_cli_usage_error("check", usage, "more than one input ('%s' and '%s')", in, argv[i]);
-    else if (r == 0)
-      in = argv[i];
+  bool help = false;
+  int rc = hk_cli_parse_args("check", usage, argc, argv, &c, parse_check_option, &o, &in, &help);
+  if (help) {
+    hk_cli_common_free(&c);
+    return HK_EXIT_OK;
   }
-  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("check", usage, "no input module");
   if (rc == HK_EXIT_OK && !o.partitioned && !c.passes && !c.pipeline_file)
     rc = hk_cli_usage_error("check", usage, "give --passes, --pipeline or --partitioned");
   if (rc == HK_EXIT_OK) {

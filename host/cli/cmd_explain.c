@@ -186,31 +186,24 @@ static hk_status *run_explain(const hk_cli_common *c, const char *in, const char
   return st;
 }
 
+/* --instr=NAME, the one option of explain's own. */
+static int parse_instr_option(void *ctx, const char *arg) {
+  if (strncmp(arg, "--instr=", 8) != 0) return 0;
+  *(const char **)ctx = arg + 8;
+  return 1;
+}
+
 int hk_cmd_explain(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
   const char *in = NULL, *instr = NULL;
-  int rc = HK_EXIT_OK;
-  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s\n", usage);
-      hk_cli_common_free(&c);
-      return HK_EXIT_OK;
-    }
-    if (strncmp(argv[i], "--instr=", 8) == 0) {
-      instr = argv[i] + 8;
-      continue;
-    }
-    int r = hk_cli_is_option(argv[i]) ? hk_cli_parse_common(&c, argc, argv, &i) : 0;
-    if (r < 0) rc = HK_EXIT_ERROR;
-    else if (r == 0 && hk_cli_is_option(argv[i]))
-      rc = hk_cli_usage_error("explain", usage, "unknown option '%s'", argv[i]);
-    else if (r == 0 && in)
-      rc = hk_cli_usage_error("explain", usage, "more than one input ('%s' and '%s')", in, argv[i]);
-    else if (r == 0)
-      in = argv[i];
+  bool help = false;
+  int rc = hk_cli_parse_args("explain", usage, argc, argv, &c, parse_instr_option, &instr, &in,
+                             &help);
+  if (help) {
+    hk_cli_common_free(&c);
+    return HK_EXIT_OK;
   }
-  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("explain", usage, "no input module");
   if (rc == HK_EXIT_OK && (!instr || !*instr))
     rc = hk_cli_usage_error("explain", usage, "--instr=NAME is required");
   if (rc == HK_EXIT_OK && c.passes && c.pipeline_file)

@@ -49,23 +49,12 @@ int hk_cmd_opt(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
   const char *in = NULL;
-  int rc = HK_EXIT_OK;
-  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s\n", usage);
-      hk_cli_common_free(&c);
-      return HK_EXIT_OK;
-    }
-    int r = hk_cli_is_option(argv[i]) ? hk_cli_parse_common(&c, argc, argv, &i) : 0;
-    if (r < 0) rc = HK_EXIT_ERROR;
-    else if (r == 0 && hk_cli_is_option(argv[i]))
-      rc = hk_cli_usage_error("opt", usage, "unknown option '%s'", argv[i]);
-    else if (r == 0 && in)
-      rc = hk_cli_usage_error("opt", usage, "more than one input ('%s' and '%s')", in, argv[i]);
-    else if (r == 0)
-      in = argv[i];
+  bool help = false;
+  int rc = hk_cli_parse_args("opt", usage, argc, argv, &c, NULL, NULL, &in, &help);
+  if (help) {
+    hk_cli_common_free(&c);
+    return HK_EXIT_OK;
   }
-  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("opt", usage, "no input module");
   if (rc == HK_EXIT_OK) {
     hk_status *st = run_opt(&c, in);
     if (st) rc = hk_cli_fail("opt", st);

@@ -131,7 +131,8 @@ static int parse_i64(const char *s, int64_t *out) {
   return *s && !*end && !errno && v >= 0 ? 1 : -1;
 }
 
-static int parse_run_option(run_opts *o, const char *arg) {
+static int parse_run_option(void *ctx, const char *arg) {
+  run_opts *o = ctx;
   if (strncmp(arg, "--time-limit=", 13) == 0) return parse_i64(arg + 13, &o->time_limit_ms);
   if (strncmp(arg, "--max-live-bytes=", 17) == 0) return parse_i64(arg + 17, &o->max_live_bytes);
   if (strncmp(arg, "--seed=", 7) == 0) {
@@ -152,28 +153,12 @@ int hk_cmd_run(int argc, char **argv) {
   hk_cli_common_init(&c);
   run_opts o = {0};
   const char *in = NULL;
-  int rc = HK_EXIT_OK;
-  for (int i = 1; i < argc && rc == HK_EXIT_OK; i++) {
-    if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-      printf("usage: %s\n", usage);
-      hk_cli_common_free(&c);
-      return HK_EXIT_OK;
-    }
-    int r = parse_run_option(&o, argv[i]);
-    if (r < 0) {
-      rc = hk_cli_usage_error("run", usage, "bad value in '%s'", argv[i]);
-      break;
-    }
-    if (r == 0 && hk_cli_is_option(argv[i])) r = hk_cli_parse_common(&c, argc, argv, &i);
-    if (r < 0) rc = HK_EXIT_ERROR;
-    else if (r == 0 && hk_cli_is_option(argv[i]))
-      rc = hk_cli_usage_error("run", usage, "unknown option '%s'", argv[i]);
-    else if (r == 0 && in)
-      rc = hk_cli_usage_error("run", usage, "more than one input ('%s' and '%s')", in, argv[i]);
-    else if (r == 0)
-      in = argv[i];
+  bool help = false;
+  int rc = hk_cli_parse_args("run", usage, argc, argv, &c, parse_run_option, &o, &in, &help);
+  if (help) {
+    hk_cli_common_free(&c);
+    return HK_EXIT_OK;
   }
-  if (rc == HK_EXIT_OK && !in) rc = hk_cli_usage_error("run", usage, "no input module");
   if (rc == HK_EXIT_OK) {
     hk_status *st = run_module(&c, &o, in);
     if (st) rc = hk_cli_fail("run", st);

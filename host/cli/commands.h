@@ -55,6 +55,18 @@ int hk_cli_parse_common(hk_cli_common *c, int argc, char **argv, int *i);
 /* True if argv[i] looks like an option (starts with '-' and is not "-"). */
 bool hk_cli_is_option(const char *arg);
 
+/* A command's own options: 1 when it took arg, 0 when arg is not one of
+ * its options, -1 for a bad value. */
+typedef int (*hk_cli_own_option_fn)(void *ctx, const char *arg);
+
+/* The argument loop every command shares: --help/-h (prints the usage and
+ * sets *help), the command's own options (own may be NULL), the common
+ * options, and exactly one input module.  Returns HK_EXIT_OK to go on, or
+ * HK_EXIT_ERROR after printing what is wrong. */
+int hk_cli_parse_args(const char *cmd, const char *usage, int argc, char **argv,
+                      hk_cli_common *c, hk_cli_own_option_fn own, void *ctx,
+                      const char **in, bool *help);
+
 /* Prints "hlokit CMD: error: MESSAGE" to stderr, frees st, returns 2. */
 int hk_cli_fail(const char *cmd, hk_status *st);
 /* Prints a usage error and returns 2. */
