@@ -5,25 +5,12 @@
 
 static hk_registry *reg;
 
-static void load_hilo(void) {
-  char path[4096];
-  hk_test_plugin_path("hilo", path, sizeof path);
-  reg = hk_registry_new();
-  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
-}
+static void load_hilo(void) { reg = hk_test_registry_with("hilo"); }
 
 static void unload_hilo(void) { hk_registry_free(reg); }
 
 static bool run_pass(hk_module *m, const char *name, const char *opts) {
-  hk_status *err = NULL;
-  hk_pass *p = hk_registry_create_pass(reg, name, opts, &err);
-  ck_assert_ok(err);
-  bool changed = false;
-  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
-  hk_pass_destroy(p);
-  hk_verify_options vo = hk_verify_defaults();
-  ck_assert_ok(hk_verify_module(m, &vo));
-  return changed;
+  return hk_test_run_pass(reg, m, name, opts);
 }
 
 static const char *sum_comp =

@@ -5,27 +5,13 @@
 
 static hk_registry *reg;
 
-static void load_stock(void) {
-  char path[4096];
-  hk_test_plugin_path("stock", path, sizeof path);
-  reg = hk_registry_new();
-  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
-}
+static void load_stock(void) { reg = hk_test_registry_with("stock"); }
 
 static void unload_stock(void) { hk_registry_free(reg); }
 
 /* Runs pass `name` with options; returns changed. */
 static bool run_pass(hk_module *m, const char *name, const char *opts) {
-  hk_status *err = NULL;
-  hk_pass *p = hk_registry_create_pass(reg, name, opts, &err);
-  ck_assert_ok(err);
-  ck_assert_ptr_nonnull(p);
-  bool changed = false;
-  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
-  hk_pass_destroy(p);
-  hk_verify_options vo = hk_verify_defaults();
-  ck_assert_ok(hk_verify_module(m, &vo));
-  return changed;
+  return hk_test_run_pass(reg, m, name, opts);
 }
 
 static bool has_instr(hk_module *m, const char *name) {

@@ -82,4 +82,32 @@ static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
   return n;
 }
 
+#ifdef HLOKIT_HOST_PIPELINE_H
+/* A registry holding build plugin `name` (tests that include
+ * pipeline/pipeline.h before this header). */
+static inline hk_registry *hk_test_registry_with(const char *name) {
+  char path[4096];
+  hk_test_plugin_path(name, path, sizeof path);
+  hk_registry *reg = hk_registry_new();
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  return reg;
+}
+#endif
+
+/* Runs registered pass `name` (options in pipeline syntax, NULL for the
+ * defaults) over m, checks the result verifies, returns `changed`. */
+static inline bool hk_test_run_pass(hk_registry *reg, hk_module *m, const char *name,
+                                    const char *opts) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, name, opts, &err);
+  ck_assert_ok(err);
+  ck_assert_ptr_nonnull(p);
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  hk_pass_destroy(p);
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &vo));
+  return changed;
+}
+
 #endif
