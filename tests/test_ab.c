@@ -156,6 +156,24 @@ START_TEST(test_json_figures) {
 }
 END_TEST
 
+START_TEST(test_hilo_combiners_merge_parallel_all_reduces) {
+  /* Two parallel MLP branches: the partitioner gives each an all-reduce;
+   * @hilo-collectives merges the two into one tuple-shaped all-reduce
+   * moving the same bytes, and the numbers stay the same. */
+  ck_assert_int_eq(ab("fixtures/mlp_parallel.hlo --a=" PROPAGATED " --b=" PROPAGATED
+                      "',@hilo-collectives' --num-partitions=8 --json"), 0);
+  json_object *j = json_tokener_parse(out_text);
+  ck_assert_ptr_nonnull(j);
+  ck_assert(get_bool(j, "a.equal"));
+  ck_assert(get_bool(j, "b.equal"));
+  ck_assert_int_eq(get_int(j, "a.collectives.all-reduce.count"), 2);
+  ck_assert_int_eq(get_int(j, "b.collectives.all-reduce.count"), 1);
+  ck_assert_int_eq(get_int(j, "a.collectives.all-reduce.bytes_per_device"),
+                   get_int(j, "b.collectives.all-reduce.bytes_per_device"));
+  json_object_put(j);
+}
+END_TEST
+
 START_TEST(test_one_side_differs_exits_1) {
   char args[4 * PATH_MAX];
   snprintf(args, sizeof args,
@@ -231,6 +249,7 @@ static Suite *ab_suite(void) {
   tcase_add_test(t, test_both_correct_side_by_side);
   tcase_add_test(t, test_json_figures);
   tcase_add_test(t, test_one_side_differs_exits_1);
+  tcase_add_test(t, test_hilo_combiners_merge_parallel_all_reduces);
   tcase_add_test(t, test_pipeline_file);
   tcase_add_test(t, test_errors_exit_2);
   suite_add_tcase(s, t);

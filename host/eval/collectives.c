@@ -245,11 +245,17 @@ static hk_status *per_operand(coll *c, hk_value *const *ops,
   hk_value **r = calloc((size_t)(n ? n : 1), sizeof(hk_value *));
   if (!r) abort();
   hk_status *st = NULL;
+  int64_t before[HK_EVAL_NUM_COLLECTIVE_KINDS];
+  memcpy(before, c->d->stats.collective_count, sizeof before);
   for (int k = 0; k < n && !st; k++) {
     c->op.sequence = c->op.sequence * 64 + k;   /* distinct key per operand */
     st = f(c, in[k], &r[k]);
     c->op.sequence = (c->op.sequence - k) / 64;
   }
+  /* A tuple-shaped (combined) collective is one collective, whatever the
+   * number of operands; its bytes are the sum over them. */
+  for (int k = 0; k < HK_EVAL_NUM_COLLECTIVE_KINDS; k++)
+    if (c->d->stats.collective_count[k] > before[k]) c->d->stats.collective_count[k] = before[k] + 1;
   if (st) {
     for (int k = 0; k < n; k++) hk_value_release(r[k]);
     free(r);
