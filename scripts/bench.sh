@@ -5,7 +5,8 @@
 #   BENCH_SIZES="1000 10000 100000 1000000"   module sizes (instructions)
 #   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
 # Benches: parse (parse and print), pipeline (pass dispatch), propagation
-# (sharding-propagation over parameter-annotated modules).  To add one, write bench_NAME (it gets
+# (sharding-propagation over parameter-annotated modules), eval (1024^3 dot,
+# 100-layer MLP checked on 8 devices).  To add one, write bench_NAME (it gets
 # the size list; gen_module SIZE ANNOTATE gives a module path) and list it
 # in BENCHES below.  Modules are kept in build/bench/.
 set -euo pipefail
@@ -16,7 +17,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(parse pipeline propagation)
+BENCHES=(parse pipeline propagation eval)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -98,6 +99,33 @@ bench_propagation() {
   done
   awk -v a="$first_n" -v b="$last_n" -v t0="$first_t" -v t1="$last_t" \
     'BEGIN { printf "growth (time per instruction at %d vs %d): %.2fx\n", b, a, (t1/b)/(t0/a) }'
+}
+
+# best_seconds N CMD... -> the best wall time of N runs of CMD, in seconds.
+best_seconds() {
+  local n=$1 best="" t0 t1 t
+  shift
+  for _ in $(seq "$n"); do
+    t0=$(date +%s.%N)
+    "$@" >/dev/null 2>&1 || true
+    t1=$(date +%s.%N)
+    t=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
+    if [ -z "$best" ] || awk -v a="$t" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$t; fi
+  done
+  echo "$best"
+}
+
+bench_eval() {
+  echo
+  echo "== evaluator"
+  local t
+  t=$(best_seconds 3 "$build/hlokit" run fixtures/eval/dot_1024.hlo)
+  awk -v t="$t" 'BEGIN { printf "f32 dot 1024x1024x1024: %.3f s (whole run), %.2f GFLOP/s\n", t, 2*1024^3/t/1e9 }'
+  local mlp="$benchdir/mlp-100-layers.hlo"
+  [ -s "$mlp" ] || "$build/hk-gen-mlp" --layers=100 --annotate=all >"$mlp"
+  t=$(best_seconds 3 "$build/hlokit" check "$mlp" --num-partitions=8 \
+        --passes='spmd-partitioning{allow_module_signature_change=true}' --atol=1e-3 --rtol=1e-2)
+  awk -v t="$t" 'BEGIN { printf "100-layer MLP: partition + global run + 8-device run + compare: %.3f s\n", t }'
 }
 
 for b in "${BENCHES[@]}"; do
