@@ -13,21 +13,12 @@ static hk_module *parse_or_die(const char *text) {
 }
 
 /* Names are unique per module (the parser renames later clashes), so the
- * tests give every instruction they look up a module-wide unique name. */
-static hk_instr *find(hk_module *m, const char *name) {
-  for (int32_t k = 0; k < m->n_computations; k++) {
-    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
-    if (i) return i;
-  }
-  ck_abort_msg("no instruction %s", name);
-  return NULL;
-}
-
-/* Infers `name`'s shape and compares it (layout-free) with `want`. */
+ * tests give every instruction they look up a module-wide unique name.
+ * Infers `name`'s shape and compares it (layout-free) with `want`. */
 static void expect_infer(const char *text, const char *name, const char *want) {
   hk_module *m = parse_or_die(text);
   const hk_shape *got = NULL, *exp = NULL;
-  ck_assert_ok(hk_infer_shape(m, find(m, name), &got));
+  ck_assert_ok(hk_infer_shape(m, hk_test_find(m, name), &got));
   ck_assert_ok(hk_parse_shape(m, want, strlen(want), &exp));
   char *gs = hk_shape_to_string(got);
   ck_assert_msg(hk_shape_compatible(got, exp), "%s: inferred %s, expected %s", name, gs, want);
@@ -411,7 +402,7 @@ START_TEST(infer_error_names_instruction) {
       "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = f32[3] parameter(1)\n"
       "  ROOT add.3 = f32[2] add(p, q)\n}\n");
   const hk_shape *s = NULL;
-  hk_status *st = hk_infer_shape(m, find(m, "add.3"), &s);
+  hk_status *st = hk_infer_shape(m, hk_test_find(m, "add.3"), &s);
   ck_assert_ptr_nonnull(st);
   ck_assert_msg(strstr(st->message, "add.3") && strstr(st->message, "main") &&
                     strstr(st->message, "f32[3]"),
@@ -426,8 +417,8 @@ END_TEST
 START_TEST(verify_wrong_operand_count) {
   hk_module *m = parse_or_die(
       "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  ROOT n = f32[2] negate(p)\n}\n");
-  hk_instr *n = find(m, "n");
-  hk_instr_append_operand(n, find(m, "p"));
+  hk_instr *n = hk_test_find(m, "n");
+  hk_instr_append_operand(n, hk_test_find(m, "p"));
   expect_verify_error(m, "'n'", "expected 1 operands");
   hk_module_free(m);
 }
@@ -484,7 +475,7 @@ START_TEST(verify_duplicate_parameter) {
   hk_module *m = parse_or_die(
       "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  q = f32[2] parameter(1)\n"
       "  ROOT a = f32[2] add(p, q)\n}\n");
-  hk_instr_attrs(find(m, "q"))->parameter_number = 0;
+  hk_instr_attrs(hk_test_find(m, "q"))->parameter_number = 0;
   expect_verify_error(m, "duplicate parameter number 0", "'main'");
   hk_module_free(m);
 }
@@ -494,7 +485,7 @@ START_TEST(verify_cycle) {
   hk_module *m = parse_or_die(
       "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  n = f32[2] negate(p)\n"
       "  ROOT a = f32[2] abs(n)\n}\n");
-  hk_instr_set_operand(find(m, "n"), 0, find(m, "a"));
+  hk_instr_set_operand(hk_test_find(m, "n"), 0, hk_test_find(m, "a"));
   expect_verify_error(m, "cycle", NULL);
   hk_module_free(m);
 }
@@ -558,7 +549,7 @@ START_TEST(verify_conditional_predicate_type) {
       "ENTRY main {\n  v = f32[4] parameter(0)\n  i = s32[] parameter(1)\n"
       "  ROOT c = f32[4] conditional(i, v, v), branch_computations={b0, b1}\n}\n");
   ck_assert_ok(hk_verify_module(m, NULL));
-  find(m, "i")->shape = hk_shape_scalar(m, HK_F32);
+  hk_test_find(m, "i")->shape = hk_shape_scalar(m, HK_F32);
   expect_verify_error(m, "'c'", "must be a scalar of PRED or S32");
   hk_module_free(m);
 }
@@ -585,7 +576,7 @@ START_TEST(verify_parameter_replication_count) {
       "HloModule m\nENTRY main {\n  p = (f32[], f32[]) parameter(0)\n"
       "  ROOT g = f32[] get-tuple-element(p), index=0\n}\n");
   static const bool three[3] = {true, false, true};
-  hk_attrs *a = hk_instr_attrs(find(m, "p"));
+  hk_attrs *a = hk_instr_attrs(hk_test_find(m, "p"));
   a->n_parameter_replication = 3;
   a->parameter_replication = three;
   expect_verify_error(m, "'p'", "2 leaf buffers, but parameter_replication has 3");

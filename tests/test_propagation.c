@@ -84,18 +84,10 @@ static bool propagate(hk_module *m, const char *opts) {
   return changed;
 }
 
-static hk_instr *find(hk_module *m, const char *name) {
-  for (int32_t k = 0; k < m->n_computations; k++) {
-    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
-    if (i) return i;
-  }
-  ck_abort_msg("no instruction %s", name);
-  return NULL;
-}
 
 /* name's sharding means `want` (NULL: unsharded). */
 static void expect(hk_module *m, const char *name, const char *want) {
-  hk_instr *i = find(m, name);
+  hk_instr *i = hk_test_find(m, name);
   char *got = i->sharding ? hk_sharding_to_string(i->sharding) : NULL;
   if (!want) {
     ck_assert_msg(!i->sharding, "%s: expected no sharding, got %s", name, got);
@@ -464,12 +456,12 @@ START_TEST(metadata_kept_only_when_asked) {
       "  p = f32[8] parameter(0), sharding={devices=[2]0,1 metadata={op_name=\"x\"}}\n"
       "  n = f32[8] negate(p)\n  ROOT c = f32[8] copy(n)\n}\n";
   hk_module *m = run_text(text, "propagate_metadata=true");
-  ck_assert_int_eq(find(m, "n")->sharding->n_metadata, 1);
-  ck_assert_str_eq(find(m, "n")->sharding->metadata[0].op_name, "x");
+  ck_assert_int_eq(hk_test_find(m, "n")->sharding->n_metadata, 1);
+  ck_assert_str_eq(hk_test_find(m, "n")->sharding->metadata[0].op_name, "x");
   hk_module_free(m);
   m = run_text(text, "propagate_metadata=false");
-  ck_assert_int_eq(find(m, "n")->sharding->n_metadata, 0);
-  ck_assert_int_eq(find(m, "p")->sharding->n_metadata, 0);
+  ck_assert_int_eq(hk_test_find(m, "n")->sharding->n_metadata, 0);
+  ck_assert_int_eq(hk_test_find(m, "p")->sharding->n_metadata, 0);
   hk_module_free(m);
 }
 END_TEST

@@ -74,6 +74,17 @@ static inline hk_module *hk_test_parse(const char *text) {
   return m;
 }
 
+/* The instruction named `name` in any computation of m (names are unique
+ * per module), or fails the test. */
+static inline hk_instr *hk_test_find(hk_module *m, const char *name) {
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_instr *i = hk_computation_find_instr(m->computations[k], name);
+    if (i) return i;
+  }
+  ck_abort_msg("no instruction %s", name);
+  return NULL;
+}
+
 /* Number of instructions with opcode op in the whole module. */
 static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
   int64_t n = 0;
