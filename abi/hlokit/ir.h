@@ -378,6 +378,18 @@ int64_t hk_instr_tuple_index(const hk_instr *i);
 const hk_metadata *hk_instr_metadata(const hk_instr *i);
 bool hk_instr_is_root(const hk_instr *i);
 
+/* ---- builders -------------------------------------------------------------- */
+/* The instructions rewrites create most, placed just before `before` when
+ * it is non-NULL, else appended to c. */
+/* A scalar constant of type t (the value converted as hk_literal_set_i64 /
+ * hk_literal_set_f64 do). */
+hk_instr *hk_build_constant_i64(hk_computation *c, hk_instr *before, hk_prim t, int64_t v);
+hk_instr *hk_build_constant_f64(hk_computation *c, hk_instr *before, hk_prim t, double v);
+/* broadcast(scalar) to shape's dims, keeping scalar's element type;
+ * scalar itself when shape has rank 0. */
+hk_instr *hk_build_broadcast_scalar(hk_computation *c, hk_instr *before, hk_instr *scalar,
+                                    const hk_shape *shape);
+
 #ifdef __cplusplus
 }
 #endif

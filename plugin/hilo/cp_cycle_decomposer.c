@@ -78,10 +78,7 @@ static hk_instr *targets_back_edge(hk_instr *cp, const hk_pair *back, int32_t n_
   a->dynamic_slice_sizes.n = 1;
   a->dynamic_slice_sizes.v = hk_memdup(m, &one, sizeof one);
   hk_instr *flag = hk_instr_new(cp->parent, HK_OP_RESHAPE, hk_shape_scalar(m, HK_PRED), 1, &slot, NULL);
-  hk_instr *wide = hk_instr_new(cp->parent, HK_OP_BROADCAST,
-                                hk_shape_with_elem(m, cp->shape, HK_PRED), 1, &flag, NULL);
-  hk_instr_set_dims(wide, 0, NULL);
-  return wide;
+  return hk_build_broadcast_scalar(cp->parent, NULL, flag, cp->shape);
 }
 
 static bool decompose(hk_instr *cp, int64_t *next_channel) {

@@ -29,9 +29,6 @@ bool hilo_is_collective(const hk_instr *i);
 hk_instr **hilo_collective_depths(hk_computation *c, int64_t *n, int64_t **depth);
 void hilo_clear_scratch(hk_instr **order, int64_t n);
 
-/* A scalar integer/float constant inserted before `before`. */
-hk_instr *hilo_scalar_constant(hk_instr *before, hk_prim t, int64_t v);
-
 /* Same groups (both absent, or the same lists). */
 bool hilo_same_replica_groups(const hk_replica_groups *a, const hk_replica_groups *b);
 /* Two reduction computations that compute the same binary op on their two

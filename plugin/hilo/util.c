@@ -62,16 +62,6 @@ void hilo_clear_scratch(hk_instr **order, int64_t n) {
   for (int64_t k = 0; k < n; k++) order[k]->scratch = NULL;
 }
 
-hk_instr *hilo_scalar_constant(hk_instr *before, hk_prim t, int64_t v) {
-  hk_module *m = before->parent->module;
-  const hk_shape *s = hk_shape_scalar(m, t);
-  hk_instr *k = hk_instr_new_before(before, HK_OP_CONSTANT, s, 0, NULL, "constant");
-  hk_literal *lit = hk_literal_new(m, s);
-  hk_literal_set_i64(lit, 0, v);
-  hk_instr_attrs(k)->literal = lit;
-  return k;
-}
-
 bool hilo_same_replica_groups(const hk_replica_groups *a, const hk_replica_groups *b) {
   int32_t na = a ? a->n_groups : 0, nb = b ? b->n_groups : 0;
   if (na != nb) return false;

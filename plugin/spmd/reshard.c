@@ -20,21 +20,11 @@ hk_instr *spmd_partition_id(spmd_visitor *v) {
 }
 
 hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value) {
-  const hk_shape *s = hk_shape_scalar(v->m, elem);
-  hk_literal *l = hk_literal_new(v->m, s);
-  if (hk_prim_is_float(elem) || hk_prim_is_complex(elem)) hk_literal_set_f64(l, 0, value);
-  else hk_literal_set_i64(l, 0, (int64_t)value);
-  hk_instr *c = hk_instr_new(v->comp, HK_OP_CONSTANT, s, 0, NULL, NULL);
-  hk_instr_attrs(c)->literal = l;
-  return c;
+  return hk_build_constant_f64(v->comp, NULL, elem, value);
 }
 
 static hk_instr *broadcast_scalar(spmd_visitor *v, hk_instr *scalar, const hk_shape *shape) {
-  if (shape->rank == 0) return scalar;
-  const hk_shape *s = hk_shape_with_elem(v->m, shape, (hk_prim)scalar->shape->elem);
-  hk_instr *b = hk_instr_new(v->comp, HK_OP_BROADCAST, s, 1, &scalar, NULL);
-  hk_instr_set_dims(b, 0, NULL);
-  return b;
+  return hk_build_broadcast_scalar(v->comp, NULL, scalar, shape);
 }
 
 hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape) {

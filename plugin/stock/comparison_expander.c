@@ -17,22 +17,6 @@ static hk_prim int_of_width(int bits) {
   }
 }
 
-static hk_instr *scalar_int(hk_instr *before, hk_prim t, int64_t v) {
-  hk_module *m = before->parent->module;
-  const hk_shape *s = hk_shape_scalar(m, t);
-  hk_instr *k = hk_instr_new_before(before, HK_OP_CONSTANT, s, 0, NULL, "constant");
-  hk_literal *lit = hk_literal_new(m, s);
-  hk_literal_set_i64(lit, 0, v);
-  hk_instr_attrs(k)->literal = lit;
-  return k;
-}
-
-static hk_instr *splat(hk_instr *before, hk_instr *scalar, const hk_shape *shape) {
-  hk_instr *b = hk_instr_new_before(before, HK_OP_BROADCAST, shape, 1, &scalar, NULL);
-  hk_instr_set_dims(b, 0, NULL);
-  return b;
-}
-
 /* The total-order key of float value x, as an sN array. */
 static hk_instr *total_order_key(hk_instr *cmp, hk_instr *x, hk_prim it) {
   hk_module *m = cmp->parent->module;
@@ -41,12 +25,12 @@ static hk_instr *total_order_key(hk_instr *cmp, hk_instr *x, hk_prim it) {
   int bits = hk_prim_bits(it);
   int64_t max = bits == 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1);
   hk_instr *i = hk_instr_new_before(cmp, HK_OP_BITCAST_CONVERT, is, 1, &x, NULL);
-  hk_instr *zero = splat(cmp, scalar_int(cmp, it, 0), is);
+  hk_instr *zero = hk_build_broadcast_scalar(cmp->parent, cmp, hk_build_constant_i64(cmp->parent, cmp, it, 0), is);
   hk_instr *lt_ops[2] = {i, zero};
   hk_instr *neg = hk_instr_new_before(cmp, HK_OP_COMPARE, ps, 2, lt_ops, NULL);
   hk_instr_attrs(neg)->cmp_dir = HK_CMP_LT;
   hk_instr_attrs(neg)->cmp_type = HK_CMPT_SIGNED;
-  hk_instr *xor_ops[2] = {i, splat(cmp, scalar_int(cmp, it, max), is)};
+  hk_instr *xor_ops[2] = {i, hk_build_broadcast_scalar(cmp->parent, cmp, hk_build_constant_i64(cmp->parent, cmp, it, max), is)};
   hk_instr *flipped = hk_instr_new_before(cmp, HK_OP_XOR, is, 2, xor_ops, NULL);
   hk_instr *sel_ops[3] = {neg, flipped, i};
   return hk_instr_new_before(cmp, HK_OP_SELECT, is, 3, sel_ops, NULL);

@@ -29,13 +29,7 @@ static dyn_sizes *sizes_new(hk_instr *i) {
 }
 
 static hk_instr *size_const(hk_instr *before, int64_t v) {
-  hk_module *m = before->parent->module;
-  const hk_shape *s = hk_shape_scalar(m, HK_S32);
-  hk_instr *k = hk_instr_new_before(before, HK_OP_CONSTANT, s, 0, NULL, "constant");
-  hk_literal *lit = hk_literal_new(m, s);
-  hk_literal_set_i64(lit, 0, v);
-  hk_instr_attrs(k)->literal = lit;
-  return k;
+  return hk_build_constant_i64(before->parent, before, HK_S32, v);
 }
 
 /* select(iota_d < size, x, pad) inserted before `before`. */
@@ -45,24 +39,14 @@ static hk_instr *mask_dim(hk_instr *before, hk_instr *x, int d, hk_instr *size, 
   hk_instr *iota = hk_instr_new_before(before, HK_OP_IOTA, is, 0, NULL, NULL);
   int64_t dd = d;
   hk_instr_set_dims(iota, 1, &dd);
-  hk_instr *bs = hk_instr_new_before(before, HK_OP_BROADCAST, is, 1, &size, NULL);
-  hk_instr_set_dims(bs, 0, NULL);
+  hk_instr *bs = hk_build_broadcast_scalar(before->parent, before, size, is);
   hk_instr *cmp_ops[2] = {iota, bs};
   hk_instr *lt = hk_instr_new_before(before, HK_OP_COMPARE, hk_shape_with_elem(m, x->shape, HK_PRED),
                                      2, cmp_ops, NULL);
   hk_instr_attrs(lt)->cmp_dir = HK_CMP_LT;
-  hk_instr *bp = hk_instr_new_before(before, HK_OP_BROADCAST, x->shape, 1, &pad, NULL);
-  hk_instr_set_dims(bp, 0, NULL);
+  hk_instr *bp = hk_build_broadcast_scalar(before->parent, before, pad, x->shape);
   hk_instr *sel_ops[3] = {lt, x, bp};
   return hk_instr_new_before(before, HK_OP_SELECT, x->shape, 3, sel_ops, NULL);
-}
-
-static hk_instr *zero_of(hk_instr *before, hk_prim t) {
-  hk_module *m = before->parent->module;
-  const hk_shape *s = hk_shape_scalar(m, t);
-  hk_instr *k = hk_instr_new_before(before, HK_OP_CONSTANT, s, 0, NULL, "constant");
-  hk_instr_attrs(k)->literal = hk_literal_new(m, s);
-  return k;
 }
 
 static bool dynamic_dim(const hk_instr *x, int d) {
@@ -134,7 +118,7 @@ static bool visit(hk_instr *i) {
         bool need = false;
         for (int j = 0; s && j < cd.n; j++) need |= s->size[cd.v[j]] != NULL;
         if (!need) continue;
-        if (!zero) zero = zero_of(i, (hk_prim)i->operands[side]->shape->elem);
+        if (!zero) zero = hk_build_constant_i64(i->parent, i, (hk_prim)i->operands[side]->shape->elem, 0);
         changed |= mask_operand(i, side, cd.v, cd.n, zero);
       }
       return changed;

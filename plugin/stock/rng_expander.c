@@ -30,25 +30,17 @@ static const hk_shape *dims_of(rng_builder *b, hk_prim elem) {
   return hk_shape_with_elem(mod(b), b->shape, elem);
 }
 
-static hk_instr *scalar_const(rng_builder *b, hk_prim elem, double f, int64_t i) {
-  const hk_shape *s = hk_shape_scalar(mod(b), elem);
-  hk_instr *k = hk_instr_new_before(b->before, HK_OP_CONSTANT, s, 0, NULL, "constant");
-  hk_literal *lit = hk_literal_new(mod(b), s);
-  if (hk_prim_is_float(elem)) hk_literal_set_f64(lit, 0, f);
-  else hk_literal_set_i64(lit, 0, i);
-  hk_instr_attrs(k)->literal = lit;
-  return k;
-}
-
-/* Broadcast of a scalar to the rng's dims with element type elem. */
+/* Broadcast of a scalar to the rng's dims. */
 static hk_instr *splat(rng_builder *b, hk_instr *scalar) {
-  hk_instr *r = emit(b, HK_OP_BROADCAST, dims_of(b, (hk_prim)scalar->shape->elem), 1, scalar, NULL);
-  hk_instr_set_dims(r, 0, NULL);
-  return r;
+  return hk_build_broadcast_scalar(b->c, b->before, scalar, b->shape);
 }
 
+/* A constant of type elem broadcast to the rng's dims: floats take f,
+ * integers i (kept apart so 64-bit bit patterns stay exact). */
 static hk_instr *splat_const(rng_builder *b, hk_prim elem, double f, int64_t i) {
-  return splat(b, scalar_const(b, elem, f, i));
+  hk_instr *k = hk_prim_is_float(elem) ? hk_build_constant_f64(b->c, b->before, elem, f)
+                                       : hk_build_constant_i64(b->c, b->before, elem, i);
+  return splat(b, k);
 }
 
 /* (new state, bits) from a state: rng-bit-generator with the default
