@@ -7,18 +7,6 @@
 
 #include "stock.h"
 
-static bool op_selected(const char *ops, hk_opcode op) {
-  const char *name = hk_opcode_name(op);
-  size_t len = strlen(name);
-  for (const char *p = ops; p && *p;) {
-    while (*p == ',' || *p == ' ') p++;
-    const char *end = p + strcspn(p, ", ");
-    if ((size_t)(end - p) == len && strncmp(p, name, len) == 0) return true;
-    p = end;
-  }
-  return false;
-}
-
 static bool change_type(hk_instr *i, const stock_type_pair *pairs, int n_pairs) {
   if (i->n_operands == 0 || i->n_called || !hk_shape_is_array(i->shape)) return false;
   hk_prim from = (hk_prim)i->operands[0]->shape->elem;
@@ -40,7 +28,7 @@ static hk_status *codt_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
     if (!hk_exec_threads_include(threads, c)) continue;
     for (hk_instr *i = c->first, *next; i; i = next) {
       next = i->next;
-      if (op_selected(p->str[1], (hk_opcode)i->opcode) && i->shape->elem != HK_TUPLE)
+      if (stock_opcode_listed(p->str[1], (hk_opcode)i->opcode) && i->shape->elem != HK_TUPLE)
         *changed |= change_type(i, pairs, n_pairs);
     }
   }
@@ -58,16 +46,7 @@ static hk_pass *codt_create(const hk_option_values *opts, hk_registry *reg, hk_s
   const char *types = hk_opt_string(opts, "types");
   const char *ops = hk_opt_string(opts, "ops");
   if ((*err = stock_parse_type_pairs("change-op-data-type", "types", types, pairs, &n))) return NULL;
-  for (const char *p = ops; *p;) {
-    while (*p == ',' || *p == ' ') p++;
-    size_t len = strcspn(p, ", ");
-    if (len && hk_opcode_from_name(p, len) == HK_OPCODE_COUNT) {
-      *err = hk_error(HK_INVALID_ARGUMENT, "change-op-data-type: option ops: unknown opcode \"%.*s\"",
-                      (int)len, p);
-      return NULL;
-    }
-    p += len;
-  }
+  if ((*err = stock_check_opcode_list("change-op-data-type", "ops", ops))) return NULL;
   hk_pass *pass = stock_pass_new(&codt_vtable, err);
   if (pass) {
     ((stock_pass *)pass)->str[0] = strdup(types);

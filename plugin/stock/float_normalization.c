@@ -8,18 +8,6 @@
 
 #include "stock.h"
 
-static bool listed(const char *list, hk_opcode op) {
-  const char *name = hk_opcode_name(op);
-  size_t len = strlen(name);
-  for (const char *p = list; p && *p;) {
-    while (*p == ',' || *p == ' ') p++;
-    size_t n = strcspn(p, ", ");
-    if (n == len && strncmp(p, name, len) == 0) return true;
-    p += n;
-  }
-  return false;
-}
-
 static hk_status *fn_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                          bool *changed) {
   stock_pass *p = (stock_pass *)self;
@@ -30,7 +18,7 @@ static hk_status *fn_run(hk_pass *self, hk_module *m, const hk_exec_threads *thr
     if (!hk_exec_threads_include(threads, c)) continue;
     for (hk_instr *i = c->first, *next; i; i = next) {
       next = i->next;
-      if (listed(p->str[0], (hk_opcode)i->opcode)) *changed |= stock_widen(i, low, HK_F32);
+      if (stock_opcode_listed(p->str[0], (hk_opcode)i->opcode)) *changed |= stock_widen(i, low, HK_F32);
     }
   }
   return NULL;
@@ -51,17 +39,7 @@ static hk_pass *fn_create(const hk_option_values *opts, hk_registry *reg, hk_sta
                     "narrower than f32 (bf16, f16, f8...), got \"%s\"", low);
     return NULL;
   }
-  for (const char *p = ops; *p;) {
-    while (*p == ',' || *p == ' ') p++;
-    size_t len = strcspn(p, ", ");
-    if (len && hk_opcode_from_name(p, len) == HK_OPCODE_COUNT) {
-      *err = hk_error(HK_INVALID_ARGUMENT,
-                      "float-normalization: option unsupported_ops: unknown opcode \"%.*s\"",
-                      (int)len, p);
-      return NULL;
-    }
-    p += len;
-  }
+  if ((*err = stock_check_opcode_list("float-normalization", "unsupported_ops", ops))) return NULL;
   hk_pass *pass = stock_pass_new(&fn_vtable, err);
   if (pass) {
     ((stock_pass *)pass)->str[0] = strdup(ops);

@@ -51,6 +51,11 @@ hk_instr *stock_convert_before(hk_instr *before, hk_instr *x, hk_prim t);
  * tuple-shaped ops, ops calling computations, or when nothing is `from`. */
 bool stock_widen(hk_instr *i, hk_prim from, hk_prim to);
 
+/* Whether op is named in a comma-separated opcode list ("dot,convolution"). */
+bool stock_opcode_listed(const char *list, hk_opcode op);
+/* Checks every name of such a list is an opcode; errors name pass and option. */
+hk_status *stock_check_opcode_list(const char *pass, const char *option, const char *list);
+
 extern const hk_pass_desc stock_verifier_desc;
 extern const hk_pass_desc stock_dce_desc;
 extern const hk_pass_desc stock_tuple_simplifier_desc;

@@ -212,3 +212,27 @@ bool stock_widen(hk_instr *i, hk_prim from, hk_prim to) {
   if (st) hk_status_free(st);
   return true;
 }
+
+bool stock_opcode_listed(const char *list, hk_opcode op) {
+  const char *name = hk_opcode_name(op);
+  size_t len = strlen(name);
+  for (const char *p = list; p && *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    size_t n = strcspn(p, ", ");
+    if (n == len && strncmp(p, name, len) == 0) return true;
+    p += n;
+  }
+  return false;
+}
+
+hk_status *stock_check_opcode_list(const char *pass, const char *option, const char *list) {
+  for (const char *p = list; p && *p;) {
+    while (*p == ',' || *p == ' ') p++;
+    size_t len = strcspn(p, ", ");
+    if (len && hk_opcode_from_name(p, len) == HK_OPCODE_COUNT)
+      return hk_error(HK_INVALID_ARGUMENT, "%s: option %s: unknown opcode \"%.*s\"", pass, option,
+                      (int)len, p);
+    p += len;
+  }
+  return NULL;
+}
