@@ -91,10 +91,13 @@ deps:
 
 # Suites see HLOKIT_SAN=1 in a sanitizer build (and HLOKIT_VALGRIND=1 under
 # valgrind) so a long corpus sweep can shorten itself there.
-check-tests: $(TESTS)
+# Tests run the binary and the plugins, so (unless LIB_DIRS restricts the
+# build) everything is built before any test runs, also under -j.
+FULL_BUILD := $(if $(filter command line,$(origin LIB_DIRS)),,all)
+check-tests: $(TESTS) | $(FULL_BUILD)
 	@$(if $(SAN),HLOKIT_SAN=1 )bash scripts/run-checks.sh $(BUILD) $(TESTS)
 
-valgrind: $(TESTS)
+valgrind: $(TESTS) | $(FULL_BUILD)
 	@VALGRIND=1 bash scripts/run-checks.sh $(BUILD) $(TESTS)
 
 NPROC := $(shell nproc 2>/dev/null || echo 2)

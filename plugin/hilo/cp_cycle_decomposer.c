@@ -123,12 +123,8 @@ static hk_status *cpd_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
-    int64_t n = 0, n_cp = 0;
-    for (hk_instr *i = c->first; i; i = i->next) n += i->opcode == HK_OP_COLLECTIVE_PERMUTE;
-    hk_instr **cps = malloc((size_t)(n ? n : 1) * sizeof *cps);
-    if (!cps) abort();
-    for (hk_instr *i = c->first; i; i = i->next)
-      if (i->opcode == HK_OP_COLLECTIVE_PERMUTE) cps[n_cp++] = i;
+    int64_t n_cp = 0;
+    hk_instr **cps = hilo_collect(c, HK_OP_COLLECTIVE_PERMUTE, &n_cp);
     for (int64_t j = 0; j < n_cp; j++) *changed |= decompose(cps[j], &next_channel);
     free(cps);
   }

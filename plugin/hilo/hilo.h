@@ -29,6 +29,11 @@ bool hilo_is_collective(const hk_instr *i);
 hk_instr **hilo_collective_depths(hk_computation *c, int64_t *n, int64_t **depth);
 void hilo_clear_scratch(hk_instr **order, int64_t n);
 
+/* The instructions of c with opcode op, in list order (malloc'ed; *n gets
+ * the count).  Passes that remove what they rewrite iterate over this
+ * snapshot instead of the live list. */
+hk_instr **hilo_collect(hk_computation *c, hk_opcode op, int64_t *n);
+
 /* Same groups (both absent, or the same lists). */
 bool hilo_same_replica_groups(const hk_replica_groups *a, const hk_replica_groups *b);
 /* Two reduction computations that compute the same binary op on their two

@@ -142,13 +142,9 @@ static hk_status *rsc_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
-    /* Collect first: a rewrite removes the all-reduce and its slice. */
-    int64_t n = 0, n_ar = 0;
-    for (hk_instr *i = c->first; i; i = i->next) n += i->opcode == HK_OP_ALL_REDUCE;
-    hk_instr **ars = malloc((size_t)(n ? n : 1) * sizeof *ars);
-    if (!ars) abort();
-    for (hk_instr *i = c->first; i; i = i->next)
-      if (i->opcode == HK_OP_ALL_REDUCE) ars[n_ar++] = i;
+    /* A snapshot: a rewrite removes the all-reduce and its slice. */
+    int64_t n_ar = 0;
+    hk_instr **ars = hilo_collect(c, HK_OP_ALL_REDUCE, &n_ar);
     for (int64_t j = 0; j < n_ar; j++) *changed |= try_create(ars[j], np, nr);
     free(ars);
   }

@@ -86,3 +86,14 @@ bool hilo_same_reduction(const hk_computation *a, const hk_computation *b) {
   }
   return true;
 }
+
+hk_instr **hilo_collect(hk_computation *c, hk_opcode op, int64_t *n) {
+  int64_t count = 0;
+  for (hk_instr *i = c->first; i; i = i->next) count += i->opcode == op;
+  hk_instr **v = malloc((size_t)(count ? count : 1) * sizeof *v);
+  if (!v) abort();
+  *n = 0;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (i->opcode == op) v[(*n)++] = i;
+  return v;
+}
