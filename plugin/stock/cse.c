@@ -1,58 +1,54 @@
 /* cse.c - hlo-cse: XLA's HloCSE.  Within a computation, an instruction
  * identical to an earlier one (same opcode, operands, shape, attributes,
  * called computations, sharding) and free of side effects is replaced by
- * it.  Identity is decided on the instruction's printed form without its
- * name, which covers every attribute the printer knows, raw ones included. */
+ * it.  Candidates are found by a structural hash (opcode, interned shape,
+ * operands, dims, called computations, interned sharding); only when two
+ * instructions agree on all of that and carry attributes are their printed
+ * forms compared, which covers every attribute the printer knows, raw ones
+ * included.  So the common case prints nothing. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "stock.h"
 
 typedef struct cse_entry {
-  char *key;
-  hk_instr *instr;
+  uint64_t hash;
+  hk_instr *instr;   /* NULL = empty slot */
+  char *key;         /* printed form, made on first need */
 } cse_entry;
 
 typedef struct cse_table {
   cse_entry *slots;
-  size_t mask, count;
+  size_t mask;
+  bool layout_sensitive;
 } cse_table;
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
+static uint64_t mix(uint64_t h, uint64_t v) {
+  h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+  return h * 0xff51afd7ed558ccdull;
 }
 
-static void table_init(cse_table *t, size_t n) {
-  size_t cap = 16;
-  while (cap < 2 * n + 2) cap *= 2;
-  t->slots = calloc(cap, sizeof *t->slots);
-  if (!t->slots) abort();
-  t->mask = cap - 1;
-  t->count = 0;
+static uint64_t structural_hash(const hk_instr *i) {
+  uint64_t h = mix(i->opcode, (uint64_t)(uintptr_t)i->shape);
+  h = mix(h, (uint64_t)(uintptr_t)i->sharding);
+  for (int32_t k = 0; k < i->n_operands; k++) h = mix(h, (uint64_t)(uintptr_t)i->operands[k]);
+  for (int32_t k = 0; k < i->n_dims; k++) h = mix(h, (uint64_t)i->dims[k]);
+  for (int32_t k = 0; k < i->n_called; k++) h = mix(h, (uint64_t)(uintptr_t)i->called[k]);
+  return mix(h, i->attrs != NULL);
 }
 
-static void table_free(cse_table *t) {
-  for (size_t k = 0; k <= t->mask; k++) free(t->slots[k].key);
-  free(t->slots);
-}
-
-/* Returns the existing instruction for key, or records (key, i) and
- * returns NULL.  Takes ownership of key. */
-static hk_instr *table_find_or_add(cse_table *t, char *key, hk_instr *i) {
-  size_t k = (size_t)hash_str(key) & t->mask;
-  while (t->slots[k].key) {
-    if (strcmp(t->slots[k].key, key) == 0) {
-      free(key);
-      return t->slots[k].instr;
-    }
-    k = (k + 1) & t->mask;
-  }
-  t->slots[k].key = key;
-  t->slots[k].instr = i;
-  t->count++;
-  return NULL;
+static bool structurally_equal(const hk_instr *a, const hk_instr *b) {
+  if (a->opcode != b->opcode || a->shape != b->shape || a->sharding != b->sharding ||
+      a->n_operands != b->n_operands || a->n_dims != b->n_dims || a->n_called != b->n_called ||
+      (a->attrs == NULL) != (b->attrs == NULL))
+    return false;
+  for (int32_t k = 0; k < a->n_operands; k++)
+    if (a->operands[k] != b->operands[k]) return false;
+  for (int32_t k = 0; k < a->n_dims; k++)
+    if (a->dims[k] != b->dims[k]) return false;
+  for (int32_t k = 0; k < a->n_called; k++)
+    if (a->called[k] != b->called[k]) return false;
+  return true;
 }
 
 /* The printed instruction minus "ROOT " and "name = ". */
@@ -62,6 +58,45 @@ static char *identity_key(const hk_instr *i, bool layout_sensitive) {
   const char *body = eq ? eq + 3 : text;
   memmove(text, body, strlen(body) + 1);
   return text;
+}
+
+static void table_init(cse_table *t, size_t n, bool layout_sensitive) {
+  size_t cap = 16;
+  while (cap < 2 * n + 2) cap *= 2;
+  t->slots = calloc(cap, sizeof *t->slots);
+  if (!t->slots) abort();
+  t->mask = cap - 1;
+  t->layout_sensitive = layout_sensitive;
+}
+
+static void table_free(cse_table *t) {
+  for (size_t k = 0; k <= t->mask; k++) free(t->slots[k].key);
+  free(t->slots);
+}
+
+/* Same instruction modulo name: structure, then (if any) attributes. */
+static bool identical(cse_table *t, cse_entry *e, const hk_instr *i, char **i_key) {
+  if (!structurally_equal(e->instr, i)) return false;
+  if (!i->attrs) return true;
+  if (!e->key) e->key = identity_key(e->instr, t->layout_sensitive);
+  if (!*i_key) *i_key = identity_key(i, t->layout_sensitive);
+  return strcmp(e->key, *i_key) == 0;
+}
+
+/* Returns the earlier instruction identical to i, or records i and
+ * returns NULL.  The table holds at most one entry per instruction of the
+ * computation, so it never fills. */
+static hk_instr *table_find_or_add(cse_table *t, hk_instr *i) {
+  uint64_t h = structural_hash(i);
+  char *key = NULL;
+  size_t k = (size_t)h & t->mask;
+  for (; t->slots[k].instr; k = (k + 1) & t->mask)
+    if (t->slots[k].hash == h && identical(t, &t->slots[k], i, &key)) {
+      free(key);
+      return t->slots[k].instr;
+    }
+  t->slots[k] = (cse_entry){h, i, key};
+  return NULL;
 }
 
 static bool cse_candidate(const hk_instr *i, bool only_scalars) {
@@ -75,15 +110,15 @@ static bool cse_computation(hk_computation *c, bool layout_sensitive, bool only_
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   cse_table t;
-  table_init(&t, (size_t)n);
+  table_init(&t, (size_t)n, layout_sensitive);
   bool changed = false;
-  /* Post order: operands are canonical before their users are keyed, so
-   * equal expressions print with equal operand names. */
+  /* Post order: an instruction's operands were already replaced by their
+   * earlier twins, so equal expressions have the very same operands. */
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
     if (!cse_candidate(i, only_scalars)) continue;
-    hk_instr *prev = table_find_or_add(&t, identity_key(i, layout_sensitive), i);
-    if (!prev || !hk_shape_equal(prev->shape, i->shape)) continue;
+    hk_instr *prev = table_find_or_add(&t, i);
+    if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
     if (stock_is_removable(i)) {
       hk_status *st = hk_instr_remove(i);
