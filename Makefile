@@ -46,7 +46,8 @@ PLUGIN_SOS := $(patsubst %,$(BUILD)/plugins/%.so,$(PLUGINS))
 TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 # Tools built from scripts/*.c, linked against libhlokit.so (not part of `all`,
 # so a restricted LIB_DIRS build does not need json/analysis).
-TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse $(BUILD)/hk-bench-pipeline
+TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse $(BUILD)/hk-bench-pipeline \
+            $(BUILD)/hk-bench-partition
 
 .PHONY: all test check-tests valgrind conformance tools bench install clean deps fuzz
 all: $(LIB) $(BIN) $(PLUGIN_SOS)

@@ -3,9 +3,10 @@
  * Usage: hk-bench-parse FILE [--runs=K] [--form=long|short] [--row]
  *
  * Reports, for K runs each: parse and print time (best and median, CLOCK_MONOTONIC),
- * instructions/s and MB/s; the floor (read the file + memchr over every byte);
- * peak RSS (getrusage ru_maxrss) above the resident input, per instruction;
- * and hk_module_memory() per instruction.  --row prints one tab-separated
+ * instructions/s and MB/s; their best CPU time (user + system, steady when
+ * the machine is shared); the floor (read the file + memchr over every
+ * byte); peak RSS (getrusage ru_maxrss) above the resident input, per
+ * instruction; and hk_module_memory() per instruction.  --row prints one tab-separated
  * line instead (for scripts/bench.sh):
  *   instrs bytes parse_best parse_median print_best print_median floor_best
  *   rss_bytes_per_instr module_bytes_per_instr out_bytes */
@@ -26,6 +27,13 @@
 static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* CPU time of this process (user + system), immune to other load on the machine. */
+static double cpu_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
@@ -107,6 +115,7 @@ typedef struct result {
   int64_t instrs;
   size_t bytes, out_bytes;
   double parse_best, parse_median, print_best, print_median, floor_best;
+  double parse_cpu, print_cpu;     /* best CPU time (user + system) */
   double rss_per_instr, module_per_instr;
 } result;
 
@@ -119,15 +128,16 @@ static int run(const char *path, int runs, hk_print_form form, result *r) {
     return 2;
   }
   r->bytes = len;
-  double tp[MAX_RUNS], tq[MAX_RUNS], tf[MAX_RUNS];
+  double tp[MAX_RUNS], tq[MAX_RUNS], tf[MAX_RUNS], cp[MAX_RUNS], cq[MAX_RUNS];
   long base_rss = rss_now();
   hk_module *m = NULL;
   for (int i = 0; i < runs; i++) {
     if (m) hk_module_free(m);
     m = NULL;
-    double t0 = now();
+    double c0 = cpu_now(), t0 = now();
     hk_status *st = hk_parse_module(text, len, path, &m);
     tp[i] = now() - t0;
+    cp[i] = cpu_now() - c0;
     if (st) {
       fprintf(stderr, "%s\n", st->message);
       hk_status_free(st);
@@ -144,9 +154,10 @@ static int run(const char *path, int runs, hk_print_form form, result *r) {
   for (int i = 0; i < runs; i++) {
     hk_buf out;
     hk_buf_init(&out);
-    double t0 = now();
+    double c0 = cpu_now(), t0 = now();
     hk_print_module(m, form, &out);
     tq[i] = now() - t0;
+    cq[i] = cpu_now() - c0;
     r->out_bytes = out.len;
     hk_buf_free(&out);
   }
@@ -161,6 +172,10 @@ static int run(const char *path, int runs, hk_print_form form, result *r) {
   r->print_median = median(tq, runs);
   r->print_best = tq[0];
   median(tf, runs);
+  median(cp, runs);
+  median(cq, runs);
+  r->parse_cpu = cp[0];
+  r->print_cpu = cq[0];
   r->floor_best = tf[0];
   return 0;
 }
@@ -173,6 +188,8 @@ static void report(const char *path, int runs, const result *r) {
   printf("  print  best %8.4f s  median %8.4f s  %7.2f M instr/s  %7.1f MB/s (%.1f MB out)\n",
          r->print_best, r->print_median, n / r->print_best / 1e6,
          (double)r->out_bytes / 1e6 / r->print_best, (double)r->out_bytes / 1e6);
+  printf("  cpu    parse best %8.4f s  print best %8.4f s  parse+print %7.2f M instr/s\n",
+         r->parse_cpu, r->print_cpu, n / (r->parse_cpu + r->print_cpu) / 1e6);
   printf("  floor  best %8.4f s (read + memchr)                  %7.1f MB/s\n", r->floor_best,
          mb / r->floor_best);
   printf("  memory peak RSS above input %.0f B/instr, module %.0f B/instr\n", r->rss_per_instr,

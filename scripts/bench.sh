@@ -5,8 +5,9 @@
 #   BENCH_SIZES="1000 10000 100000 1000000"   module sizes (instructions)
 #   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
 # Benches: parse (parse and print), pipeline (pass dispatch), propagation
-# (sharding-propagation over parameter-annotated modules), eval (1024^3 dot,
-# 100-layer MLP checked on 8 devices).  To add one, write bench_NAME (it gets
+# (sharding-propagation over parameter-annotated modules), partition (read,
+# parse, spmd-partitioning and print end to end, and a device-count sweep),
+# eval (1024^3 dot, 100-layer MLP checked on 8 devices).  To add one, write bench_NAME (it gets
 # the size list; gen_module SIZE ANNOTATE gives a module path) and list it
 # in BENCHES below.  Modules are kept in build/bench/.
 set -euo pipefail
@@ -17,7 +18,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(parse pipeline propagation eval)
+BENCHES=(parse pipeline propagation partition eval)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -99,6 +100,62 @@ bench_propagation() {
   done
   awk -v a="$first_n" -v b="$last_n" -v t0="$first_t" -v t1="$last_t" \
     'BEGIN { printf "growth (time per instruction at %d vs %d): %.2fx\n", b, a, (t1/b)/(t0/a) }'
+}
+
+# The pass as `hlokit opt IN --passes=... -o OUT` runs it.  The generated
+# stack has sharded entry parameters (the weights), so the signature may
+# change (XLA's allow_module_signature_change).
+PARTITION_PASSES='spmd-partitioning{allow_module_signature_change=true}'
+
+# partition_row FILE RUNS -> hk-bench-partition's row for FILE.
+partition_row() {
+  "$build/hk-bench-partition" "$1" --passes="$PARTITION_PASSES" --runs="$2" --row
+}
+
+bench_partition() {
+  echo
+  echo "== read + parse + $PARTITION_PASSES + print (long form), in process;"
+  echo "   every instruction sharded (Megatron MLP: column-, then row-sharded weights), 8 devices"
+  printf '%9s | %7s %7s %8s %7s | %8s %9s | %9s %6s %6s | %7s\n' instrs "read s" "parse s" \
+    "part s" "print s" "total s" "Minstr/s" "out instrs" "AR/lyr" "other" "RSS B/i"
+  local first_n="" first_t="" first_p="" last_n="" last_t="" last_p=""
+  for n in "${sizes[@]}"; do
+    local f row
+    f=$(gen_module "$n" all)
+    row=$(partition_row "$f" "$(runs_for "$n")")
+    read -r instrs outi rd ps pp pr tot ar other rss outb <<<"$row"
+    awk -v n="$instrs" -v o="$outi" -v rd="$rd" -v ps="$ps" -v pp="$pp" -v pr="$pr" -v t="$tot" \
+        -v ar="$ar" -v ot="$other" -v r="$rss" -v L="$(( (instrs - 10) / 20 ))" \
+      'BEGIN { printf "%9d | %7.4f %7.4f %8.4f %7.4f | %8.4f %9.3f | %10d %6.2f %6d | %7.0f\n",
+               n, rd, ps, pp, pr, t, n/t/1e6, o, ar/L, ot, r }'
+    if [ -z "$first_n" ]; then first_n=$instrs; first_t=$tot; first_p=$pp; fi
+    last_n=$instrs; last_t=$tot; last_p=$pp
+  done
+  awk -v a="$first_n" -v b="$last_n" -v t0="$first_t" -v t1="$last_t" -v p0="$first_p" -v p1="$last_p" \
+    'BEGIN { printf "growth (time per instruction at %d vs %d): end to end %.2fx, partition %.2fx; %.3f M instr/s end to end at %d\n",
+             b, a, (t1/b)/(t0/a), (p1/b)/(p0/a), b/t1/1e6, b }'
+  bench_partition_devices
+}
+
+# The same 1e5-instruction stack over 2..1024 devices: the cost must not
+# depend on the device count.
+bench_partition_devices() {
+  local n=${BENCH_SWEEP_SIZE:-100000} base=""
+  echo
+  echo "device-count sweep at $n instructions (best of $(runs_for "$n")):"
+  printf '%8s | %8s %8s | %9s %9s | %8s\n' devices "part s" "total s" "Minstr/s" "vs first" "out MB"
+  for d in 2 8 64 1024; do
+    local f="$benchdir/mlp-$n-all-d$d.hlo" row
+    if [ ! -s "$f" ] || [ "$build/hk-gen-mlp" -nt "$f" ]; then
+      "$build/hk-gen-mlp" --instructions="$n" --annotate=all --devices="$d" >"$f.tmp"
+      mv "$f.tmp" "$f"
+    fi
+    row=$(partition_row "$f" "$(runs_for "$n")")
+    read -r instrs outi rd ps pp pr tot ar other rss outb <<<"$row"
+    [ -z "$base" ] && base=$tot
+    awk -v d="$d" -v n="$instrs" -v pp="$pp" -v t="$tot" -v b="$base" -v ob="$outb" \
+      'BEGIN { printf "%8d | %8.4f %8.4f | %9.3f %8.2fx | %8.1f\n", d, pp, t, n/t/1e6, t/b, ob/1e6 }'
+  done
 }
 
 # best_seconds N CMD... -> the best wall time of N runs of CMD, in seconds.

@@ -117,20 +117,28 @@ static void emit_header(const gen *g) {
   }
 }
 
-static void emit_preamble(const gen *g) {
-  char inv[64];
-  snprintf(inv, sizeof inv, "constant(%.9g)", 1.0 / (double)g->width);
-  emit_leaf(g, "x", g->s_bw, "parameter(0)", REP, 1);
-  emit_leaf(g, "w1", g->s_wf, "parameter(1)", g->col, 1);
-  emit_leaf(g, "b1", g->s_f, "parameter(2)", g->vec, 1);
-  emit_leaf(g, "w2", g->s_fw, "parameter(3)", g->row, 1);
-  emit_leaf(g, "zero", g->s_scalar, "constant(0)", REP, 0);
-  emit_leaf(g, "inv_n", g->s_scalar, inv, REP, 0);
-  emit_leaf(g, "eps", g->s_scalar, "constant(1e-05)", REP, 0);
+/* The parameters and constants every layer shares, by name. */
+static void emit_shared(const gen *g, const char *name) {
+  if (strcmp(name, "x") == 0) emit_leaf(g, "x", g->s_bw, "parameter(0)", REP, 1);
+  else if (strcmp(name, "w1") == 0) emit_leaf(g, "w1", g->s_wf, "parameter(1)", g->col, 1);
+  else if (strcmp(name, "b1") == 0) emit_leaf(g, "b1", g->s_f, "parameter(2)", g->vec, 1);
+  else if (strcmp(name, "w2") == 0) emit_leaf(g, "w2", g->s_fw, "parameter(3)", g->row, 1);
+  else if (strcmp(name, "zero") == 0) emit_leaf(g, "zero", g->s_scalar, "constant(0)", REP, 0);
+  else if (strcmp(name, "eps") == 0) emit_leaf(g, "eps", g->s_scalar, "constant(1e-05)", REP, 0);
+  else if (strcmp(name, "inv_n") == 0) {
+    char inv[64];
+    snprintf(inv, sizeof inv, "constant(%.9g)", 1.0 / (double)g->width);
+    emit_leaf(g, "inv_n", g->s_scalar, inv, REP, 0);
+  }
 }
 
-/* One layer: h (the previous layer's output) -> norm.L. */
+/* One layer: h (the previous layer's output) -> norm.L.  Layers come in
+ * the order XLA prints (its post order from the root), so the shared
+ * parameters and constants are printed in layer 0, just before their first
+ * use: the text is a fixed point of parse and print, like an XLA dump. */
 static void emit_layer(const gen *g, long l, ref h, int last) {
+#define FIRST_USE(name) \
+  if (l == 0) emit_shared(g, name)
   const char *to_apply = g->long_form ? ", dimensions={1}, to_apply=%add_f32"
                                       : ", dimensions={1}, to_apply=add_f32";
   ref w1 = {g->s_wf, "w1", -1}, b1 = {g->s_f, "b1", -1}, w2 = {g->s_fw, "w2", -1};
@@ -146,14 +154,20 @@ static void emit_layer(const gen *g, long l, ref h, int last) {
   ref rsb = {g->s_bw, "rstd_b", l}, norm = {g->s_bw, "norm", l};
   const char *dnums = ", lhs_contracting_dims={1}, rhs_contracting_dims={0}";
 
+  FIRST_USE("x");
+  FIRST_USE("w1");
   emit(g, dot1, "dot", 2, (ref[]){h, w1}, dnums, g->col, 0, 0);
+  FIRST_USE("b1");
   emit(g, bias, "broadcast", 1, (ref[]){b1}, ", dimensions={1}", g->col, 0, 0);
   emit(g, pre, "add", 2, (ref[]){dot1, bias}, NULL, g->col, 0, 0);
+  FIRST_USE("zero");
   emit(g, zeros, "broadcast", 1, (ref[]){zero}, ", dimensions={}", g->col, 0, 0);
   emit(g, relu, "maximum", 2, (ref[]){pre, zeros}, NULL, g->col, 0, 0);
+  FIRST_USE("w2");
   emit(g, dot2, "dot", 2, (ref[]){relu, w2}, dnums, REP, 0, 0);
   emit(g, res, "add", 2, (ref[]){dot2, h}, NULL, REP, 0, 0);
   emit(g, sum, "reduce", 2, (ref[]){res, zero}, to_apply, REP, 0, 0);
+  FIRST_USE("inv_n");
   emit(g, invb, "broadcast", 1, (ref[]){inv}, ", dimensions={}", REP, 0, 0);
   emit(g, mean, "multiply", 2, (ref[]){sum, invb}, NULL, REP, 0, 0);
   emit(g, meanb, "broadcast", 1, (ref[]){mean}, ", dimensions={0}", REP, 0, 0);
@@ -161,11 +175,13 @@ static void emit_layer(const gen *g, long l, ref h, int last) {
   emit(g, sq, "multiply", 2, (ref[]){cen, cen}, NULL, REP, 0, 0);
   emit(g, vs, "reduce", 2, (ref[]){sq, zero}, to_apply, REP, 0, 0);
   emit(g, var, "multiply", 2, (ref[]){vs, invb}, NULL, REP, 0, 0);
+  FIRST_USE("eps");
   emit(g, epsb, "broadcast", 1, (ref[]){eps}, ", dimensions={}", REP, 0, 0);
   emit(g, ve, "add", 2, (ref[]){var, epsb}, NULL, REP, 0, 0);
   emit(g, rs, "rsqrt", 1, (ref[]){ve}, NULL, REP, 0, 0);
   emit(g, rsb, "broadcast", 1, (ref[]){rs}, ", dimensions={0}", REP, 0, 0);
   emit(g, norm, "multiply", 2, (ref[]){cen, rsb}, NULL, REP, last, last);
+#undef FIRST_USE
 }
 
 static void usage(FILE *f) {
@@ -220,7 +236,6 @@ int main(int argc, char **argv) {
   static char outbuf[1 << 20];
   setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
   emit_header(&g);
-  emit_preamble(&g);
   ref h = {g.s_bw, "x", -1};
   for (long l = 0; l < g.layers; l++) {
     emit_layer(&g, l, h, l == g.layers - 1);

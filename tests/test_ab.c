@@ -82,11 +82,11 @@ static void teardown(void) {
   out_text = NULL;
 }
 
-/* Runs `hlokit ab ARGS` from the source root; stdout lands in out_text. */
-static int ab(const char *args) {
+/* Runs `hlokit SUB ARGS` from the source root; stdout lands in out_text. */
+static int run_hlokit(const char *sub, const char *args) {
   char *cmd;
-  ck_assert_int_gt(asprintf(&cmd, "cd '%s' && '%s' ab %s >'%s/out.txt' 2>'%s/err.txt'", srcdir,
-                            hlokit, args, tmpdir, tmpdir), 0);
+  ck_assert_int_gt(asprintf(&cmd, "cd '%s' && '%s' %s %s >'%s/out.txt' 2>'%s/err.txt'", srcdir,
+                            hlokit, sub, args, tmpdir, tmpdir), 0);
   int rc = system(cmd);
   free(cmd);
   char p[PATH_MAX + 32];
@@ -96,6 +96,8 @@ static int ab(const char *args) {
   ck_assert(WIFEXITED(rc));
   return WEXITSTATUS(rc);
 }
+
+static int ab(const char *args) { return run_hlokit("ab", args); }
 
 static json_object *get(json_object *o, const char *path) {
   char buf[256];
@@ -139,6 +141,8 @@ START_TEST(test_json_figures) {
     ck_assert_int_eq(get_int(s, "collectives.all-gather.count"), 0);
     ck_assert_int_eq(get_int(s, "bytes_moved_per_device"), 8192);
     ck_assert_int_eq(get_int(s, "full_rematerializations"), 0);
+    /* The partitioner's own count agrees with the module scan. */
+    ck_assert_int_eq(get_int(s, "full_rematerializations_reported"), 0);
     ck_assert_int_eq(get_int(s, "instructions_before"), 47);
     ck_assert_int_gt(get_int(s, "instructions_after"), 0);
     ck_assert_int_eq(get_int(s, "num_devices"), 8);
@@ -152,6 +156,28 @@ START_TEST(test_json_figures) {
                    "sharding-propagation");
   ck_assert_str_eq(json_object_get_string(get(j, "a.pipeline")),
                    "spmd-partitioning{allow_module_signature_change=true}");
+  json_object_put(j);
+}
+END_TEST
+
+START_TEST(test_check_json_counts_full_rematerializations) {
+  /* An fft over its sharded dimension goes through the replicate fallback. */
+  char path[PATH_MAX + 32], *args;
+  snprintf(path, sizeof path, "%s/fft.hlo", tmpdir);
+  write_file(path, "HloModule m, num_partitions=2\n\nENTRY e {\n"
+                   "  p = c64[4,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+                   "  ROOT r = c64[4,8] fft(p), fft_type=FFT, fft_length={8}, "
+                   "sharding={devices=[1,2]0,1}\n}\n");
+  ck_assert_int_gt(asprintf(&args, "'%s' --num-partitions=2 --json --passes=" STOCK, path), 0);
+  ck_assert_int_eq(run_hlokit("check", args), 0);
+  free(args);
+  json_object *j = json_tokener_parse(out_text);
+  ck_assert_ptr_nonnull(j);
+  ck_assert(get_bool(j, "equal"));
+  ck_assert_int_eq(get_int(j, "full_rematerializations"), 1);
+  json_object *n = NULL;   /* counter names hold a dot: "pass.counter" */
+  ck_assert(json_object_object_get_ex(get(j, "counters"), "spmd-partitioning.full_rematerializations", &n));
+  ck_assert_int_eq(json_object_get_int64(n), 1);
   json_object_put(j);
 }
 END_TEST
@@ -248,6 +274,7 @@ static Suite *ab_suite(void) {
   tcase_add_checked_fixture(t, setup, teardown);
   tcase_add_test(t, test_both_correct_side_by_side);
   tcase_add_test(t, test_json_figures);
+  tcase_add_test(t, test_check_json_counts_full_rematerializations);
   tcase_add_test(t, test_one_side_differs_exits_1);
   tcase_add_test(t, test_hilo_combiners_merge_parallel_all_reduces);
   tcase_add_test(t, test_pipeline_file);

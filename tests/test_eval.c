@@ -300,6 +300,21 @@ START_TEST(test_convolution_groups) {
       0, NULL);
   expect_vals(r, 4, (double[]){12, 16, 24, 28});
   hk_value_release(r);
+  /* batch groups with a window: output feature 0 reads batch 0, feature 1 batch 1 */
+  r = eval_n(
+      "HloModule m\nENTRY e {\n x = f32[2,1,3] constant({{{1, 2, 3}}, {{10, 20, 30}}})\n"
+      " k = f32[2,1,2] constant({{{1, 1}}, {{1, -1}}})\n"
+      " ROOT c = f32[1,2,2] convolution(x, k), window={size=2}, dim_labels=bf0_oi0->bf0,"
+      " batch_group_count=2\n}\n", 0, NULL);
+  expect_vals(r, 4, (double[]){3, 5, -10, -10});
+  hk_value_release(r);
+  /* no spatial dims: a matmul */
+  r = eval_n(
+      "HloModule m\nENTRY e {\n x = f32[2,3] constant({{1, 2, 3}, {4, 5, 6}})\n"
+      " k = f32[3,2] constant({{1, 0}, {0, 1}, {1, 1}})\n"
+      " ROOT c = f32[2,2] convolution(x, k), dim_labels=bf_io->bf\n}\n", 0, NULL);
+  expect_vals(r, 4, (double[]){4, 5, 10, 11});
+  hk_value_release(r);
 }
 END_TEST
 

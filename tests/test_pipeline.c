@@ -764,6 +764,65 @@ START_TEST(test_pipeline_time_passes) {
 }
 END_TEST
 
+/* A pass that counts its runs and reports them (interface "hlokit.counters"). */
+typedef struct counting_pass {
+  hk_pass base;
+  int64_t runs;
+} counting_pass;
+
+static hk_status *counting_run(hk_pass *self, hk_module *m, const hk_exec_threads *t, bool *changed) {
+  (void)m, (void)t;
+  ((counting_pass *)self)->runs++;
+  *changed = false;
+  return NULL;
+}
+static void counting_report(hk_pass *self, hk_counter_fn emit, void *ctx) {
+  emit(ctx, "runs", ((counting_pass *)self)->runs);
+}
+static const hk_pass_counters_vtable counting_counters = {sizeof(hk_pass_counters_vtable),
+                                                          counting_report};
+static const void *counting_extension(hk_pass *self, const char *iface) {
+  (void)self;
+  return !strcmp(iface, HK_COUNTERS_IFACE) ? &counting_counters : NULL;
+}
+static const hk_pass_vtable counting_vt = {sizeof(hk_pass_vtable), "counting", counting_run,
+                                           log_destroy, counting_extension};
+
+static void append_counter(void *ctx, const char *name, int64_t value) {
+  char *out = ctx;
+  snprintf(out + strlen(out), 256 - strlen(out), "%s=%lld;", name, (long long)value);
+}
+
+START_TEST(test_pipeline_reports_member_counters) {
+  hk_pass *outer = hk_pipeline_new("outer");
+  hk_pass *inner = hk_pipeline_new("inner");
+  counting_pass *a = calloc(1, sizeof *a), *b = calloc(1, sizeof *b);
+  a->base.vt = b->base.vt = &counting_vt;
+  hk_pipeline_add(outer, &a->base);
+  hk_pipeline_add(inner, &b->base);
+  hk_pipeline_add(outer, inner);
+  hk_status *err = NULL;
+  hk_registry *reg = hk_registry_new();
+  ck_assert_ok(hk_registry_add_pass(reg, &log_desc));
+  hk_pipeline_add(outer, hk_registry_create_pass(reg, "log", "tag=x", &err));  /* none */
+  ck_assert_ok(err);
+  hk_module *m = hk_module_new("m");
+  bool changed;
+  ck_assert_ok(hk_pass_run(outer, m, NULL, &changed));
+  ck_assert_ok(hk_pass_run(outer, m, NULL, &changed));
+  char got[256] = "";
+  ck_assert(hk_pass_report_counters(outer, append_counter, got));
+  /* Each counter named by its pass; a nested pipeline adds no level. */
+  ck_assert_str_eq(got, "counting.runs=2;counting.runs=2;");
+  got[0] = '\0';
+  ck_assert(!hk_pass_report_counters(hk_pipeline_get(outer, 2), append_counter, got));
+  ck_assert_str_eq(got, "");
+  hk_module_free(m);
+  hk_pass_destroy(outer);
+  hk_registry_free(reg);
+}
+END_TEST
+
 START_TEST(test_nested_pipelines_and_exec_threads) {
   hk_registry *reg = hk_registry_new();
   ck_assert_ok(hk_registry_add_pass(reg, &log_desc));
@@ -832,6 +891,7 @@ static Suite *pipeline_suite(void) {
   tcase_add_test(run, test_pipeline_unknown_pass_and_bad_option);
   tcase_add_test(run, test_pipeline_time_passes);
   tcase_add_test(run, test_nested_pipelines_and_exec_threads);
+  tcase_add_test(run, test_pipeline_reports_member_counters);
   suite_add_tcase(s, run);
   return s;
 }

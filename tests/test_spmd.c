@@ -340,6 +340,54 @@ START_TEST(unsupported_op_falls_back_replicated) {
 }
 END_TEST
 
+/* ---- counters (interface "hlokit.counters") -------------------------------- */
+
+typedef struct named_counts {
+  int64_t remats, fallbacks, collectives;
+  int n;
+} named_counts;
+
+static void note_counter(void *ctx, const char *name, int64_t value) {
+  named_counts *c = ctx;
+  c->n++;
+  if (!strcmp(name, "full_rematerializations")) c->remats = value;
+  if (!strcmp(name, "replicated_fallbacks")) c->fallbacks = value;
+  if (!strcmp(name, "collectives_emitted")) c->collectives = value;
+}
+
+static named_counts partition_and_count(const char *text) {
+  hk_module *m = hk_test_parse(text);
+  hk_pass *p = make_pass("allow_module_signature_change=true");
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  named_counts c = {0};
+  ck_assert(hk_pass_report_counters(p, note_counter, &c));
+  hk_pass_destroy(p);
+  hk_module_free(m);
+  return c;
+}
+
+START_TEST(counters_report_full_rematerialization) {
+  /* An fft over its sharded dimension has no handler: the replicate
+   * fallback all-gathers it, one full rematerialization. */
+  named_counts c = partition_and_count(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  p = c64[4,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  ROOT r = c64[4,8] fft(p), fft_type=FFT, fft_length={8}, sharding={devices=[1,2]0,1}\n}\n");
+  ck_assert_int_eq(c.n, 3);
+  ck_assert_int_eq(c.remats, 1);
+  ck_assert_int_eq(c.fallbacks, 1);
+  ck_assert_int_ge(c.collectives, 1);
+  /* An elementwise op on matching shardings needs neither. */
+  c = partition_and_count("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                          "  p = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}\n"
+                          "  ROOT r = f32[4,6] negate(p), sharding={devices=[2,1]0,1}\n}\n");
+  ck_assert_int_eq(c.remats, 0);
+  ck_assert_int_eq(c.fallbacks, 0);
+  ck_assert_int_eq(c.collectives, 0);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -386,6 +434,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, reshard_tiled_to_replicated_all_gathers);
   tcase_add_test(r, unsupported_op_falls_back_replicated);
   tcase_add_test(r, reshard_moves_dims_by_all_to_all_and_permute);
+  tcase_add_test(r, counters_report_full_rematerialization);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;

@@ -256,6 +256,60 @@ void hk_value_leaf_to_json(const hk_value *v, hk_buf *out);
 hk_status *hk_values_from_json(const hk_module *m, const char *text, size_t len,
                                hk_value ***out, int *n_out);
 
+/* ---- sampled comparison (appended: host/eval/sample_*.c) -------------------
+ * For modules too big to evaluate densely: a demand-driven evaluator
+ * computes single output elements, reading only the operand elements they
+ * need (a dot element reads one row and one column; collectives read the
+ * same box on the devices of their group), memoising shared requests.
+ * Entry parameters are a pure function of (seed, parameter, leaf, GLOBAL
+ * index) (floats uniform in [-1, 1], ints small, as hk_value_random), so
+ * nothing is materialised; on a device of the partitioned module the
+ * element at local index i is the global one at the device's tile offset
+ * (spmd_parameters_shardings) + i, and 0 in the padding of uneven tiles.
+ * Positions compared, chosen from the seed for every output leaf: corners,
+ * the first and last element of shards along every sharded dimension of
+ * the recorded output sharding, then uniform random ones; each is read
+ * from a device holding it (rotating among replicas of it), and position 0
+ * on every holding device.  An op the evaluator lacks is an
+ * HK_UNIMPLEMENTED error naming the instruction, never a guess. */
+typedef struct hk_sample_options {
+  uint64_t seed;
+  int64_t samples;                 /* positions to compare; 0: 1024 */
+  double atol, rtol;               /* negative: the type's default (hk_value_compare) */
+  /* Stop sampling after this many ms (0: none); the result then says how
+   * many positions were compared. */
+  int64_t time_limit_ms;
+} hk_sample_options;
+
+typedef struct hk_sample_result {
+  bool equal;                      /* every compared position agrees */
+  int64_t samples;                 /* positions compared */
+  int64_t samples_planned;         /* positions chosen */
+  bool timed_out;                  /* stopped by time_limit_ms */
+  double max_abs_error, max_rel_error;
+  bool has_mismatch;               /* first mismatch: */
+  int64_t mismatch_leaf, mismatch_index;   /* global linear index in the leaf */
+  int64_t mismatch_device;
+  double expected, actual;
+  char *message;                   /* malloc'ed: shape mismatch etc., or NULL */
+} hk_sample_result;
+
+/* Compares the partitioned module (run on num_replicas x num_partitions
+ * devices) against the global one at sampled output positions. */
+hk_status *hk_eval_compare_sampled(const hk_module *global, const hk_module *partitioned,
+                                   int64_t num_partitions, int64_t num_replicas,
+                                   const hk_sample_options *o, hk_sample_result *out);
+void hk_sample_result_free(hk_sample_result *r);
+
+/* Dense-evaluation cost figures for choosing dense or sampled checking:
+ * multiply-accumulates of every dot and convolution (each computation
+ * counted once), and the element count of the largest array value. */
+typedef struct hk_eval_cost {
+  double macs;
+  int64_t largest_elements;
+} hk_eval_cost;
+hk_eval_cost hk_eval_estimate_cost(const hk_module *m);
+
 #ifdef __cplusplus
 }
 #endif

@@ -390,6 +390,15 @@ hk_instr *hk_build_constant_f64(hk_computation *c, hk_instr *before, hk_prim t, 
 hk_instr *hk_build_broadcast_scalar(hk_computation *c, hk_instr *before, hk_instr *scalar,
                                     const hk_shape *shape);
 
+/* ---- appended (host/ir/remove_many.c) ---------------------------------------- */
+/* Removes v[0..n) as hk_instr_remove() on each in this order would (the
+ * same user-list order afterwards), but in time linear in n plus the user
+ * counts of their operands, where one removal at a time costs an
+ * operand's user count each (a constant shared by a million users).
+ * Each instruction's users must all come before it in v; none may be a
+ * root or listed twice.  On error nothing is removed. */
+hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

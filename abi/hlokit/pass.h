@@ -143,6 +143,33 @@ static inline const void *hk_pass_extension(hk_pass *p, const char *iface) {
   return p->vt->get_extension(p, iface);
 }
 
+/* ---- counters: what a pass's last run counted (interface "hlokit.counters") --
+ * A pass that counts things worth reporting (the SPMD partitioner's full
+ * rematerializations, say) returns an hk_pass_counters_vtable from
+ * get_extension(self, HK_COUNTERS_IFACE).  It is an extension, not a new
+ * hk_pass_vtable slot, because extension vtables embed hk_pass_vtable by
+ * value: growing it would move their members (since ABI 1.1). */
+#define HK_COUNTERS_IFACE "hlokit.counters"
+
+/* Receives one counter: `name` is a static string of the pass
+ * (lower_snake_case), valid during the call. */
+typedef void (*hk_counter_fn)(void *ctx, const char *name, int64_t value);
+
+typedef struct hk_pass_counters_vtable {
+  size_t size;                     /* sizeof as built */
+  /* Calls emit once per counter of the last run (zero counts included). */
+  void (*report)(hk_pass *self, hk_counter_fn emit, void *ctx);
+} hk_pass_counters_vtable;
+
+/* Reports p's counters through emit; false when p has none. */
+static inline bool hk_pass_report_counters(hk_pass *p, hk_counter_fn emit, void *ctx) {
+  const hk_pass_counters_vtable *c =
+      (const hk_pass_counters_vtable *)hk_pass_extension(p, HK_COUNTERS_IFACE);
+  if (!c || !HK_HAS_MEMBER(c, hk_pass_counters_vtable, report) || !c->report) return false;
+  c->report(p, emit, ctx);
+  return true;
+}
+
 /* ---- typed options ------------------------------------------------------ */
 typedef enum hk_option_type {
   HK_OPT_BOOL,        /* true / false */
@@ -258,6 +285,8 @@ hk_pass *hk_pipeline_new(const char *name);
 /* Appends a pass; the pipeline owns it. */
 void hk_pipeline_add(hk_pass *pipeline, hk_pass *pass);
 int32_t hk_pipeline_size(const hk_pass *pipeline);
+/* The i-th pass (0-based), NULL when out of range (since ABI 1.1). */
+hk_pass *hk_pipeline_get(hk_pass *pipeline, int32_t i);
 
 /* ---- the plugin entry point ------------------------------------------------ */
 typedef struct hk_plugin_info {

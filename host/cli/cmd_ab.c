@@ -11,6 +11,7 @@
 
 #include "check_eval.h"
 #include "commands.h"
+#include "pass_counters.h"
 
 static const char usage[] =
     "hlokit ab IN --a=PIPELINE --b=PIPELINE --num-partitions=N [--num-replicas=R]\n"
@@ -35,9 +36,12 @@ typedef struct ab_side {
   hk_pass_stat *stats;             /* names point at static pass names */
   double seconds;
   int64_t remats;
+  int64_t remats_reported;         /* the passes' own count; -1: none reports one */
 } ab_side;
 
-/* ---- full rematerializations, counted from the partitioned module --------------- */
+/* ---- full rematerializations, counted from the partitioned module -------------- */
+/* Used when no pass of the side reports the count itself (a third-party
+ * partitioner without the "hlokit.counters" interface). */
 /* A reshard that goes through replication leaves an all-gather whose result a
  * dynamic-slice cuts again by the partition's offset.  This counts such
  * dynamic-slices: data operand reached from an all-gather, offsets computed
@@ -136,6 +140,18 @@ static void keep_stats(ab_side *s, const hk_pass *pipeline) {
   s->n_stats = n;
 }
 
+/* Full rematerializations two ways: read off the partitioned module (the
+ * same yardstick for any two pipelines, whoever wrote them) and as the
+ * passes counted them (interface "hlokit.counters"; a variant that gathers
+ * in its own handler does not go through the reshard engine's count). */
+static void keep_remats(ab_side *s, hk_pass *pipeline, const hk_module *partitioned) {
+  hk_counter_list counters = {0};
+  hk_counter_list_collect(pipeline, &counters);
+  s->remats_reported = hk_counter_list_sum(&counters, "full_rematerializations");
+  s->remats = count_full_remats(partitioned);
+  hk_counter_list_free(&counters);
+}
+
 /* Runs the side's pipeline over a copy of g; *out gets the result. */
 static hk_status *partition_side(const hk_cli_common *c, hk_registry *reg, const hk_module *g,
                                  ab_side *s, hk_module **out) {
@@ -158,6 +174,7 @@ static hk_status *partition_side(const hk_cli_common *c, hk_registry *reg, const
     st = hk_cli_run_pipeline(c, pl, m, &changed);
     s->seconds = now_seconds() - t0;
     keep_stats(s, pl);
+    if (!st) keep_remats(s, pl, m);
   }
   hk_pass_destroy(pl);
   if (st) {
@@ -174,7 +191,6 @@ static hk_status *run_side(const hk_cli_common *c, const ab_opts *o, hk_registry
   HK_TRY(partition_side(c, reg, g, s, &p));
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : p->config.num_partitions;
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : p->config.replica_count;
-  s->remats = count_full_remats(p);
   hk_status *st = hk_check_evaluate(g, p, &o->eval, parts > 0 ? parts : 1, reps > 0 ? reps : 1,
                                     &s->rep);
   hk_module_free(p);
@@ -237,10 +253,10 @@ static void side_json(const ab_side *s, hk_buf *b) {
   side_json_collectives(r, b);
   hk_buf_printf(b, ", \"bytes_moved_per_device\": %lld",
                 (long long)hk_check_max_over(r, HK_CHECK_BYTES_MOVED, 0));
-  /* Counted from the partitioned module: the partitioner's own count is
-   * not reachable through the ABI yet. */
-  hk_buf_printf(b, ", \"full_rematerializations\": %lld, \"full_rematerializations_from\": \"module\"",
+  hk_buf_printf(b, ", \"full_rematerializations\": %lld, \"full_rematerializations_reported\": ",
                 (long long)s->remats);
+  if (s->remats_reported < 0) hk_buf_puts(b, "null");
+  else hk_buf_printf(b, "%lld", (long long)s->remats_reported);
   hk_buf_printf(b, ", \"instructions_before\": %lld, \"instructions_after\": %lld",
                 (long long)r->instrs_before, (long long)r->instrs_after);
   hk_buf_printf(b, ", \"peak_live_bytes_global\": %lld, \"peak_live_bytes_per_device\": %lld",

@@ -6,20 +6,31 @@
 #include <string.h>
 
 #include "check_eval.h"
+#include "check_sampled.h"
 #include "commands.h"
+#include "pass_counters.h"
 
 static const char usage[] =
     "hlokit check IN --num-partitions=N (--passes=... | --pipeline=FILE.json | --partitioned=FILE)\n"
     "             [--num-replicas=R] [--seed=S] [--atol=A] [--rtol=R] [-o OUT] [--json]\n"
+    "             [--mode=auto|dense|sampled] [--samples=K] [--sample-seconds=S]\n"
     "  Evaluates IN as a global program, partitions it with the pipeline (or takes the\n"
     "  given partitioned module), runs that on R x N devices with the inputs scattered by\n"
     "  the recorded spmd_parameters_shardings, gathers the outputs by spmd_output_sharding\n"
-    "  (replicated when none is recorded) and compares.  Exit 0 equal, 1 differ, 2 error.";
+    "  (replicated when none is recorded) and compares.  Exit 0 equal, 1 differ, 2 error.\n"
+    "  --mode=dense compares every element; --mode=sampled computes only K output\n"
+    "  positions (default 1024: corners, shard boundaries, random) on demand, for modules\n"
+    "  too big to evaluate densely, stopping after S seconds (default 10, 0: no limit);\n"
+    "  auto (the default) samples when a value exceeds 2^24 elements or the dots and\n"
+    "  convolutions need more than 2e9 multiply-adds.";
 
 typedef struct check_opts {
   uint64_t seed;
   double atol, rtol;
   const char *partitioned;
+  int mode;                        /* 0 auto, 1 dense, 2 sampled */
+  int64_t samples;
+  double sample_seconds;
 } check_opts;
 
 /* The evaluation and its figures are shared with `hlokit ab` (check_eval.c). */
@@ -28,7 +39,7 @@ typedef hk_check_report check_report;
 /* ---- the partitioned module --------------------------------------------------- */
 
 static hk_status *partition_with_pipeline(const hk_cli_common *c, const hk_module *global,
-                                          hk_module **out) {
+                                          hk_module **out, hk_counter_list *counters) {
   hk_registry *reg;
   HK_TRY(hk_cli_load_plugins(c, &reg));
   hk_module *m = hk_module_clone(global);
@@ -37,6 +48,7 @@ static hk_status *partition_with_pipeline(const hk_cli_common *c, const hk_modul
   hk_status *st = hk_cli_build_pipeline(c, reg, m, &pipeline);
   bool changed = false;
   if (!st) st = hk_cli_run_pipeline(c, pipeline, m, &changed);
+  if (!st) hk_counter_list_collect(pipeline, counters);
   hk_pass_destroy(pipeline);
   hk_registry_free(reg);
   if (st) {
@@ -49,8 +61,9 @@ static hk_status *partition_with_pipeline(const hk_cli_common *c, const hk_modul
 
 /* ---- reporting ------------------------------------------------------------------ */
 
-static void report_json(const check_report *r, hk_buf *b) {
-  hk_buf_printf(b, "{\"equal\": %s, \"max_abs_error\": ", hk_check_report_equal(r) ? "true" : "false");
+static void report_json(const check_report *r, const hk_counter_list *counters, hk_buf *b) {
+  hk_buf_printf(b, "{\"equal\": %s, \"mode\": \"dense\", \"max_abs_error\": ",
+                hk_check_report_equal(r) ? "true" : "false");
   hk_check_put_json_number(b, r->cmp.max_abs_error);
   hk_buf_puts(b, ", \"max_rel_error\": ");
   hk_check_put_json_number(b, r->cmp.max_rel_error);
@@ -82,11 +95,19 @@ static void report_json(const check_report *r, hk_buf *b) {
   hk_buf_puts(b, ", \"peak_live_bytes_by_device\": [");
   for (int64_t d = 0; d < r->n_devices; d++)
     hk_buf_printf(b, "%s%lld", d ? ", " : "", (long long)r->dev_stats[d].peak_live_bytes);
-  hk_buf_printf(b, "], \"num_devices\": %lld, \"instructions_before\": %lld, \"instructions_after\": %lld}\n",
+  /* Reshards that went through full replication, as the passes counted
+   * them (null when no pass counts them, e.g. with --partitioned). */
+  int64_t remats = hk_counter_list_sum(counters, "full_rematerializations");
+  hk_buf_puts(b, "], \"full_rematerializations\": ");
+  if (remats < 0) hk_buf_puts(b, "null");
+  else hk_buf_printf(b, "%lld", (long long)remats);
+  hk_buf_puts(b, ", \"counters\": ");
+  hk_counter_list_json(counters, b);
+  hk_buf_printf(b, ", \"num_devices\": %lld, \"instructions_before\": %lld, \"instructions_after\": %lld}\n",
                 (long long)r->n_devices, (long long)r->instrs_before, (long long)r->instrs_after);
 }
 
-static void report_text(const check_report *r) {
+static void report_text(const check_report *r, const hk_counter_list *counters) {
   printf("%s\n", hk_check_report_equal(r) ? "equal" : "DIFFERENT");
   if (r->cmp.message) printf("  %s\n", r->cmp.message);
   if (r->disagree) printf("  %s\n", r->disagree);
@@ -103,6 +124,8 @@ static void report_text(const check_report *r) {
   printf("  peak live bytes: global %lld, per device %lld\n", (long long)r->global_stats.peak_live_bytes,
          (long long)hk_check_max_over(r, HK_CHECK_PEAK_LIVE_BYTES, 0));
   printf("  instructions: %lld before, %lld after\n", (long long)r->instrs_before, (long long)r->instrs_after);
+  int64_t remats = hk_counter_list_sum(counters, "full_rematerializations");
+  if (remats >= 0) printf("  full rematerializations: %lld\n", (long long)remats);
 }
 
 /* ---- driver --------------------------------------------------------------------------- */
@@ -119,9 +142,10 @@ static hk_status *write_partitioned(const hk_cli_common *c, const hk_module *p) 
 static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const char *in,
                             bool *equal) {
   hk_module *g = NULL, *p = NULL;
+  hk_counter_list counters = {0};
   HK_TRY(hk_cli_read_module(in, &g));
   hk_status *st = o->partitioned ? hk_cli_read_module(o->partitioned, &p)
-                                 : partition_with_pipeline(c, g, &p);
+                                 : partition_with_pipeline(c, g, &p, &counters);
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : (p ? p->config.num_partitions : 1);
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : (p ? p->config.replica_count : 1);
   if (parts < 1) parts = 1;
@@ -129,6 +153,14 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   check_report rep;
   memset(&rep, 0, sizeof rep);
   if (!st && c->output) st = write_partitioned(c, p);
+  if (!st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)))) {
+    hk_sample_options so = {o->seed, o->samples, o->atol, o->rtol, (int64_t)(o->sample_seconds * 1000)};
+    st = hk_check_sampled(g, p, parts, reps, &so, c->json, NULL, equal);
+    hk_counter_list_free(&counters);
+    hk_module_free(g);
+    hk_module_free(p);
+    return st;
+  }
   if (!st) {
     hk_check_opts eo = {o->seed, o->atol, o->rtol};
     st = hk_check_evaluate(g, p, &eo, parts, reps, &rep);
@@ -137,15 +169,16 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
     hk_buf b;
     hk_buf_init(&b);
     if (c->json) {
-      report_json(&rep, &b);
+      report_json(&rep, &counters, &b);
       fwrite(b.data, 1, b.len, stdout);
     } else {
-      report_text(&rep);
+      report_text(&rep, &counters);
     }
     hk_buf_free(&b);
     *equal = hk_check_report_equal(&rep);
   }
   hk_check_report_free(&rep);
+  hk_counter_list_free(&counters);
   hk_module_free(g);
   hk_module_free(p);
   return st;
@@ -168,6 +201,18 @@ static int parse_check_option(void *ctx, const char *arg) {
   }
   if (strncmp(arg, "--atol=", 7) == 0) return parse_double(arg + 7, &o->atol);
   if (strncmp(arg, "--rtol=", 7) == 0) return parse_double(arg + 7, &o->rtol);
+  if (strncmp(arg, "--mode=", 7) == 0) {
+    const char *m = arg + 7;
+    o->mode = !strcmp(m, "auto") ? 0 : !strcmp(m, "dense") ? 1 : !strcmp(m, "sampled") ? 2 : -1;
+    return o->mode < 0 ? -1 : 1;
+  }
+  if (strncmp(arg, "--samples=", 10) == 0) {
+    char *end;
+    errno = 0;
+    o->samples = strtoll(arg + 10, &end, 10);
+    return *end || errno || o->samples < 1 ? -1 : 1;
+  }
+  if (strncmp(arg, "--sample-seconds=", 17) == 0) return parse_double(arg + 17, &o->sample_seconds);
   if (strncmp(arg, "--partitioned=", 14) == 0 && arg[14]) {
     o->partitioned = arg + 14;
     return 1;
@@ -178,7 +223,7 @@ static int parse_check_option(void *ctx, const char *arg) {
 int hk_cmd_check(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
-  check_opts o = {0, -1, -1, NULL};
+  check_opts o = {0, -1, -1, NULL, 0, 1024, 10};
   const char *in = NULL;
   bool help = false;
   int rc = hk_cli_parse_args("check", usage, argc, argv, &c, parse_check_option, &o, &in, &help);

@@ -176,42 +176,43 @@ static uint64_t total_order_key(double x) {
   return (b >> 63) ? ~b : b | (UINT64_C(1) << 63);
 }
 
+void hk_elem_compare(hk_cmp_dir dir, hk_cmp_type ty, const hk_value *a, int64_t ia,
+                     const hk_value *b, int64_t ib, hk_value *out, int64_t i) {
+  elem_class cls = class_of((hk_prim)a->elem);
+  int c = 0;
+  bool unordered = false;
+  if (cls == CLS_FLOAT || cls == CLS_COMPLEX) {
+    double x = hk_value_get_f64(a, ia), y = hk_value_get_f64(b, ib);
+    if (ty == HK_CMPT_TOTALORDER) {
+      uint64_t kx = total_order_key(x), ky = total_order_key(y);
+      c = (kx > ky) - (kx < ky);
+    } else if (cls == CLS_COMPLEX) {
+      double xi, yi, xr, yr;
+      hk_value_get_c(a, ia, &xr, &xi);
+      hk_value_get_c(b, ib, &yr, &yi);
+      unordered = isnan(xr) || isnan(yr) || isnan(xi) || isnan(yi);
+      c = (xr == yr && xi == yi) ? 0 : 1;
+    } else {
+      unordered = isnan(x) || isnan(y);
+      c = (x > y) - (x < y);
+    }
+  } else if (cls == CLS_SIGNED && ty != HK_CMPT_UNSIGNED) {
+    int64_t x = hk_value_get_i64(a, ia), y = hk_value_get_i64(b, ib);
+    c = (x > y) - (x < y);
+  } else {
+    uint64_t m = width_mask((hk_prim)a->elem);
+    uint64_t x = (uint64_t)hk_value_get_i64(a, ia) & m, y = (uint64_t)hk_value_get_i64(b, ib) & m;
+    c = (x > y) - (x < y);
+  }
+  ((uint8_t *)out->data)[i] = cmp_result(dir, c, unordered);
+}
+
 static hk_status *op_compare(const hk_instr *ins, hk_value *const *ops, hk_value *out) {
   const hk_value *a = ops[0], *b = ops[1];
   hk_cmp_dir dir = ins->attrs ? (hk_cmp_dir)ins->attrs->cmp_dir : HK_CMP_NONE;
   hk_cmp_type ty = ins->attrs ? (hk_cmp_type)ins->attrs->cmp_type : HK_CMPT_DEFAULT;
   if (dir == HK_CMP_NONE) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "compare without direction");
-  elem_class cls = class_of((hk_prim)a->elem);
-  uint8_t *r = out->data;
-  for (int64_t i = 0; i < out->n; i++) {
-    int64_t ia = at(a, i), ib = at(b, i);
-    int c = 0;
-    bool unordered = false;
-    if (cls == CLS_FLOAT || cls == CLS_COMPLEX) {
-      double x = hk_value_get_f64(a, ia), y = hk_value_get_f64(b, ib);
-      if (ty == HK_CMPT_TOTALORDER) {
-        uint64_t kx = total_order_key(x), ky = total_order_key(y);
-        c = (kx > ky) - (kx < ky);
-      } else if (cls == CLS_COMPLEX) {
-        double xi, yi, xr, yr;
-        hk_value_get_c(a, ia, &xr, &xi);
-        hk_value_get_c(b, ib, &yr, &yi);
-        unordered = isnan(xr) || isnan(yr) || isnan(xi) || isnan(yi);
-        c = (xr == yr && xi == yi) ? 0 : 1;
-      } else {
-        unordered = isnan(x) || isnan(y);
-        c = (x > y) - (x < y);
-      }
-    } else if (cls == CLS_SIGNED && ty != HK_CMPT_UNSIGNED) {
-      int64_t x = hk_value_get_i64(a, ia), y = hk_value_get_i64(b, ib);
-      c = (x > y) - (x < y);
-    } else {
-      uint64_t m = width_mask((hk_prim)a->elem);
-      uint64_t x = (uint64_t)hk_value_get_i64(a, ia) & m, y = (uint64_t)hk_value_get_i64(b, ib) & m;
-      c = (x > y) - (x < y);
-    }
-    r[i] = cmp_result(dir, c, unordered);
-  }
+  for (int64_t i = 0; i < out->n; i++) hk_elem_compare(dir, ty, a, at(a, i), b, at(b, i), out, i);
   return NULL;
 }
 
@@ -233,51 +234,54 @@ static bool f32_binary_fast(hk_opcode op, const hk_value *a, const hk_value *b, 
 
 /* ---- families ----------------------------------------------------------------- */
 
+bool hk_elem_binary(hk_opcode op, const hk_value *a, int64_t ia, const hk_value *b, int64_t ib,
+                    hk_value *out, int64_t i) {
+  hk_prim p = (hk_prim)a->elem;
+  int bits = width_bits(p);
+  bool ok = true;
+  switch (class_of(p)) {
+    case CLS_FLOAT:
+      hk_value_set_f64(out, i, f_binary(op, hk_value_get_f64(a, ia), hk_value_get_f64(b, ib), &ok));
+      break;
+    case CLS_SIGNED:
+      hk_value_set_i64(out, i, s_binary(op, hk_value_get_i64(a, ia), hk_value_get_i64(b, ib), bits, &ok));
+      break;
+    case CLS_UNSIGNED: {
+      uint64_t m = width_mask(p);
+      uint64_t x = (uint64_t)hk_value_get_i64(a, ia) & m, y = (uint64_t)hk_value_get_i64(b, ib) & m;
+      uint64_t r = u_binary(op, x, y, bits, &ok);
+      if (p == HK_PRED && (op == HK_OP_ADD || op == HK_OP_MULTIPLY))
+        r = op == HK_OP_ADD ? (x | y) : (x & y);
+      hk_value_set_i64(out, i, (int64_t)(r & m));
+      break;
+    }
+    case CLS_COMPLEX: {
+      double xr, xi, yr, yi;
+      hk_value_get_c(a, ia, &xr, &xi);
+      hk_value_get_c(b, ib, &yr, &yi);
+      double complex x = xr + xi * I, y = yr + yi * I, r;
+      if (op == HK_OP_ADD) r = x + y;
+      else if (op == HK_OP_SUBTRACT) r = x - y;
+      else if (op == HK_OP_MULTIPLY) r = x * y;
+      else if (op == HK_OP_DIVIDE) r = x / y;
+      else if (op == HK_OP_POWER) r = cpow(x, y);
+      else if (op == HK_OP_COMPLEX) r = xr + yr * I;
+      else { ok = false; r = 0; }
+      hk_value_set_c(out, i, creal(r), cimag(r));
+      break;
+    }
+  }
+  return ok;
+}
+
 static hk_status *op_binary(const hk_instr *ins, hk_opcode op, hk_value *const *ops,
                             hk_value *out) {
   const hk_value *a = ops[0], *b = ops[1];
   if (f32_binary_fast(op, a, b, out)) return NULL;
-  hk_prim p = (hk_prim)a->elem;
-  elem_class cls = class_of(p);
-  int bits = width_bits(p);
   bool ok = true;
-  for (int64_t i = 0; i < out->n && ok; i++) {
-    int64_t ia = at(a, i), ib = at(b, i);
-    switch (cls) {
-      case CLS_FLOAT:
-        hk_value_set_f64(out, i, f_binary(op, hk_value_get_f64(a, ia), hk_value_get_f64(b, ib), &ok));
-        break;
-      case CLS_SIGNED:
-        hk_value_set_i64(out, i, s_binary(op, hk_value_get_i64(a, ia), hk_value_get_i64(b, ib), bits, &ok));
-        break;
-      case CLS_UNSIGNED: {
-        uint64_t m = width_mask(p);
-        uint64_t x = (uint64_t)hk_value_get_i64(a, ia) & m, y = (uint64_t)hk_value_get_i64(b, ib) & m;
-        uint64_t r = u_binary(op, x, y, bits, &ok);
-        if (p == HK_PRED && (op == HK_OP_ADD || op == HK_OP_MULTIPLY))
-          r = op == HK_OP_ADD ? (x | y) : (x & y);
-        hk_value_set_i64(out, i, (int64_t)(r & m));
-        break;
-      }
-      case CLS_COMPLEX: {
-        double xr, xi, yr, yi;
-        hk_value_get_c(a, ia, &xr, &xi);
-        hk_value_get_c(b, ib, &yr, &yi);
-        double complex x = xr + xi * I, y = yr + yi * I, r;
-        if (op == HK_OP_ADD) r = x + y;
-        else if (op == HK_OP_SUBTRACT) r = x - y;
-        else if (op == HK_OP_MULTIPLY) r = x * y;
-        else if (op == HK_OP_DIVIDE) r = x / y;
-        else if (op == HK_OP_POWER) r = cpow(x, y);
-        else if (op == HK_OP_COMPLEX) r = xr + yr * I;
-        else { ok = false; r = 0; }
-        hk_value_set_c(out, i, creal(r), cimag(r));
-        break;
-      }
-    }
-  }
+  for (int64_t i = 0; i < out->n && ok; i++) ok = hk_elem_binary(op, a, at(a, i), b, at(b, i), out, i);
   if (!ok)
-    return hk_eval_error(ins, HK_UNIMPLEMENTED, "not supported for element type %s", hk_prim_name(p));
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "not supported for element type %s", hk_prim_name((hk_prim)a->elem));
   return NULL;
 }
 
@@ -314,28 +318,32 @@ static hk_status *op_unary_complex(const hk_instr *ins, hk_opcode op, const hk_v
   return NULL;
 }
 
-static hk_status *op_unary(const hk_instr *ins, hk_opcode op, const hk_value *a, hk_value *out) {
+bool hk_elem_unary(hk_opcode op, const hk_value *a, int64_t i, hk_value *out) {
   hk_prim p = (hk_prim)a->elem;
   elem_class cls = class_of(p);
-  if (cls == CLS_COMPLEX) return op_unary_complex(ins, op, a, out);
   bool ok = true;
+  if (cls == CLS_COMPLEX) return false;
   if (op == HK_OP_IS_FINITE) {
-    for (int64_t i = 0; i < out->n; i++) hk_value_set_i64(out, i, isfinite(hk_value_get_f64(a, i)));
-    return NULL;
+    hk_value_set_i64(out, i, isfinite(hk_value_get_f64(a, i)));
+  } else if (cls == CLS_FLOAT) {
+    if (op == HK_OP_NOT) ok = false;
+    else hk_value_set_f64(out, i, f_unary(op, hk_value_get_f64(a, i), &ok));
+  } else {
+    int64_t x = hk_value_get_i64(a, i);
+    if (op == HK_OP_CEIL || op == HK_OP_FLOOR || op == HK_OP_ROUND_NEAREST_AFZ ||
+        op == HK_OP_ROUND_NEAREST_EVEN)
+      hk_value_set_i64(out, i, x);
+    else
+      hk_value_set_i64(out, i, int_unary(op, x, p, &ok));
   }
-  for (int64_t i = 0; i < out->n && ok; i++) {
-    if (cls == CLS_FLOAT) {
-      if (op == HK_OP_NOT) ok = false;
-      else hk_value_set_f64(out, i, f_unary(op, hk_value_get_f64(a, i), &ok));
-    } else {
-      int64_t x = hk_value_get_i64(a, i);
-      if (op == HK_OP_CEIL || op == HK_OP_FLOOR || op == HK_OP_ROUND_NEAREST_AFZ ||
-          op == HK_OP_ROUND_NEAREST_EVEN)
-        hk_value_set_i64(out, i, x);
-      else
-        hk_value_set_i64(out, i, int_unary(op, x, p, &ok));
-    }
-  }
+  return ok;
+}
+
+static hk_status *op_unary(const hk_instr *ins, hk_opcode op, const hk_value *a, hk_value *out) {
+  hk_prim p = (hk_prim)a->elem;
+  if (class_of(p) == CLS_COMPLEX) return op_unary_complex(ins, op, a, out);
+  bool ok = true;
+  for (int64_t i = 0; i < out->n && ok; i++) ok = hk_elem_unary(op, a, i, out);
   if (!ok)
     return hk_eval_error(ins, HK_UNIMPLEMENTED, "not supported for element type %s", hk_prim_name(p));
   return NULL;
@@ -451,6 +459,24 @@ hk_status *hk_op_elementwise(hk_device_ctx *d, const hk_instr *ins, hk_value *co
 
 /* ---- convert ---------------------------------------------------------------- */
 
+void hk_elem_convert(const hk_value *v, int64_t i, hk_value *r, int64_t j) {
+  hk_prim from = (hk_prim)v->elem, to = (hk_prim)r->elem;
+  elem_class fc = class_of(from), tc = class_of(to);
+  if (fc == CLS_COMPLEX || tc == CLS_COMPLEX) {
+    double re, im;
+    hk_value_get_c(v, i, &re, &im);
+    hk_value_set_c(r, j, re, im);
+  } else if (fc == CLS_FLOAT) {
+    hk_value_set_f64(r, j, hk_value_get_f64(v, i));   /* saturating, NaN -> 0 */
+  } else if (tc == CLS_FLOAT) {
+    int64_t x = hk_value_get_i64(v, i);
+    double dx = from == HK_U64 ? (double)(uint64_t)x : (double)x;
+    hk_value_set_f64(r, j, dx);
+  } else {
+    hk_value_set_i64(r, j, hk_value_get_i64(v, i));    /* wraps */
+  }
+}
+
 hk_value *hk_convert_value(const hk_value *v, hk_prim to) {
   hk_value *r = hk_value_new_array(to, v->rank, v->dims);
   hk_prim from = (hk_prim)v->elem;
@@ -458,22 +484,7 @@ hk_value *hk_convert_value(const hk_value *v, hk_prim to) {
     memcpy(r->data, v->data, (size_t)r->nbytes);
     return r;
   }
-  elem_class fc = class_of(from), tc = class_of(to);
-  for (int64_t i = 0; i < v->n; i++) {
-    if (fc == CLS_COMPLEX || tc == CLS_COMPLEX) {
-      double re, im;
-      hk_value_get_c(v, i, &re, &im);
-      hk_value_set_c(r, i, re, im);
-    } else if (fc == CLS_FLOAT) {
-      hk_value_set_f64(r, i, hk_value_get_f64(v, i));   /* saturating, NaN -> 0 */
-    } else if (tc == CLS_FLOAT) {
-      int64_t x = hk_value_get_i64(v, i);
-      double dx = from == HK_U64 ? (double)(uint64_t)x : (double)x;
-      hk_value_set_f64(r, i, dx);
-    } else {
-      hk_value_set_i64(r, i, hk_value_get_i64(v, i));    /* wraps */
-    }
-  }
+  for (int64_t i = 0; i < v->n; i++) hk_elem_convert(v, i, r, i);
   return r;
 }
 

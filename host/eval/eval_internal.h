@@ -122,4 +122,45 @@ hk_status *hk_eval_scalar_call(hk_device_ctx *d, const hk_computation *c,
 hk_status *hk_eval_error(const hk_instr *ins, hk_code code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- one element of an elementwise op (helper D) ------------------------
+ * The per-element bodies of elementwise.c, shared with the scalar
+ * programs so both compute the same bits.  Element ia of a, ib of b,
+ * result into element i of out; false: op not supported for the type. */
+bool hk_elem_binary(hk_opcode op, const hk_value *a, int64_t ia, const hk_value *b, int64_t ib,
+                    hk_value *out, int64_t i);
+bool hk_elem_unary(hk_opcode op, const hk_value *a, int64_t i, hk_value *out);
+void hk_elem_compare(hk_cmp_dir dir, hk_cmp_type ty, const hk_value *a, int64_t ia,
+                     const hk_value *b, int64_t ib, hk_value *out, int64_t i);
+/* XLA convert of element i of v into element j of r. */
+void hk_elem_convert(const hk_value *v, int64_t i, hk_value *r, int64_t j);
+
+/* ---- scalar programs (scalar_prog.c) -------------------------------------
+ * A scalar computation (comparator, reducer, map body) compiled once into a
+ * flat register program: each register holds one element in its storage
+ * encoding (8 bytes); running it allocates nothing.  Not thread-safe: one
+ * program per user.  hk_scalar_prog_compile returns NULL when the
+ * computation uses something the program does not cover (then evaluate it
+ * with hk_eval_scalar_call). */
+typedef struct hk_scalar_prog hk_scalar_prog;
+hk_scalar_prog *hk_scalar_prog_compile(const hk_computation *c);
+void hk_scalar_prog_free(hk_scalar_prog *p);
+/* Sets parameter k from element i of v (v's type must be the parameter's). */
+void hk_scalar_prog_set_arg(hk_scalar_prog *p, int k, const hk_value *v, int64_t i);
+void hk_scalar_prog_run(hk_scalar_prog *p);
+/* Number of results (the root's tuple elements, or 1). */
+int hk_scalar_prog_n_results(const hk_scalar_prog *p);
+/* Stores result k into element i of v (v has the result's type). */
+void hk_scalar_prog_get_result(const hk_scalar_prog *p, int k, hk_value *v, int64_t i);
+/* Result k as a truth value (pred results). */
+bool hk_scalar_prog_result_true(const hk_scalar_prog *p, int k);
+/* As hk_scalar_prog_compile, when the parameters have exactly the types
+ * args[] and the results the types results[]; else NULL. */
+hk_scalar_prog *hk_scalar_prog_compile_typed(const hk_computation *c, int n_args,
+                                             const hk_prim *args, int n_results,
+                                             const hk_prim *results);
+/* Registers in their storage encoding (the element's bytes, zero-padded to
+ * 8): pass a result straight back as an argument (reducers). */
+void hk_scalar_prog_set_arg_raw(hk_scalar_prog *p, int k, uint64_t raw);
+uint64_t hk_scalar_prog_result_raw(const hk_scalar_prog *p, int k);
+
 #endif

@@ -1,14 +1,14 @@
 /* linalg.c - dot (general dimension numbers, cache-blocked kernel) and
  * convolution (windows, dilation, padding, feature and batch groups).
- * f32/f16/bf16 accumulate in f32, f64 in f64, integers in int64 (wrapped
- * to the result type). */
+ * Floats (f64, f32, f16, bf16, f8) accumulate in double and round once to
+ * the result type; integers accumulate in int64 (wrapped to the result
+ * type). */
 #include "eval/eval_internal.h"
 
-typedef enum { ACC_F32, ACC_F64, ACC_INT } acc_kind;
+typedef enum { ACC_F64, ACC_INT } acc_kind;
 
 static acc_kind acc_of(hk_prim out, hk_prim a, hk_prim b) {
-  if (out == HK_F64 || a == HK_F64 || b == HK_F64) return ACC_F64;
-  if (hk_prim_is_float(out)) return ACC_F32;
+  if (hk_prim_is_float(out) || hk_prim_is_float(a) || hk_prim_is_float(b)) return ACC_F64;
   return ACC_INT;
 }
 
@@ -47,23 +47,23 @@ static int free_dims(const hk_value *v, hk_i64s a, hk_i64s b, int64_t *out) {
   return n;
 }
 
-/* Packs v into [B][R][C] of doubles (or floats / int64, by kind). */
+/* Element i of v as a double (f32 read directly: the hot case). */
+static inline double elem_f64(const hk_value *v, int64_t i) {
+  return v->elem == HK_F32 ? (double)((const float *)v->data)[i] : hk_value_get_f64(v, i);
+}
+
+/* Packs v into [B][R][C] of doubles or int64 (by kind). */
 static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64_t *orr,
                    int64_t nr, const int64_t *oc, int64_t nc, acc_kind k) {
-  size_t es = k == ACC_F32 ? sizeof(float) : 8;
-  void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * es);
+  void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * 8);
   if (!p) abort();
   int64_t w = 0;
   for (int64_t b = 0; b < nb; b++)
     for (int64_t r = 0; r < nr; r++)
       for (int64_t c = 0; c < nc; c++, w++) {
         int64_t i = ob[b] + orr[r] + oc[c];
-        if (k == ACC_F32)
-          ((float *)p)[w] = v->elem == HK_F32 ? ((const float *)v->data)[i] : (float)hk_value_get_f64(v, i);
-        else if (k == ACC_F64)
-          ((double *)p)[w] = hk_value_get_f64(v, i);
-        else
-          ((int64_t *)p)[w] = hk_value_get_i64(v, i);
+        if (k == ACC_F64) ((double *)p)[w] = elem_f64(v, i);
+        else ((int64_t *)p)[w] = hk_value_get_i64(v, i);
       }
   return p;
 }
@@ -72,7 +72,7 @@ enum { BLK_I = 64, BLK_K = 256, BLK_J = 512 };
 
 /* c[j0..j1) += a * b[j0..j1), unrolled by 8 so the compiler's basic-block
  * vectorizer turns it into SIMD at -O2. */
-static inline void axpy_f32(float *restrict c, const float *restrict b, float a, int64_t j0,
+static inline void axpy_f64(double *restrict c, const double *restrict b, double a, int64_t j0,
                             int64_t j1) {
   int64_t j = j0;
   for (; j + 8 <= j1; j += 8) {
@@ -88,11 +88,11 @@ static inline void axpy_f32(float *restrict c, const float *restrict b, float a,
   for (; j < j1; j++) c[j] += a * b[j];
 }
 
-/* C[M][N] = A[M][K] * B[K][N], cache-blocked (k, j, i blocks); every C
- * element still sums over k in order. */
-static void matmul_f32(const float *restrict A, const float *restrict B, float *restrict C,
+/* C[M][N] = A[M][K] * B[K][N] in double, cache-blocked (k, j, i blocks);
+ * every C element still sums over k in order. */
+static void matmul_f64(const double *restrict A, const double *restrict B, double *restrict C,
                        int64_t M, int64_t K, int64_t N) {
-  memset(C, 0, (size_t)(M * N) * sizeof(float));
+  memset(C, 0, (size_t)(M * N) * sizeof(double));
   for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
     int64_t k1 = k0 + BLK_K < K ? k0 + BLK_K : K;
     for (int64_t j0 = 0; j0 < N; j0 += BLK_J) {
@@ -100,25 +100,9 @@ static void matmul_f32(const float *restrict A, const float *restrict B, float *
       for (int64_t i0 = 0; i0 < M; i0 += BLK_I) {
         int64_t i1 = i0 + BLK_I < M ? i0 + BLK_I : M;
         for (int64_t i = i0; i < i1; i++) {
-          float *restrict c = C + i * N;
-          for (int64_t k = k0; k < k1; k++) axpy_f32(c, B + k * N, A[i * K + k], j0, j1);
+          double *restrict c = C + i * N;
+          for (int64_t k = k0; k < k1; k++) axpy_f64(c, B + k * N, A[i * K + k], j0, j1);
         }
-      }
-    }
-  }
-}
-
-static void matmul_f64(const double *restrict A, const double *restrict B, double *restrict C,
-                       int64_t M, int64_t K, int64_t N) {
-  memset(C, 0, (size_t)(M * N) * sizeof(double));
-  for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
-    int64_t k1 = k0 + BLK_K < K ? k0 + BLK_K : K;
-    for (int64_t i = 0; i < M; i++) {
-      double *restrict c = C + i * N;
-      for (int64_t k = k0; k < k1; k++) {
-        double a = A[i * K + k];
-        const double *restrict b = B + k * N;
-        for (int64_t j = 0; j < N; j++) c[j] += a * b[j];
       }
     }
   }
@@ -152,6 +136,18 @@ static hk_status *check_dot(const hk_instr *ins, const hk_value *l, const hk_val
   return NULL;
 }
 
+/* res[o0 + i] = C[i] for n elements, rounded once to the result type. */
+static void store_block(hk_value *res, int64_t o0, const void *C, int64_t n, acc_kind k) {
+  if (k == ACC_INT) {
+    for (int64_t i = 0; i < n; i++) hk_value_set_i64(res, o0 + i, ((const int64_t *)C)[i]);
+  } else if (res->elem == HK_F32) {
+    float *o = (float *)res->data + o0;
+    for (int64_t i = 0; i < n; i++) o[i] = (float)((const double *)C)[i];
+  } else {
+    for (int64_t i = 0; i < n; i++) hk_value_set_f64(res, o0 + i, ((const double *)C)[i]);
+  }
+}
+
 hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                      hk_value **out) {
   const hk_value *l = ops[0], *r = ops[1];
@@ -179,32 +175,20 @@ hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
     acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)l->elem, (hk_prim)r->elem);
     void *A = pack3(l, lb, B, lm, M, lk, K, k);
     void *Bm = pack3(r, rb, B, rk, K, rn, N, k);
-    size_t es = k == ACC_F32 ? sizeof(float) : 8;
-    void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * es);
+    void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * 8);
     if (!C) abort();
     for (int64_t b = 0; b < B && !st; b++) {
-      const char *Ab = (const char *)A + (size_t)(b * M * K) * es;
-      const char *Bb = (const char *)Bm + (size_t)(b * K * N) * es;
+      const char *Ab = (const char *)A + (size_t)(b * M * K) * 8;
+      const char *Bb = (const char *)Bm + (size_t)(b * K * N) * 8;
       for (int64_t i0 = 0; i0 < M && !st; i0 += 256) {
         int64_t rows = M - i0 < 256 ? M - i0 : 256;
-        const char *Ar = Ab + (size_t)(i0 * K) * es;
-        char *Cr = (char *)C + (size_t)(i0 * N) * es;
-        if (k == ACC_F32) matmul_f32((const float *)Ar, (const float *)Bb, (float *)Cr, rows, K, N);
-        else if (k == ACC_F64) matmul_f64((const double *)Ar, (const double *)Bb, (double *)Cr, rows, K, N);
+        const char *Ar = Ab + (size_t)(i0 * K) * 8;
+        char *Cr = (char *)C + (size_t)(i0 * N) * 8;
+        if (k == ACC_F64) matmul_f64((const double *)Ar, (const double *)Bb, (double *)Cr, rows, K, N);
         else matmul_int((const int64_t *)Ar, (const int64_t *)Bb, (int64_t *)Cr, rows, K, N);
         st = hk_eval_poll(d, ins);
       }
-      for (int64_t i = 0; i < M * N; i++) {
-        int64_t o = b * M * N + i;
-        if (k == ACC_F32) {
-          if (res->elem == HK_F32) ((float *)res->data)[o] = ((float *)C)[i];
-          else hk_value_set_f64(res, o, ((float *)C)[i]);
-        } else if (k == ACC_F64) {
-          hk_value_set_f64(res, o, ((double *)C)[i]);
-        } else {
-          hk_value_set_i64(res, o, ((int64_t *)C)[i]);
-        }
-      }
+      store_block(res, b * M * N, C, M * N, k);
     }
     free(A);
     free(Bm);
@@ -225,61 +209,8 @@ typedef struct conv_geom {
   const hk_conv_dnums *dn;
   const hk_window *win;
   int ns;                          /* spatial dims */
-  int64_t lst[HK_MAX_RANK], kst[HK_MAX_RANK], ost[HK_MAX_RANK];
   int64_t G, BG, IZ, OZ, IFG, OFG, out_batch;
 } conv_geom;
-
-static double *as_doubles(const hk_value *v) {
-  double *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(double));
-  if (!p) abort();
-  for (int64_t i = 0; i < v->n; i++) p[i] = hk_value_get_f64(v, i);
-  return p;
-}
-
-/* One output element: sum over kernel spatial positions and input
- * features of its group. */
-static double conv_point(const conv_geom *g, const hk_value *lhs, const hk_value *rhs,
-                         const double *L, const double *R, const int64_t *oidx, acc_kind k) {
-  const hk_conv_dnums *dn = g->dn;
-  int64_t ob = oidx[dn->output_batch], of = oidx[dn->output_feature];
-  int64_t fg = of / g->OFG;
-  int64_t bg = of / (g->OZ / g->BG);
-  int64_t lb = bg * g->out_batch + ob;
-  int64_t kidx[HK_MAX_RANK] = {0};
-  int64_t kspatial = 1;
-  for (int s = 0; s < g->ns; s++) kspatial *= rhs->dims[dn->kernel_spatial[s]];
-  float accf = 0;
-  double accd = 0;
-  for (int64_t kp = 0; kp < kspatial; kp++) {
-    int64_t loff = lb * g->lst[dn->input_batch] + fg * g->IFG * g->lst[dn->input_feature];
-    int64_t roff = of * g->kst[dn->kernel_output_feature];
-    bool valid = true;
-    for (int s = 0; s < g->ns && valid; s++) {
-      const hk_window_dim *w = &g->win->dims[s];
-      int64_t stride = w->stride ? w->stride : 1, bd = w->base_dilation ? w->base_dilation : 1;
-      int64_t wd = w->window_dilation ? w->window_dilation : 1;
-      int64_t pos = oidx[dn->output_spatial[s]] * stride - w->pad_lo + kidx[s] * wd;
-      if (pos < 0 || pos % bd) { valid = false; break; }
-      pos /= bd;
-      if (pos >= lhs->dims[dn->input_spatial[s]]) { valid = false; break; }
-      loff += pos * g->lst[dn->input_spatial[s]];
-      int64_t kpos = w->reversal ? w->size - 1 - kidx[s] : kidx[s];
-      roff += kpos * g->kst[dn->kernel_spatial[s]];
-    }
-    if (valid) {
-      int64_t ls = g->lst[dn->input_feature], ks = g->kst[dn->kernel_input_feature];
-      for (int64_t z = 0; z < g->IFG; z++) {
-        if (k == ACC_F32) accf += (float)L[loff + z * ls] * (float)R[roff + z * ks];
-        else accd += L[loff + z * ls] * R[roff + z * ks];
-      }
-    }
-    for (int s = g->ns - 1; s >= 0; s--) {
-      if (++kidx[s] < rhs->dims[dn->kernel_spatial[s]]) break;
-      kidx[s] = 0;
-    }
-  }
-  return k == ACC_F32 ? accf : accd;
-}
 
 static hk_status *conv_setup(const hk_instr *ins, const hk_value *lhs, const hk_value *rhs,
                              const hk_value *res, conv_geom *g) {
@@ -295,9 +226,6 @@ static hk_status *conv_setup(const hk_instr *ins, const hk_value *lhs, const hk_
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ranks do not match dim_labels");
   if (hk_prim_is_complex((hk_prim)lhs->elem))
     return hk_eval_error(ins, HK_UNIMPLEMENTED, "complex convolution is not supported");
-  hk_strides(lhs->rank, lhs->dims, g->lst);
-  hk_strides(rhs->rank, rhs->dims, g->kst);
-  hk_strides(res->rank, res->dims, g->ost);
   g->G = at->feature_group_count > 0 ? at->feature_group_count : 1;
   g->BG = at->batch_group_count > 0 ? at->batch_group_count : 1;
   g->IZ = lhs->dims[g->dn->input_feature];
@@ -305,12 +233,15 @@ static hk_status *conv_setup(const hk_instr *ins, const hk_value *lhs, const hk_
   g->IFG = g->IZ / g->G;
   g->OFG = g->OZ / g->G;
   g->out_batch = lhs->dims[g->dn->input_batch] / g->BG;
-  if (g->IZ % g->G || g->OZ % g->G || g->OZ % g->BG || rhs->dims[g->dn->kernel_input_feature] != g->IFG)
+  if (g->IZ % g->G || g->OZ % g->G || g->OZ % g->BG || lhs->dims[g->dn->input_batch] % g->BG ||
+      rhs->dims[g->dn->kernel_input_feature] != g->IFG)
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "feature/batch group counts do not divide the dims");
+  if (res->dims[g->dn->output_batch] != g->out_batch || res->dims[g->dn->output_feature] != g->OZ)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "result batch or feature size does not match the operands");
   return NULL;
 }
 
-/* ---- the fast path: f32 accumulation, no batch groups -------------------------- */
+/* ---- the fast path: im2col + the blocked dot kernel ---------------------- */
 
 /* Source offsets of v's elements visited row-major over dims order[0..n). */
 static void order_strides(const hk_value *v, const int64_t *order, int n, int64_t *dims,
@@ -323,38 +254,40 @@ static void order_strides(const hk_value *v, const int64_t *order, int n, int64_
   }
 }
 
-/* out[i] = v[offset of i-th index row-major over order] as floats. */
-static float *pack_f32(const hk_value *v, const int64_t *order, int n) {
+/* Advances a row-major index over dims[0..n) and the matching source
+ * offset. */
+static inline void step_index(int n, const int64_t *dims, const int64_t *st, int64_t *idx,
+                              int64_t *off) {
+  for (int j = n - 1; j >= 0; j--) {
+    *off += st[j];
+    if (++idx[j] < dims[j]) return;
+    *off -= st[j] * idx[j];
+    idx[j] = 0;
+  }
+}
+
+/* out[i] = v[offset of i-th index row-major over order] as doubles. */
+static double *pack_f64(const hk_value *v, const int64_t *order, int n) {
   int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
   order_strides(v, order, n, dims, st);
-  float *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(float));
+  double *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(double));
   if (!p) abort();
-  bool f32 = v->elem == HK_F32;
   for (int64_t i = 0; i < v->n; i++) {
-    p[i] = f32 ? ((const float *)v->data)[off] : (float)hk_value_get_f64(v, off);
-    for (int j = n - 1; j >= 0; j--) {
-      off += st[j];
-      if (++idx[j] < dims[j]) break;
-      off -= st[j] * idx[j];
-      idx[j] = 0;
-    }
+    p[i] = elem_f64(v, off);
+    step_index(n, dims, st, idx, &off);
   }
   return p;
 }
 
-static void unpack_f32(hk_value *v, const int64_t *order, int n, const float *p) {
+/* The inverse of pack_f64, rounding once to v's type. */
+static void unpack_f64(hk_value *v, const int64_t *order, int n, const double *p) {
   int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
   order_strides(v, order, n, dims, st);
   bool f32 = v->elem == HK_F32;
   for (int64_t i = 0; i < v->n; i++) {
-    if (f32) ((float *)v->data)[off] = p[i];
+    if (f32) ((float *)v->data)[off] = (float)p[i];
     else hk_value_set_f64(v, off, p[i]);
-    for (int j = n - 1; j >= 0; j--) {
-      off += st[j];
-      if (++idx[j] < dims[j]) break;
-      off -= st[j] * idx[j];
-      idx[j] = 0;
-    }
+    step_index(n, dims, st, idx, &off);
   }
 }
 
@@ -386,15 +319,87 @@ static int64_t kernel_pos(const conv_geom *g, const hk_value *rhs, const int64_t
   return lin;
 }
 
-/* o[0..OZ) += contributions of input row l and kernel block kb. */
-static void conv_accumulate(const conv_geom *g, const float *restrict l, const float *restrict kb,
-                            float *restrict o) {
-  for (int64_t fg = 0; fg < g->G; fg++)
-    for (int64_t z = 0; z < g->IFG; z++) {
-      float a = l[fg * g->IFG + z];
-      const float *restrict kr = kb + z * g->OZ + fg * g->OFG;
-      axpy_f32(o + fg * g->OFG, kr, a, 0, g->OFG);
+/* Splits linear index lin over dims[0..n) row-major. */
+static void unlinear(int64_t lin, int n, const int64_t *dims, int64_t *idx) {
+  for (int s = n - 1; s >= 0; s--) {
+    idx[s] = dims[s] ? lin % dims[s] : 0;
+    lin = dims[s] ? lin / dims[s] : 0;
+  }
+}
+
+/* The packed operands and sizes of one im2col convolution. */
+typedef struct im2col {
+  const conv_geom *g;
+  const hk_value *lhs, *rhs;
+  const double *L;                 /* [B][input spatial][IZ] */
+  const double *K;                 /* [kernel spatial][IFG][OZ] */
+  int64_t osd[HK_MAX_RANK], ksd[HK_MAX_RANK];
+  int64_t in_sp, out_sp, k_sp, KK;  /* KK = k_sp * IFG */
+  int64_t groups, ocols;           /* feature or batch groups; output features of one */
+} im2col;
+
+/* Kernel of group fg (a feature or a batch group) as a [k_sp * IFG][ocols]
+ * matrix, rows in kernel index order (reversal applied). */
+static double *group_kernel(const im2col *c, int64_t fg) {
+  const conv_geom *g = c->g;
+  double *Kg = malloc((size_t)(c->KK * c->ocols > 0 ? c->KK * c->ocols : 1) * sizeof(double));
+  if (!Kg) abort();
+  int64_t k[HK_MAX_RANK];
+  for (int64_t kp = 0; kp < c->k_sp; kp++) {
+    unlinear(kp, g->ns, c->ksd, k);
+    const double *src = c->K + kernel_pos(g, c->rhs, k) * g->IFG * g->OZ + fg * c->ocols;
+    for (int64_t z = 0; z < g->IFG; z++)
+      memcpy(Kg + (kp * g->IFG + z) * c->ocols, src + z * g->OZ, (size_t)c->ocols * sizeof(double));
+  }
+  return Kg;
+}
+
+/* Rows r0..r0+rows of the im2col matrix of group fg into A. */
+static void fill_columns(const im2col *c, int64_t fg, int64_t r0, int64_t rows, double *A) {
+  const conv_geom *g = c->g;
+  int64_t os[HK_MAX_RANK], k[HK_MAX_RANK];
+  int64_t feat0 = g->G > 1 ? fg * g->IFG : 0, batch0 = g->BG > 1 ? fg * g->out_batch : 0;
+  for (int64_t r = 0; r < rows; r++) {
+    int64_t b = batch0 + (r0 + r) / c->out_sp;
+    unlinear((r0 + r) % c->out_sp, g->ns, c->osd, os);
+    double *row = A + r * c->KK;
+    for (int64_t kp = 0; kp < c->k_sp; kp++) {
+      unlinear(kp, g->ns, c->ksd, k);
+      int64_t ip = input_pos(g, c->lhs, os, k);
+      double *dst = row + kp * g->IFG;
+      if (ip < 0) memset(dst, 0, (size_t)g->IFG * sizeof(double));
+      else memcpy(dst, c->L + (b * c->in_sp + ip) * g->IZ + feat0, (size_t)g->IFG * sizeof(double));
     }
+  }
+}
+
+/* O[B * out_sp][OZ] = the convolution, group by group, in row chunks
+ * (B: the output batch). */
+static hk_status *im2col_run(hk_device_ctx *d, const hk_instr *ins, const im2col *c, int64_t B,
+                             double *O) {
+  const conv_geom *g = c->g;
+  int64_t R = B * c->out_sp;
+  int64_t chunk = c->KK > 0 ? ((int64_t)1 << 20) / c->KK : 256;
+  chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : chunk;
+  double *A = malloc((size_t)(chunk * c->KK > 0 ? chunk * c->KK : 1) * sizeof(double));
+  double *Cm = malloc((size_t)(chunk * c->ocols > 0 ? chunk * c->ocols : 1) * sizeof(double));
+  if (!A || !Cm) abort();
+  hk_status *st = NULL;
+  for (int64_t fg = 0; fg < c->groups && !st; fg++) {
+    double *Kg = group_kernel(c, fg);
+    for (int64_t r0 = 0; r0 < R && !st; r0 += chunk) {
+      int64_t rows = R - r0 < chunk ? R - r0 : chunk;
+      fill_columns(c, fg, r0, rows, A);
+      matmul_f64(A, Kg, Cm, rows, c->KK, c->ocols);
+      for (int64_t r = 0; r < rows; r++)
+        memcpy(O + (r0 + r) * g->OZ + fg * c->ocols, Cm + r * c->ocols, (size_t)c->ocols * sizeof(double));
+      st = hk_eval_poll(d, ins);
+    }
+    free(Kg);
+  }
+  free(A);
+  free(Cm);
+  return st;
 }
 
 static hk_status *conv_fast(hk_device_ctx *d, const hk_instr *ins, const conv_geom *g,
@@ -413,41 +418,24 @@ static hk_status *conv_fast(hk_device_ctx *d, const hk_instr *ins, const conv_ge
   }
   lo[ns + 1] = dn->input_feature;
   oo[ns + 1] = dn->output_feature;
-  float *L = pack_f32(lhs, lo, ns + 2), *K = pack_f32(rhs, ko, ns + 2);
-  float *O = calloc((size_t)(res->n ? res->n : 1), sizeof(float));
-  if (!O) abort();
-  int64_t osd[HK_MAX_RANK], ksd[HK_MAX_RANK], in_sp = 1, out_sp = 1, k_sp = 1;
+  im2col c = {.g = g, .lhs = lhs, .rhs = rhs, .in_sp = 1, .out_sp = 1, .k_sp = 1};
   for (int s = 0; s < ns; s++) {
-    osd[s] = res->dims[dn->output_spatial[s]];
-    ksd[s] = rhs->dims[dn->kernel_spatial[s]];
-    in_sp *= lhs->dims[dn->input_spatial[s]];
-    out_sp *= osd[s];
-    k_sp *= ksd[s];
+    c.osd[s] = res->dims[dn->output_spatial[s]];
+    c.ksd[s] = rhs->dims[dn->kernel_spatial[s]];
+    c.in_sp *= lhs->dims[dn->input_spatial[s]];
+    c.out_sp *= c.osd[s];
+    c.k_sp *= c.ksd[s];
   }
-  int64_t B = res->dims[dn->output_batch];
-  hk_status *st = NULL;
-  for (int64_t b = 0; b < B && !st; b++) {
-    int64_t os[HK_MAX_RANK] = {0};
-    for (int64_t o = 0; o < out_sp && !st; o++) {
-      if ((o & 63) == 63) st = hk_eval_poll(d, ins);
-      float *orow = O + (b * out_sp + o) * g->OZ;
-      int64_t k[HK_MAX_RANK] = {0};
-      for (int64_t kp = 0; kp < k_sp; kp++) {
-        int64_t ip = input_pos(g, lhs, os, k);
-        if (ip >= 0)
-          conv_accumulate(g, L + (b * in_sp + ip) * g->IZ, K + kernel_pos(g, rhs, k) * g->IFG * g->OZ, orow);
-        for (int s = ns - 1; s >= 0; s--) {
-          if (++k[s] < ksd[s]) break;
-          k[s] = 0;
-        }
-      }
-      for (int s = ns - 1; s >= 0; s--) {
-        if (++os[s] < osd[s]) break;
-        os[s] = 0;
-      }
-    }
-  }
-  if (!st) unpack_f32(res, oo, ns + 2, O);
+  c.KK = c.k_sp * g->IFG;
+  c.groups = g->G * g->BG;
+  c.ocols = g->OZ / c.groups;
+  double *L = pack_f64(lhs, lo, ns + 2), *K = pack_f64(rhs, ko, ns + 2);
+  double *O = malloc((size_t)(res->n ? res->n : 1) * sizeof(double));
+  if (!O) abort();
+  c.L = L;
+  c.K = K;
+  hk_status *st = im2col_run(d, ins, &c, res->dims[dn->output_batch], O);
+  if (!st) unpack_f64(res, oo, ns + 2, O);
   free(L);
   free(K);
   free(O);
@@ -460,33 +448,9 @@ hk_status *hk_op_convolution(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   conv_geom g;
   hk_status *st = conv_setup(ins, lhs, rhs, res, &g);
-  if (st) {
-    hk_value_release(res);
-    return st;
-  }
-  acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)lhs->elem, (hk_prim)rhs->elem);
-  if (k == ACC_F32 && g.BG == 1) {
-    st = conv_fast(d, ins, &g, lhs, rhs, res);
-    if (st) {
-      hk_value_release(res);
-      return st;
-    }
-    *out = res;
-    return NULL;
-  }
-  if (k == ACC_INT) k = ACC_F64;   /* exact for the integer sizes convolutions see */
-  double *L = as_doubles(lhs), *R = as_doubles(rhs);
-  int64_t oidx[HK_MAX_RANK] = {0};
-  for (int64_t i = 0; i < res->n && !st; i++) {
-    if ((i & 4095) == 4095) st = hk_eval_poll(d, ins);
-    hk_value_set_f64(res, i, conv_point(&g, lhs, rhs, L, R, oidx, k));
-    for (int j = res->rank - 1; j >= 0; j--) {
-      if (++oidx[j] < res->dims[j]) break;
-      oidx[j] = 0;
-    }
-  }
-  free(L);
-  free(R);
+  if (!st && g.BG > 1 && g.G > 1)
+    st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "feature_group_count and batch_group_count are both > 1");
+  if (!st) st = conv_fast(d, ins, &g, lhs, rhs, res);
   if (st) {
     hk_value_release(res);
     return st;

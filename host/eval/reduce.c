@@ -95,12 +95,19 @@ typedef struct fold_state {
   double accf;                /* fast float */
   int64_t acci;               /* fast int */
   bool fast, isf;
+  hk_scalar_prog *prog;       /* the reducer compiled (else evaluated per element) */
+  uint64_t pacc[8];           /* prog: accumulators in storage encoding */
 } fold_state;
 
 static void fold_init(fold_state *f, hk_value *const *inits) {
   if (f->fast) {
     if (f->isf) f->accf = hk_value_get_f64(inits[0], 0);
     else f->acci = hk_value_get_i64(inits[0], 0);
+  } else if (f->prog) {
+    for (int k = 0; k < f->N; k++) {
+      f->pacc[k] = 0;
+      memcpy(&f->pacc[k], inits[k]->data, (size_t)hk_esize(inits[k]->elem));
+    }
   } else {
     for (int k = 0; k < f->N; k++) f->acc[k] = hk_value_clone(inits[k]);
   }
@@ -117,6 +124,15 @@ static hk_status *fold_elem(fold_state *f, int64_t i) {
     }
     return NULL;
   }
+  if (f->prog) {
+    for (int k = 0; k < f->N; k++) {
+      hk_scalar_prog_set_arg_raw(f->prog, k, f->pacc[k]);
+      hk_scalar_prog_set_arg(f->prog, f->N + k, f->in[k], i);
+    }
+    hk_scalar_prog_run(f->prog);
+    for (int k = 0; k < f->N; k++) f->pacc[k] = hk_scalar_prog_result_raw(f->prog, k);
+    return NULL;
+  }
   hk_value *x[8];
   for (int k = 0; k < f->N; k++) x[k] = scalar_at(f->in[k], i);
   hk_status *st = apply_generic(f->d, f->c, f->acc, x, f->N);
@@ -130,6 +146,13 @@ static void fold_store(fold_state *f, hk_value **res, int64_t o) {
     else hk_value_set_i64(res[0], o, f->acci);
     return;
   }
+  if (f->prog) {
+    for (int k = 0; k < f->N; k++) {
+      int es = hk_esize(res[k]->elem);
+      memcpy((uint8_t *)res[k]->data + o * es, &f->pacc[k], (size_t)es);
+    }
+    return;
+  }
   for (int k = 0; k < f->N; k++) {
     store_scalar(res[k], o, f->acc[k]);
     hk_value_release(f->acc[k]);
@@ -138,11 +161,25 @@ static void fold_store(fold_state *f, hk_value **res, int64_t o) {
 }
 
 static void fold_clear(fold_state *f) {
+  hk_scalar_prog_free(f->prog);
+  f->prog = NULL;
   if (f->fast) return;
   for (int k = 0; k < f->N; k++) {
     hk_value_release(f->acc[k]);
     f->acc[k] = NULL;
   }
+}
+
+/* The reducer as a scalar program over (accumulators..., inputs...) when
+ * the init values (in[N..2N)) and accumulators share their types; else NULL. */
+static hk_scalar_prog *compile_reducer(const hk_computation *c, int N, hk_value *const *in) {
+  hk_prim args[16], res[8];
+  for (int k = 0; k < N; k++) {
+    if (in[N + k]->elem == HK_TUPLE || in[N + k]->n != 1) return NULL;
+    args[k] = res[k] = (hk_prim)in[N + k]->elem;
+    args[N + k] = (hk_prim)in[k]->elem;
+  }
+  return hk_scalar_prog_compile_typed(c, 2 * N, args, N, res);
 }
 
 static hk_status *fold_setup(fold_state *f, hk_device_ctx *d, const hk_instr *ins, int N,
@@ -161,6 +198,7 @@ static hk_status *fold_setup(fold_state *f, hk_device_ctx *d, const hk_instr *in
   f->isf = hk_prim_is_float((hk_prim)in[0]->elem);
   for (int k = 0; k < N; k++)
     if (in[k]->elem == HK_TUPLE) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "tuple operand");
+  if (!f->fast) f->prog = compile_reducer(f->c, N, in);
   return NULL;
 }
 
@@ -182,8 +220,10 @@ hk_status *hk_op_reduce(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   const hk_value *a = ops[0];
   bool reduced[HK_MAX_RANK] = {0};
   for (int i = 0; i < ins->n_dims; i++) {
-    if (ins->dims[i] < 0 || ins->dims[i] >= a->rank)
+    if (ins->dims[i] < 0 || ins->dims[i] >= a->rank) {
+      fold_clear(&f);
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad reduce dimension");
+    }
     reduced[ins->dims[i]] = true;
   }
   int64_t st[HK_MAX_RANK], kd[HK_MAX_RANK], rd[HK_MAX_RANK];
@@ -278,7 +318,10 @@ hk_status *hk_op_reduce_window(hk_device_ctx *d, const hk_instr *ins, hk_value *
   HK_TRY(fold_setup(&f, d, ins, N, ops, accbuf));
   const hk_value *a = ops[0];
   const hk_window *win = ins->attrs ? ins->attrs->window : NULL;
-  if (!win || win->n_dims != a->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "window rank");
+  if (!win || win->n_dims != a->rank) {
+    fold_clear(&f);
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "window rank");
+  }
   int64_t st[HK_MAX_RANK], wdims[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);
   window_sizes(win, a->rank, wdims);
@@ -309,8 +352,8 @@ hk_status *hk_op_reduce_window(hk_device_ctx *d, const hk_instr *ins, hk_value *
 }
 
 /* select(a, b): true keeps a.  Recognises compare(p0, p1) roots. */
-static hk_status *select_keep(hk_device_ctx *d, const hk_computation *sel, const hk_value *a,
-                              int64_t ia, int64_t ib, bool *keep) {
+static hk_status *select_keep(hk_device_ctx *d, const hk_computation *sel, hk_scalar_prog *prog,
+                              const hk_value *a, int64_t ia, int64_t ib, bool *keep) {
   const hk_instr *r = sel->root;
   if (r->opcode == HK_OP_COMPARE && r->n_operands == 2 && r->operands[0]->opcode == HK_OP_PARAMETER &&
       r->operands[1]->opcode == HK_OP_PARAMETER && r->attrs &&
@@ -325,6 +368,13 @@ static hk_status *select_keep(hk_device_ctx *d, const hk_computation *sel, const
       default: break;
     }
   }
+  if (prog) {
+    hk_scalar_prog_set_arg(prog, 0, a, ia);
+    hk_scalar_prog_set_arg(prog, 1, a, ib);
+    hk_scalar_prog_run(prog);
+    *keep = hk_scalar_prog_result_true(prog, 0);
+    return NULL;
+  }
   hk_value *args[2] = {scalar_at(a, ia), scalar_at(a, ib)};
   hk_value *res = NULL;
   hk_status *st = hk_eval_scalar_call(d, sel, args, 2, &res);
@@ -336,8 +386,8 @@ static hk_status *select_keep(hk_device_ctx *d, const hk_computation *sel, const
   return NULL;
 }
 
-static hk_status *scatter_into(hk_device_ctx *d, const hk_computation *sc, hk_value *res,
-                               int64_t at, const hk_value *src, int64_t is) {
+static hk_status *scatter_into(hk_device_ctx *d, const hk_computation *sc, hk_scalar_prog *prog,
+                               hk_value *res, int64_t at, const hk_value *src, int64_t is) {
   hk_reducer_kind k = hk_reducer_kind_of(sc);
   hk_prim p = (hk_prim)res->elem;
   if (fast_ok(k, p)) {
@@ -345,6 +395,13 @@ static hk_status *scatter_into(hk_device_ctx *d, const hk_computation *sc, hk_va
       hk_value_set_f64(res, at, fold_f(k, p, hk_value_get_f64(res, at), hk_value_get_f64(src, is)));
     else
       hk_value_set_i64(res, at, fold_i(k, p, hk_value_get_i64(res, at), hk_value_get_i64(src, is)));
+    return NULL;
+  }
+  if (prog) {
+    hk_scalar_prog_set_arg(prog, 0, res, at);
+    hk_scalar_prog_set_arg(prog, 1, src, is);
+    hk_scalar_prog_run(prog);
+    hk_scalar_prog_get_result(prog, 0, res, at);
     return NULL;
   }
   hk_value *acc = scalar_at(res, at), *x = scalar_at(src, is);
@@ -363,6 +420,9 @@ hk_status *hk_op_select_and_scatter(hk_device_ctx *d, const hk_instr *ins, hk_va
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad window, source or computations");
   hk_value *res = hk_value_new_array((hk_prim)a->elem, a->rank, a->dims);
   for (int64_t i = 0; i < res->n; i++) store_scalar(res, i, init);
+  hk_prim pa = (hk_prim)a->elem, ps = (hk_prim)src->elem, pred = HK_PRED;
+  hk_scalar_prog *selp = hk_scalar_prog_compile_typed(ins->called[0], 2, (hk_prim[]){pa, pa}, 1, &pred);
+  hk_scalar_prog *scp = hk_scalar_prog_compile_typed(ins->called[1], 2, (hk_prim[]){pa, ps}, 1, &pa);
   int64_t st[HK_MAX_RANK], wdims[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);
   window_sizes(win, a->rank, wdims);
@@ -376,14 +436,16 @@ hk_status *hk_op_select_and_scatter(hk_device_ctx *d, const hk_instr *ins, hk_va
       int64_t off = window_offset(win, a, st, sidx, kidx);
       if (off >= 0) {
         bool keep = false;
-        if (sel >= 0) stt = select_keep(d, ins->called[0], a, sel, off, &keep);
+        if (sel >= 0) stt = select_keep(d, ins->called[0], selp, a, sel, off, &keep);
         if (sel < 0 || !keep) sel = off;
       }
       next_index(kidx, wdims, a->rank);
     }
-    if (!stt && sel >= 0) stt = scatter_into(d, ins->called[1], res, sel, src, s);
+    if (!stt && sel >= 0) stt = scatter_into(d, ins->called[1], scp, res, sel, src, s);
     next_index(sidx, src->dims, src->rank);
   }
+  hk_scalar_prog_free(selp);
+  hk_scalar_prog_free(scp);
   if (stt) {
     hk_value_release(res);
     return hk_status_prefix(stt, "%s", ins->name);
@@ -399,9 +461,18 @@ hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   if (ins->n_called < 1 || ins->n_operands > 16)
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad map");
   hk_value *res = hk_value_for_shape_dims(ins->shape);
+  hk_prim types[16], rt = (hk_prim)res->elem;
+  for (int k = 0; k < ins->n_operands; k++) types[k] = (hk_prim)ops[k]->elem;
+  hk_scalar_prog *prog = hk_scalar_prog_compile_typed(ins->called[0], ins->n_operands, types, 1, &rt);
   hk_status *st = NULL;
   for (int64_t i = 0; i < res->n && !st; i++) {
     if ((i & 1023) == 1023 && (st = hk_eval_poll(d, ins))) break;
+    if (prog) {
+      for (int k = 0; k < ins->n_operands; k++) hk_scalar_prog_set_arg(prog, k, ops[k], ops[k]->n == 1 ? 0 : i);
+      hk_scalar_prog_run(prog);
+      hk_scalar_prog_get_result(prog, 0, res, i);
+      continue;
+    }
     hk_value *args[16];
     for (int k = 0; k < ins->n_operands; k++) args[k] = scalar_at(ops[k], ops[k]->n == 1 ? 0 : i);
     hk_value *r = NULL;
@@ -413,6 +484,7 @@ hk_status *hk_op_map(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
     }
     hk_value_release(r);
   }
+  hk_scalar_prog_free(prog);
   if (st) {
     hk_value_release(res);
     return st;

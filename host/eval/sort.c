@@ -15,6 +15,7 @@ typedef struct sort_ctx {
   const hk_instr *ins;
   uint64_t calls;
   uint64_t *keys;                  /* fast path: order-preserving keys of the row, or NULL */
+  hk_scalar_prog *prog;            /* the comparator compiled, or NULL */
 } sort_ctx;
 
 static uint64_t total_key(double x) {
@@ -54,8 +55,18 @@ static bool fast_less(const sort_ctx *c, int64_t x, int64_t y) {
   return c->fast_dir == HK_CMP_LT ? r < 0 : r > 0;
 }
 
+static bool prog_less(sort_ctx *c, int64_t x, int64_t y) {
+  for (int k = 0; k < c->N; k++) {
+    hk_scalar_prog_set_arg(c->prog, 2 * k, c->ops[k], c->base + x * c->stride);
+    hk_scalar_prog_set_arg(c->prog, 2 * k + 1, c->ops[k], c->base + y * c->stride);
+  }
+  hk_scalar_prog_run(c->prog);
+  return hk_scalar_prog_result_true(c->prog, 0);
+}
+
 static bool generic_less(sort_ctx *c, int64_t x, int64_t y) {
   if (c->err) return false;
+  if (c->prog) return prog_less(c, x, y);
   hk_value *args[32];
   for (int k = 0; k < c->N; k++) {
     args[2 * k] = scalar_at(c->ops[k], c->base + x * c->stride);
@@ -121,6 +132,20 @@ static void detect_fast(sort_ctx *c) {
   c->total_order = r->attrs->cmp_type == HK_CMPT_TOTALORDER;
 }
 
+/* The comparator as a scalar program when its parameters take the
+ * operands' element types and it returns one pred; else NULL. */
+static hk_scalar_prog *compile_comparator(const hk_computation *cmp, int N, hk_value *const *ops) {
+  if (cmp->n_params != 2 * N || cmp->root->shape->elem != HK_PRED) return NULL;
+  for (int k = 0; k < 2 * N; k++)
+    if (!cmp->params[k] || cmp->params[k]->shape->elem != ops[k / 2]->elem) return NULL;
+  hk_scalar_prog *p = hk_scalar_prog_compile(cmp);
+  if (p && hk_scalar_prog_n_results(p) != 1) {
+    hk_scalar_prog_free(p);
+    return NULL;
+  }
+  return p;
+}
+
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                       hk_value **out) {
   int N = ins->n_operands;
@@ -132,8 +157,9 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int k = 0; k < N; k++)
     if (ops[k]->elem == HK_TUPLE || ops[k]->n != a->n)
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand %d does not match", k);
-  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0, NULL};
+  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0, NULL, NULL};
   detect_fast(&c);
+  if (!c.fast_dir) c.prog = compile_comparator(c.cmp, N, ops);
   int64_t st[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);
   int64_t n = a->dims[dim];
@@ -161,6 +187,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   free(perm);
   free(tmp);
   free(keys);
+  hk_scalar_prog_free(c.prog);
   if (c.err) {
     for (int k = 0; k < N; k++) hk_value_release(res[k]);
     return hk_status_prefix(c.err, "%s", ins->name);

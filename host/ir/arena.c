@@ -3,6 +3,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 struct hk_arena_chunk {
   hk_arena_chunk *next;
@@ -14,15 +15,35 @@ struct hk_arena_chunk {
 #define ARENA_FIRST_CHUNK 4096
 #define ARENA_MAX_CHUNK ((size_t)4 << 20)
 
+/* Blocks of at least a huge page are mapped directly, aligned, and asked
+ * to be backed by transparent huge pages: one page fault per 2 MiB instead
+ * of one per 4 KiB page (the faults, not the zeroing, dominated the cost
+ * of fresh memory). */
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static void *map_huge(size_t n) {
+  size_t span = n + HUGE_PAGE;
+  char *p = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) abort();
+  char *a = (char *)(((uintptr_t)p + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (a > p) munmap(p, (size_t)(a - p));
+  size_t tail = (size_t)(p + span - (a + n));
+  if (tail) munmap(a + n, tail);
+  madvise(a, n, MADV_HUGEPAGE);
+  return a;
+}
+
 void *hk_big_alloc(size_t n) {
+  if (n >= HUGE_PAGE) return map_huge(n);
   void *p = calloc(1, n);
   if (!p) abort();
   return p;
 }
 
 void hk_big_free(void *p, size_t n) {
-  (void)n;
-  free(p);
+  if (!p) return;
+  if (n >= HUGE_PAGE) munmap(p, n);
+  else free(p);
 }
 
 void hk_arena_init(hk_arena *a) {

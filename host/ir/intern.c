@@ -125,6 +125,11 @@ static void strmap_reserve_one(hk_strmap *t) {
   if (!t->slots || (uint64_t)(t->count + 1) * 4 > (uint64_t)(t->mask + 1) * 3) strmap_grow(t);
 }
 
+void hk_strmap_reserve(hk_strmap *t, size_t n) {
+  if (n > (size_t)1 << 30) n = (size_t)1 << 30;
+  while (!t->slots || (uint64_t)n * 4 > (uint64_t)(t->mask + 1) * 3) strmap_grow(t);
+}
+
 hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_t hash) {
   strmap_reserve_one(t);
   return strmap_probe(t, s, len, hash);

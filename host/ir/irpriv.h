@@ -64,6 +64,8 @@ void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *
 /* Makes room for one more key and starts loading the slot for hash, so a
  * later hk_strmap_slot with that hash finds it in cache. */
 void hk_strmap_prefetch(hk_strmap *t, uint32_t hash);
+/* Grows the table (if needed) so n keys fit without growing again. */
+void hk_strmap_reserve(hk_strmap *t, size_t n);
 /* Adds key (a header string not yet present); returns its entry. */
 hk_strmap_entry *hk_strmap_add(hk_strmap *t, const char *key, void *value);
 size_t hk_strmap_bytes(const hk_strmap *t);
@@ -99,6 +101,12 @@ const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t
 void *hk_ns_lookup(const hk_namespace *ns, const char *name);
 void hk_ns_retire(hk_namespace *ns, const char *name);
 void hk_ns_free(hk_namespace *ns);
+
+/* Hints from a producer that knows what is coming (the text parser):
+ * room for about n instruction names, and start loading the name-map slot
+ * of an instruction name that hk_instr_new will soon register. */
+void hk_module_reserve_instr_names(hk_module *m, size_t n);
+void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len);
 
 /* ---- the module's private part --------------------------------------------- */
 struct hk_module_impl {

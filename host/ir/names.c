@@ -195,6 +195,14 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
   return name;
 }
 
+void hk_module_reserve_instr_names(hk_module *m, size_t n) {
+  hk_strmap_reserve(&m->impl->instr_names.names, n);
+}
+
+void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
+  hk_strmap_prefetch(&m->impl->instr_names.names, hk_str_hash(name, len));
+}
+
 void *hk_ns_lookup(const hk_namespace *ns, const char *name) {
   size_t len = strlen(name);
   hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));

@@ -23,13 +23,14 @@ typedef struct hk_pipeline {
 static hk_status *pipeline_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                                bool *changed);
 static void pipeline_destroy(hk_pass *self);
+static const void *pipeline_get_extension(hk_pass *self, const char *iface);
 
 static const hk_pass_vtable pipeline_vtable = {
     .size = sizeof(hk_pass_vtable),
     .name = "pipeline",
     .run = pipeline_run,
     .destroy = pipeline_destroy,
-    .get_extension = NULL,
+    .get_extension = pipeline_get_extension,
 };
 
 bool hk_is_pipeline(const hk_pass *p) { return p && p->vt == &pipeline_vtable; }
@@ -56,6 +57,11 @@ int32_t hk_pipeline_size(const hk_pass *pipeline) {
   return ((const hk_pipeline *)pipeline)->n;
 }
 
+hk_pass *hk_pipeline_get(hk_pass *pipeline, int32_t i) {
+  hk_pipeline *pl = (hk_pipeline *)pipeline;
+  return i >= 0 && i < pl->n ? pl->passes[i] : NULL;
+}
+
 static void pipeline_destroy(hk_pass *self) {
   hk_pipeline *pl = (hk_pipeline *)self;
   for (int32_t i = 0; i < pl->n; i++) hk_pass_destroy(pl->passes[i]);
@@ -75,6 +81,45 @@ const hk_pass_stat *hk_pipeline_stats(const hk_pass *pipeline, int32_t *n) {
   const hk_pipeline *pl = (const hk_pipeline *)pipeline;
   *n = pl->n_stats;
   return pl->stats;
+}
+
+/* ---- counters: every member's, named "pass.counter" -------------------------- */
+
+typedef struct prefixed_emit {
+  const char *pass;
+  hk_counter_fn emit;
+  void *ctx;
+} prefixed_emit;
+
+static void emit_prefixed(void *ctx, const char *name, int64_t value) {
+  const prefixed_emit *pe = ctx;
+  char full[256];
+  snprintf(full, sizeof full, "%s.%s", pe->pass, name);
+  pe->emit(pe->ctx, full, value);
+}
+
+static void pipeline_report_counters(hk_pass *self, hk_counter_fn emit, void *ctx) {
+  hk_pipeline *pl = (hk_pipeline *)self;
+  for (int32_t i = 0; i < pl->n; i++) {
+    hk_pass *p = pl->passes[i];
+    /* A nested pipeline's members already carry their pass names. */
+    if (hk_is_pipeline(p)) {
+      hk_pass_report_counters(p, emit, ctx);
+      continue;
+    }
+    prefixed_emit pe = {hk_pass_name(p), emit, ctx};
+    hk_pass_report_counters(p, emit_prefixed, &pe);
+  }
+}
+
+static const hk_pass_counters_vtable pipeline_counters = {
+    .size = sizeof(hk_pass_counters_vtable),
+    .report = pipeline_report_counters,
+};
+
+static const void *pipeline_get_extension(hk_pass *self, const char *iface) {
+  (void)self;
+  return iface && !strcmp(iface, HK_COUNTERS_IFACE) ? &pipeline_counters : NULL;
 }
 
 /* ---- the plain loop --------------------------------------------------------- */

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/irpriv.h"
 #include "text/text_internal.h"
 
 static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out);
@@ -108,6 +109,7 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   buf[len] = 0;
   hk_instr *i = hk_computation_find_instr(P->comp, buf);
   if (buf != stackbuf) free(buf);
+  if (i && strlen(i->name) == len) remember(P, i, i->name, len);   /* used again, likely */
   return i;
 }
 
@@ -619,6 +621,9 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
     }
     pi.name = s;
     pi.name_len = l;
+    /* the name map slot is a cache miss in a big module: start it now, it
+     * is needed once the right-hand side is parsed */
+    hk_module_prefetch_instr_name(P->m, s, l);
   }
   bool ok = parse_rhs(P, c, &pi, out);
   P->opstack.n = pi.op_base;
@@ -1016,6 +1021,9 @@ hk_status *hk_parse_module(const char *text, size_t len, const char *filename,
   tx_parser P;
   parser_init(&P, text ? text : "", text ? len : 0, filename);
   P.m = hk_module_new("module");
+  /* instruction lines are rarely shorter than this: room for their names
+   * up front saves rehashing a big name map while it fills */
+  hk_module_reserve_instr_names(P.m, len / 128);
   if (P.m->config.num_partitions < 1) P.m->config.num_partitions = 1;
   if (P.m->config.replica_count < 1) P.m->config.replica_count = 1;
   bool ok;

@@ -29,6 +29,7 @@ typedef struct printer {
   int n_pieces, cap_pieces;
   uint8_t *state;           /* post-order DFS state by instruction id */
   int64_t n_state;
+  tx_post_order po;         /* post order over list positions */
   hk_instr **stack;
   size_t cap_stack;
   hk_instr **order;
@@ -50,6 +51,7 @@ static void printer_free(printer *pr) {
   hk_buf_free(&pr->scratch);
   free(pr->pieces);
   free(pr->state);
+  tx_post_order_free(&pr->po);
   free(pr->stack);
   free(pr->order);
 }
@@ -798,9 +800,19 @@ static void emit_order(printer *pr, size_t n, hk_buf *out) {
 
 /* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
  * in list order; operands pushed in reverse, control predecessors last.
+ * Usually computed over list positions (post_order.c); the DFS over the
+ * instructions below handles control edges and operands listed late.
  * Ids are unique in the module, so the state array is never reset. */
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   size_t n = 0;
+  if (tx_list_post_order(c, &pr->po)) {
+    hk_instr **order = pr->po.order;
+    for (size_t k = 0; k < pr->po.n; k++) {
+      if (k + 4 < pr->po.n) __builtin_prefetch(order[k + 4]);
+      emit(pr, order[k], out);
+    }
+    return;
+  }
   /* Fast path: everything is reachable from a user-less root, so the root
    * is the only DFS start and the list need not be walked. */
   if (c->root && !c->root->n_users && c->root->parent == c) {
@@ -1003,6 +1015,7 @@ void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer_init(&pr, out, form);
   pr.scheduled = m->config.is_scheduled;
   ensure_state(&pr, m->next_id);
+  tx_post_order_init(&pr.po, m->next_id);
   print_header(&pr, m, out);
   callgraph g;
   callgraph_build(&g, m);

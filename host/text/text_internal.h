@@ -173,6 +173,26 @@ static inline void tx_put(hk_buf *b, const char *s, size_t n) {
 }
 static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_strlen(s)); }
 
+/* The printer's instruction order (post_order.c): DFS from each
+ * instruction without users, in list order, operands in order (XLA's
+ * MakeInstructionPostOrder without channel dependencies), over list
+ * positions.  tx_list_post_order returns false, computing nothing, when c
+ * has control edges or lists an operand after its user: the caller then
+ * runs the DFS over the instructions themselves. */
+typedef struct tx_post_order {
+  hk_instr **order;           /* the result: n instructions */
+  size_t n;
+  uint32_t *pos_by_id;        /* scratch, reused across computations */
+  int64_t n_ids;
+  hk_instr **at;
+  uint32_t *first, *ops, *roots, *stack;
+  uint8_t *state;
+  size_t cap, cap_ops, cap_stack, n_roots;
+} tx_post_order;
+void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
+void tx_post_order_free(tx_post_order *po);
+bool tx_list_post_order(const hk_computation *c, tx_post_order *po);
+
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);

@@ -4,28 +4,101 @@
  * each with a fresh channel id; reducer computations; cost hooks. */
 #include "spmd_internal.h"
 
-static const hk_replica_groups *make_groups(hk_module *m, int64_t n_groups, int64_t group_size,
-                                            const int64_t *groups) {
+/* The iota form of groups ids[g * size + k] when they have one of the
+ * shapes the partitioner makes: [G,S]<=[G*S] (consecutive ids), or
+ * partition groups strided across the devices, [G,S]<=[S,G]T(1,0) and,
+ * repeated per replica (G = nr * G0), [G,S]<=[nr,S,G0]T(0,2,1).  NULL
+ * otherwise (the groups stay a list). */
+static const hk_iota *groups_iota(hk_module *m, int64_t n_groups, int64_t size, int64_t nr,
+                                  const int64_t *ids) {
+  int64_t total = n_groups * size, g0 = nr > 0 && n_groups % nr == 0 ? n_groups / nr : 0;
+  bool consecutive = true, strided = g0 > 0;
+  for (int64_t k = 0; k < total && (consecutive || strided); k++) {
+    int64_t g = k / size, s = k % size, r = g0 ? g / g0 : 0;
+    consecutive = consecutive && ids[k] == k;
+    strided = strided && ids[k] == r * size * g0 + s * g0 + g % g0;
+  }
+  if (!consecutive && !strided) return NULL;
+  hk_iota *io = hk_alloc(m, sizeof *io);
+  int64_t *dims = hk_alloc(m, 5 * sizeof *dims);
+  int32_t *perm = hk_alloc(m, 3 * sizeof *perm);
+  dims[0] = n_groups;
+  dims[1] = size;
+  io->n_dims = 2;
+  io->dims = dims;
+  io->reshape_dims = dims + 2;
+  io->perm = perm;
+  if (consecutive) {
+    io->n_reshape_dims = 1;
+    dims[2] = total;
+    perm[0] = 0;
+  } else if (nr == 1) {
+    io->n_reshape_dims = 2;
+    dims[2] = size;
+    dims[3] = g0;
+    perm[0] = 1, perm[1] = 0;
+  } else {
+    io->n_reshape_dims = 3;
+    dims[2] = nr, dims[3] = size, dims[4] = g0;
+    perm[0] = 0, perm[1] = 2, perm[2] = 1;
+  }
+  return io;
+}
+
+static const hk_replica_groups *new_groups(hk_module *m, int64_t n_groups, int64_t group_size,
+                                           int64_t nr, const int64_t *groups) {
   hk_replica_groups *g = hk_alloc(m, sizeof *g);
   int32_t *start = hk_alloc(m, sizeof(int32_t) * (size_t)(n_groups + 1));
   for (int64_t i = 0; i <= n_groups; i++) start[i] = (int32_t)(i * group_size);
   g->n_groups = (int32_t)n_groups;
   g->group_start = start;
   g->ids = hk_memdup(m, groups, sizeof(int64_t) * (size_t)(n_groups * group_size));
+  g->iota = groups_iota(m, n_groups, group_size, nr, groups);
+  return g;
+}
+
+static bool same_groups(const hk_replica_groups *g, int64_t n_groups, int64_t group_size,
+                        const int64_t *ids) {
+  return g->n_groups == n_groups && g->group_start[1] == group_size &&
+         memcmp(g->ids, ids, sizeof(int64_t) * (size_t)(n_groups * group_size)) == 0;
+}
+
+/* Replica groups (nr: replicas the partition groups are repeated over),
+ * shared with the earlier collectives of this run over the same groups:
+ * a module with 10^5 collectives over 1024 devices keeps one id list. */
+static const hk_replica_groups *make_groups(spmd_partitioner *p, hk_module *m, int64_t n_groups,
+                                            int64_t group_size, int64_t nr,
+                                            const int64_t *groups) {
+  if (n_groups < 1 || group_size < 1) return new_groups(m, n_groups, group_size, nr, groups);
+  int32_t n = p ? p->n_group_cache : 0;
+  for (int32_t k = 0; k < n; k++) {
+    const hk_replica_groups *g = p->group_cache[n - 1 - k];   /* newest first */
+    if (same_groups(g, n_groups, group_size, groups)) return g;
+  }
+  const hk_replica_groups *g = new_groups(m, n_groups, group_size, nr, groups);
+  if (!p) return g;
+  int32_t cap = (int32_t)(sizeof p->group_cache / sizeof p->group_cache[0]);
+  if (n == cap) {   /* the oldest goes */
+    memmove(p->group_cache, p->group_cache + 1, sizeof p->group_cache[0] * (size_t)(cap - 1));
+    n--;
+  }
+  p->group_cache[n] = g;
+  p->n_group_cache = n + 1;
   return g;
 }
 
 /* Global-device-id groups: each partition group repeated per replica. */
 static const hk_replica_groups *global_groups(void *state, hk_module *m, int64_t n_groups,
                                               int64_t group_size, const int64_t *groups) {
-  const spmd_partitioner *p = state;
+  spmd_partitioner *p = state;
   int64_t np = p ? p->num_partitions : 0, nr = p && p->num_replicas > 1 ? p->num_replicas : 1;
+  if (nr == 1) return make_groups(p, m, n_groups, group_size, 1, groups);
   int64_t total = n_groups * group_size;
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(total * nr + 1));
   if (!ids) abort();
   for (int64_t r = 0; r < nr; r++)
     for (int64_t k = 0; k < total; k++) ids[r * total + k] = r * np + groups[k];
-  const hk_replica_groups *g = make_groups(m, n_groups * nr, group_size, ids);
+  const hk_replica_groups *g = make_groups(p, m, n_groups * nr, group_size, nr, ids);
   free(ids);
   return g;
 }
@@ -78,7 +151,7 @@ static hk_instr *create_all_to_all(void *state, hk_computation *c, hk_instr *ope
   if (split_dim == concat_dim) {
     hk_instr *a = hk_instr_new(c, HK_OP_ALL_TO_ALL, s, 1, &operand, NULL);
     hk_instr_set_dims(a, 1, &split_dim);
-    hk_instr_attrs(a)->replica_groups = make_groups(m, n_groups, group_size, groups);
+    hk_instr_attrs(a)->replica_groups = make_groups(state, m, n_groups, group_size, 1, groups);
     set_channel(a, next_channel_id);
     return a;
   }
@@ -101,7 +174,7 @@ static hk_instr *create_all_to_all(void *state, hk_computation *c, hk_instr *ope
   int64_t zero = 0;
   hk_instr *a = hk_instr_new(c, HK_OP_ALL_TO_ALL, rh->shape, 1, &rh, NULL);
   hk_instr_set_dims(a, 1, &zero);
-  hk_instr_attrs(a)->replica_groups = make_groups(m, n_groups, group_size, groups);
+  hk_instr_attrs(a)->replica_groups = make_groups(state, m, n_groups, group_size, 1, groups);
   set_channel(a, next_channel_id);
   /* Back to the original dim order with G in front of concat_dim: the
    * current dims are [G, split/G, others in order without split_dim]. */
@@ -154,6 +227,7 @@ void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t 
                                  hk_spmd_collective_ops *out) {
   (void)num_partitions;
   (void)num_replicas;
+  ((spmd_partitioner *)self)->n_group_cache = 0;   /* a new run: groups of another module */
   memset(out, 0, sizeof *out);
   out->size = sizeof *out;
   out->state = self;

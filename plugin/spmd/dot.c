@@ -75,7 +75,7 @@ static int64_t reshard_cost(spmd_visitor *v, const hk_sharding *a, const hk_shar
     if (hk_sharding_dim_partitions(b, d) > 1 &&
         (!hk_sharding_is_tiled(a) || hk_sharding_dim_partitions(a, d) == 1))
       dims[n++] = d;
-  const hk_sharding *c = n ? hk_sharding_replicate_dims(v->m, b, n, dims) : b;
+  const hk_sharding *c = n ? spmd_replicate_dims(v, b, n, dims) : b;
   if (hk_sharding_equivalent(c, a) || (!hk_sharding_is_tiled(a) && !hk_sharding_is_tiled(c)))
     return 0;
   return bytes;
@@ -118,7 +118,7 @@ static void plan_output(spmd_visitor *v, const dot_dims *dm, const hk_sharding *
       if (other_from[od] >= 0 && own_from[od] < 0) gbuf[r][gsz[r]++] = od;
     if (repl) gbuf[r][gsz[r]++] = dm->ro;
     groups[r] = gbuf[r];
-    const hk_sharding *s = spmd_regroup(m, o, r + 1, gsz, groups, true);
+    const hk_sharding *s = spmd_regroup_memo(v, o, r + 1, gsz, groups, true);
     if (side) p->rhs = s;
     else p->lhs = s;
   }
@@ -132,7 +132,6 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
                          const hk_sharding *d, int side, dot_plan *p) {
   memset(p, 0, sizeof *p);
   if (!plain_tiled(d)) return;
-  hk_module *m = v->m;
   int rd = side ? dm->rr : dm->rl, ro_other = side ? dm->rl : dm->rr;
   const int *drv_to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
   const int *oth_to_out = side ? dm->lhs_to_out : dm->rhs_to_out;
@@ -166,7 +165,7 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
     if (od >= 0 && !batch) gbuf[ro_other][gsz[ro_other]++] = i;
   }
   if (repl) gbuf[ro_other][gsz[ro_other]++] = rd;
-  const hk_sharding *other = spmd_regroup(m, d, ro_other + 1, gsz, groups, true);
+  const hk_sharding *other = spmd_regroup_memo(v, d, ro_other + 1, gsz, groups, true);
   /* The result. */
   for (int od = 0; od < dm->ro; od++) {
     gsz[od] = 0;
@@ -178,7 +177,7 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
   for (int i = 0; i < rd; i++)
     if (drv_to_out[i] < 0) gbuf[dm->ro][gsz[dm->ro]++] = i;
   if (repl) gbuf[dm->ro][gsz[dm->ro]++] = rd;
-  p->out = spmd_regroup(m, d, dm->ro + 1, gsz, groups, true);
+  p->out = spmd_regroup_memo(v, d, dm->ro + 1, gsz, groups, true);
   p->driver = d;
   p->lhs = side ? other : d;
   p->rhs = side ? d : other;

@@ -92,13 +92,14 @@ static hk_status *check_entry_contract(spmd_partitioner *p, hk_module *m) {
 
 /* Canonicalises shardings to XLA's normal form and spreads non-tuple
  * shardings over tuple-shaped instructions, so handlers see one spelling. */
-static void canonicalize_shardings(hk_module *m, const hk_exec_threads *threads) {
+static void canonicalize_shardings(spmd_partitioner *p, hk_module *m,
+                                   const hk_exec_threads *threads) {
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
     for (hk_instr *i = c->first; i; i = i->next)
       if (i->sharding)
-        i->sharding = hk_sharding_for_shape(m, hk_sharding_canonical(m, i->sharding), i->shape);
+        i->sharding = hk_sharding_for_shape(m, spmd_canonical(p, m, i->sharding), i->shape);
   }
 }
 
@@ -113,7 +114,7 @@ static bool partitioned_computation(hk_call_graph *cg, const hk_computation *c) 
 static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
                                            const hk_exec_threads *threads) {
   spmd_partitioner *p = (spmd_partitioner *)self;
-  canonicalize_shardings(m, threads);
+  canonicalize_shardings(p, m, threads);
   hk_call_graph *cg = hk_call_graph_build(m);
   hk_status *st = NULL;
   for (int32_t k = 0; k < m->n_computations && !st; k++) {
@@ -122,7 +123,7 @@ static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
     for (hk_instr *i = c->first; i && !st; i = i->next) {
       st = check_side_effect(p, i);
       if (!st && i->sharding) {
-        st = hk_sharding_validate(i->sharding, i->shape, p->num_partitions);
+        st = spmd_validate_sharding(p, i->sharding, i->shape);
         if (st) st = hk_status_prefix(st, "instruction '%s'", i->name);
       }
       if (st || i->sharding) continue;
@@ -160,6 +161,7 @@ static char *report(const hk_module *m, const char *when, int64_t top, const spm
   if (p) {
     hk_buf_printf(&b, "  collectives emitted: %lld\n", (long long)p->collectives_emitted);
     hk_buf_printf(&b, "  full rematerialization: %lld\n", (long long)p->full_rematerializations);
+    hk_buf_printf(&b, "  replicated fallback: %lld\n", (long long)p->replicated_fallbacks);
   }
   hk_buf_put(&b, "", 1);
   return b.data;
@@ -306,11 +308,13 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
                                                  : m->config.replica_count;
   if (p->num_partitions < 1) p->num_partitions = 1;
   if (p->num_replicas < 1) p->num_replicas = 1;
-  p->full_rematerializations = p->collectives_emitted = 0;
+  p->full_rematerializations = p->replicated_fallbacks = p->collectives_emitted = 0;
   p->n_new_comps = 0;
+  spmd_memo_clear(&p->memo);   /* shardings of the module run before */
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
   /* Phase A */
   HK_TRY(vt->preprocess_sharding(self, m, threads));
+  HK_TRY(spmd_preprocess_hlos(p, m, threads));
   /* Phase B */
   free(p->before_report);
   p->before_report = report(m, "before", p->options.report_instruction_count, NULL);
@@ -340,11 +344,29 @@ static void spmd_destroy(hk_pass *self) {
   free(p->after_report);
   free(p->new_comps);
   free(p->orig_names);
+  spmd_memo_clear(&p->memo);
   free(p);
 }
 
+/* What the last run counted (interface "hlokit.counters"): `hlokit check
+ * --json` and the after-report show them. */
+static void spmd_report_counters(hk_pass *self, hk_counter_fn emit, void *ctx) {
+  const spmd_partitioner *p = (const spmd_partitioner *)self;
+  emit(ctx, "full_rematerializations", p->full_rematerializations);
+  emit(ctx, "replicated_fallbacks", p->replicated_fallbacks);
+  emit(ctx, "collectives_emitted", p->collectives_emitted);
+}
+
+static const hk_pass_counters_vtable spmd_counters = {
+    .size = sizeof(hk_pass_counters_vtable),
+    .report = spmd_report_counters,
+};
+
 static const void *spmd_get_extension(hk_pass *self, const char *iface) {
-  return iface && !strcmp(iface, HK_SPMD_PARTITIONER_IFACE) ? (const void *)self->vt : NULL;
+  if (!iface) return NULL;
+  if (!strcmp(iface, HK_SPMD_PARTITIONER_IFACE)) return (const void *)self->vt;
+  if (!strcmp(iface, HK_COUNTERS_IFACE)) return &spmd_counters;
+  return NULL;
 }
 
 static const hk_spmd_options *spmd_options(hk_pass *self) {

@@ -58,6 +58,8 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   if (hk_sharding_is_tiled(s)) remat = remat || orig->n_operands > 0;
   if (remat) v->p->full_rematerializations++;
+  /* Counted when something was sharded: replicated code needs no handler. */
+  if (remat || hk_sharding_is_tiled(s)) v->p->replicated_fallbacks++;
   const hk_sharding *out = hk_sharding_is_maximal(s) ? s : spmd_replicated_like(v, s, orig->shape);
   clone_local(v, orig, orig->shape, ops, out);
   free(ops);
@@ -121,8 +123,8 @@ static hk_status *handle_broadcast(spmd_visitor *v, hk_instr *orig) {
     for (int i = 0; i < orig->n_dims; i++) kept = kept || orig->dims[i] == d;
     if (!kept) added[na++] = d;
   }
-  const hk_sharding *op_s = na ? hk_sharding_remove_dims(v->m, s, na, added) : s;
-  const hk_sharding *b_s = na && op_s ? hk_sharding_insert_dims(v->m, op_s, na, added) : op_s;
+  const hk_sharding *op_s = na ? spmd_remove_dims(v, s, na, added) : s;
+  const hk_sharding *b_s = na && op_s ? spmd_insert_dims(v, op_s, na, added) : op_s;
   if (!op_s || !b_s) return spmd_handle_fallback(v, orig);
   hk_instr *op;
   HK_TRY(operand_as(v, orig, 0, op_s, &op));
@@ -194,7 +196,7 @@ static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_sha
       gbuf[last][gsz[last]++] = od;
     }
   if (o->replicate_on_last_tile_dim) gbuf[last][gsz[last]++] = ro;
-  return spmd_regroup(v->m, o, ri + 1, gsz, groups, true);
+  return spmd_regroup_memo(v, o, ri + 1, gsz, groups, true);
 }
 
 static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
@@ -227,12 +229,12 @@ static hk_status *handle_reduce(spmd_visitor *v, hk_instr *orig) {
       if (parts > 1 && gs->dims[d] % parts) uneven[nu++] = d;
       else if (parts > 1) part[np++] = d;
     }
-  if (nu) os = hk_sharding_replicate_dims(v->m, os, nu, uneven);
+  if (nu) os = spmd_replicate_dims(v, os, nu, uneven);
   hk_instr *ops[2];
   HK_TRY(spmd_reshard(v, val, os, &ops[0]));
   HK_TRY(operand_as(v, orig, 1, replicated_for(v, orig->operands[1]->shape), &ops[1]));
   const hk_sharding *out_s = os->kind == HK_SHARDING_TILED
-                                 ? hk_sharding_remove_dims(v->m, os, orig->n_dims, orig->dims)
+                                 ? spmd_remove_dims(v, os, orig->n_dims, orig->dims)
                                  : os;
   hk_instr *red = hk_instr_clone(v->comp, orig, spmd_local_shape(v, out_s, orig->shape), 2, ops,
                                  NULL);
@@ -295,7 +297,7 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
     int nr = 0;
     for (int d = 0; d < r; d++)
       if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
-    if (nr) sp = hk_sharding_replicate_dims(v->m, s, nr, rep);
+    if (nr) sp = spmd_replicate_dims(v, s, nr, rep);
   }
   if (sp->kind == HK_SHARDING_TILED) {
     /* Untouched partitioned dims must have the same size everywhere. */
@@ -343,7 +345,7 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s0 = hk_sharding_subsharding_shape(v->m, s, orig->shape, 1, &zero);
   if (!s0 || !is_tiled_plain(s0)) return spmd_handle_fallback(v, orig);
   const hk_sharding *sp =
-      hk_sharding_dim_partitions(s0, (int)sd) > 1 ? hk_sharding_replicate_dims(v->m, s0, 1, &sd) : s0;
+      hk_sharding_dim_partitions(s0, (int)sd) > 1 ? spmd_replicate_dims(v, s0, 1, &sd) : s0;
   hk_instr **ops = ops_array(orig);
   const hk_shape **ls = calloc((size_t)n, sizeof(hk_shape *));
   const hk_sharding **es = calloc((size_t)n, sizeof(hk_sharding *));
@@ -434,6 +436,7 @@ static hk_status *handle_custom_call(spmd_visitor *v, hk_instr *orig) {
     spmd_set(v, orig, c, s);
     return NULL;
   }
+  if (t && !strcmp(t, SPMD_ROTATE_RIGHT_TARGET)) return spmd_handle_rotate_right(v, orig);
   if (is_manual(s)) return handle_manual(v, orig);
   const hk_custom_call_partitioner *cp =
       t && v->p->reg ? hk_registry_find_custom_call_partitioner(v->p->reg, t) : NULL;
@@ -479,6 +482,8 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       HK_TRY(spmd_handle_conv(v, orig, &handled));
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
+    case HK_OP_GATHER: return spmd_handle_gather(v, orig);
+    case HK_OP_SCATTER: return spmd_handle_scatter(v, orig);
     case HK_OP_SORT:
       if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
       return handle_dim_local(v, orig);

@@ -70,13 +70,14 @@ const hk_sharding *spmd_replicated_like(spmd_visitor *v, const hk_sharding *s,
 
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
                      int64_t *n_groups, int64_t *group_size) {
-  (void)v;
   int64_t total = 1;
   for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
-  int64_t *out = malloc(sizeof(int64_t) * (size_t)total);
+  int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
   if (!out) abort();
-  *group_size = hk_sharding_device_groups(s, n, dims, out);
-  *n_groups = *group_size > 0 ? total / *group_size : 0;
+  const int64_t *g = spmd_device_groups(v, s, n, dims);
+  *group_size = g ? g[0] : -1;
+  *n_groups = g ? total / g[0] : 0;
+  if (g) memcpy(out, g + 1, sizeof(int64_t) * (size_t)total);
   return out;
 }
 
@@ -89,8 +90,10 @@ static int64_t *all_partitions(spmd_visitor *v) {
   return g;
 }
 
-/* The offset of the partition's tile along data dim d of s (s32[]). */
-static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
+/* The offset of the partition's tile along data dim d of s (s32[]): a
+ * table of every partition's offset indexed by partition-id. */
+static hk_instr *make_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs,
+                                  int d) {
   int64_t n = v->p->num_partitions, parts = hk_sharding_dim_partitions(s, d);
   int64_t per = (gs->dims[d] + parts - 1) / parts;
   const hk_shape *ts = hk_shape_array(v->m, HK_S32, 1, &n);
@@ -109,6 +112,25 @@ static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_sha
   a->dynamic_slice_sizes.n = 1;
   a->dynamic_slice_sizes.v = hk_memdup(v->m, &one, sizeof one);
   return hk_instr_new(v->comp, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
+}
+
+/* make_tile_offset, made once per computation for each (sharding, dim,
+ * dim size): the table has one entry per partition, so making it for
+ * every reshard would cost num_partitions per instruction. */
+static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
+  int32_t n = v->n_offsets, cap = (int32_t)(sizeof v->offsets / sizeof v->offsets[0]);
+  for (int32_t k = 0; k < n; k++) {
+    struct spmd_offset_entry *e = &v->offsets[n - 1 - k];   /* newest first */
+    if (e->sharding == s && e->dim == d && e->dim_size == gs->dims[d]) return e->offset;
+  }
+  hk_instr *off = make_tile_offset(v, s, gs, d);
+  if (n == cap) {   /* the oldest goes */
+    memmove(v->offsets, v->offsets + 1, sizeof v->offsets[0] * (size_t)(cap - 1));
+    n--;
+  }
+  v->offsets[n] = (struct spmd_offset_entry){s, d, gs->dims[d], off};
+  v->n_offsets = n + 1;
+  return off;
 }
 
 /* Slices h down to `dims` (a prefix slice of every dim). */
@@ -183,7 +205,7 @@ static hk_instr *gather_dim(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   free(groups);
   v->p->collectives_emitted++;
   dims[d] = gs->dims[d];
-  *s_out = hk_sharding_replicate_dims(v->m, s, 1, &dd);
+  *s_out = spmd_replicate_dims(v, s, 1, &dd);
   return slice_to(v, ag, dims);
 }
 
@@ -356,7 +378,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       if (hk_sharding_dim_partitions(cur, d) > 1 &&
           hk_sharding_dim_partitions(cur, d) != hk_sharding_dim_partitions(to, d))
         gdims[ng++] = d;
-  const hk_sharding *inter = ng ? hk_sharding_replicate_dims(v->m, cur, ng, gdims) : cur;
+  const hk_sharding *inter = ng ? spmd_replicate_dims(v, cur, ng, gdims) : cur;
   int sdims[HK_MAX_RANK];
   int64_t sd64[HK_MAX_RANK];
   int ns = 0;
@@ -366,7 +388,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       sdims[ns] = d;
       sd64[ns++] = d;
     }
-  const hk_sharding *want = ns ? hk_sharding_replicate_dims(v->m, to, ns, sd64) : to;
+  const hk_sharding *want = ns ? spmd_replicate_dims(v, to, ns, sd64) : to;
   if (!hk_sharding_equivalent(norm(v, want), norm(v, inter))) {
     /* Device orders disagree: go through the fully gathered value. */
     ng = 0;

@@ -10,6 +10,12 @@
 #include "hlokit/hlokit.h"
 #include "hlokit/spmd.h"
 
+/* A per-run memo of sharding algebra (memo.c). */
+typedef struct spmd_memo {
+  struct spmd_memo_slot *slots;
+  size_t mask, n;
+} spmd_memo;
+
 /* The pass object (SpmdPartitioner). */
 typedef struct spmd_partitioner {
   hk_pass pass;                    /* FIRST: vt is a hk_spmd_partitioner_vtable */
@@ -22,7 +28,13 @@ typedef struct spmd_partitioner {
   int64_t next_channel_id;
   hk_spmd_collective_ops collectives;
   int64_t full_rematerializations;
+  int64_t replicated_fallbacks;     /* instructions the fallback partitioned */
   int64_t collectives_emitted;
+  /* Replica groups made this run, shared by every collective over the
+   * same groups (collectives.c; emptied when the run starts). */
+  const hk_replica_groups *group_cache[16];
+  int32_t n_group_cache;
+  spmd_memo memo;                  /* emptied when a run starts */
   hk_computation **new_comps;      /* partitioned computations ... */
   const char **orig_names;         /* ... and the names they replace */
   int64_t n_new_comps, cap_new_comps;
@@ -60,6 +72,13 @@ typedef struct spmd_visitor {
   spmd_value *slots;
   int64_t cap, n;
   hk_instr *partition_id;          /* cached per computation */
+  /* The partition's tile offsets made in this computation (reshard.c). */
+  struct spmd_offset_entry {
+    const hk_sharding *sharding;
+    int64_t dim, dim_size;
+    hk_instr *offset;
+  } offsets[8];
+  int32_t n_offsets;
   hk_call_graph *cg;
 } spmd_visitor;
 
@@ -76,6 +95,28 @@ void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t 
 hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op);
 int64_t spmd_communication_cost(hk_pass *self, const hk_instr *collective);
 int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i);
+
+/* ---- memo.c: the sharding algebra the partitioner repeats per
+ * instruction, memoized per run (interned shardings: keyed by pointer) ---- */
+void spmd_memo_clear(spmd_memo *t);
+const hk_sharding *spmd_canonical(spmd_partitioner *p, hk_module *m, const hk_sharding *s);
+/* hk_sharding_validate against num_partitions, each (sharding, shape) once. */
+hk_status *spmd_validate_sharding(spmd_partitioner *p, const hk_sharding *s,
+                                  const hk_shape *shape);
+const hk_sharding *spmd_replicate_dims(spmd_visitor *v, const hk_sharding *s, int n,
+                                       const int64_t *dims);
+const hk_sharding *spmd_remove_dims(spmd_visitor *v, const hk_sharding *s, int n,
+                                    const int64_t *dims);
+const hk_sharding *spmd_insert_dims(spmd_visitor *v, const hk_sharding *s, int n,
+                                    const int64_t *at);
+/* hk_sharding_device_groups(s, n, dims) as {group_size, ids...} (arena);
+ * NULL if s is not tiled. */
+const int64_t *spmd_device_groups(spmd_visitor *v, const hk_sharding *s, int n,
+                                  const int64_t *dims);
+/* spmd_regroup, memoized. */
+const hk_sharding *spmd_regroup_memo(spmd_visitor *v, const hk_sharding *s, int n_new,
+                                     const int *group_sizes, const int *const *groups,
+                                     bool last_repl);
 
 /* ---- visitor.c ---- */
 spmd_value *spmd_lookup(spmd_visitor *v, const hk_instr *orig);
@@ -130,5 +171,18 @@ const hk_sharding *spmd_replicated_like(spmd_visitor *v, const hk_sharding *s,
 const hk_sharding *spmd_regroup(hk_module *m, const hk_sharding *s, int n_new,
                                 const int *group_sizes, const int *const *groups,
                                 bool last_repl);
+
+/* ---- preprocess_hlos.c (phase A, after PreprocessSharding) ---- */
+hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads);
+/* The rotate-right custom call PreprocessHlos creates; backend_config
+ * "dimension=D,amount=A": out[i] = x[(i - A) mod n] along D. */
+#define SPMD_ROTATE_RIGHT_TARGET "SPMDInternal_RotateRight"
+
+/* ---- halo.c ---- */
+hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig);
+
+/* ---- gather_scatter.c ---- */
+hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig);
+hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig);
 
 #endif

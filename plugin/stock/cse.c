@@ -112,6 +112,7 @@ static bool cse_computation(hk_computation *c, bool layout_sensitive, bool only_
   cse_table t;
   table_init(&t, (size_t)n, layout_sensitive);
   bool changed = false;
+  int64_t n_dead = 0;   /* replaced instructions, removed together below */
   /* Post order: an instruction's operands were already replaced by their
    * earlier twins, so equal expressions have the very same operands. */
   for (int64_t k = 0; k < n; k++) {
@@ -120,13 +121,14 @@ static bool cse_computation(hk_computation *c, bool layout_sensitive, bool only_
     hk_instr *prev = table_find_or_add(&t, i);
     if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
-    if (stock_is_removable(i)) {
-      hk_status *st = hk_instr_remove(i);
-      if (st) hk_status_free(st);
-    }
+    if (stock_is_removable(i)) order[n_dead++] = i;   /* k >= n_dead: order[k] was read */
     changed = true;
   }
   table_free(&t);
+  /* All at once: a constant shared by many replaced instructions costs its
+   * user count once, not once per removal. */
+  hk_status *st = hk_instrs_remove(order, n_dead);
+  if (st) hk_status_free(st);
   free(order);
   return changed;
 }

@@ -5,6 +5,19 @@
 
 #include "stock.h"
 
+/* The scratch value that marks an instruction found dead. */
+static const char dead_mark;
+
+static bool marked_dead(const hk_instr *i) { return i->scratch == &dead_mark; }
+
+/* Removable once the users already found dead are gone (they all are). */
+static bool only_dead_users(const hk_instr *i) {
+  for (int32_t u = 0; u < i->n_users; u++)
+    if (!marked_dead(i->users[u])) return false;
+  return !hk_instr_is_root(i) &&
+         !(i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs));
+}
+
 /* Collectives that only talk across partitions may be removed when dead
  * if the user asks (XLA's remove_cross_partition_collective_ops). */
 static bool is_dead_cross_partition_collective(const hk_instr *i) {
@@ -15,27 +28,40 @@ static bool is_dead_cross_partition_collective(const hk_instr *i) {
     default:
       return false;
   }
-  return i->n_users == 0 && !hk_instr_is_root(i) && hk_instr_channel_id(i) != 0 &&
-         !(i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs));
+  return hk_instr_channel_id(i) != 0;
+}
+
+static bool is_dead(const hk_instr *i, bool remove_collectives) {
+  if (!only_dead_users(i) || i->opcode == HK_OP_PARAMETER) return false;
+  return !hk_instr_has_side_effect(i) ||
+         (remove_collectives && is_dead_cross_partition_collective(i));
 }
 
 static bool dce_computation(hk_computation *c, bool remove_collectives) {
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
-  bool changed = false;
+  void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
+  hk_instr **dead = malloc((size_t)(n ? n : 1) * sizeof *dead);
+  if (!saved || !dead) abort();
+  int64_t n_dead = 0;
   /* Users come after their operands in post order: walking it backwards
-   * sees every user before the operands it may make dead. */
+   * sees every user before the operands it may make dead.  The dead are
+   * removed together, users first, so a value shared by many dead
+   * instructions costs its user count once. */
+  for (int64_t k = 0; k < n; k++) saved[k] = order[k]->scratch;
   for (int64_t k = n - 1; k >= 0; k--) {
     hk_instr *i = order[k];
-    bool dead = stock_is_removable(i) ||
-                (remove_collectives && is_dead_cross_partition_collective(i));
-    if (!dead) continue;
-    hk_status *st = hk_instr_remove(i);
-    if (st) hk_status_free(st);
-    else changed = true;
+    if (!is_dead(i, remove_collectives)) continue;
+    i->scratch = (void *)&dead_mark;
+    dead[n_dead++] = i;
   }
+  for (int64_t k = 0; k < n; k++) order[k]->scratch = saved[k];
+  hk_status *st = hk_instrs_remove(dead, n_dead);
+  if (st) hk_status_free(st);
+  free(saved);
+  free(dead);
   free(order);
-  return changed;
+  return n_dead > 0 && !st;
 }
 
 static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,

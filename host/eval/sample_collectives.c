@@ -1,0 +1,267 @@
+/* sample_collectives.c - collectives in the sampled evaluator: a box of a
+ * collective's result on one device is assembled from boxes of its operand
+ * on the devices of its group (XLA's CollectiveOpGroupMode), in group
+ * order.  Results that every member of a group shares (all-reduce,
+ * all-gather) are computed once, on the group's first member. */
+#include "eval/sample_internal.h"
+
+typedef enum { MODE_CROSS_REPLICA, MODE_CROSS_PARTITION, MODE_CROSS_REPLICA_AND_PARTITION,
+               MODE_FLATTENED } group_mode;
+
+static group_mode mode_of(const hk_instr *ins) {
+  bool channel = hk_instr_channel_id(ins) > 0;
+  bool global = ins->attrs && ins->attrs->use_global_device_ids;
+  hk_opcode op = (hk_opcode)ins->opcode;
+  bool has_global_attr = op == HK_OP_ALL_REDUCE || op == HK_OP_ALL_GATHER || op == HK_OP_REDUCE_SCATTER;
+  if (!channel) return MODE_CROSS_REPLICA;
+  if (!has_global_attr) return MODE_CROSS_PARTITION;
+  return global ? MODE_FLATTENED : MODE_CROSS_REPLICA_AND_PARTITION;
+}
+
+/* The replica_groups id lists (iota form expanded; none: one group of
+ * every id of the mode). */
+static void id_lists(const se_ctx *x, const hk_instr *ins, group_mode mode, int32_t *n_groups,
+                     int32_t **start, int64_t **ids) {
+  const hk_replica_groups *rg = ins->attrs ? ins->attrs->replica_groups : NULL;
+  if (rg && rg->n_groups > 0 && rg->ids && rg->group_start) {
+    *n_groups = rg->n_groups;
+    *start = malloc((size_t)(rg->n_groups + 1) * sizeof(int32_t));
+    *ids = malloc((size_t)(rg->group_start[rg->n_groups] + 1) * sizeof(int64_t));
+    if (!*start || !*ids) abort();
+    memcpy(*start, rg->group_start, (size_t)(rg->n_groups + 1) * sizeof(int32_t));
+    memcpy(*ids, rg->ids, (size_t)rg->group_start[rg->n_groups] * sizeof(int64_t));
+    return;
+  }
+  int64_t ng = 1, gs;
+  if (rg && rg->iota && rg->iota->n_dims == 2) {
+    ng = rg->iota->dims[0];
+    gs = rg->iota->dims[1];
+  } else {
+    gs = mode == MODE_CROSS_PARTITION ? x->num_partitions
+       : mode == MODE_FLATTENED       ? x->num_partitions * x->num_replicas
+                                      : x->num_replicas;
+  }
+  *n_groups = (int32_t)ng;
+  *start = malloc((size_t)(ng + 1) * sizeof(int32_t));
+  *ids = malloc((size_t)(ng * gs + 1) * sizeof(int64_t));
+  if (!*start || !*ids) abort();
+  if (rg && rg->iota && rg->iota->n_dims == 2) hk_iota_expand(rg->iota, *ids);
+  else
+    for (int64_t i = 0; i < gs; i++) (*ids)[i] = i;
+  for (int64_t i = 0; i <= ng; i++) (*start)[i] = (int32_t)(i * gs);
+}
+
+/* Global device of id `id` of a group, for the q-th copy of the group. */
+static int64_t device_of(const se_ctx *x, group_mode mode, int64_t id, int64_t q, int64_t j) {
+  switch (mode) {
+    case MODE_CROSS_REPLICA: return id * x->num_partitions + q;
+    case MODE_CROSS_PARTITION: return q * x->num_partitions + id;
+    case MODE_FLATTENED: return id;
+    default: return id * x->num_partitions + j;
+  }
+}
+
+static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) {
+  group_mode mode = mode_of(ins);
+  int32_t ng, *start;
+  int64_t *ids;
+  id_lists(x, ins, mode, &ng, &start, &ids);
+  int64_t nd = x->num_partitions * x->num_replicas;
+  int64_t copies = mode == MODE_CROSS_REPLICA ? x->num_partitions
+                 : mode == MODE_CROSS_PARTITION ? x->num_replicas : 1;
+  int64_t inner = mode == MODE_CROSS_REPLICA_AND_PARTITION ? x->num_partitions : 1;
+  se_groups *g = calloc(1, sizeof *g);
+  if (!g) abort();
+  g->ins = ins;
+  g->n_devices = nd;
+  g->n_groups = (int32_t)(ng * copies);
+  g->group_of = malloc((size_t)nd * sizeof(int32_t));
+  g->rank_of = malloc((size_t)nd * sizeof(int32_t));
+  g->start = malloc((size_t)(g->n_groups + 1) * sizeof(int32_t));
+  g->members = malloc((size_t)(start[ng] * copies * inner + 1) * sizeof(int64_t));
+  if (!g->group_of || !g->rank_of || !g->start || !g->members) abort();
+  for (int64_t d = 0; d < nd; d++) g->group_of[d] = g->rank_of[d] = -1;
+  hk_status *st = NULL;
+  int32_t n = 0, gi = 0;
+  for (int64_t q = 0; q < copies; q++)
+    for (int32_t i = 0; i < ng; i++, gi++) {
+      g->start[gi] = n;
+      for (int32_t k = start[i]; k < start[i + 1]; k++)
+        for (int64_t j = 0; j < inner; j++) {
+          int64_t dev = device_of(x, mode, ids[k], q, j);
+          if (dev < 0 || dev >= nd) {
+            if (!st) st = hk_eval_error(ins, HK_FAILED_PRECONDITION, "replica group id %lld names no device",
+                                        (long long)ids[k]);
+            continue;
+          }
+          g->group_of[dev] = gi;
+          g->rank_of[dev] = n - g->start[gi];
+          g->members[n++] = dev;
+        }
+    }
+  g->start[gi] = n;
+  free(start);
+  free(ids);
+  g->next = x->groups;
+  x->groups = g;
+  *out = g;
+  return st;
+}
+
+static hk_status *group_of(se_ctx *x, const hk_instr *ins, const se_frame *f, const int64_t **members,
+                           int32_t *size, int32_t *rank) {
+  se_groups *g = x->groups;
+  while (g && g->ins != ins) g = g->next;
+  if (!g) HK_TRY(build_groups(x, ins, &g));
+  int64_t dev = se_frame_device(x, f);
+  int32_t gi = g->group_of[dev];
+  if (gi < 0) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "device %lld is in no replica group", (long long)dev);
+  *members = g->members + g->start[gi];
+  *size = g->start[gi + 1] - g->start[gi];
+  *rank = g->rank_of[dev];
+  return NULL;
+}
+
+/* ---- the ops ------------------------------------------------------------------- */
+
+/* Operand `leaf` (collectives with several operands return a tuple, leaf k
+ * from operand k) in box b on device dev. */
+static hk_status *operand_on(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf, int64_t dev,
+                             const se_box *b, hk_value **out) {
+  if (leaf >= ins->n_operands) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "no operand for leaf %d", leaf);
+  return se_eval(x, se_peer_frame(x, f, dev), ins->operands[leaf], 0, b, out);
+}
+
+/* Folds the operand boxes of every member, in group order. */
+static hk_status *combine_group(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf,
+                                const int64_t *members, int32_t n, const se_box *ob, hk_value **out) {
+  if (ins->n_called < 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "no reducer");
+  const hk_computation *c = ins->called[0];
+  hk_reducer_kind kind = hk_reducer_kind_of(c);
+  hk_value *acc, *first;
+  HK_TRY(operand_on(x, f, ins, leaf, members[0], ob, &first));
+  acc = hk_value_clone(first);
+  hk_value_release(first);
+  hk_status *st = NULL;
+  for (int32_t j = 1; j < n && !st; j++) {
+    hk_value *v = NULL;
+    st = operand_on(x, f, ins, leaf, members[j], ob, &v);
+    for (int64_t i = 0; !st && i < acc->n; i++) st = se_combine_elem(x, c, kind, acc, i, v, i);
+    hk_value_release(v);
+  }
+  if (st) {
+    hk_value_release(acc);
+    return st;
+  }
+  *out = acc;
+  return NULL;
+}
+
+static hk_status *all_gather(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                             const int64_t *members, int32_t n, hk_value **out) {
+  if (ins->n_dims != 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "all-gather without a dimension");
+  int gd = (int)ins->dims[0];
+  const hk_shape *os = ins->operands[leaf < ins->n_operands ? leaf : 0]->shape;
+  int64_t c = os->dims[gd];
+  hk_value *v = se_value_of_box((hk_prim)os->elem, b);
+  hk_status *st = NULL;
+  for (int32_t j = 0; j < n && !st; j++) {
+    int64_t lo = b->lo[gd] > j * c ? b->lo[gd] : j * c;
+    int64_t hi = b->lo[gd] + b->n[gd] < (j + 1) * c ? b->lo[gd] + b->n[gd] : (j + 1) * c;
+    if (lo >= hi) continue;
+    se_box ob = *b, placed = *b;
+    ob.lo[gd] = lo - j * c;
+    ob.n[gd] = hi - lo;
+    placed.lo[gd] = lo;
+    placed.n[gd] = hi - lo;
+    hk_value *piece;
+    st = operand_on(x, f, ins, leaf, members[j], &ob, &piece);
+    if (!st) {
+      se_copy_box(v, b, piece, &placed);
+      hk_value_release(piece);
+    }
+  }
+  if (st) {
+    hk_value_release(v);
+    return st;
+  }
+  *out = v;
+  return NULL;
+}
+
+static hk_status *all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                             const int64_t *members, int32_t n, int32_t rank, hk_value **out) {
+  if (ins->n_dims == 0)   /* tuple form: leaf j is operand `rank` of member j */
+    return se_eval(x, se_peer_frame(x, f, members[leaf]), ins->operands[rank], 0, b, out);
+  int sd = (int)ins->dims[0];
+  int64_t c = ins->operands[0]->shape->dims[sd] / n;
+  hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
+  hk_status *st = NULL;
+  for (int32_t j = 0; j < n && !st; j++) {
+    int64_t lo = b->lo[sd] > j * c ? b->lo[sd] : j * c;
+    int64_t hi = b->lo[sd] + b->n[sd] < (j + 1) * c ? b->lo[sd] + b->n[sd] : (j + 1) * c;
+    if (lo >= hi) continue;
+    se_box ob = *b, placed = *b;
+    ob.lo[sd] = rank * c + lo - j * c;
+    ob.n[sd] = hi - lo;
+    placed.lo[sd] = lo;
+    placed.n[sd] = hi - lo;
+    hk_value *piece;
+    st = operand_on(x, f, ins, 0, members[j], &ob, &piece);
+    if (!st) {
+      se_copy_box(v, b, piece, &placed);
+      hk_value_release(piece);
+    }
+  }
+  if (st) {
+    hk_value_release(v);
+    return st;
+  }
+  *out = v;
+  return NULL;
+}
+
+static hk_status *collective_permute(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b,
+                                     hk_value **out) {
+  if (ins->n_operands != 1) return hk_eval_error(ins, HK_UNIMPLEMENTED, "in-place collective-permute");
+  bool cross_partition = hk_instr_channel_id(ins) > 0;
+  int64_t me = cross_partition ? f->partition : f->replica;
+  const hk_attrs *at = ins->attrs;
+  for (int32_t i = 0; at && i < at->n_source_target_pairs; i++) {
+    if (at->source_target_pairs[i].b != me) continue;
+    int64_t src = at->source_target_pairs[i].a;
+    int64_t dev = cross_partition ? f->replica * x->num_partitions + src : src * x->num_partitions + f->partition;
+    if (dev < 0 || dev >= x->num_partitions * x->num_replicas)
+      return hk_eval_error(ins, HK_FAILED_PRECONDITION, "source %lld names no device", (long long)src);
+    return se_eval(x, se_peer_frame(x, f, dev), ins->operands[0], 0, b, out);
+  }
+  *out = se_value_of_box((hk_prim)ins->shape->elem, b);   /* nothing received: zeros */
+  return NULL;
+}
+
+hk_status *se_op_collective(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                            hk_value **out) {
+  if (ins->opcode == HK_OP_COLLECTIVE_PERMUTE) return collective_permute(x, f, ins, b, out);
+  const int64_t *members = NULL;
+  int32_t n = 0, rank = 0;
+  HK_TRY(group_of(x, ins, f, &members, &n, &rank));
+  switch ((hk_opcode)ins->opcode) {
+    case HK_OP_ALL_REDUCE:
+      if (rank != 0) return se_eval(x, se_peer_frame(x, f, members[0]), ins, leaf, b, out);
+      return combine_group(x, f, ins, leaf, members, n, b, out);
+    case HK_OP_ALL_GATHER:
+      if (rank != 0) return se_eval(x, se_peer_frame(x, f, members[0]), ins, leaf, b, out);
+      return all_gather(x, f, ins, leaf, b, members, n, out);
+    case HK_OP_REDUCE_SCATTER: {
+      if (ins->n_dims != 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "reduce-scatter without a dimension");
+      int sd = (int)ins->dims[0];
+      se_box ob = *b;
+      ob.lo[sd] += rank * se_leaf_shape(ins->shape, leaf)->dims[sd];
+      return combine_group(x, f, ins, leaf, members, n, &ob, out);
+    }
+    case HK_OP_ALL_TO_ALL: return all_to_all(x, f, ins, leaf, b, members, n, rank, out);
+    default:
+      return hk_eval_error(ins, HK_UNIMPLEMENTED, "the sampled evaluator does not support %s",
+                           hk_opcode_name((hk_opcode)ins->opcode));
+  }
+}

@@ -1,0 +1,399 @@
+/* sample_ops.c - the sampled evaluator's arithmetic ops: entry parameters
+ * (a pure function of the global index), constants, iota, device ids, and
+ * elementwise, dot, convolution, reduce, reduce-window and sort computed on
+ * a box by the dense evaluator's kernels through a box-shaped "shadow" of
+ * the instruction. */
+#include "eval/sample_internal.h"
+
+/* ---- parameters ----------------------------------------------------------- */
+
+static uint64_t splitmix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* Floats uniform in [-1, 1], signed ints in [-8, 8], unsigned in [0, 8],
+ * pred random: the ranges hk_value_random uses. */
+static void random_element(hk_value *v, int64_t i, uint64_t u) {
+  hk_prim p = (hk_prim)v->elem;
+  double unit = (double)(u >> 11) * (1.0 / 9007199254740992.0);
+  if (hk_prim_is_complex(p))
+    hk_value_set_c(v, i, unit * 2 - 1, (double)(splitmix(u) >> 11) * (2.0 / 9007199254740992.0) - 1);
+  else if (hk_prim_is_float(p)) hk_value_set_f64(v, i, unit * 2 - 1);
+  else if (hk_prim_is_signed_int(p)) hk_value_set_i64(v, i, (int64_t)(u % 17) - 8);
+  else if (p == HK_PRED) hk_value_set_i64(v, i, (int64_t)(u & 1));
+  else hk_value_set_i64(v, i, (int64_t)(u % 9));
+}
+
+/* Offset of this device's piece of entry parameter num (leaf) in the
+ * global value. */
+static hk_status *param_offset(se_ctx *x, const se_frame *f, const hk_instr *ins, int num, int leaf,
+                               const hk_shape *gs, int64_t *off) {
+  for (int d = 0; d < gs->rank; d++) off[d] = 0;
+  const hk_sharding *s = x->partitioned ? x->param_sharding[num] : NULL;
+  if (s && s->kind == HK_SHARDING_TUPLE) s = leaf < s->n_elems ? s->elems[leaf] : NULL;
+  if (!s || s->kind != HK_SHARDING_TILED) return NULL;
+  int64_t tmp[HK_MAX_RANK];
+  if (!hk_sharding_tile_offset(s, gs, f->partition, tmp))
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "parameter sharding does not fit the global shape");
+  for (int d = 0; d < gs->rank; d++) off[d] = tmp[d];
+  return NULL;
+}
+
+hk_status *se_op_parameter_entry(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                                 const se_box *b, hk_value **out) {
+  int num = (int)hk_instr_parameter_number(ins);
+  if (num < 0 || num >= x->global->entry->n_params)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "no global parameter %d", num);
+  const hk_shape *gs = se_leaf_shape(x->global->entry->params[num]->shape, leaf);
+  const hk_shape *ls = se_leaf_shape(ins->shape, leaf);
+  if (!gs || gs->rank != ls->rank || gs->elem != ls->elem)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "parameter %d leaf %d does not match the global one", num, leaf);
+  int64_t off[SE_MAX_RANK], gst[SE_MAX_RANK], idx[SE_MAX_RANK] = {0};
+  HK_TRY(param_offset(x, f, ins, num, leaf, gs, off));
+  hk_strides(gs->rank, gs->dims, gst);
+  uint64_t stream = splitmix(x->seed ^ splitmix((uint64_t)num * 0x10001ULL + (uint64_t)leaf + 1));
+  hk_value *v = se_value_of_box((hk_prim)ls->elem, b);
+  for (int64_t i = 0; i < v->n; i++) {
+    int64_t lin = 0;
+    bool inside = true;
+    for (int d = 0; d < b->rank; d++) {
+      int64_t g = off[d] + b->lo[d] + idx[d];
+      inside &= g < gs->dims[d];
+      lin += g * gst[d];
+    }
+    if (inside) random_element(v, i, splitmix(stream + (uint64_t)lin));
+    for (int d = b->rank - 1; d >= 0; d--) {
+      if (++idx[d] < b->n[d]) break;
+      idx[d] = 0;
+    }
+  }
+  *out = v;
+  return NULL;
+}
+
+/* ---- constants, iota, ids ---------------------------------------------------- */
+
+static bool box_is_full(const se_box *b, const hk_shape *s) {
+  for (int d = 0; d < b->rank; d++)
+    if (b->lo[d] != 0 || b->n[d] != s->dims[d]) return false;
+  return true;
+}
+
+hk_status *se_op_constant(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                          hk_value **out) {
+  const hk_shape *ls = se_leaf_shape(ins->shape, leaf);
+  if (!box_is_full(b, ls)) {
+    se_box full;
+    se_box_full(&full, ls);
+    hk_value *whole;
+    HK_TRY(se_eval(x, f, ins, leaf, &full, &whole));
+    hk_value *v = se_value_of_box((hk_prim)ls->elem, b);
+    se_copy_box(v, b, whole, &full);
+    hk_value_release(whole);
+    *out = v;
+    return NULL;
+  }
+  const hk_literal *l = ins->attrs ? ins->attrs->literal : NULL;
+  if (l && l->shape->elem == HK_TUPLE) l = leaf < l->n_elems ? l->elems[leaf] : NULL;
+  if (!l) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "constant without a literal");
+  return hk_value_from_literal(l, out);
+}
+
+hk_status *se_op_iota(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                      hk_value **out) {
+  (void)x, (void)f, (void)leaf;
+  int dim = ins->n_dims == 1 ? (int)ins->dims[0] : -1;
+  if (dim < 0 || dim >= b->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad iota dimension");
+  hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
+  bool fl = hk_prim_is_float((hk_prim)v->elem);
+  int64_t idx[SE_MAX_RANK] = {0};
+  for (int64_t i = 0; i < v->n; i++) {
+    int64_t k = b->lo[dim] + idx[dim];
+    if (fl) hk_value_set_f64(v, i, (double)k);
+    else hk_value_set_i64(v, i, k);
+    for (int d = b->rank - 1; d >= 0; d--) {
+      if (++idx[d] < b->n[d]) break;
+      idx[d] = 0;
+    }
+  }
+  *out = v;
+  return NULL;
+}
+
+hk_status *se_op_device_id(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                           hk_value **out) {
+  (void)x, (void)leaf;
+  hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
+  hk_value_set_i64(v, 0, ins->opcode == HK_OP_PARTITION_ID ? f->partition : f->replica);
+  *out = v;
+  return NULL;
+}
+
+/* ---- elementwise ----------------------------------------------------------------- */
+
+/* Runs a dense kernel on box-shaped operands through a shadow of ins whose
+ * shape is `shape`. */
+static hk_status *run_shadow(se_ctx *x, const hk_instr *ins, const hk_shape *shape, hk_attrs *attrs,
+                             hk_op_fn fn, hk_value *const *ops, hk_value **out) {
+  hk_instr sh = *ins;
+  sh.shape = shape;
+  if (attrs) sh.attrs = attrs;
+  return fn(&x->dev, &sh, ops, out);
+}
+
+static void release_all(hk_value **v, int n) {
+  for (int i = 0; i < n; i++) hk_value_release(v[i]);
+}
+
+hk_status *se_op_elementwise(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                             const se_box *b, hk_value **out) {
+  (void)leaf;
+  if (ins->n_operands > 3) return hk_eval_error(ins, HK_UNIMPLEMENTED, "more than 3 operands");
+  hk_value *ops[3] = {0};
+  se_box scalar = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < ins->n_operands && !st; k++) {
+    const hk_shape *os = ins->operands[k]->shape;
+    if (os->elem == HK_TUPLE) st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "tuple operand");
+    else st = se_operand(x, f, ins, k, os->rank == 0 ? &scalar : b, &ops[k]);
+  }
+  if (!st) {
+    const hk_shape *shape = se_box_shape(x, (hk_prim)ins->shape->elem, b);
+    hk_op_fn fn = ins->opcode == HK_OP_CONVERT ? hk_op_convert
+                  : ins->opcode == HK_OP_BITCAST_CONVERT ? hk_op_bitcast_convert
+                                                        : hk_op_elementwise;
+    if (ins->opcode == HK_OP_BITCAST_CONVERT && ins->operands[0]->shape->rank != ins->shape->rank)
+      st = hk_eval_error(ins, HK_UNIMPLEMENTED, "sampled bitcast-convert between element sizes");
+    else st = run_shadow(x, ins, shape, NULL, fn, ops, out);
+  }
+  release_all(ops, ins->n_operands);
+  return st;
+}
+
+/* ---- dot ---------------------------------------------------------------------------- */
+
+static bool in_list(hk_i64s l, int64_t d, int *pos) {
+  for (int i = 0; i < l.n; i++)
+    if (l.v[i] == d) {
+      if (pos) *pos = i;
+      return true;
+    }
+  return false;
+}
+
+/* Box of one dot operand: batch dims from the result's leading dims,
+ * contracting dims whole, free dims from the result starting at `free0`. */
+static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contracting, int free0,
+                            const se_box *b, se_box *ob) {
+  ob->rank = s->rank;
+  int nf = 0, pos;
+  for (int d = 0; d < s->rank; d++) {
+    if (in_list(batch, d, &pos)) {
+      ob->lo[d] = b->lo[pos];
+      ob->n[d] = b->n[pos];
+    } else if (in_list(contracting, d, NULL)) {
+      ob->lo[d] = 0;
+      ob->n[d] = s->dims[d];
+    } else {
+      ob->lo[d] = b->lo[free0 + nf];
+      ob->n[d] = b->n[free0 + nf];
+      nf++;
+    }
+  }
+}
+
+hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                     hk_value **out) {
+  (void)leaf;
+  if (ins->n_operands != 2) return hk_eval_error(ins, HK_UNIMPLEMENTED, "sparse dot");
+  static const hk_dot_dnums empty;
+  const hk_dot_dnums *dn = ins->attrs && ins->attrs->dot ? ins->attrs->dot : &empty;
+  const hk_shape *ls = ins->operands[0]->shape, *rs = ins->operands[1]->shape;
+  int lfree = ls->rank - dn->lhs_batch.n - dn->lhs_contracting.n;
+  se_box lb, rb;
+  dot_operand_box(ls, dn->lhs_batch, dn->lhs_contracting, dn->lhs_batch.n, b, &lb);
+  dot_operand_box(rs, dn->rhs_batch, dn->rhs_contracting, dn->rhs_batch.n + lfree, b, &rb);
+  hk_value *ops[2] = {0};
+  hk_status *st = se_operand(x, f, ins, 0, &lb, &ops[0]);
+  if (!st) st = se_operand(x, f, ins, 1, &rb, &ops[1]);
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, b), NULL, hk_op_dot, ops, out);
+  release_all(ops, 2);
+  return st;
+}
+
+/* ---- windows ------------------------------------------------------------------------- */
+
+static int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+static int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+/* The operand range along one dim that outputs [o0, o0 + n) read through
+ * window dim w, and the window re-based on it (padding shifted). */
+static void window_range(const hk_window_dim *w, int64_t o0, int64_t n, int64_t dim, int64_t *lo,
+                         int64_t *cnt, hk_window_dim *shadow) {
+  int64_t stride = w->stride ? w->stride : 1, bd = w->base_dilation ? w->base_dilation : 1;
+  int64_t wd = w->window_dilation ? w->window_dilation : 1;
+  int64_t size = w->size ? w->size : 1;
+  int64_t dlo = o0 * stride - w->pad_lo, dhi = (o0 + n - 1) * stride - w->pad_lo + (size - 1) * wd;
+  int64_t p0 = ceil_div(dlo, bd), p1 = floor_div(dhi, bd);
+  if (p0 < 0) p0 = 0;
+  if (p1 > dim - 1) p1 = dim - 1;
+  *lo = p0 <= p1 ? p0 : 0;
+  *cnt = p0 <= p1 ? p1 - p0 + 1 : 0;
+  *shadow = *w;
+  shadow->pad_lo = w->pad_lo - o0 * stride + *lo * bd;
+}
+
+static hk_window *shadow_window(se_ctx *x, const hk_window *w) {
+  hk_window *s = hk_alloc(x->scratch, sizeof *s);
+  hk_window_dim *d = hk_alloc(x->scratch, sizeof *d * (size_t)(w->n_dims ? w->n_dims : 1));
+  memcpy(d, w->dims, sizeof *d * (size_t)w->n_dims);
+  s->n_dims = w->n_dims;
+  s->dims = d;
+  return s;
+}
+
+static hk_status *crop(hk_value *whole, const se_box *wb, const se_box *b, hk_value **out) {
+  hk_value *v = se_value_of_box((hk_prim)whole->elem, b);
+  se_copy_box(v, b, whole, wb);
+  hk_value_release(whole);
+  *out = v;
+  return NULL;
+}
+
+hk_status *se_op_convolution(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                             const se_box *b, hk_value **out) {
+  (void)leaf;
+  const hk_attrs *at = ins->attrs;
+  if (!at || !at->conv || !at->window) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "convolution without window/dim_labels");
+  const hk_conv_dnums *dn = at->conv;
+  const hk_shape *is = ins->operands[0]->shape, *ks = ins->operands[1]->shape, *os = ins->shape;
+  int64_t G = at->feature_group_count > 0 ? at->feature_group_count : 1;
+  int64_t BG = at->batch_group_count > 0 ? at->batch_group_count : 1;
+  se_box wb = *b;   /* the result box actually computed */
+  if (G > 1 || BG > 1) {
+    wb.lo[dn->output_feature] = 0;
+    wb.n[dn->output_feature] = os->dims[dn->output_feature];
+  }
+  if (BG > 1) {
+    wb.lo[dn->output_batch] = 0;
+    wb.n[dn->output_batch] = os->dims[dn->output_batch];
+  }
+  se_box ib, kb;
+  se_box_full(&ib, is);
+  se_box_full(&kb, ks);
+  if (BG == 1) {
+    ib.lo[dn->input_batch] = wb.lo[dn->output_batch];
+    ib.n[dn->input_batch] = wb.n[dn->output_batch];
+  }
+  if (G == 1 && BG == 1) {
+    kb.lo[dn->kernel_output_feature] = wb.lo[dn->output_feature];
+    kb.n[dn->kernel_output_feature] = wb.n[dn->output_feature];
+  }
+  hk_window *win = shadow_window(x, at->window);
+  for (int s = 0; s < dn->n_spatial; s++) {
+    int64_t od = dn->output_spatial[s], id = dn->input_spatial[s];
+    window_range(&at->window->dims[s], wb.lo[od], wb.n[od], is->dims[id], &ib.lo[id], &ib.n[id],
+                 (hk_window_dim *)&win->dims[s]);
+  }
+  hk_attrs sa = *at;
+  sa.window = win;
+  hk_value *ops[2] = {0}, *res = NULL;
+  hk_status *st = se_operand(x, f, ins, 0, &ib, &ops[0]);
+  if (!st) st = se_operand(x, f, ins, 1, &kb, &ops[1]);
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)os->elem, &wb), &sa, hk_op_convolution, ops, &res);
+  release_all(ops, 2);
+  if (st) return st;
+  return crop(res, &wb, b, out);
+}
+
+/* The leaf of a (possibly tuple) result value; takes over r. */
+static hk_value *take_leaf(hk_value *r, int leaf) {
+  if (r->elem != HK_TUPLE) return r;
+  hk_value *v = hk_value_retain(r->elems[leaf]);
+  hk_value_release(r);
+  return v;
+}
+
+/* Result shape of a variadic op over box b: a tuple when ins has one. */
+static const hk_shape *variadic_shape(se_ctx *x, const hk_instr *ins, const se_box *b) {
+  if (ins->shape->elem != HK_TUPLE) return se_box_shape(x, (hk_prim)ins->shape->elem, b);
+  const hk_shape *e[16];
+  int n = ins->shape->n_tuple < 16 ? ins->shape->n_tuple : 16;
+  for (int i = 0; i < n; i++) e[i] = se_box_shape(x, (hk_prim)ins->shape->tuple[i]->elem, b);
+  return hk_shape_tuple(x->scratch, n, e);
+}
+
+hk_status *se_op_reduce_window(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                               const se_box *b, hk_value **out) {
+  int N = ins->n_operands / 2;
+  const hk_window *w = ins->attrs ? ins->attrs->window : NULL;
+  if (N < 1 || N > 8 || !w || w->n_dims != b->rank)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad reduce-window operands or window");
+  const hk_shape *is = ins->operands[0]->shape;
+  se_box ib;
+  ib.rank = is->rank;
+  hk_window *sw = shadow_window(x, w);
+  for (int d = 0; d < is->rank; d++)
+    window_range(&w->dims[d], b->lo[d], b->n[d], is->dims[d], &ib.lo[d], &ib.n[d], (hk_window_dim *)&sw->dims[d]);
+  hk_attrs sa = *ins->attrs;
+  sa.window = sw;
+  hk_value *ops[16] = {0}, *res = NULL;
+  se_box scalar = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < 2 * N && !st; k++) st = se_operand(x, f, ins, k, k < N ? &ib : &scalar, &ops[k]);
+  if (!st) st = run_shadow(x, ins, variadic_shape(x, ins, b), &sa, hk_op_reduce_window, ops, &res);
+  release_all(ops, 2 * N);
+  if (st) return st;
+  *out = take_leaf(res, leaf);
+  return NULL;
+}
+
+/* ---- reduce and sort ------------------------------------------------------------------ */
+
+hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                        hk_value **out) {
+  int N = ins->n_operands / 2;
+  if (N < 1 || N > 8) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad reduce operands");
+  const hk_shape *is = ins->operands[0]->shape;
+  se_box ib;
+  ib.rank = is->rank;
+  int kept = 0;
+  for (int d = 0; d < is->rank; d++) {
+    bool reduced = false;
+    for (int i = 0; i < ins->n_dims; i++) reduced |= ins->dims[i] == d;
+    ib.lo[d] = reduced ? 0 : b->lo[kept];
+    ib.n[d] = reduced ? is->dims[d] : b->n[kept];
+    kept += !reduced;
+  }
+  if (kept != b->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "reduce dimensions do not match the result");
+  hk_value *ops[16] = {0}, *res = NULL;
+  se_box scalar = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < 2 * N && !st; k++) st = se_operand(x, f, ins, k, k < N ? &ib : &scalar, &ops[k]);
+  if (!st) st = run_shadow(x, ins, variadic_shape(x, ins, b), NULL, hk_op_reduce, ops, &res);
+  release_all(ops, 2 * N);
+  if (st) return st;
+  *out = take_leaf(res, leaf);
+  return NULL;
+}
+
+hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                      hk_value **out) {
+  int N = ins->n_operands;
+  if (N < 1 || N > 16 || ins->n_dims != 1 || ins->dims[0] < 0 || ins->dims[0] >= b->rank)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad sort operands or dimension");
+  int dim = (int)ins->dims[0];
+  se_box sb = *b;
+  sb.lo[dim] = 0;
+  sb.n[dim] = ins->operands[0]->shape->dims[dim];
+  hk_value *ops[16] = {0}, *res = NULL;
+  hk_status *st = NULL;
+  for (int k = 0; k < N && !st; k++) st = se_operand(x, f, ins, k, &sb, &ops[k]);
+  if (!st) st = run_shadow(x, ins, variadic_shape(x, ins, &sb), NULL, hk_op_sort, ops, &res);
+  release_all(ops, N);
+  if (st) return st;
+  return crop(take_leaf(res, leaf), &sb, b, out);
+}

@@ -1,0 +1,557 @@
+/* gather_scatter.c - GSPMD partitioning of gather and scatter.  Two
+ * families, chosen by the gather/scatter_partition_method option and by
+ * how many tiles each keeps:
+ *   operand-driven: the operand keeps its partitions on passthrough dims
+ *     (whole windows), explicit batch dims and trivially sliced dims (size-1
+ *     windows: indices shifted by the shard offset and masked, then an
+ *     all-reduce for gather); indices and updates follow on the paired dims;
+ *   index-driven: the indices keep their partitions on batch dims (index
+ *     passthrough and explicit batch), the operand follows on its paired
+ *     batch dims and is otherwise replicated; a scatter combines the
+ *     partitions' updates with an all-reduce of its (associative) combiner.
+ * Anything else goes through the replicate fallback. */
+#include <math.h>
+
+#include "spmd_internal.h"
+
+/* Dimension correspondences.  "out" is the gather's result or the
+ * scatter's updates; a window dim of out copies an operand dim, a batch dim
+ * of out follows an indices dim. */
+typedef struct gs_dims {
+  int op_rank, idx_rank, out_rank;
+  int64_t ivd;                              /* index_vector_dim */
+  int64_t window[HK_MAX_RANK];              /* operand dim -> window size */
+  int64_t out_of_operand[HK_MAX_RANK];      /* operand dim -> out window dim or -1 */
+  int64_t out_of_index[HK_MAX_RANK + 1];    /* indices dim -> out batch dim or -1 */
+  int64_t index_of_batch[HK_MAX_RANK];      /* operand batching dim -> indices dim or -1 */
+  hk_i64s index_map;                        /* component k -> operand dim */
+} gs_dims;
+
+static bool in_list(hk_i64s l, int64_t x) {
+  for (int i = 0; i < l.n; i++)
+    if (l.v[i] == x) return true;
+  return false;
+}
+
+static void map_batch_dims(gs_dims *g, const hk_shape *out, hk_i64s window_dims) {
+  int64_t o = 0;
+  for (int j = 0; j < g->idx_rank; j++) {
+    g->out_of_index[j] = -1;
+    if (j == g->ivd) continue;
+    while (o < out->rank && in_list(window_dims, o)) o++;
+    g->out_of_index[j] = o++;
+  }
+}
+
+static void map_window_dims(gs_dims *g, hk_i64s dropped, hk_i64s batching, hk_i64s window_dims) {
+  int k = 0;
+  for (int d = 0; d < g->op_rank; d++) {
+    g->out_of_operand[d] = -1;
+    g->index_of_batch[d] = -1;
+    if (!in_list(dropped, d) && !in_list(batching, d) && k < window_dims.n)
+      g->out_of_operand[d] = window_dims.v[k++];
+  }
+}
+
+static bool gather_dims(const hk_instr *g_, gs_dims *g) {
+  const hk_attrs *a = g_->attrs;
+  if (!a || !a->gather || g_->n_operands != 2) return false;
+  const hk_gather_dnums *dn = a->gather;
+  const hk_shape *op = g_->operands[0]->shape, *idx = g_->operands[1]->shape;
+  g->op_rank = op->rank;
+  g->idx_rank = idx->rank;
+  g->out_rank = g_->shape->rank;
+  g->ivd = dn->index_vector_dim;
+  if (a->gather_slice_sizes.n != op->rank) return false;
+  map_window_dims(g, dn->collapsed_slice_dims, dn->operand_batching_dims, dn->offset_dims);
+  for (int d = 0; d < op->rank; d++) g->window[d] = a->gather_slice_sizes.v[d];
+  for (int i = 0; i < dn->operand_batching_dims.n; i++)
+    g->index_of_batch[dn->operand_batching_dims.v[i]] = dn->start_indices_batching_dims.v[i];
+  map_batch_dims(g, g_->shape, dn->offset_dims);
+  g->index_map = dn->start_index_map;
+  return true;
+}
+
+static bool scatter_dims(const hk_instr *s, gs_dims *g) {
+  const hk_attrs *a = s->attrs;
+  int n = (s->n_operands - 1) / 2;
+  if (!a || !a->scatter || n < 1 || s->n_operands != 2 * n + 1) return false;
+  const hk_scatter_dnums *dn = a->scatter;
+  const hk_shape *op = s->operands[0]->shape, *idx = s->operands[n]->shape,
+                 *upd = s->operands[n + 1]->shape;
+  g->op_rank = op->rank;
+  g->idx_rank = idx->rank;
+  g->out_rank = upd->rank;
+  g->ivd = dn->index_vector_dim;
+  map_window_dims(g, dn->inserted_window_dims, dn->input_batching_dims, dn->update_window_dims);
+  for (int d = 0; d < op->rank; d++)
+    g->window[d] = g->out_of_operand[d] >= 0 ? upd->dims[g->out_of_operand[d]] : 1;
+  for (int i = 0; i < dn->input_batching_dims.n; i++)
+    g->index_of_batch[dn->input_batching_dims.v[i]] = dn->scatter_indices_batching_dims.v[i];
+  map_batch_dims(g, upd, dn->update_window_dims);
+  g->index_map = dn->scatter_dims_to_operand_dims;
+  return true;
+}
+
+static bool plain_tiled(const hk_sharding *s) {
+  return s && s->kind == HK_SHARDING_TILED && hk_sharding_is_tiled(s) && !spmd_is_subgroup_manual(s);
+}
+
+/* ---- the two plans ---------------------------------------------------------- */
+
+typedef struct gs_plan {
+  bool operand_driven;
+  const hk_sharding *op_s, *idx_s, *out_s;   /* targets */
+  int64_t tiles;                             /* partitions kept */
+  int n_trivial;                             /* operand dims sliced to size 1 (operand-driven) */
+  int64_t trivial[HK_MAX_RANK];
+  int n_idx_batch;                           /* index passthrough dims (index-driven) */
+  int64_t idx_batch[HK_MAX_RANK];
+  int64_t passthrough[HK_MAX_RANK];          /* operand dims whose window is whole and sharded */
+  int n_passthrough;
+} gs_plan;
+
+/* A sharding of rank n_new whose data dim i takes src's tile dim src_of[i]
+ * (-1: unpartitioned); all other tile dims of src become replication. */
+static const hk_sharding *derive(hk_module *m, const hk_sharding *src, int n_new,
+                                 const int64_t *src_of) {
+  if (!src || src->kind != HK_SHARDING_TILED) return hk_sharding_replicated(m);
+  int sizes[HK_MAX_RANK + 1], buf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
+  const int *groups[HK_MAX_RANK + 1];
+  bool used[HK_MAX_RANK + 1] = {false};
+  for (int i = 0; i <= n_new; i++) {
+    sizes[i] = 0;
+    groups[i] = buf[i];
+  }
+  for (int i = 0; i < n_new; i++)
+    if (src_of[i] >= 0) {
+      buf[i][sizes[i]++] = (int)src_of[i];
+      used[src_of[i]] = true;
+    }
+  for (int t = 0; t < src->n_tile_dims; t++)
+    if (!used[t]) buf[n_new][sizes[n_new]++] = t;
+  return spmd_regroup(m, src, n_new + 1, sizes, groups, true);
+}
+
+static int64_t kept_tiles(const hk_sharding *s, int n, const int64_t *dims) {
+  int64_t t = 1;
+  for (int i = 0; i < n; i++) t *= hk_sharding_dim_partitions(s, (int)dims[i]);
+  return t;
+}
+
+static bool is_index_batch_dim(const gs_dims *g, int64_t j) {
+  for (int d = 0; d < g->op_rank; d++)
+    if (g->index_of_batch[d] == j) return true;
+  return false;
+}
+
+/* The operand keeps passthrough, explicit batch and trivially sliced dims. */
+static bool plan_operand_driven(spmd_visitor *v, const gs_dims *g, const hk_shape *op,
+                                const hk_sharding *so, gs_plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  pl->operand_driven = true;
+  if (!plain_tiled(so)) return false;
+  int64_t keep[HK_MAX_RANK];
+  int nk = 0;
+  for (int d = 0; d < g->op_rank; d++) {
+    if (hk_sharding_dim_partitions(so, d) == 1) continue;
+    if (g->out_of_operand[d] >= 0 && g->window[d] == op->dims[d]) {
+      pl->passthrough[pl->n_passthrough++] = d;
+      keep[nk++] = d;
+    } else if (g->index_of_batch[d] >= 0) {
+      keep[nk++] = d;
+    } else if (g->window[d] == 1 && in_list(g->index_map, d)) {
+      pl->trivial[pl->n_trivial++] = d;
+      keep[nk++] = d;
+    }
+  }
+  if (!nk) return false;
+  pl->op_s = hk_sharding_replicate_all_except(v->m, so, nk, keep);
+  if (!plain_tiled(pl->op_s)) return false;
+  pl->tiles = kept_tiles(pl->op_s, nk, keep);
+  int64_t idx_of[HK_MAX_RANK + 1], out_of[HK_MAX_RANK];
+  for (int j = 0; j < g->idx_rank; j++) idx_of[j] = -1;
+  for (int o = 0; o < g->out_rank; o++) out_of[o] = -1;
+  for (int d = 0; d < g->op_rank; d++) {
+    if (hk_sharding_dim_partitions(pl->op_s, d) == 1) continue;
+    if (g->index_of_batch[d] >= 0) {
+      idx_of[g->index_of_batch[d]] = d;
+      out_of[g->out_of_index[g->index_of_batch[d]]] = d;
+    } else if (g->out_of_operand[d] >= 0 && g->window[d] == op->dims[d]) {
+      out_of[g->out_of_operand[d]] = d;
+    }
+  }
+  pl->idx_s = derive(v->m, pl->op_s, g->idx_rank, idx_of);
+  pl->out_s = derive(v->m, pl->op_s, g->out_rank, out_of);
+  return true;
+}
+
+/* The indices keep their batch dims (index passthrough, explicit batch). */
+static bool plan_index_driven(spmd_visitor *v, const gs_dims *g, const hk_sharding *si,
+                              gs_plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  if (!plain_tiled(si)) return false;
+  int64_t keep[HK_MAX_RANK];
+  int nk = 0;
+  for (int j = 0; j < g->idx_rank; j++) {
+    if (j == g->ivd || hk_sharding_dim_partitions(si, j) == 1) continue;
+    keep[nk++] = j;
+    if (!is_index_batch_dim(g, j)) pl->idx_batch[pl->n_idx_batch++] = j;
+  }
+  if (!nk) return false;
+  pl->idx_s = hk_sharding_replicate_all_except(v->m, si, nk, keep);
+  if (!plain_tiled(pl->idx_s)) return false;
+  pl->tiles = kept_tiles(pl->idx_s, nk, keep);
+  int64_t op_of[HK_MAX_RANK], out_of[HK_MAX_RANK];
+  for (int d = 0; d < g->op_rank; d++) {
+    int64_t j = g->index_of_batch[d];
+    op_of[d] = j >= 0 && hk_sharding_dim_partitions(pl->idx_s, (int)j) > 1 ? j : -1;
+  }
+  for (int o = 0; o < g->out_rank; o++) out_of[o] = -1;
+  for (int j = 0; j < g->idx_rank; j++)
+    if (j != g->ivd && hk_sharding_dim_partitions(pl->idx_s, j) > 1) out_of[g->out_of_index[j]] = j;
+  pl->op_s = derive(v->m, pl->idx_s, g->op_rank, op_of);
+  pl->out_s = derive(v->m, pl->idx_s, g->out_rank, out_of);
+  return true;
+}
+
+/* Picks a plan: the method option first, then the one keeping more tiles
+ * (operand-driven on a tie, unless a gather would need masking). */
+static const gs_plan *choose(hk_spmd_gs_method method, bool op_ok, const gs_plan *op,
+                             bool idx_ok, const gs_plan *idx, bool masking_costs) {
+  if (!op_ok) return idx_ok ? idx : NULL;
+  if (!idx_ok) return op;
+  if (method == HK_SPMD_GS_INDEX_PASSTHROUGH) return idx;
+  if (method == HK_SPMD_GS_OPERAND_PASSTHROUGH || method == HK_SPMD_GS_TRIVIAL_SLICED_OPERAND)
+    return op;
+  if (op->tiles != idx->tiles) return op->tiles > idx->tiles ? op : idx;
+  return op->n_trivial && masking_costs ? idx : op;
+}
+
+/* ---- shared builders --------------------------------------------------------- */
+
+static hk_status *operand_as(spmd_visitor *v, const hk_instr *orig, int k, const hk_sharding *s,
+                             hk_instr **out) {
+  spmd_value *val = spmd_lookup(v, orig->operands[k]);
+  if (!val) return hk_error(HK_INTERNAL, "operand %d of '%s' not partitioned", k, orig->name);
+  return spmd_reshard(v, val, s, out);
+}
+
+static hk_instr *new_op(spmd_visitor *v, hk_opcode op, const hk_shape *s, int n, hk_instr **ops) {
+  return hk_instr_new(v->comp, op, s, n, ops, NULL);
+}
+
+static hk_instr *compare(spmd_visitor *v, hk_instr *a, hk_instr *b, hk_cmp_dir dir) {
+  hk_instr *ops[2] = {a, b};
+  hk_instr *c = new_op(v, HK_OP_COMPARE, hk_shape_with_elem(v->m, a->shape, HK_PRED), 2, ops);
+  hk_instr_attrs(c)->cmp_dir = (uint8_t)dir;
+  return c;
+}
+
+static hk_instr *binary(spmd_visitor *v, hk_opcode op, hk_instr *a, hk_instr *b) {
+  hk_instr *ops[2] = {a, b};
+  return new_op(v, op, a->shape, 2, ops);
+}
+
+/* A per-component vector (one value per index component) broadcast over
+ * the indices' shape along the index vector dim. */
+static hk_instr *per_component(spmd_visitor *v, const gs_dims *g, hk_instr *vec,
+                               const hk_shape *idx_shape) {
+  hk_instr *b = hk_instr_new(v->comp, HK_OP_BROADCAST, idx_shape, 1, &vec, NULL);
+  if (vec->shape->rank == 1) hk_instr_set_dims(b, 1, &g->ivd);
+  return b;
+}
+
+static int64_t n_components(const gs_dims *g, const hk_shape *idx) {
+  return g->ivd < g->idx_rank ? idx->dims[g->ivd] : 1;
+}
+
+/* A constant vector of the components' values (rank 1, or a scalar when
+ * the index vector dim is implicit). */
+static hk_instr *component_constant(spmd_visitor *v, const gs_dims *g, hk_prim t, int64_t k,
+                                    const int64_t *vals) {
+  const hk_shape *s = g->ivd < g->idx_rank ? hk_shape_array(v->m, t, 1, &k) : hk_shape_scalar(v->m, t);
+  hk_literal *l = hk_literal_new(v->m, s);
+  for (int64_t i = 0; i < k; i++) hk_literal_set_i64(l, i, vals[i]);
+  hk_instr *c = hk_instr_new(v->comp, HK_OP_CONSTANT, s, 0, NULL, NULL);
+  hk_instr_attrs(c)->literal = l;
+  return c;
+}
+
+/* This partition's shard offsets per component (0 for components not on a
+ * trivially sliced dim): a table indexed by partition-id. */
+static hk_instr *component_offsets(spmd_visitor *v, const gs_dims *g, const gs_plan *pl, hk_prim t,
+                                   int64_t k, const hk_shape *op_shape) {
+  int64_t np = v->p->num_partitions, dims[2] = {np, k};
+  const hk_shape *ts = hk_shape_array(v->m, t, 2, dims);
+  hk_literal *l = hk_literal_new(v->m, ts);
+  int64_t off[HK_MAX_RANK];
+  for (int64_t dev = 0; dev < np; dev++) {
+    if (!hk_sharding_tile_offset(pl->op_s, op_shape, dev, off)) continue;
+    for (int64_t c = 0; c < k; c++) {
+      int64_t d = g->index_map.v[c];
+      bool trivial = false;
+      for (int i = 0; i < pl->n_trivial; i++) trivial = trivial || pl->trivial[i] == d;
+      hk_literal_set_i64(l, dev * k + c, trivial ? off[d] : 0);
+    }
+  }
+  hk_instr *table = hk_instr_new(v->comp, HK_OP_CONSTANT, ts, 0, NULL, NULL);
+  hk_instr_attrs(table)->literal = l;
+  hk_instr *ops[3] = {table, spmd_partition_id(v), hk_build_constant_i64(v->comp, NULL, HK_U32, 0)};
+  int64_t one_k[2] = {1, k};
+  hk_instr *ds = new_op(v, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, t, 2, one_k), 3, ops);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = 2;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, one_k, sizeof one_k);
+  const hk_shape *vs = g->ivd < g->idx_rank ? hk_shape_array(v->m, t, 1, &k) : hk_shape_scalar(v->m, t);
+  return new_op(v, HK_OP_RESHAPE, vs, 1, &ds);
+}
+
+static bool is_trivial_dim(const gs_plan *pl, int64_t d) {
+  for (int i = 0; i < pl->n_trivial; i++)
+    if (pl->trivial[i] == d) return true;
+  return false;
+}
+
+/* Indices in a signed type the arithmetic below can use. */
+static hk_instr *signed_indices(spmd_visitor *v, hk_instr *idx) {
+  hk_prim t = (hk_prim)idx->shape->elem;
+  if (t == HK_S32 || t == HK_S64) return idx;
+  hk_prim to = hk_prim_bits(t) > 31 ? HK_S64 : HK_S32;
+  return new_op(v, HK_OP_CONVERT, hk_shape_with_elem(v->m, idx->shape, to), 1, &idx);
+}
+
+typedef struct shifted_indices {
+  hk_instr *idx;     /* local indices */
+  hk_instr *valid;   /* gather only: pred of the index batch shape, or NULL */
+} shifted_indices;
+
+/* Indices into the local shard of the trivially sliced dims.  Gather: the
+ * global clamp first, then the shift, and a mask of the rows this shard
+ * holds.  Scatter: the shift, with globally out-of-bounds rows sent to -1
+ * so the local scatter skips them as the global one does. */
+static shifted_indices shift_indices(spmd_visitor *v, const gs_dims *g, const gs_plan *pl,
+                                     hk_instr *idx, const hk_shape *op_shape, bool gather) {
+  idx = signed_indices(v, idx);
+  hk_prim t = (hk_prim)idx->shape->elem;
+  int64_t k = n_components(g, idx->shape);
+  int64_t big = t == HK_S32 ? INT32_MAX : INT64_MAX;
+  int64_t *hi = malloc(sizeof(int64_t) * (size_t)(2 * k + 1));
+  if (!hi) abort();
+  int64_t *lim = hi + k;
+  const hk_shape *ls = spmd_local_shape(v, pl->op_s, op_shape);
+  for (int64_t c = 0; c < k; c++) {
+    int64_t d = g->index_map.v[c];
+    bool tr = is_trivial_dim(pl, d);
+    hi[c] = tr ? op_shape->dims[d] - 1 : big;
+    lim[c] = tr ? ls->dims[d] : big;
+  }
+  hk_instr *zero = per_component(v, g, hk_build_constant_i64(v->comp, NULL, t, 0), idx->shape);
+  hk_instr *hiv = per_component(v, g, component_constant(v, g, t, k, hi), idx->shape);
+  hk_instr *offv = per_component(v, g, component_offsets(v, g, pl, t, k, op_shape), idx->shape);
+  shifted_indices r = {NULL, NULL};
+  if (gather) {
+    hk_instr *ops[3] = {zero, idx, hiv};
+    hk_instr *cl = new_op(v, HK_OP_CLAMP, idx->shape, 3, ops);
+    r.idx = binary(v, HK_OP_SUBTRACT, cl, offv);
+    hk_instr *limv = per_component(v, g, component_constant(v, g, t, k, lim), idx->shape);
+    hk_instr *ok = binary(v, HK_OP_AND, compare(v, r.idx, zero, HK_CMP_GE),
+                          compare(v, r.idx, limv, HK_CMP_LT));
+    r.valid = ok;
+    if (g->ivd < g->idx_rank) {
+      hk_instr *ops2[2] = {ok, hk_build_constant_i64(v->comp, NULL, HK_PRED, 1)};
+      int64_t bd[HK_MAX_RANK];
+      int nb = 0;
+      for (int j = 0; j < g->idx_rank; j++)
+        if (j != g->ivd) bd[nb++] = idx->shape->dims[j];
+      hk_instr *red = new_op(v, HK_OP_REDUCE, hk_shape_array(v->m, HK_PRED, nb, bd), 2, ops2);
+      hk_instr_set_dims(red, 1, &g->ivd);
+      hk_computation *and_ = spmd_reducer(v->m, HK_PRED, HK_OP_AND);
+      hk_instr_set_called(red, 1, &and_);
+      r.valid = red;
+    }
+  } else {
+    hk_instr *ok = binary(v, HK_OP_AND, compare(v, idx, zero, HK_CMP_GE),
+                          compare(v, idx, hiv, HK_CMP_LE));
+    hk_instr *minus1 = per_component(v, g, hk_build_constant_i64(v->comp, NULL, t, -1), idx->shape);
+    hk_instr *ops[3] = {ok, binary(v, HK_OP_SUBTRACT, idx, offv), minus1};
+    r.idx = new_op(v, HK_OP_SELECT, idx->shape, 3, ops);
+  }
+  free(hi);
+  return r;
+}
+
+static hk_status *all_reduce_over(spmd_visitor *v, hk_instr **h, const hk_sharding *s, int n,
+                                  const int64_t *dims, hk_opcode op) {
+  int64_t n_groups, gsize;
+  int64_t *groups = spmd_groups(v, s, n, dims, &n_groups, &gsize);
+  if (gsize < 1) {
+    free(groups);
+    return hk_error(HK_INTERNAL, "no partition groups for an all-reduce");
+  }
+  hk_prim e = (hk_prim)(*h)->shape->elem;
+  hk_computation *red = spmd_reducer(v->m, e, op);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  *h = c->all_reduce(c->state, v->comp, *h, red, n_groups, gsize, groups, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(groups);
+  return NULL;
+}
+
+/* ---- gather ------------------------------------------------------------------ */
+
+static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dims *g,
+                                   const gs_plan *pl) {
+  const hk_shape *op_shape = orig->operands[0]->shape;
+  hk_instr *ops[2];
+  HK_TRY(operand_as(v, orig, 0, pl->op_s, &ops[0]));
+  HK_TRY(operand_as(v, orig, 1, pl->idx_s, &ops[1]));
+  shifted_indices si = {ops[1], NULL};
+  if (pl->n_trivial) si = shift_indices(v, g, pl, ops[1], op_shape, true);
+  ops[1] = si.idx;
+  const hk_shape *ls = spmd_local_shape(v, pl->out_s, orig->shape);
+  hk_instr *h = hk_instr_clone(v->comp, orig, ls, 2, ops, NULL);
+  h->sharding = NULL;
+  hk_attrs *a = h->attrs;
+  int64_t *sizes = hk_memdup(v->m, a->gather_slice_sizes.v, sizeof(int64_t) * (size_t)g->op_rank);
+  for (int i = 0; i < pl->n_passthrough; i++) {
+    int64_t d = pl->passthrough[i];
+    sizes[d] = ops[0]->shape->dims[d];
+  }
+  a->gather_slice_sizes.v = sizes;
+  if (pl->n_trivial) {
+    int64_t bd[HK_MAX_RANK];
+    int nb = 0;
+    for (int j = 0; j < g->idx_rank; j++)
+      if (j != g->ivd) bd[nb++] = g->out_of_index[j];
+    hk_instr *mask = hk_instr_new(v->comp, HK_OP_BROADCAST, hk_shape_with_elem(v->m, ls, HK_PRED),
+                                  1, &si.valid, NULL);
+    hk_instr_set_dims(mask, nb, bd);
+    hk_instr *sel[3] = {mask, h, spmd_zeros(v, ls)};
+    h = new_op(v, HK_OP_SELECT, ls, 3, sel);
+    HK_TRY(all_reduce_over(v, &h, pl->op_s, pl->n_trivial, pl->trivial,
+                           ls->elem == HK_PRED ? HK_OP_OR : HK_OP_ADD));
+  }
+  spmd_set(v, orig, h, pl->out_s);
+  return NULL;
+}
+
+hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
+  gs_dims g;
+  if (hk_shape_is_tuple(orig->shape) || !gather_dims(orig, &g)) return spmd_handle_fallback(v, orig);
+  spmd_value *ov = spmd_lookup(v, orig->operands[0]), *iv = spmd_lookup(v, orig->operands[1]);
+  if (!ov || !iv) return hk_error(HK_INTERNAL, "operands of '%s' not partitioned", orig->name);
+  gs_plan op_plan, idx_plan;
+  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, ov->sharding, &op_plan);
+  bool idx_ok = plan_index_driven(v, &g, iv->sharding, &idx_plan);
+  const gs_plan *pl =
+      choose(v->p->options.gather_partition_method, op_ok, &op_plan, idx_ok, &idx_plan, true);
+  if (!pl) return spmd_handle_fallback(v, orig);
+  return gather_with_plan(v, orig, &g, pl);
+}
+
+/* ---- scatter ------------------------------------------------------------------ */
+
+/* The combiner's op when it is op(param0, param1) for an associative,
+ * commutative op with an identity; HK_OPCODE_COUNT otherwise. */
+static hk_opcode scatter_combiner(const hk_instr *orig) {
+  if (orig->n_called != 1) return HK_OPCODE_COUNT;
+  const hk_instr *r = orig->called[0]->root;
+  if (!r || r->n_operands != 2 || r->operands[0]->opcode != HK_OP_PARAMETER ||
+      r->operands[1]->opcode != HK_OP_PARAMETER || r->operands[0] == r->operands[1])
+    return HK_OPCODE_COUNT;
+  switch ((hk_opcode)r->opcode) {
+    case HK_OP_ADD:
+    case HK_OP_MULTIPLY:
+    case HK_OP_MAXIMUM:
+    case HK_OP_MINIMUM:
+    case HK_OP_OR:
+    case HK_OP_AND:
+      return (hk_opcode)r->opcode;
+    default:
+      return HK_OPCODE_COUNT;
+  }
+}
+
+/* The identity of op for element type t, as a scalar constant. */
+static hk_instr *identity_of(spmd_visitor *v, hk_opcode op, hk_prim t) {
+  bool hi = op == HK_OP_MINIMUM, lo = op == HK_OP_MAXIMUM;
+  if ((op == HK_OP_MULTIPLY || op == HK_OP_AND) || (t == HK_PRED && hi))
+    return hk_build_constant_i64(v->comp, NULL, t, 1);
+  if (!hi && !lo) return hk_build_constant_i64(v->comp, NULL, t, 0);
+  if (hk_prim_is_float(t)) return hk_build_constant_f64(v->comp, NULL, t, hi ? INFINITY : -INFINITY);
+  int bits = hk_prim_bits(t);
+  if (hk_prim_is_unsigned_int(t))
+    return hk_build_constant_i64(v->comp, NULL, t, lo ? 0 : (bits >= 64 ? -1 : (int64_t)((1ULL << bits) - 1)));
+  if (t == HK_PRED) return hk_build_constant_i64(v->comp, NULL, t, 0);
+  int64_t mx = bits >= 64 ? INT64_MAX : (int64_t)((1ULL << (bits - 1)) - 1);
+  return hk_build_constant_i64(v->comp, NULL, t, hi ? mx : -mx - 1);
+}
+
+static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dims *g,
+                                    const gs_plan *pl, hk_opcode combiner) {
+  int n = (orig->n_operands - 1) / 2;
+  const hk_shape *op_shape = orig->operands[0]->shape;
+  hk_instr **ops = calloc((size_t)(2 * n + 1), sizeof(hk_instr *));
+  const hk_shape **ls = calloc((size_t)n + 1, sizeof(hk_shape *));
+  const hk_sharding **es = calloc((size_t)n + 1, sizeof(hk_sharding *));
+  if (!ops || !ls || !es) abort();
+  hk_status *st = NULL;
+  for (int k = 0; k < 2 * n + 1 && !st; k++) {
+    const hk_sharding *t = k < n ? pl->op_s : k == n ? pl->idx_s : pl->out_s;
+    st = operand_as(v, orig, k, t, &ops[k]);
+  }
+  if (!st) {
+    if (pl->n_trivial) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
+    bool combine = !pl->operand_driven && pl->n_idx_batch > 0;
+    hk_instr *base = ops[0];
+    if (combine) ops[0] = hk_build_broadcast_scalar(v->comp, NULL,
+                                                    identity_of(v, combiner, (hk_prim)base->shape->elem),
+                                                    base->shape);
+    for (int k = 0; k < n; k++) {
+      ls[k] = ops[k]->shape;
+      es[k] = pl->op_s;
+    }
+    const hk_shape *shape = n == 1 ? ls[0] : hk_shape_tuple(v->m, n, ls);
+    hk_instr *h = hk_instr_clone(v->comp, orig, shape, 2 * n + 1, ops, NULL);
+    h->sharding = NULL;
+    if (combine) {
+      st = all_reduce_over(v, &h, pl->idx_s, pl->n_idx_batch, pl->idx_batch, combiner);
+      if (!st) h = binary(v, combiner, base, h);
+    }
+    if (!st) spmd_set(v, orig, h, n == 1 ? pl->op_s : hk_sharding_tuple(v->m, n, es));
+  }
+  free(ops);
+  free(ls);
+  free(es);
+  return st;
+}
+
+static const hk_sharding *first_element(const hk_sharding *s) {
+  if (s && s->kind == HK_SHARDING_TUPLE) return s->n_elems ? s->elems[0] : NULL;
+  return s;
+}
+
+hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
+  gs_dims g;
+  if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
+  int n = (orig->n_operands - 1) / 2;
+  spmd_value *ov = spmd_lookup(v, orig->operands[0]), *iv = spmd_lookup(v, orig->operands[n]);
+  if (!ov || !iv) return hk_error(HK_INTERNAL, "operands of '%s' not partitioned", orig->name);
+  for (int k = 1; k < n; k++) {
+    spmd_value *o = spmd_lookup(v, orig->operands[k]);
+    if (!o || !hk_sharding_equivalent(first_element(o->sharding), first_element(ov->sharding)))
+      return spmd_handle_fallback(v, orig);
+  }
+  hk_opcode combiner = scatter_combiner(orig);
+  gs_plan op_plan, idx_plan;
+  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, first_element(ov->sharding),
+                                   &op_plan);
+  /* The index-driven plan needs a combiner when partitions' updates meet. */
+  bool idx_ok = n == 1 && plan_index_driven(v, &g, iv->sharding, &idx_plan) &&
+                (idx_plan.n_idx_batch == 0 || combiner != HK_OPCODE_COUNT);
+  const gs_plan *pl = choose(v->p->options.scatter_partition_method, op_ok, &op_plan, idx_ok,
+                             &idx_plan, false);
+  if (!pl) return spmd_handle_fallback(v, orig);
+  return scatter_with_plan(v, orig, &g, pl, combiner);
+}
