@@ -74,7 +74,7 @@ static inline hk_module *spmd_check_partition(hk_registry *reg, const char *text
   return p;
 }
 
-/* Root shape of m's entry as text, e.g. "f32[3,5]" (layout left out). */
+/* True when m's entry root has exactly these dims. */
 static inline bool spmd_check_root_dims(const hk_module *m, int rank, const int64_t *dims) {
   const hk_shape *s = m->entry->root->shape;
   if (s->rank != rank) return false;

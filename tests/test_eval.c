@@ -501,6 +501,57 @@ START_TEST(test_sort_stable_multi_operand) {
 }
 END_TEST
 
+/* Comparators, map bodies and select-and-scatter selectors run as compiled
+ * scalar programs: convert, bitcast-convert, unsigned arithmetic, select,
+ * clamp and constants must give the evaluator's elementwise answers. */
+START_TEST(test_scalar_programs) {
+  /* TopK's comparator: descending by the float's bits, so 0 sorts above -0 */
+  const char *mod =
+      "HloModule m\n"
+      "gt {\n a = bf16[] parameter(0)\n b = bf16[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+      " fa = f32[] convert(a)\n ba = s32[] bitcast-convert(fa)\n z = s32[] constant(0)\n"
+      " na = pred[] compare(ba, z), direction=LT\n m = u32[] constant(2147483647)\n"
+      " ua = u32[] bitcast-convert(fa)\n sa = u32[] subtract(m, ua)\n ka0 = s32[] bitcast-convert(sa)\n"
+      " ka = s32[] select(na, ka0, ba)\n"
+      " fb = f32[] convert(b)\n bb = s32[] bitcast-convert(fb)\n nb = pred[] compare(bb, z), direction=LT\n"
+      " ub = u32[] bitcast-convert(fb)\n sb = u32[] subtract(m, ub)\n kb0 = s32[] bitcast-convert(sb)\n"
+      " kb = s32[] select(nb, kb0, bb)\n ROOT r = pred[] compare(ka, kb), direction=GT\n}\n"
+      "ENTRY e {\n k = bf16[6] constant({0.5, -1, 2, -0, 0, 3})\n v = s32[6] iota(), iota_dimension=0\n"
+      " ROOT s = (bf16[6], s32[6]) sort(k, v), dimensions={0}, is_stable=true, to_apply=gt\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_vals(r->elems[0], 6, (double[]){3, 2, 0.5, 0, 0, -1});
+  expect_ints(r->elems[1], 6, (int64_t[]){5, 2, 0, 4, 3, 1});
+  hk_value_release(r);
+  /* map: clamp(-2, x * 3, 5) for x < 0, else x - 1, in s8 (wrapping) */
+  const char *mod2 =
+      "HloModule m\n"
+      "f {\n x = s8[] parameter(0)\n z = s8[] constant(0)\n lo = s8[] constant(-2)\n hi = s8[] constant(5)\n"
+      " t = s8[] constant(3)\n one = s8[] constant(1)\n neg = pred[] compare(x, z), direction=LT\n"
+      " x3 = s8[] multiply(x, t)\n c = s8[] clamp(lo, x3, hi)\n d = s8[] subtract(x, one)\n"
+      " ROOT r = s8[] select(neg, c, d)\n}\n"
+      "ENTRY e {\n k = s8[5] constant({-100, -1, 0, 7, -128})\n"
+      " ROOT m = s8[5] map(k), dimensions={0}, to_apply=f\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  /* -100*3 wraps to -44 -> -2; -1*3 = -3 -> -2; 0 -> -1; 7 -> 6; -128*3 wraps to -128 -> -2 */
+  expect_ints(r, 5, (int64_t[]){-2, -2, -1, 6, -2});
+  hk_value_release(r);
+  /* a variadic reducer with a tuple root: (max, index of the max, first on ties) */
+  const char *mod3 =
+      "HloModule m\n"
+      "amax {\n v0 = f32[] parameter(0)\n i0 = s32[] parameter(1)\n v1 = f32[] parameter(2)\n i1 = s32[] parameter(3)\n"
+      " gt = pred[] compare(v1, v0), direction=GT\n eq = pred[] compare(v1, v0), direction=EQ\n"
+      " lt = pred[] compare(i1, i0), direction=LT\n tie = pred[] and(eq, lt)\n take = pred[] or(gt, tie)\n"
+      " v = f32[] select(take, v1, v0)\n i = s32[] select(take, i1, i0)\n ROOT t = (f32[], s32[]) tuple(v, i)\n}\n"
+      "ENTRY e {\n x = f32[2,4] constant({{1, 7, 7, 2}, {-3, -1, -2, -1}})\n n = s32[2,4] iota(), iota_dimension=1\n"
+      " a = f32[] constant(-inf)\n b = s32[] constant(-1)\n"
+      " ROOT r = (f32[2], s32[2]) reduce(x, n, a, b), dimensions={1}, to_apply=amax\n}\n";
+  r = eval_n(mod3, 0, NULL);
+  expect_vals(r->elems[0], 2, (double[]){7, -1});
+  expect_ints(r->elems[1], 2, (int64_t[]){1, 1});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -587,6 +638,46 @@ START_TEST(test_identity_custom_calls_and_rng_determinism) {
 }
 END_TEST
 
+/* Unknown custom calls as opaque pure functions (opt-in): the same operands
+ * give the same bits, other operands or another target other bits. */
+static hk_value *opaque_eval(const char *target, const char *operand) {
+  char mod[512];
+  snprintf(mod, sizeof mod,
+           "HloModule m\nENTRY e {\n a = s32[2,3] constant(%s)\n"
+           " ROOT c = (f32[4], s32[2,3]) custom-call(a), custom_call_target=\"%s\"\n}\n", operand, target);
+  hk_module *m = parse(mod);
+  hk_eval_options o = {.opaque_custom_calls = true};
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, NULL, 0, &r, &o, NULL));
+  hk_module_free(m);
+  return r;
+}
+
+START_TEST(test_opaque_custom_calls) {
+  const char *ones = "{{1, 1, 1}, {1, 1, 1}}", *other = "{{1, 1, 1}, {1, 1, 2}}";
+  hk_value *a = opaque_eval("SomeCustomCall", ones), *b = opaque_eval("SomeCustomCall", ones);
+  hk_value *c = opaque_eval("SomeCustomCall", other), *e = opaque_eval("OtherCall", ones);
+  hk_compare_result r;
+  hk_value_compare(a, b, 0, 0, &r);
+  ck_assert(r.equal);
+  hk_compare_result_free(&r);
+  hk_value_compare(a, c, 0, 0, &r);
+  ck_assert(!r.equal);
+  hk_compare_result_free(&r);
+  hk_value_compare(a, e, 0, 0, &r);
+  ck_assert(!r.equal);
+  hk_compare_result_free(&r);
+  for (int i = 0; i < 4; i++) {
+    double x = hk_value_get_f64(a->elems[0], i);
+    ck_assert(x >= -1 && x <= 1);
+  }
+  hk_value_release(a);
+  hk_value_release(b);
+  hk_value_release(c);
+  hk_value_release(e);
+}
+END_TEST
+
 /* ---- collectives -------------------------------------------------------------------- */
 
 /* Runs a parameterless module on parts x reps devices; results[d]. */
@@ -619,6 +710,38 @@ static void all_reduce_case(int64_t n, const char *groups, const double *want) {
                   hk_value_get_f64(res[d], 0));
   release_all(res, n);
 }
+
+/* A global module with manual regions on 4 devices: each device adds its
+ * partition id to its tile of p (full-to-shard under [2,2]); the tiles are
+ * reassembled in two steps, through manual groups of 2 (columns) and then
+ * into the whole [4,4] value, which every device ends up holding. */
+START_TEST(test_manual_regions) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n"
+      " p = s32[4,4] constant({{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}),"
+      " sharding={devices=[2,2]<=[4]}\n"
+      " m0 = s32[2,2] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+      " id = u32[] partition-id(), sharding={manual}\n ids = s32[] convert(id), sharding={manual}\n"
+      " b = s32[2,2] broadcast(ids), dimensions={}, sharding={manual}\n"
+      " a = s32[2,2] add(m0, b), sharding={manual}\n"
+      " m1 = s32[4,2] custom-call(a), custom_call_target=\"SPMDShardToFullShape\","
+      " sharding={devices=[2,1,2]<=[4] last_tile_dims={manual}}\n"
+      " ROOT f = s32[4,4] custom-call(m1), custom_call_target=\"SPMDShardToFullShape\","
+      " sharding={devices=[2,2]<=[4]}\n}\n";
+  hk_value *res[4];
+  run_spmd(mod, 4, 1, res);
+  int64_t want[16];
+  for (int r = 0; r < 4; r++)
+    for (int c = 0; c < 4; c++) want[r * 4 + c] = 4 * r + c + (r / 2) * 2 + c / 2;
+  for (int d = 0; d < 4; d++) expect_ints(res[d], 16, want);
+  release_all(res, 4);
+  /* on one device a tiled shard-to-full cannot gather its tiles */
+  hk_status *st = eval_status(mod);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_int_eq(st->code, HK_FAILED_PRECONDITION);
+  hk_status_free(st);
+}
+END_TEST
 
 START_TEST(test_all_reduce_groups) {
   all_reduce_case(2, "{{0,1}}", (double[]){1, 1});
@@ -946,14 +1069,17 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_gather_clamps);
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
+  tcase_add_test(t, test_scalar_programs);
   tcase_add_test(t, test_while_conditional_call);
   tcase_add_test(t, test_fft_known_answer_and_round_trips);
   tcase_add_test(t, test_unsupported_op_is_an_error);
   tcase_add_test(t, test_identity_custom_calls_and_rng_determinism);
+  tcase_add_test(t, test_opaque_custom_calls);
   tcase_add_test(t, test_compare_tolerances);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("collectives");
   tcase_set_timeout(c, 60);
+  tcase_add_test(c, test_manual_regions);
   tcase_add_test(c, test_all_reduce_groups);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);
   tcase_add_test(c, test_all_gather_reduce_scatter_all_to_all);

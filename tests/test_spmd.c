@@ -388,6 +388,66 @@ START_TEST(counters_report_full_rematerialization) {
 }
 END_TEST
 
+START_TEST(contracting_dot_into_sharded_output_reduce_scatters) {
+  /* Partial sums over the contracting dim, output split across the same two
+   * devices: one reduce-scatter, no all-reduce, local result f32[4,4]. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  b = f32[16,4] parameter(1), sharding={devices=[2,1]0,1}\n"
+      "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,1]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE), 0);
+  hk_instr *rs = m->entry->root;
+  ck_assert_int_eq(rs->opcode, HK_OP_REDUCE_SCATTER);
+  ck_assert_int_eq(rs->shape->dims[0], 4);
+  ck_assert_int_eq(rs->shape->dims[1], 4);
+  hk_module_free(m);
+}
+END_TEST
+
+/* A batched dot whose rhs is sharded on its non-contracting dim while the
+ * output follows the lhs. */
+static const char windowed_dot_module[] =
+    "HloModule m, num_partitions=4\n\nENTRY e {\n"
+    "  lhs = f32[8,16,32] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+    "  rhs = f32[8,40,32] parameter(1), sharding={devices=[1,4,1]3,1,0,2}\n"
+    "  ROOT dot = f32[8,16,40] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+    " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,4,1]<=[4]}\n}\n";
+
+START_TEST(windowed_dot_rotates_the_big_operand) {
+  /* Over the threshold: a loop of 4 steps passing rhs shards around, no
+   * all-gather of rhs. */
+  hk_module *m = hk_test_parse(windowed_dot_module);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_instr *perm = NULL;
+  for (int32_t c = 0; c < m->n_computations; c++)
+    for (hk_instr *i = m->computations[c]->first; i; i = i->next)
+      if (i->opcode == HK_OP_COLLECTIVE_PERMUTE) perm = i;
+  /* Tile t's holder receives tile t+1's: tiles 0..3 sit on devices 3,1,0,2. */
+  const hk_pair want[4] = {{1, 3}, {0, 1}, {2, 0}, {3, 2}};
+  ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
+  for (int k = 0; k < 4; k++) {
+    ck_assert_int_eq(perm->attrs->source_target_pairs[k].a, want[k].a);
+    ck_assert_int_eq(perm->attrs->source_target_pairs[k].b, want[k].b);
+  }
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
+  ck_assert_int_eq(m->entry->root->shape->dims[2], 40);
+  hk_module_free(m);
+  /* Under the default 256 MiB threshold: no loop. */
+  m = hk_test_parse(windowed_dot_module);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 0);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -435,6 +495,8 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, unsupported_op_falls_back_replicated);
   tcase_add_test(r, reshard_moves_dims_by_all_to_all_and_permute);
   tcase_add_test(r, counters_report_full_rematerialization);
+  tcase_add_test(r, contracting_dot_into_sharded_output_reduce_scatters);
+  tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;

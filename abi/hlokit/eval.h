@@ -9,11 +9,27 @@
  * evaluator.  Device ids are XLA's global ids:
  *   device = replica * num_partitions + partition.
  *
+ * Manual partitioning: a global module with manual regions is itself an
+ * SPMD program inside them, so it runs under hk_eval_spmd too.  Every
+ * device then holds the value of its manual group: SPMDFullToShardShape
+ * gives the device its tile of the operand under the operand's sharding
+ * (zero padding in uneven tiles); SPMDShardToFullShape gathers every
+ * device's tile (its operand's tile under the operand's sharding) and
+ * assembles, on each device, the value of that device's manual group of
+ * the result's sharding (the devices whose tile indices differ only in
+ * data and replicated dims).  Collectives and partition-id inside regions
+ * run for real.  On one device SPMDShardToFullShape with a tiled sharding
+ * is an error.
+ *
  * Numerics: elementwise float ops compute in double and round once to the
  * result type (exact for +,-,*,/,sqrt on f32).  dot and convolution
- * accumulate f32 (and f16/bf16) in f32 and f64 in f64, like XLA's
- * evaluator; reductions apply the reducer in operand order in the result
- * type.  Integer ops follow XLA: x/0 = -1, INT_MIN/-1 = INT_MIN, x%0 = x,
+ * accumulate every float type (f64, f32, f16, bf16, f8) in double, summing
+ * the products in contraction order, and round once to the result type:
+ * products of f32 or narrower are exact in double, so a dot and the same
+ * dot split into partial sums added afterwards (a partitioned program)
+ * agree to within a few ulps of the result type even for long contractions.
+ * Integer dots accumulate in int64 and wrap.  Reductions apply the reducer
+ * in operand order in the result type.  Integer ops follow XLA: x/0 = -1, INT_MIN/-1 = INT_MIN, x%0 = x,
  * shifts by >= the bit width give 0 (or the sign for arithmetic right
  * shifts), float->int converts saturate with NaN -> 0, min/max propagate
  * NaN. */
@@ -170,6 +186,13 @@ typedef struct hk_eval_options {
    * 0: half the physical memory divided by the number of devices;
    * negative: no limit. */
   int64_t max_live_bytes;
+  /* Unknown custom-call targets run as opaque pure functions: the result
+   * is hk_value_random() of the call's shape, seeded by a hash of (target
+   * name, every operand's element types, dims and bytes).  A partitioned
+   * program reproduces the global result only if it feeds the call the
+   * same full operands.  false (the default): unknown targets are an
+   * HK_UNIMPLEMENTED error. */
+  bool opaque_custom_calls;
 } hk_eval_options;
 
 enum { HK_EVAL_NUM_COLLECTIVE_KINDS = 6 };

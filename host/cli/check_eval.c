@@ -69,6 +69,91 @@ static hk_status *gather_outputs(const hk_module *g, const hk_module *p, hk_valu
   return NULL;
 }
 
+/* True when s is manual or has a manual subgroup (tuples: any element). */
+static bool sharding_has_manual(const hk_sharding *s) {
+  if (!s) return false;
+  if (s->kind == HK_SHARDING_MANUAL) return true;
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int32_t i = 0; i < s->n_elems; i++)
+      if (sharding_has_manual(s->elems[i])) return true;
+    return false;
+  }
+  for (int32_t i = 0; s->kind == HK_SHARDING_TILED && i < s->n_subgroups; i++)
+    if (s->subgroups[i] == HK_SUBGROUP_MANUAL) return true;
+  return false;
+}
+
+static bool is_manual_transition(const hk_instr *i) {
+  const char *t = i->opcode == HK_OP_CUSTOM_CALL && i->attrs ? i->attrs->custom_call_target : NULL;
+  return t && (!strcmp(t, "SPMDFullToShardShape") || !strcmp(t, "SPMDShardToFullShape"));
+}
+
+bool hk_check_has_manual_regions(const hk_module *m) {
+  for (int32_t c = 0; c < m->n_computations; c++)
+    for (const hk_instr *i = m->computations[c]->first; i; i = i->next)
+      if (is_manual_transition(i) || sharding_has_manual(i->sharding)) return true;
+  return false;
+}
+
+/* Folds one device's comparison into the running one (first mismatch and
+ * message win; errors are maxima). */
+static void merge_compare(hk_compare_result *acc, hk_compare_result *r, int64_t d) {
+  if (r->max_abs_error > acc->max_abs_error) acc->max_abs_error = r->max_abs_error;
+  if (r->max_rel_error > acc->max_rel_error) acc->max_rel_error = r->max_rel_error;
+  if (!r->equal && acc->equal) {
+    acc->equal = false;
+    acc->has_mismatch = r->has_mismatch;
+    acc->mismatch_leaf = r->mismatch_leaf;
+    acc->mismatch_index = r->mismatch_index;
+    acc->expected = r->expected;
+    acc->actual = r->actual;
+    char buf[512];
+    snprintf(buf, sizeof buf, "device %lld%s%s", (long long)d, r->message ? ": " : "",
+             r->message ? r->message : "");
+    free(acc->message);
+    acc->message = strdup(buf);
+  }
+  hk_compare_result_free(r);
+}
+
+/* Manual regions: the global module runs on the same devices (each given
+ * the whole inputs); device d's partitioned result must equal its tile,
+ * under the output sharding, of device d's global result. */
+static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int64_t parts,
+                                         int64_t reps, const hk_eval_options *eo, hk_value **gres,
+                                         hk_eval_stats *gstats) {
+  int64_t n = parts * reps;
+  int np = g->entry->n_params;
+  hk_value ***gin = calloc((size_t)n, sizeof(hk_value **));
+  if (!gin) abort();
+  for (int64_t d = 0; d < n; d++) gin[d] = in;
+  hk_status *st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
+  free(gin);
+  return st;
+}
+
+static void compare_per_device(const hk_module *g, const hk_module *p, hk_value *const *gres,
+                               hk_value *const *res, int64_t parts, int64_t n,
+                               const hk_check_opts *o, hk_compare_result *out) {
+  memset(out, 0, sizeof *out);
+  out->equal = true;
+  const hk_sharding *os = output_sharding(g, p);
+  for (int64_t d = 0; d < n; d++) {
+    hk_value *want = NULL;
+    hk_compare_result r = {0};
+    hk_status *st = hk_value_shard(gres[d], os, g->entry->root->shape, d % parts, p->entry->root->shape, &want);
+    if (st) {
+      r.equal = false;
+      r.message = strdup(st->message);
+      hk_status_free(st);
+    } else {
+      hk_value_compare(want, res[d], o->atol, o->rtol, &r);
+    }
+    merge_compare(out, &r, d);
+    hk_value_release(want);
+  }
+}
+
 hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_check_opts *o,
                              int64_t parts, int64_t reps, hk_check_report *rep) {
   rep->instrs_before = hk_check_count_instrs(g);
@@ -82,30 +167,40 @@ hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_ch
   hk_value **in = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
   if (!in) abort();
   for (int i = 0; i < np; i++) in[i] = hk_value_random(g->entry->params[i]->shape, o->seed, (uint64_t)i);
-  hk_eval_options eo = {.seed = o->seed};
+  hk_eval_options eo = {.seed = o->seed, .opaque_custom_calls = true};
   hk_value *expected = NULL, *actual = NULL;
   int64_t n = parts * reps;
+  bool manual = hk_check_has_manual_regions(g);
+  hk_value **gres = manual ? calloc((size_t)n, sizeof(hk_value *)) : NULL;
+  hk_eval_stats *gstats = manual ? calloc((size_t)n, sizeof(hk_eval_stats)) : NULL;
+  if (manual && (!gres || !gstats)) abort();
   hk_value ***dev = calloc((size_t)n, sizeof(hk_value **));
   hk_value **res = calloc((size_t)n, sizeof(hk_value *));
   free(rep->dev_stats);
   rep->dev_stats = calloc((size_t)n, sizeof(hk_eval_stats));
   rep->n_devices = n;
   if (!dev || !res || !rep->dev_stats) abort();
-  hk_status *st = hk_eval_module(g, in, np, &expected, &eo, &rep->global_stats);
+  hk_status *st = manual ? evaluate_manual_global(g, in, parts, reps, &eo, gres, gstats)
+                         : hk_eval_module(g, in, np, &expected, &eo, &rep->global_stats);
   if (st) st = hk_status_prefix(st, "global module");
+  if (manual && !st) rep->global_stats = gstats[0];
   if (!st) st = scatter_inputs(g, p, in, parts, n, dev);
   if (!st) {
     st = hk_eval_spmd(p, parts, reps, (hk_value *const *const *)dev, p->entry->n_params, res, &eo,
                       rep->dev_stats);
     if (st) st = hk_status_prefix(st, "partitioned module");
   }
-  if (!st) st = gather_outputs(g, p, res, parts, n, &actual, &rep->disagree);
-  if (!st) hk_value_compare(expected, actual, o->atol, o->rtol, &rep->cmp);
+  if (!st && manual) compare_per_device(g, p, gres, res, parts, n, o, &rep->cmp);
+  if (!st && !manual) st = gather_outputs(g, p, res, parts, n, &actual, &rep->disagree);
+  if (!st && !manual) hk_value_compare(expected, actual, o->atol, o->rtol, &rep->cmp);
   for (int64_t d = 0; d < n; d++) {
     for (int i = 0; dev[d] && i < p->entry->n_params; i++) hk_value_release(dev[d][i]);
     free(dev[d]);
     hk_value_release(res[d]);
+    if (gres) hk_value_release(gres[d]);
   }
+  free(gres);
+  free(gstats);
   for (int i = 0; i < np; i++) hk_value_release(in[i]);
   free(in);
   free(dev);

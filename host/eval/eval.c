@@ -363,36 +363,6 @@ static hk_status *op_gte(const hk_instr *ins, hk_value *const *ops, hk_value **o
   return NULL;
 }
 
-static bool is_identity_custom_call(const char *t) {
-  static const char *const names[] = {
-      "Sharding", "SPMDFullToShardShape", "SPMDShardToFullShape",
-      "ShardBarrierFrom", "ShardBarrierTo", "MoveToHost", "MoveToDevice",
-      "LayoutConstraint", "AllocateBuffer"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (t && !strcmp(t, names[i])) return true;
-  return false;
-}
-
-static hk_status *op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
-                                 hk_value **out) {
-  const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
-  if (t && !strcmp(t, "TopK") && ins->n_operands == 1) return hk_op_topk(d, ins, ops, out);
-  if (is_identity_custom_call(t) && ins->n_operands == 1 &&
-      hk_value_matches_shape(ops[0], ins->shape)) {
-    *out = hk_value_retain(ops[0]);
-    return NULL;
-  }
-  if (is_identity_custom_call(t) && ins->n_operands == 1 && ops[0]->elem == ins->shape->elem &&
-      ops[0]->elem != HK_TUPLE && ops[0]->n == hk_shape_elements(ins->shape)) {
-    hk_value *v = hk_value_for_shape_dims(ins->shape);
-    memcpy(v->data, ops[0]->data, (size_t)v->nbytes);
-    *out = v;
-    return NULL;
-  }
-  return hk_eval_error(ins, HK_UNIMPLEMENTED, "custom-call target \"%s\" is not supported by the evaluator",
-                       t ? t : "");
-}
-
 static hk_status *op_id_scalar(const hk_instr *ins, int64_t id, hk_value **out) {
   hk_value *v = hk_value_for_shape_dims(ins->shape);
   if (v->n != 1) {
@@ -525,7 +495,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_WHILE: return op_while(d, ins, ops, out);
     case HK_OP_CONDITIONAL: return op_conditional(d, ins, ops, out);
     case HK_OP_CALL: case HK_OP_FUSION: return op_call(d, ins, ops, out);
-    case HK_OP_CUSTOM_CALL: return op_custom_call(d, ins, ops, out);
+    case HK_OP_CUSTOM_CALL: return hk_op_custom_call(d, ins, ops, out);
     case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
     case HK_OP_FFT: return hk_op_fft(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;

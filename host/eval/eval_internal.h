@@ -112,6 +112,9 @@ hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_get_and_update_state(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_collective(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* custom_call.c: TopK, identity targets, SPMDFullToShardShape /
+ * SPMDShardToFullShape, opaque unknown targets (opts->opaque_custom_calls). */
+hk_status *hk_op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 
 /* Applies a scalar computation to scalar values (for generic reducers,
  * comparators, map). args are arrays of rank 0. */

@@ -144,9 +144,14 @@ static void plan_leaf(const sample_run *r, plan *pl, int leaf, const hk_shape *g
         add_position(r, pl, leaf, gs, gi, pick++);
       }
   }
+  /* Random positions in clusters of 4 that share all but the last index,
+   * so a row (of a dot, a sort, a reduction) serves several of them. */
   while (pl->n - start < budget) {
     for (int d = 0; d < rank; d++) gi[d] = (int64_t)(next_random(rng) % (uint64_t)gs->dims[d]);
-    add_position(r, pl, leaf, gs, gi, pick++);
+    for (int k = 0; k < 4 && pl->n - start < budget; k++) {
+      if (k) gi[rank - 1] = (int64_t)(next_random(rng) % (uint64_t)gs->dims[rank - 1]);
+      add_position(r, pl, leaf, gs, gi, pick++);
+    }
   }
 }
 

@@ -647,9 +647,3 @@ hk_status *se_op_scatter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, 
   *out = j.out;
   return NULL;
 }
-
-hk_status *se_op_select_and_scatter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
-                                    const se_box *b, hk_value **out) {
-  (void)x, (void)f, (void)leaf, (void)b, (void)out;
-  return hk_eval_error(ins, HK_UNIMPLEMENTED, "the sampled evaluator does not support select-and-scatter");
-}

@@ -219,7 +219,19 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
   hk_value *ops[2] = {0};
   hk_status *st = se_operand(x, f, ins, 0, &lb, &ops[0]);
   if (!st) st = se_operand(x, f, ins, 1, &rb, &ops[1]);
-  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, b), NULL, hk_op_dot, ops, out);
+  hk_prim rt = (hk_prim)ins->shape->elem;
+  if (!st && hk_prim_is_float(rt) && rt != HK_F64) {
+    /* Accumulate in double (the kernel does for f64), round once at the end:
+     * the global and the partitioned sums then differ only where the
+     * partitioned program rounds partial sums. */
+    hk_value *wide[2] = {hk_convert_value(ops[0], HK_F64), hk_convert_value(ops[1], HK_F64)}, *r = NULL;
+    st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, wide, &r);
+    if (!st) *out = hk_convert_value(r, rt);
+    hk_value_release(r);
+    release_all(wide, 2);
+  } else if (!st) {
+    st = run_shadow(x, ins, se_box_shape(x, rt, b), NULL, hk_op_dot, ops, out);
+  }
   release_all(ops, 2);
   return st;
 }
@@ -349,6 +361,67 @@ hk_status *se_op_reduce_window(se_ctx *x, se_frame *f, const hk_instr *ins, int 
   if (st) return st;
   *out = take_leaf(res, leaf);
   return NULL;
+}
+
+/* The source windows (range w0 .. w0 + nw - 1) that cover operand
+ * positions [lo, lo + n) along one dim, and the operand range they span. */
+static void covering_windows(const hk_window_dim *w, int64_t lo, int64_t n, int64_t n_src, int64_t dim,
+                             int64_t *w0, int64_t *nw, int64_t *r0, int64_t *nr) {
+  int64_t s = w->stride ? w->stride : 1, wd = w->window_dilation ? w->window_dilation : 1;
+  int64_t size = w->size ? w->size : 1;
+  int64_t a = ceil_div(lo + w->pad_lo - (size - 1) * wd, s), b = floor_div(lo + n - 1 + w->pad_lo, s);
+  if (a < 0) a = 0;
+  if (b > n_src - 1) b = n_src - 1;
+  *w0 = a <= b ? a : 0;
+  *nw = a <= b ? b - a + 1 : 0;
+  int64_t p0 = *w0 * s - w->pad_lo, p1 = (*w0 + *nw - 1) * s - w->pad_lo + (size - 1) * wd;
+  if (p0 < 0) p0 = 0;
+  if (p1 > dim - 1) p1 = dim - 1;
+  *r0 = *nw && p0 <= p1 ? p0 : 0;
+  *nr = *nw && p0 <= p1 ? p1 - p0 + 1 : 0;
+}
+
+/* The result box b gets contributions from the windows covering it; those
+ * windows' selections need the operand region they span. */
+hk_status *se_op_select_and_scatter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                                    const se_box *b, hk_value **out) {
+  (void)leaf;
+  const hk_window *w = ins->attrs ? ins->attrs->window : NULL;
+  const hk_shape *os = ins->operands[0]->shape, *ss = ins->operands[1]->shape;
+  if (!w || w->n_dims != b->rank || ss->rank != b->rank || ins->n_operands != 3)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad window or operands");
+  se_box region, src, scalar = {0};
+  region.rank = src.rank = b->rank;
+  hk_window *sw = shadow_window(x, w);
+  for (int d = 0; d < b->rank; d++) {
+    if (w->dims[d].base_dilation > 1)
+      return hk_eval_error(ins, HK_UNIMPLEMENTED, "sampled select-and-scatter with base dilation");
+    covering_windows(&w->dims[d], b->lo[d], b->n[d], ss->dims[d], os->dims[d], &src.lo[d], &src.n[d],
+                     &region.lo[d], &region.n[d]);
+    int64_t s = w->dims[d].stride ? w->dims[d].stride : 1;
+    ((hk_window_dim *)sw->dims)[d].pad_lo = w->dims[d].pad_lo - src.lo[d] * s + region.lo[d];
+  }
+  hk_attrs sa = *ins->attrs;
+  sa.window = sw;
+  hk_value *ops[3] = {0}, *res = NULL;
+  hk_status *st = se_operand(x, f, ins, 2, &scalar, &ops[2]);
+  bool any = se_box_count(&src) > 0 && se_box_count(&region) > 0;
+  if (!st && any) st = se_operand(x, f, ins, 0, &region, &ops[0]);
+  if (!st && any) st = se_operand(x, f, ins, 1, &src, &ops[1]);
+  if (!st && any)
+    st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, &region), &sa,
+                    hk_op_select_and_scatter, ops, &res);
+  if (!st) {
+    /* Elements no window reaches keep the init value. */
+    hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
+    int es = hk_esize(v->elem);
+    for (int64_t i = 0; i < v->n; i++) memcpy((uint8_t *)v->data + i * es, ops[2]->data, (size_t)es);
+    if (res) se_copy_box(v, b, res, &region);
+    *out = v;
+  }
+  hk_value_release(res);
+  release_all(ops, 3);
+  return st;
 }
 
 /* ---- reduce and sort ------------------------------------------------------------------ */

@@ -157,6 +157,42 @@ const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t
   return key;
 }
 
+/* When s is already what sanitize + split_suffix + format_name would make
+ * of it (the usual case), its root length, suffix flag and id; false when
+ * it needs rewriting (or is unusual enough to take the general path). */
+static bool canonical_parts(const char *s, size_t len, size_t *root_len, bool *suffix,
+                            int64_t *id) {
+  if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
+  if (len >= 2 && s[0] == '_' && s[1] == '_') return false;
+  size_t dot = len;
+  for (size_t i = 1; i < len; i++) {
+    if (!name_char_allowed(s[i])) return false;
+    if (s[i] == '.') dot = i;
+  }
+  if (len <= 13 && dot == len) {   /* type names have no '.' */
+    hk_prim p = hk_prim_from_name(s, len);
+    if (p != HK_PRIM_INVALID && p != HK_TUPLE) return false;
+  }
+  *root_len = len;
+  *suffix = false;
+  *id = 0;
+  if (dot >= len - 1) return true;            /* no '.' inside */
+  const char *d = s + dot + 1;
+  size_t n = len - dot - 1;
+  if (d[0] == '-' || d[0] == '+') return false;
+  int64_t v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (d[i] < '0' || d[i] > '9') return true; /* not a number: no suffix */
+    v = v * 10 + (d[i] - '0');
+    if (i >= 17) return false;                 /* long: let parse_i64 decide */
+  }
+  if (d[0] == '0' && n > 1) return false;      /* leading zeros are dropped */
+  *root_len = dot;
+  *suffix = true;
+  *id = v;
+  return true;
+}
+
 /* XLA's NameUniquer::GetUniqueName.  The common case (the canonical name is
  * free) costs one probe of the name map. */
 const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,
@@ -170,12 +206,18 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
    * canonical spelling is worked out. */
   uint32_t h = hk_str_hash(want, len);
   hk_strmap_prefetch(&ns->names, h);
-  size_t n = sanitize(want, len, buf);
-  size_t root_len;
+  size_t n, root_len;
   int64_t id;
-  bool suffix = split_suffix(buf, n, &root_len, &id);
-  n = format_name(buf, buf, root_len, suffix, id);
-  if (n != len || memcmp(buf, want, len) != 0) h = hk_str_hash(buf, n);
+  bool suffix;
+  if (canonical_parts(want, len, &root_len, &suffix, &id)) {
+    memcpy(buf, want, len);
+    n = len;
+  } else {
+    n = sanitize(want, len, buf);
+    suffix = split_suffix(buf, n, &root_len, &id);
+    n = format_name(buf, buf, root_len, suffix, id);
+    if (n != len || memcmp(buf, want, len) != 0) h = hk_str_hash(buf, n);
+  }
   hk_strmap_entry *e = hk_strmap_slot(&ns->names, buf, n, h);
   const char *name;
   if (e->kt && hk_strmap_value(e) == HK_NAME_RESERVED && owner != HK_NAME_RESERVED) {

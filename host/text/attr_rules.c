@@ -133,13 +133,14 @@ static bool listed(const char *list, const char *s, size_t len) {
 
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len) {
   if (len == 8 && memcmp(s, "sharding", 8) == 0) return true;
+  /* the usual case first: an attribute of the opcode's own list */
+  const char *list = allowed_for(op);
+  if (!list || listed(list, s, len)) return true;
   if (in_list(kCommon, sizeof kCommon / sizeof *kCommon, s, len)) return true;
   name_ref k = {s, len};
   if (!bsearch(&k, kKnown, sizeof kKnown / sizeof *kKnown, sizeof *kKnown, cmp_name))
     return true; /* unknown to us: kept verbatim */
-  if (async_sugar && len == 22 && memcmp(s, "async_execution_thread", 22) == 0) return true;
-  const char *list = allowed_for(op);
-  return !list || listed(list, s, len);
+  return async_sugar && len == 22 && memcmp(s, "async_execution_thread", 22) == 0;
 }
 
 /* The first required attribute the instruction lacks, or NULL. */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/intern.h"
 #include "text/text_internal.h"
 
 /* ---- errors ------------------------------------------------------------ */
@@ -130,20 +131,34 @@ bool tx_expect(tx_parser *P, char c, const char *what) {
   return tx_error_at(P, P->p, "expects '%c' %s", c, what);
 }
 
-/* 1: may start a name, 2: may continue one, 4: '-' (not part of "->") */
+/* 1: may start a name, 2: may continue one, 4: '-' (not part of "->"),
+ * 8: may continue one and is not '-' */
 static const uint8_t kNameClass[256] = {
-    ['-'] = 6, ['.'] = 2, ['0'] = 2, ['1'] = 2, ['2'] = 2, ['3'] = 2, ['4'] = 2,
-    ['5'] = 2, ['6'] = 2, ['7'] = 2, ['8'] = 2, ['9'] = 2, ['_'] = 3,
-    ['A'] = 3, ['B'] = 3, ['C'] = 3, ['D'] = 3, ['E'] = 3, ['F'] = 3, ['G'] = 3,
-    ['H'] = 3, ['I'] = 3, ['J'] = 3, ['K'] = 3, ['L'] = 3, ['M'] = 3, ['N'] = 3,
-    ['O'] = 3, ['P'] = 3, ['Q'] = 3, ['R'] = 3, ['S'] = 3, ['T'] = 3, ['U'] = 3,
-    ['V'] = 3, ['W'] = 3, ['X'] = 3, ['Y'] = 3, ['Z'] = 3,
-    ['a'] = 3, ['b'] = 3, ['c'] = 3, ['d'] = 3, ['e'] = 3, ['f'] = 3, ['g'] = 3,
-    ['h'] = 3, ['i'] = 3, ['j'] = 3, ['k'] = 3, ['l'] = 3, ['m'] = 3, ['n'] = 3,
-    ['o'] = 3, ['p'] = 3, ['q'] = 3, ['r'] = 3, ['s'] = 3, ['t'] = 3, ['u'] = 3,
-    ['v'] = 3, ['w'] = 3, ['x'] = 3, ['y'] = 3, ['z'] = 3,
+    ['-'] = 6, ['.'] = 10, ['0'] = 10, ['1'] = 10, ['2'] = 10, ['3'] = 10, ['4'] = 10,
+    ['5'] = 10, ['6'] = 10, ['7'] = 10, ['8'] = 10, ['9'] = 10, ['_'] = 11,
+    ['A'] = 11, ['B'] = 11, ['C'] = 11, ['D'] = 11, ['E'] = 11, ['F'] = 11, ['G'] = 11,
+    ['H'] = 11, ['I'] = 11, ['J'] = 11, ['K'] = 11, ['L'] = 11, ['M'] = 11, ['N'] = 11,
+    ['O'] = 11, ['P'] = 11, ['Q'] = 11, ['R'] = 11, ['S'] = 11, ['T'] = 11, ['U'] = 11,
+    ['V'] = 11, ['W'] = 11, ['X'] = 11, ['Y'] = 11, ['Z'] = 11,
+    ['a'] = 11, ['b'] = 11, ['c'] = 11, ['d'] = 11, ['e'] = 11, ['f'] = 11, ['g'] = 11,
+    ['h'] = 11, ['i'] = 11, ['j'] = 11, ['k'] = 11, ['l'] = 11, ['m'] = 11, ['n'] = 11,
+    ['o'] = 11, ['p'] = 11, ['q'] = 11, ['r'] = 11, ['s'] = 11, ['t'] = 11, ['u'] = 11,
+    ['v'] = 11, ['w'] = 11, ['x'] = 11, ['y'] = 11, ['z'] = 11,
 };
 static inline bool name_start(int c) { return kNameClass[c & 0xff] & 1; }
+
+/* The end of the name characters from p ('-' counts unless it starts
+ * "->"). */
+static inline const char *name_end(const char *p, const char *e) {
+  for (;;) {
+    while (p < e && (kNameClass[(unsigned char)*p] & 8)) p++;
+    if (p < e && *p == '-' && !(p + 1 < e && p[1] == '>')) {
+      p++;
+      continue;
+    }
+    return p;
+  }
+}
 
 bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after) {
   tx_skip(P);
@@ -151,11 +166,7 @@ bool tx_peek_ident(tx_parser *P, const char **s, size_t *len, const char **after
   if (p < e && *p == '%') p++;
   if (p >= e || !name_start((unsigned char)*p)) return false;
   const char *st = p;
-  uint8_t cls;
-  while (p < e && ((cls = kNameClass[(unsigned char)*p]) & 2)) {
-    if ((cls & 4) && p + 1 < e && p[1] == '>') break;
-    p++;
-  }
+  p = name_end(p, e);
   *s = st;
   *len = (size_t)(p - st);
   if (after) *after = p;
@@ -359,12 +370,20 @@ bool tx_raw_value(tx_parser *P, const char **s, size_t *len) {
   return true;
 }
 
+int tx_memo_index(const tx_parser *P, const char *p) {
+  if (P->end - p < 17) return -1;
+  uint64_t a, b;
+  memcpy(&a, p, 8);
+  memcpy(&b, p + 8, 8);
+  uint64_t h = (a * 0x9e3779b97f4a7c15ull) ^ (b * 0xc2b2ae3d27d4eb4full);
+  return (int)((h ^ (h >> 29)) >> 56);
+}
+
 /* ---- tables ---------------------------------------------------------------- */
 
 static uint32_t hash_bytes(const char *s, size_t n) {
-  uint32_t h = 2166136261u;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
-  return h;
+  uint64_t h = hk_hash_bytes(s, n, 0x2545f4914f6cdd1dull);
+  return (uint32_t)(h ^ (h >> 32));
 }
 
 void tx_table_init(tx_table *t) { memset(t, 0, sizeof *t); }

@@ -161,9 +161,10 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
   const hk_shape *os = NULL;
   const char *s, *after;
   size_t l;
+  if (tx_cached_shape(P, &os)) tx_skip(P);
   bool have_ident = tx_peek_ident(P, &s, &l, &after);
-  if ((!have_ident && at < P->end && at[0] == '(') ||
-      (have_ident && after < P->end && *after == '[' && tx_at_shape(P))) {
+  if (!os && ((!have_ident && at < P->end && at[0] == '(') ||
+              (have_ident && after < P->end && *after == '[' && tx_at_shape(P)))) {
     if (!tx_parse_shape(P, &os)) return false;
     tx_skip(P);
     have_ident = tx_peek_ident(P, &s, &l, &after);
@@ -566,7 +567,9 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
 static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   tx_skip(P);
   if (!pi->at) pi->at = P->p;
-  if (!pi->shape && tx_at_shape(P) && !tx_parse_shape(P, &pi->shape)) return false;
+  if (!pi->shape && !tx_cached_shape(P, &pi->shape) && tx_at_shape(P) &&
+      !tx_parse_shape(P, &pi->shape))
+    return false;
   tx_skip(P);
   if (!parse_opcode(P, pi)) return false;
   if (pi->op == HK_OP_CONSTANT && !pi->async_kind) {
@@ -604,7 +607,7 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
   tx_pending pi;
   pending_init(&pi, P);
   pi.at = P->p;
-  *is_root = tx_accept_word(P, "ROOT");
+  *is_root = P->p < P->end && *P->p == 'R' && tx_accept_word(P, "ROOT");
   const char *s;
   size_t l;
   tx_skip(P);

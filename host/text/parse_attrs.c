@@ -52,8 +52,18 @@ bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out) {
   size_t used = 0;
   const char *base = P->p;
   if (tx_peek(P) != '{') return tx_error_at(P, P->p, "expects '{' to start a sharding");
+  /* the same sharding text as lately: hk_sharding_parse would read the
+   * same bytes and find the same interned sharding */
+  int k = tx_memo_index(P, base);
+  struct tx_sharding_memo *e = k < 0 ? NULL : &P->sharding_memo[k];
+  if (e && e->text && (size_t)(P->end - base) >= e->len && memcmp(base, e->text, e->len) == 0) {
+    *out = e->sharding;
+    P->p = base + e->len;
+    return true;
+  }
   hk_status *st = hk_sharding_parse(P->m, base, (size_t)(P->end - base), out, &used);
   if (st) return offset_error(P, base, st);
+  if (e && used && base[used - 1] == '}') *e = (struct tx_sharding_memo){base, (uint32_t)used, *out};
   P->p = base + used;
   return true;
 }

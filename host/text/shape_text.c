@@ -297,6 +297,36 @@ static size_t array_shape_span(const char *p, const char *e) {
   return (size_t)(q - p);
 }
 
+static struct tx_shape_memo *memo_slot(tx_parser *P, const char *p) {
+  int k = tx_memo_index(P, p);
+  return k < 0 ? NULL : &P->shape_memo[k];
+}
+
+/* Whether the memo entry's text is at p and array_shape_span would end
+ * where it does (a layout-less text must not be followed by a layout). */
+static bool memo_matches(const struct tx_shape_memo *e, const char *p, const char *end) {
+  if (!e->text || (size_t)(end - p) < e->len + 1 || memcmp(p, e->text, e->len) != 0) return false;
+  return e->text[e->len - 1] == '}' || p[e->len] != '{';
+}
+
+bool tx_cached_shape(tx_parser *P, const hk_shape **out) {
+  tx_skip(P);
+  const char *st = P->p;
+  struct tx_shape_memo *e = memo_slot(P, st);
+  if (e && memo_matches(e, st, P->end)) {
+    P->p = st + e->len;
+    *out = e->shape;
+    return true;
+  }
+  size_t span = array_shape_span(st, P->end);
+  const hk_shape *hit = span ? tx_table_get(&P->shapes, st, span) : NULL;
+  if (!hit) return false;
+  if (e) *e = (struct tx_shape_memo){st, (uint32_t)span, hit};
+  P->p = st + span;
+  *out = hit;
+  return true;
+}
+
 bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
   if (tx_peek(P) != '(') {
     const char *st = P->p;

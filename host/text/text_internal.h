@@ -38,6 +38,16 @@ typedef struct tx_parser {
   tx_table async_comps;       /* computations already wrapped by an async op, by name */
   tx_vec *params;             /* parameters of the computation being parsed */
   tx_table shapes;            /* shape text -> interned shape (array shapes) */
+  struct tx_shape_memo {      /* shape texts met lately (slots: tx_memo_index) */
+    const char *text;
+    uint32_t len;
+    const hk_shape *shape;
+  } shape_memo[256];
+  struct tx_sharding_memo {   /* sharding texts met lately (slots: tx_memo_index) */
+    const char *text;
+    uint32_t len;
+    const hk_sharding *sharding;
+  } sharding_memo[256];
   struct tx_recent {          /* recently defined names (operands mostly refer to them) */
     const char *key;
     uint32_t len;
@@ -87,6 +97,11 @@ void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...)
 bool tx_raw_value(tx_parser *P, const char **s, size_t *len);
 const char *tx_intern(tx_parser *P, const char *s, size_t len);
 
+/* Slot 0..255 of a small memo of texts met lately (shapes, shardings)
+ * for the text at p, from its first 16 bytes; -1 when fewer are left.
+ * A memo entry is used only when its whole text is at p again. */
+int tx_memo_index(const tx_parser *P, const char *p);
+
 /* name tables (lex.c) */
 void tx_table_init(tx_table *t);
 void tx_table_free(tx_table *t);
@@ -101,6 +116,9 @@ void tx_vec_push(tx_vec *v, void *p);
 /* shapes (shape_text.c) */
 bool tx_at_shape(tx_parser *P);
 bool tx_parse_shape(tx_parser *P, const hk_shape **out);
+/* An array shape at the cursor whose exact text was parsed before: taken
+ * (cursor moved past it) without lexing; false leaves the cursor. */
+bool tx_cached_shape(tx_parser *P, const hk_shape **out);
 void tx_print_shape(const hk_shape *s, bool layout, hk_buf *out);
 
 /* literals (literal_text.c) */

@@ -1,8 +1,9 @@
 /* dot.c - the dot handler: picks the cheapest of three plans - operands
  * resharded to match the output's tiling (batch / non-contracting dims), or
  * the lhs (rhs) kept as it is with the other operand matched to it on the
- * contracting dims, local dot, all-reduce of the partial sums - by the
- * bytes each plan moves. */
+ * contracting dims, local dot, all-reduce of the partial sums (or a
+ * reduce-scatter straight into the output's sharding when that splits the
+ * result across the summing devices) - by the bytes each plan moves. */
 #include "spmd_internal.h"
 
 typedef struct dot_dims {
@@ -205,6 +206,143 @@ static bool whole_ok(const dot_dims *dm, const dot_plan *p) {
   return true;
 }
 
+/* The one data dim along which `o` splits `from`'s tiles further, each
+ * tile into `parts` even pieces (-1 if o is not such a refinement). */
+static int refined_dim(const hk_sharding *from, const hk_sharding *o, const hk_shape *global,
+                       int64_t parts) {
+  int k = -1;
+  for (int d = 0; d < global->rank; d++) {
+    int64_t a = hk_sharding_is_tiled(from) ? hk_sharding_dim_partitions(from, d) : 1;
+    int64_t b = hk_sharding_dim_partitions(o, d);
+    if (a == b) continue;
+    if (k >= 0 || b != a * parts || global->dims[d] % b) return -1;
+    k = d;
+  }
+  return k;
+}
+
+/* The reduce groups reordered so the device at rank r of a group holds
+ * piece r of the group's common `from` tile along dim k of o (malloc'ed);
+ * NULL when the groups are not exactly o's split of dim k. */
+static int64_t *groups_in_split_order(const hk_sharding *from, const hk_sharding *o, int rank,
+                                      int k, int64_t n_groups, int64_t gsize,
+                                      const int64_t *groups) {
+  int64_t ti[HK_MAX_RANK], to[HK_MAX_RANK];
+  int64_t *out = malloc(sizeof *out * (size_t)(n_groups * gsize));
+  if (!out) abort();
+  for (int64_t i = 0; i < n_groups * gsize; i++) out[i] = -1;
+  for (int64_t g = 0; g < n_groups; g++)
+    for (int64_t r = 0; r < gsize; r++) {
+      int64_t dev = groups[g * gsize + r];
+      bool ok = hk_sharding_tile_index(o, dev, to);
+      if (ok && hk_sharding_is_tiled(from)) ok = hk_sharding_tile_index(from, dev, ti);
+      else if (ok) memset(ti, 0, sizeof ti);
+      for (int d = 0; ok && d < rank; d++)
+        if (d != k && to[d] != ti[d]) ok = false;
+      int64_t piece = ok ? to[k] - ti[k] * gsize : -1;
+      if (piece < 0 || piece >= gsize || out[g * gsize + piece] >= 0) {
+        free(out);
+        return NULL;
+      }
+      out[g * gsize + piece] = dev;
+    }
+  return out;
+}
+
+/* The partial sums of `d` (sharded `from`), summed over the reduce groups
+ * and scattered straight into sharding o with one reduce-scatter when o
+ * only splits one dim of `from` across exactly those groups; NULL if not. */
+static hk_instr *reduce_scatter_into(spmd_visitor *v, hk_instr *orig, hk_instr *d,
+                                     const hk_sharding *from, const hk_sharding *o,
+                                     int64_t n_groups, int64_t gsize, const int64_t *groups) {
+  if (!plain_tiled(o) || !hk_sharding_is_tiled(o) || gsize < 2) return NULL;
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  if (!HK_HAS_MEMBER(c, hk_spmd_collective_ops, reduce_scatter) || !c->reduce_scatter) return NULL;
+  int k = refined_dim(from, o, orig->shape, gsize);
+  int64_t *ordered = k < 0 ? NULL
+                           : groups_in_split_order(from, o, orig->shape->rank, k, n_groups, gsize,
+                                                   groups);
+  if (!ordered) return NULL;
+  hk_prim e = (hk_prim)orig->shape->elem;
+  hk_instr *rs = c->reduce_scatter(c->state, v->comp, d, spmd_reducer(v->m, e, HK_OP_ADD),
+                                   spmd_local_shape(v, o, orig->shape), k, n_groups, gsize,
+                                   ordered, &v->p->next_channel_id);
+  free(ordered);
+  return rs;
+}
+
+/* ---- windowed einsum: when and which operand rotates ---------------------- */
+
+/* XLA's size test: the operand that would be gathered is at least
+ * threshold_for_windowed_einsum_mib (or, when total_bytes_windowed_einsum_
+ * threshold is set, the seed's gate on both operands' bytes). */
+static bool windowed_worth_it(const spmd_visitor *v, const hk_instr *dot, int side) {
+  const hk_spmd_options *o = &v->p->options;
+  if (!o->enable_windowed_einsum_for_all_gather) return false;
+  if (o->has_total_bytes_windowed_einsum_threshold)
+    return hk_spmd_should_enable_windowed_einsum_with_threshold(
+        o, dot->operands[0], dot->operands[1], o->threshold_for_windowed_einsum_mib);
+  return hk_shape_byte_size(dot->operands[side]->shape) >=
+         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+}
+
+/* One tile per partition, no replication. */
+static bool one_tile_per_partition(const spmd_visitor *v, const hk_sharding *s) {
+  return plain_tiled(s) && hk_sharding_is_tiled(s) && !s->replicate_on_last_tile_dim &&
+         hk_sharding_num_tiles(s) == v->p->num_partitions;
+}
+
+/* The rotating operand (side w) is sharded along one non-contracting dim
+ * only, evenly; the output is sharded along the kept operand's
+ * non-contracting dims only and the kept operand already matches it. */
+static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                          spmd_windowed_dot *out) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
+  const int *out_from_w = w ? dm->out_from_rhs : dm->out_from_lhs;
+  const int *w_to_out = w ? dm->rhs_to_out : dm->lhs_to_out;
+  if (dm->n_whole || !one_tile_per_partition(v, o)) return false;
+  for (int od = 0; od < dm->ro; od++)
+    if (hk_sharding_dim_partitions(o, od) > 1 && (out_from_k[od] < 0 || out_from_w[od] >= 0))
+      return false;
+  spmd_value *kv = spmd_lookup(v, orig->operands[1 - w]), *wv = spmd_lookup(v, orig->operands[w]);
+  dot_plan p;
+  plan_output(v, dm, o, &p);
+  const hk_sharding *kept_target = w ? p.lhs : p.rhs;
+  if (!kv->sharding || !kept_target || !hk_sharding_equivalent(kv->sharding, kept_target))
+    return false;
+  const hk_sharding *ws = wv->sharding;
+  if (!one_tile_per_partition(v, ws)) return false;
+  const hk_shape *wshape = orig->operands[w]->shape;
+  int wd = -1;
+  for (int d = 0; d < wshape->rank; d++)
+    if (hk_sharding_dim_partitions(ws, d) > 1) {
+      if (wd >= 0) return false;
+      wd = d;
+    }
+  if (wd < 0 || w_to_out[wd] < 0 || out_from_k[w_to_out[wd]] >= 0 ||
+      wshape->dims[wd] % v->p->num_partitions || !windowed_worth_it(v, orig, w))
+    return false;
+  *out = (spmd_windowed_dot){.rotating_side = w, .rotating_dim = wd, .out_dim = w_to_out[wd],
+                             .rotating_sharding = ws, .out = o};
+  return true;
+}
+
+/* The windowed loop when a plan applies (rhs rotating first, as XLA). */
+static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                               bool *handled) {
+  spmd_windowed_dot w;
+  int side = 1;
+  if (!windowed_plan(v, orig, dm, side, &w) && !windowed_plan(v, orig, dm, side = 0, &w))
+    return NULL;
+  spmd_value *kv = spmd_lookup(v, orig->operands[1 - side]), *wv = spmd_lookup(v, orig->operands[side]);
+  HK_TRY(spmd_reshard(v, kv, kv->sharding, &w.kept));
+  HK_TRY(spmd_reshard(v, wv, wv->sharding, &w.rotating));
+  spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
+  *handled = true;
+  return NULL;
+}
+
 static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                         bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -212,6 +350,8 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *lc = lv->sharding, *rc = rv->sharding;
   if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
+  HK_TRY(try_windowed(v, orig, dm, handled));
+  if (*handled) return NULL;
   dot_plan plans[3];
   plan_output(v, dm, o, &plans[0]);
   plan_operand(v, dm, orig->operands[0]->shape, lc, 0, &plans[1]);
@@ -233,6 +373,16 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   if (p->n_reduce) {
     int64_t n_groups, gsize;
     int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
+    /* The output is sharded where the partial sums are not: reduce-scatter
+     * into it instead of all-reducing and slicing. */
+    hk_instr *rs = reduce_scatter_into(v, orig, d, p->out, o, n_groups, gsize, groups);
+    if (rs) {
+      v->p->collectives_emitted++;
+      free(groups);
+      spmd_set(v, orig, rs, o);
+      *handled = true;
+      return NULL;
+    }
     hk_prim e = (hk_prim)orig->shape->elem;
     const hk_spmd_collective_ops *c = &v->p->collectives;
     d = c->all_reduce(c->state, v->comp, d, spmd_reducer(v->m, e, HK_OP_ADD), n_groups, gsize,

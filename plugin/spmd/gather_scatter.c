@@ -439,11 +439,11 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (hk_shape_is_tuple(orig->shape) || !gather_dims(orig, &g)) return spmd_handle_fallback(v, orig);
-  spmd_value *ov = spmd_lookup(v, orig->operands[0]), *iv = spmd_lookup(v, orig->operands[1]);
-  if (!ov || !iv) return hk_error(HK_INTERNAL, "operands of '%s' not partitioned", orig->name);
   gs_plan op_plan, idx_plan;
-  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, ov->sharding, &op_plan);
-  bool idx_ok = plan_index_driven(v, &g, iv->sharding, &idx_plan);
+  /* Planned from the operands' annotations, as XLA does. */
+  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape,
+                                   spmd_sharding_of(v, orig->operands[0]), &op_plan);
+  bool idx_ok = plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[1]), &idx_plan);
   const gs_plan *pl =
       choose(v->p->options.gather_partition_method, op_ok, &op_plan, idx_ok, &idx_plan, true);
   if (!pl) return spmd_handle_fallback(v, orig);
@@ -536,19 +536,16 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
   int n = (orig->n_operands - 1) / 2;
-  spmd_value *ov = spmd_lookup(v, orig->operands[0]), *iv = spmd_lookup(v, orig->operands[n]);
-  if (!ov || !iv) return hk_error(HK_INTERNAL, "operands of '%s' not partitioned", orig->name);
-  for (int k = 1; k < n; k++) {
-    spmd_value *o = spmd_lookup(v, orig->operands[k]);
-    if (!o || !hk_sharding_equivalent(first_element(o->sharding), first_element(ov->sharding)))
+  /* Planned from the operands' annotations, as XLA does. */
+  const hk_sharding *so = first_element(spmd_sharding_of(v, orig->operands[0]));
+  for (int k = 1; k < n; k++)
+    if (!hk_sharding_equivalent(first_element(spmd_sharding_of(v, orig->operands[k])), so))
       return spmd_handle_fallback(v, orig);
-  }
   hk_opcode combiner = scatter_combiner(orig);
   gs_plan op_plan, idx_plan;
-  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, first_element(ov->sharding),
-                                   &op_plan);
+  bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, so, &op_plan);
   /* The index-driven plan needs a combiner when partitions' updates meet. */
-  bool idx_ok = n == 1 && plan_index_driven(v, &g, iv->sharding, &idx_plan) &&
+  bool idx_ok = n == 1 && plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[n]), &idx_plan) &&
                 (idx_plan.n_idx_batch == 0 || combiner != HK_OPCODE_COUNT);
   const gs_plan *pl = choose(v->p->options.scatter_partition_method, op_ok, &op_plan, idx_ok,
                              &idx_plan, false);

@@ -209,6 +209,12 @@ static hk_instr *gather_dim(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   return slice_to(v, ag, dims);
 }
 
+/* s32[] 0, made once per computation. */
+static hk_instr *zero_index(spmd_visitor *v) {
+  if (!v->zero_index) v->zero_index = spmd_constant_scalar(v, HK_S32, 0);
+  return v->zero_index;
+}
+
 /* Local dynamic-slice of the dims in `dims` (whole in h) to the tiles of to. */
 static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *to, int n, const int *dims) {
@@ -229,12 +235,11 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
   if (!ops) abort();
   ops[0] = p;
-  hk_instr *zero = NULL;
   for (int i = 0; i < r; i++) {
     bool sliced = false;
     for (int k = 0; k < n; k++) sliced = sliced || dims[k] == i;
     if (sliced) ops[i + 1] = tile_offset(v, to, gs, i);
-    else ops[i + 1] = zero ? zero : (zero = spmd_constant_scalar(v, HK_S32, 0));
+    else ops[i + 1] = zero_index(v);
   }
   hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE,
                               hk_shape_with_dims(v->m, h->shape, r, sizes), r + 1, ops, NULL);

@@ -72,6 +72,7 @@ typedef struct spmd_visitor {
   spmd_value *slots;
   int64_t cap, n;
   hk_instr *partition_id;          /* cached per computation */
+  hk_instr *zero_index;            /* s32[] 0, the start of unsliced dims */
   /* The partition's tile offsets made in this computation (reshard.c). */
   struct spmd_offset_entry {
     const hk_sharding *sharding;
@@ -135,6 +136,19 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig);
 /* ---- dot.c ---- */
 hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- windowed_einsum.c ---- */
+/* A dot whose operand `rotating_side` (0 lhs, 1 rhs), sharded only along
+ * its non-contracting dim rotating_dim (output dim out_dim) over every
+ * partition, is multiplied shard by shard in a loop instead of gathered. */
+typedef struct spmd_windowed_dot {
+  int rotating_side, rotating_dim, out_dim;
+  hk_instr *kept, *rotating;            /* local operands */
+  const hk_sharding *rotating_sharding; /* the rotating operand's */
+  const hk_sharding *out;               /* the result's (out_dim whole) */
+} spmd_windowed_dot;
+/* The loop; returns the partitioned result (local shape under w->out). */
+hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
 
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);

@@ -5,7 +5,9 @@
  * operands, dims, called computations, interned sharding); only when two
  * instructions agree on all of that and carry attributes are their printed
  * forms compared, which covers every attribute the printer knows, raw ones
- * included.  So the common case prints nothing. */
+ * included, unless their attribute blocks are byte-identical (literals and
+ * dynamic-slice sizes compared by value).  So the common case prints
+ * nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,10 +76,33 @@ static void table_free(cse_table *t) {
   free(t->slots);
 }
 
+static bool same_literal(const hk_literal *a, const hk_literal *b) {
+  return a && b && a->shape == b->shape && a->data && b->data && a->nbytes == b->nbytes &&
+         !a->n_elems && !b->n_elems && !a->elided && !b->elided &&
+         memcmp(a->data, b->data, (size_t)a->nbytes) == 0;
+}
+
+static bool same_i64s(hk_i64s a, hk_i64s b) {
+  return a.n == b.n && (a.n == 0 || memcmp(a.v, b.v, sizeof(int64_t) * (size_t)a.n) == 0);
+}
+
+/* Byte-identical attribute blocks (once the literal and the dynamic-slice
+ * sizes, copied per instruction, are compared by value) are certainly the
+ * same attributes; the printed comparison settles every other case. */
+static bool attrs_same_bytes(const hk_attrs *a, const hk_attrs *b) {
+  hk_attrs x;
+  memcpy(&x, b, sizeof x);
+  if (x.literal != a->literal && same_literal(x.literal, a->literal)) x.literal = a->literal;
+  if (x.dynamic_slice_sizes.v != a->dynamic_slice_sizes.v &&
+      same_i64s(x.dynamic_slice_sizes, a->dynamic_slice_sizes))
+    x.dynamic_slice_sizes.v = a->dynamic_slice_sizes.v;
+  return memcmp(&x, a, sizeof x) == 0;
+}
+
 /* Same instruction modulo name: structure, then (if any) attributes. */
 static bool identical(cse_table *t, cse_entry *e, const hk_instr *i, char **i_key) {
   if (!structurally_equal(e->instr, i)) return false;
-  if (!i->attrs) return true;
+  if (!i->attrs || attrs_same_bytes(e->instr->attrs, i->attrs)) return true;
   if (!e->key) e->key = identity_key(e->instr, t->layout_sensitive);
   if (!*i_key) *i_key = identity_key(i, t->layout_sensitive);
   return strcmp(e->key, *i_key) == 0;

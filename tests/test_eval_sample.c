@@ -1,0 +1,421 @@
+/* test_eval_sample.c - the sampled (demand-driven) checker: hand-written
+ * partitioned modules that are right (equal) or wrong (caught), a 2^30-
+ * element dot that is never materialised, while loops, and clean errors
+ * for ops it does not support. */
+#include <time.h>
+
+#include "testutil.h"
+
+static hk_sample_result compare(const char *global, const char *part, int64_t parts,
+                                int64_t samples) {
+  hk_module *g = hk_test_parse(global), *p = hk_test_parse(part);
+  hk_sample_options o = {.seed = 7, .samples = samples, .atol = -1, .rtol = -1};
+  hk_sample_result r;
+  ck_assert_ok(hk_eval_compare_sampled(g, p, parts, 1, &o, &r));
+  hk_module_free(g);
+  hk_module_free(p);
+  return r;
+}
+
+/* ---- a contracting-dim-partitioned dot ------------------------------------- */
+
+static const char *dot_global =
+    "HloModule g\n"
+    "ENTRY e {\n"
+    "  a = f32[8,16] parameter(0)\n"
+    "  b = f32[16,4] parameter(1)\n"
+    "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n";
+
+/* Each device holds half of the contracting dim; %s is the all-reduce's
+ * replica groups. */
+static const char *dot_part_fmt =
+    "HloModule p, num_partitions=2, spmd_output_sharding={replicated}, "
+    "spmd_parameters_shardings={{devices=[1,2]0,1},{devices=[2,1]0,1}}\n"
+    "add { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+    "ENTRY e {\n"
+    "  a = f32[8,8] parameter(0)\n"
+    "  b = f32[8,4] parameter(1)\n"
+    "  d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT r = f32[8,4] all-reduce(d), channel_id=1, replica_groups=%s, use_global_device_ids=true, to_apply=add\n"
+    "}\n";
+
+START_TEST(test_dot_all_reduce_equal) {
+  char part[2048];
+  snprintf(part, sizeof part, dot_part_fmt, "{{0,1}}");
+  hk_sample_result r = compare(dot_global, part, 2, 64);
+  ck_assert(r.equal);
+  ck_assert_int_ge(r.samples, 64);
+  ck_assert(!r.has_mismatch);
+  ck_assert(r.max_abs_error < 1e-5);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_wrong_replica_groups_caught) {
+  char part[2048];
+  snprintf(part, sizeof part, dot_part_fmt, "{{0},{1}}");
+  hk_sample_result r = compare(dot_global, part, 2, 64);
+  ck_assert(!r.equal);
+  ck_assert(r.has_mismatch);
+  ck_assert_int_eq(r.mismatch_leaf, 0);
+  ck_assert(r.max_abs_error > 1e-3);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_missing_all_reduce_caught) {
+  const char *part =
+      "HloModule p, num_partitions=2, spmd_output_sharding={replicated}, "
+      "spmd_parameters_shardings={{devices=[1,2]0,1},{devices=[2,1]0,1}}\n"
+      "ENTRY e {\n"
+      "  a = f32[8,8] parameter(0)\n"
+      "  b = f32[8,4] parameter(1)\n"
+      "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n";
+  hk_sample_result r = compare(dot_global, part, 2, 32);
+  ck_assert(!r.equal);
+  ck_assert(r.has_mismatch);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+/* ---- all-gather, reduce-scatter, all-to-all, collective-permute -------------- */
+
+START_TEST(test_all_gather_and_slices_equal) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[8,6] parameter(0)\n"
+      "  t = f32[6,8] transpose(a), dimensions={1,0}\n"
+      "  ROOT n = f32[6,8] negate(t)\n"
+      "}\n";
+  /* Rows of a are sharded; each device negates its piece, the pieces are
+   * gathered and transposed. */
+  const char *p =
+      "HloModule p, num_partitions=4, spmd_output_sharding={replicated}, "
+      "spmd_parameters_shardings={{devices=[4,1]0,1,2,3}}\n"
+      "ENTRY e {\n"
+      "  a = f32[2,6] parameter(0)\n"
+      "  n = f32[2,6] negate(a)\n"
+      "  g = f32[8,6] all-gather(n), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true\n"
+      "  ROOT t = f32[6,8] transpose(g), dimensions={1,0}\n"
+      "}\n";
+  hk_sample_result r = compare(g, p, 4, 64);
+  ck_assert(r.equal);
+  ck_assert_int_ge(r.samples, 64);
+  ck_assert(r.max_abs_error == 0);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_reduce_scatter_tiled_output_equal) {
+  const char *g =
+      "HloModule g\n"
+      "add { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+      "ENTRY e {\n"
+      "  a = f32[8,12] parameter(0)\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT r = f32[8] reduce(a, z), dimensions={1}, to_apply=add\n"
+      "}\n";
+  /* Columns sharded: local sums, then reduce-scatter leaves each device a
+   * quarter of the rows. */
+  const char *p =
+      "HloModule p, num_partitions=4, spmd_output_sharding={devices=[4]0,1,2,3}, "
+      "spmd_parameters_shardings={{devices=[1,4]0,1,2,3}}\n"
+      "add { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+      "ENTRY e {\n"
+      "  a = f32[8,3] parameter(0)\n"
+      "  z = f32[] constant(0)\n"
+      "  r = f32[8] reduce(a, z), dimensions={1}, to_apply=add\n"
+      "  ROOT s = f32[2] reduce-scatter(r), channel_id=1, replica_groups={{0,1,2,3}}, dimensions={0}, use_global_device_ids=true, to_apply=add\n"
+      "}\n";
+  hk_sample_result r = compare(g, p, 4, 32);
+  ck_assert(r.equal);
+  ck_assert(r.max_abs_error < 1e-5);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_collective_permute_wrong_pairs_caught) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  ROOT r = f32[8] reverse(a), dimensions={0}\n"
+      "}\n";
+  /* Reversing a 2-way sharded vector: each device reverses its half and
+   * swaps halves with the other; %s are the source-target pairs. */
+  const char *fmt =
+      "HloModule p, num_partitions=2, spmd_output_sharding={devices=[2]0,1}, "
+      "spmd_parameters_shardings={{devices=[2]0,1}}\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  r = f32[4] reverse(a), dimensions={0}\n"
+      "  ROOT c = f32[4] collective-permute(r), channel_id=1, source_target_pairs=%s\n"
+      "}\n";
+  char right[1024], wrong[1024];
+  snprintf(right, sizeof right, fmt, "{{0,1},{1,0}}");
+  snprintf(wrong, sizeof wrong, fmt, "{{0,1}}");
+  hk_sample_result r = compare(g, right, 2, 16);
+  ck_assert(r.equal);
+  hk_sample_result_free(&r);
+  r = compare(g, wrong, 2, 16);
+  ck_assert(!r.equal);   /* device 0 receives nothing: zeros */
+  ck_assert_int_eq(r.mismatch_device, 0);
+  ck_assert(r.actual == 0);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+START_TEST(test_all_to_all_equal) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[4,8] parameter(0)\n"
+      "  ROOT c = f32[4,8] copy(a)\n"
+      "}\n";
+  /* Resharding rows -> columns with an all-to-all on a [1,4]-reshaped
+   * view: device d holds rows 2d..2d+1 and ends with columns 4d..4d+3. */
+  const char *p =
+      "HloModule p, num_partitions=2, spmd_output_sharding={devices=[1,2]0,1}, "
+      "spmd_parameters_shardings={{devices=[2,1]0,1}}\n"
+      "ENTRY e {\n"
+      "  a = f32[2,8] parameter(0)\n"
+      "  r = f32[2,2,4] reshape(a)\n"
+      "  t = f32[2,2,4] transpose(r), dimensions={1,0,2}\n"
+      "  x = f32[2,2,4] all-to-all(t), channel_id=1, replica_groups={{0,1}}, dimensions={0}\n"
+      "  ROOT o = f32[4,4] reshape(x)\n"
+      "}\n";
+  hk_sample_result r = compare(g, p, 2, 32);
+  ck_assert(r.equal);
+  ck_assert(r.max_abs_error == 0);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+/* ---- a dot over a 2^30-element operand --------------------------------------- */
+
+START_TEST(test_huge_dot_is_fast) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[32768,32768] parameter(0)\n"
+      "  b = f32[32768,16] parameter(1)\n"
+      "  ROOT d = f32[32768,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n";
+  const char *p =
+      "HloModule p, num_partitions=4, spmd_output_sharding={devices=[4,1]0,1,2,3}, "
+      "spmd_parameters_shardings={{devices=[4,1]0,1,2,3},{replicated}}\n"
+      "ENTRY e {\n"
+      "  a = f32[8192,32768] parameter(0)\n"
+      "  b = f32[32768,16] parameter(1)\n"
+      "  ROOT d = f32[8192,16] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "}\n";
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  hk_sample_result r = compare(g, p, 4, 128);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+  ck_assert(r.equal);
+  ck_assert_int_ge(r.samples, 128);
+  if (!hk_test_slow_build()) ck_assert_msg(s < 1.0, "took %.2f s", s);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+/* ---- while loops ---------------------------------------------------------------- */
+
+static const char *loop_fmt =
+    "HloModule %s%s\n"
+    "cond { s = (s32[], f32[%d]) parameter(0)  i = s32[] get-tuple-element(s), index=0\n"
+    "       n = s32[] constant(%d)  ROOT lt = pred[] compare(i, n), direction=LT }\n"
+    "body { s = (s32[], f32[%d]) parameter(0)  i = s32[] get-tuple-element(s), index=0\n"
+    "       x = f32[%d] get-tuple-element(s), index=1  one = s32[] constant(1)\n"
+    "       j = s32[] add(i, one)  y = f32[%d] add(x, x)  ROOT t = (s32[], f32[%d]) tuple(j, y) }\n"
+    "ENTRY e {\n"
+    "  a = f32[%d] parameter(0)  z = s32[] constant(0)\n"
+    "  t = (s32[], f32[%d]) tuple(z, a)\n"
+    "  w = (s32[], f32[%d]) while(t), condition=cond, body=body\n"
+    "  ROOT r = f32[%d] get-tuple-element(w), index=1\n"
+    "}\n";
+
+static void loop_text(char *buf, size_t cap, bool partitioned, int trips) {
+  int n = partitioned ? 4 : 8;
+  snprintf(buf, cap, loop_fmt, partitioned ? "p" : "g",
+           partitioned ? ", num_partitions=2, spmd_output_sharding={devices=[2]0,1}, "
+                         "spmd_parameters_shardings={{devices=[2]0,1}}"
+                       : "",
+           n, trips, n, n, n, n, n, n, n, n);
+}
+
+START_TEST(test_while_loop) {
+  char g[4096], right[4096], wrong[4096];
+  loop_text(g, sizeof g, false, 5);
+  loop_text(right, sizeof right, true, 5);
+  loop_text(wrong, sizeof wrong, true, 6);
+  hk_sample_result r = compare(g, right, 2, 16);
+  ck_assert(r.equal);
+  hk_sample_result_free(&r);
+  r = compare(g, wrong, 2, 16);
+  ck_assert(!r.equal);
+  ck_assert(r.actual == 2 * r.expected);   /* one doubling too many */
+  hk_sample_result_free(&r);
+}
+END_TEST
+
+/* ---- ops against the dense evaluator ---------------------------------------------
+ * A global module whose inputs are computed (sines of iotas, no
+ * parameters) is evaluated densely; a "partitioned" module holding that
+ * result as a constant is then compared with the sampled evaluation of the
+ * global one, so every sampled position checks an op's box arithmetic
+ * (windows, padding, dilation, gathers, ...) against the dense kernels. */
+
+static hk_module *constant_module(const hk_value *v, const hk_shape *shape) {
+  hk_module *m = hk_module_new("dense");
+  hk_computation *c = hk_computation_new(m, "e");
+  const hk_shape *s = hk_shape_copy(m, shape);
+  hk_literal *l = hk_literal_new(m, s);
+  memcpy(l->data, v->data, (size_t)v->nbytes);
+  hk_instr *k = hk_instr_new(c, HK_OP_CONSTANT, s, 0, NULL, "c");
+  hk_instr_attrs(k)->literal = l;
+  hk_computation_set_root(c, k);
+  hk_module_set_entry(m, c);
+  return m;
+}
+
+static void check_against_dense(const char *body) {
+  char text[8192];
+  snprintf(text, sizeof text,
+           "HloModule g\n"
+           "add { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+           "ge { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=GE }\n"
+           "lt { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=LT }\n"
+           "ENTRY e {\n"
+           "  i0 = f32[12,10] iota(), iota_dimension=0\n"
+           "  i1 = f32[12,10] iota(), iota_dimension=1\n"
+           "  k = f32[] constant(3.7)\n"
+           "  kb = f32[12,10] broadcast(k), dimensions={}\n"
+           "  mm = f32[12,10] multiply(i0, kb)\n"
+           "  sm = f32[12,10] add(mm, i1)\n"
+           "  a = f32[12,10] sine(sm)\n"
+           "%s\n"
+           "}\n",
+           body);
+  hk_module *g = hk_test_parse(text);
+  hk_value *dense = NULL;
+  hk_eval_options eo = {0};
+  ck_assert_ok(hk_eval_module(g, NULL, 0, &dense, &eo, NULL));
+  hk_module *p = constant_module(dense, g->entry->root->shape);
+  hk_sample_options o = {.seed = 3, .samples = 512, .atol = 1e-6, .rtol = 1e-6};
+  hk_sample_result r;
+  ck_assert_ok(hk_eval_compare_sampled(g, p, 1, 1, &o, &r));
+  ck_assert_msg(r.equal, "%s: index %lld expected %g, got %g", body, (long long)r.mismatch_index,
+                r.actual, r.expected);
+  ck_assert_int_ge(r.samples, 16);
+  hk_sample_result_free(&r);
+  hk_value_release(dense);
+  hk_module_free(g);
+  hk_module_free(p);
+}
+
+START_TEST(test_ops_match_dense) {
+  static const char *const bodies[] = {
+      "  ROOT t = f32[10,12] transpose(a), dimensions={1,0}",
+      "  r = f32[4,3,10] reshape(a)\n  ROOT t = f32[10,4,3] transpose(r), dimensions={2,0,1}",
+      "  ROOT r = f32[5,24] reshape(a)",
+      "  z = f32[] constant(-1)\n  ROOT p = f32[24,25] pad(a, z), padding=2_-1_1x3_3_1",
+      "  ROOT c = f32[12,30] concatenate(a, a, a), dimensions={1}",
+      "  ROOT r = f32[12,10] reverse(a), dimensions={0,1}",
+      "  ROOT s = f32[5,3] slice(a), slice={[1:11:2], [2:9:3]}",
+      "  i = s32[] constant(9)\n  j = s32[] constant(-2)\n  ROOT d = f32[5,4] dynamic-slice(a, i, j), dynamic_slice_sizes={5,4}",
+      "  u = f32[3,4] slice(a), slice={[0:3], [0:4]}\n  i = s32[] constant(4)\n  j = s32[] constant(8)\n"
+      "  ROOT d = f32[12,10] dynamic-update-slice(a, u, i, j)",
+      "  ROOT b = f32[3,12,2,10] broadcast(a), dimensions={1,3}",
+      "  z = f32[] constant(0)\n  ROOT r = f32[10] reduce(a, z), dimensions={0}, to_apply=add",
+      "  z = f32[] constant(0)\n  ROOT r = f32[6,10] reduce-window(a, z), window={size=3x2 stride=2x2 pad=1_2x1_1 lhs_dilate=1x2 rhs_dilate=2x1}, to_apply=add",
+      "  z = f32[] constant(0)\n  src = f32[6,5] slice(a), slice={[0:6], [0:5]}\n"
+      "  ROOT s = f32[12,10] select-and-scatter(a, src, z), window={size=3x3 stride=2x2 pad=1_1x1_1}, select=ge, scatter=add",
+      "  r = f32[1,12,10,1] reshape(a)\n  k9 = f32[9,2] slice(a), slice={[0:9], [0:2]}\n  w = f32[3,3,1,2] reshape(k9)\n"
+      "  ROOT c = f32[1,6,8,2] convolution(r, w), window={size=3x3 stride=2x1 pad=1_1x2_0 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f",
+      "  r = f32[1,12,10,1] reshape(a)\n  k9 = f32[9,2] slice(a), slice={[0:9], [0:2]}\n  w = f32[3,3,1,2] reshape(k9)\n"
+      "  ROOT c = f32[1,12,8,2] convolution(r, w), window={size=3x3 stride=2x1 pad=1_1x0_0 lhs_dilate=2x1}, dim_labels=b01f_01io->b01f",
+      "  ROOT s = f32[12,10] sort(a), dimensions={1}, to_apply=lt",
+      "  ix = s32[6,1] iota(), iota_dimension=0\n  c2 = s32[] constant(2)\n  two = s32[6,1] broadcast(c2), dimensions={}\n"
+      "  idx = s32[6,1] multiply(ix, two)\n"
+      "  ROOT g = f32[6,3] gather(a, idx), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,3}",
+      "  ix = s32[6,1] iota(), iota_dimension=0\n  c4 = s32[] constant(4)\n  four = s32[6,1] broadcast(c4), dimensions={}\n"
+      "  idx = s32[6,1] remainder(ix, four)\n  up = f32[6,10] slice(a), slice={[3:9], [0:10]}\n"
+      "  ROOT s = f32[12,10] scatter(a, idx, up), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+START_TEST(test_unsupported_op_is_a_clean_error) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  ROOT t = f32[4] custom-call(a), custom_call_target=\"MyOpaqueKernel\"\n"
+      "}\n";
+  hk_module *m = hk_test_parse(g), *p = hk_test_parse(g);
+  hk_sample_options o = {.seed = 1, .samples = 8, .atol = -1, .rtol = -1};
+  hk_sample_result r;
+  hk_status *st = hk_eval_compare_sampled(m, p, 1, 1, &o, &r);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_int_eq(st->code, HK_UNIMPLEMENTED);
+  ck_assert_ptr_nonnull(strstr(st->message, "t (custom-call)"));
+  hk_status_free(st);
+  hk_module_free(m);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(test_mismatched_results_are_an_error) {
+  const char *g = "HloModule g\nENTRY e { a = f32[4] parameter(0)  ROOT n = f32[4] negate(a) }\n";
+  const char *p = "HloModule p\nENTRY e { a = f32[4] parameter(0)  ROOT n = s32[4] convert(a) }\n";
+  hk_module *gm = hk_test_parse(g), *pm = hk_test_parse(p);
+  hk_sample_result r;
+  hk_status *st = hk_eval_compare_sampled(gm, pm, 1, 1, NULL, &r);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_int_eq(st->code, HK_INVALID_ARGUMENT);
+  hk_status_free(st);
+  hk_module_free(gm);
+  hk_module_free(pm);
+}
+END_TEST
+
+START_TEST(test_cost_estimate) {
+  hk_module *m = hk_test_parse(dot_global);
+  hk_eval_cost c = hk_eval_estimate_cost(m);
+  ck_assert(c.macs == 8.0 * 4 * 16);
+  ck_assert_int_eq(c.largest_elements, 128);
+  hk_module_free(m);
+}
+END_TEST
+
+static Suite *sample_suite(void) {
+  Suite *s = suite_create("eval_sample");
+  TCase *t = tcase_create("sample");
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, test_dot_all_reduce_equal);
+  tcase_add_test(t, test_wrong_replica_groups_caught);
+  tcase_add_test(t, test_missing_all_reduce_caught);
+  tcase_add_test(t, test_all_gather_and_slices_equal);
+  tcase_add_test(t, test_reduce_scatter_tiled_output_equal);
+  tcase_add_test(t, test_collective_permute_wrong_pairs_caught);
+  tcase_add_test(t, test_all_to_all_equal);
+  tcase_add_test(t, test_huge_dot_is_fast);
+  tcase_add_test(t, test_while_loop);
+  tcase_add_test(t, test_ops_match_dense);
+  tcase_add_test(t, test_unsupported_op_is_a_clean_error);
+  tcase_add_test(t, test_mismatched_results_are_an_error);
+  tcase_add_test(t, test_cost_estimate);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(sample_suite)

@@ -1,0 +1,124 @@
+/* test_ir_remove.c - Check suite for hk_instrs_remove (host/ir/remove_many.c): many removals at once leave the IR exactly as the same removals one by one. */
+#include "testutil.h"
+
+/* ENTRY: a constant k and parameter p; a0..a9 = add(k, p) (k's users in
+ * that order), d = multiply(a3, a3), r = the root, a sum over a0..a9. */
+static const char *kModule =
+    "HloModule m\n\nENTRY e {\n"
+    "  p = f32[4] parameter(0)\n  k = f32[4] constant({1, 2, 3, 4})\n"
+    "  a0 = f32[4] add(k, p)\n  a1 = f32[4] add(k, p)\n  a2 = f32[4] add(k, p)\n"
+    "  a3 = f32[4] add(k, p)\n  a4 = f32[4] add(k, p)\n  a5 = f32[4] add(k, p)\n"
+    "  a6 = f32[4] add(k, p)\n  a7 = f32[4] add(k, p)\n  a8 = f32[4] add(k, p)\n"
+    "  a9 = f32[4] add(k, p)\n  d = f32[4] multiply(a3, a3)\n"
+    "  ROOT r = f32[4] add(p, p)\n}\n";
+
+static hk_instr *find(hk_module *m, const char *name) {
+  return hk_computation_find_instr(m->entry, name);
+}
+
+/* "name name ..." of i's users, in order. */
+static void users_text(const hk_instr *i, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int32_t k = 0; k < i->n_users && n < cap; k++)
+    n += (size_t)snprintf(out + n, cap - n, "%s%s", k ? " " : "", i->users[k]->name);
+}
+
+static void list_text(const hk_computation *c, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (const hk_instr *i = c->first; i && n < cap; i = i->next)
+    n += (size_t)snprintf(out + n, cap - n, "%s ", i->name);
+}
+
+static const char *const kDead[] = {"d", "a7", "a3", "a0", "a9", "a5"};
+enum { kNDead = sizeof kDead / sizeof kDead[0] };
+
+START_TEST(batch_matches_one_by_one) {
+  hk_module *one = hk_test_parse(kModule), *many = hk_test_parse(kModule);
+  hk_instr *v[kNDead];
+  for (int k = 0; k < kNDead; k++) {
+    ck_assert_ok(hk_instr_remove(find(one, kDead[k])));
+    v[k] = find(many, kDead[k]);
+  }
+  ck_assert_ok(hk_instrs_remove(v, kNDead));
+  char a[512], b[512];
+  users_text(find(one, "k"), a, sizeof a);
+  users_text(find(many, "k"), b, sizeof b);
+  ck_assert_str_eq(a, b);
+  ck_assert_str_eq(b, "a6 a1 a2 a8 a4");   /* XLA's order: the last user takes a freed slot */
+  users_text(find(one, "p"), a, sizeof a);
+  users_text(find(many, "p"), b, sizeof b);
+  ck_assert_str_eq(a, b);
+  list_text(one->entry, a, sizeof a);
+  list_text(many->entry, b, sizeof b);
+  ck_assert_str_eq(a, b);
+  ck_assert_int_eq(many->entry->n_instrs, one->entry->n_instrs);
+  ck_assert_int_eq(many->entry->n_instrs, 14 - kNDead);
+  for (int k = 0; k < kNDead; k++) {
+    ck_assert_ptr_null(v[k]->parent);
+    ck_assert_ptr_null(find(many, kDead[k]));   /* the name is retired */
+  }
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(many, &vo));
+  hk_module_free(one);
+  hk_module_free(many);
+}
+END_TEST
+
+/* An instruction whose user comes later in the list (or stays) is
+ * refused, and so are roots and repeats; nothing is removed then. */
+START_TEST(refuses_and_removes_nothing) {
+  hk_module *m = hk_test_parse(kModule);
+  hk_instr *a3 = find(m, "a3"), *d = find(m, "d"), *r = find(m, "r"), *a1 = find(m, "a1");
+  hk_instr *users_late[2] = {a3, d};
+  hk_instr *root[2] = {a1, r};
+  hk_instr *twice[3] = {d, a1, d};
+  ck_assert_ptr_nonnull(hk_instrs_remove(users_late, 2));
+  ck_assert_ptr_nonnull(hk_instrs_remove(root, 2));
+  ck_assert_ptr_nonnull(hk_instrs_remove(twice, 3));
+  ck_assert_int_eq(m->entry->n_instrs, 14);
+  ck_assert_int_eq(find(m, "k")->n_users, 10);
+  ck_assert_int_eq(a3->n_users, 1);
+  ck_assert_ptr_eq(d->parent, m->entry);
+  hk_module_free(m);
+}
+END_TEST
+
+/* The case it exists for: a value shared by very many instructions that
+ * all die together. */
+START_TEST(shared_operand_many_users) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = hk_computation_new(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *k = hk_build_constant_f64(c, NULL, HK_F32, 1.0);
+  enum { N = 200000 };
+  hk_instr **v = malloc(sizeof *v * N);
+  ck_assert_ptr_nonnull(v);
+  for (int i = 0; i < N; i++) v[i] = hk_instr_new(c, HK_OP_NEGATE, s, 1, &k, "n");
+  hk_instr *keep = v[N / 2];
+  hk_computation_set_root(c, keep);
+  hk_module_set_entry(m, c);
+  v[N / 2] = v[N - 1];
+  ck_assert_ok(hk_instrs_remove(v, N - 1));
+  ck_assert_int_eq(k->n_users, 1);
+  ck_assert_ptr_eq(k->users[0], keep);
+  ck_assert_int_eq(c->n_instrs, 2);
+  ck_assert_ptr_eq(c->first, k);
+  ck_assert_ptr_eq(c->last, keep);
+  free(v);
+  hk_module_free(m);
+}
+END_TEST
+
+static Suite *ir_remove_suite(void) {
+  Suite *s = suite_create("ir_remove");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, batch_matches_one_by_one);
+  tcase_add_test(tc, refuses_and_removes_nothing);
+  tcase_add_test(tc, shared_operand_many_users);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+HK_TEST_MAIN(ir_remove_suite)

@@ -1,0 +1,251 @@
+/* test_spmd_gather.c - Check tests of gather and scatter partitioning:
+ * operand passthrough, index passthrough, trivially sliced operand (with
+ * out-of-range and negative indices), explicit batch dims, the method
+ * option, scatter combiners; each checked for the collectives it emits
+ * and for the values against the global module. */
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) {
+  char path[4096];
+  reg = hk_registry_new();
+  hk_test_plugin_path("stock", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  hk_test_plugin_path("spmd", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+}
+
+static void teardown(void) { hk_registry_free(reg); }
+
+static int64_t collectives(const hk_module *m) {
+  return hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_ALL_GATHER) +
+         hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE) +
+         hk_test_count_op(m, HK_OP_REDUCE_SCATTER);
+}
+
+/* ---- gather -------------------------------------------------------------- */
+
+START_TEST(gather_operand_passthrough) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[2,9] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  indices = s32[3] constant({1, 0, 5}), sharding={replicated}\n"
+      "  ROOT g = f32[3,9] gather(input, indices), offset_dims={1}, collapsed_slice_dims={0},\n"
+      "    start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}, sharding={devices=[1,2]0,1}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[2] = {3, 5};
+  ck_assert(spmd_check_root_dims(p, 2, dims));
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_GATHER), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_index_passthrough) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[2,9,8] parameter(0), sharding={replicated}\n"
+      "  indices = s32[4,2,4] parameter(1), sharding={devices=[2,1,2]<=[4]}\n"
+      "  ROOT g = f32[8,4,4] gather(input, indices), offset_dims={0}, collapsed_slice_dims={0,1},\n"
+      "    start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,1,8},\n"
+      "    sharding={devices=[1,2,2]<=[4]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[3] = {8, 2, 2};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+static const char *trivial_gather =
+    "HloModule m\n"
+    "ENTRY e {\n"
+    "  input = f32[17,9] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  indices = s32[2,3] constant({{0, 16, -3}, {9, 8, 20}}), sharding={replicated}\n"
+    "  ROOT g = f32[2,3,9] gather(input, indices), offset_dims={2}, collapsed_slice_dims={0},\n"
+    "    start_index_map={0}, index_vector_dim=2, slice_sizes={1,9}, sharding={replicated}\n"
+    "}\n";
+
+START_TEST(gather_trivial_sliced_operand) {
+  /* Each partition gathers the rows it holds (indices clamped globally,
+   * shifted, masked), one all-reduce sums them; the operand stays put. */
+  hk_module *p = spmd_check_partition(reg, trivial_gather, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  int64_t dims[3] = {2, 3, 9};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+static const char *both_sharded_gather =
+    "HloModule m\n"
+    "ENTRY e {\n"
+    "  input = f32[16,9] parameter(0), sharding={devices=[2,1]0,1}\n"
+    "  indices = s32[6,1] parameter(1), sharding={devices=[2,1]0,1}\n"
+    "  ROOT g = f32[6,9] gather(input, indices), offset_dims={1}, collapsed_slice_dims={0},\n"
+    "    start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}, sharding={devices=[2,1]0,1}\n"
+    "}\n";
+
+START_TEST(gather_method_option) {
+  /* Equal tiles on both sides: by default the indices keep theirs (no
+   * masking); kTrivialSlicedOperand keeps the operand's and all-reduces. */
+  hk_module *p = spmd_check_partition(reg, both_sharded_gather, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+  p = spmd_check_partition(reg, both_sharded_gather, 2,
+                           "gather_partition_method=kTrivialSlicedOperand");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  hk_module_free(p);
+  p = spmd_check_partition(reg, both_sharded_gather, 2, "gather_partition_method=kIndexPassthrough");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_explicit_batch) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[10,3,14,4] parameter(0),\n"
+      "    sharding={devices=[1,1,2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  indices = s32[14,10,6,2] parameter(1), sharding={devices=[2,1,2,1]<=[4]}\n"
+      "  ROOT g = f32[14,10,6,2] gather(input, indices), offset_dims={3},\n"
+      "    collapsed_slice_dims={1}, operand_batching_dims={0,2},\n"
+      "    start_indices_batching_dims={1,0}, start_index_map={1,3},\n"
+      "    index_vector_dim=3, slice_sizes={1,1,1,2}, sharding={devices=[2,1,2,1]<=[4]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[4] = {7, 10, 3, 2};
+  ck_assert(spmd_check_root_dims(p, 4, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- scatter ---------------------------------------------------------------- */
+
+START_TEST(scatter_operand_passthrough_variadic) {
+  const char *text =
+      "HloModule m\n"
+      "comb {\n"
+      "  a0 = f32[] parameter(0)\n"
+      "  a1 = f32[] parameter(1)\n"
+      "  b0 = f32[] parameter(2)\n"
+      "  b1 = f32[] parameter(3)\n"
+      "  s = f32[] add(a0, b0)\n"
+      "  x = f32[] maximum(a1, b1)\n"
+      "  ROOT t = (f32[], f32[]) tuple(s, x)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  in0 = f32[2,9] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  in1 = f32[2,9] parameter(1), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  idx = s32[3] constant({1, 0, 1}), sharding={replicated}\n"
+      "  u0 = f32[3,9] parameter(2), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  u1 = f32[3,9] parameter(3), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT s = (f32[2,9], f32[2,9]) scatter(in0, in1, idx, u0, u1), to_apply=comb,\n"
+      "    update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0},\n"
+      "    index_vector_dim=1, sharding={{devices=[1,2,2]<=[4] last_tile_dim_replicate},\n"
+      "    {devices=[1,2,2]<=[4] last_tile_dim_replicate}}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+static const char *index_scatter_fmt =
+    "HloModule m\n"
+    "comb {\n"
+    "  a = f32[] parameter(0)\n"
+    "  b = f32[] parameter(1)\n"
+    "  ROOT r = f32[] %s\n"
+    "}\n"
+    "ENTRY e {\n"
+    "  in = f32[4,6] parameter(0), sharding={replicated}\n"
+    "  idx = s32[4,1] constant({{0}, {3}, {%d}, {7}}), sharding={devices=[2,1]0,1}\n"
+    "  u = f32[4,6] parameter(1), sharding={devices=[2,1]0,1}\n"
+    "  ROOT s = f32[4,6] scatter(in, idx, u), to_apply=comb, update_window_dims={1},\n"
+    "    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,\n"
+    "    sharding={replicated}\n"
+    "}\n";
+
+static hk_module *index_scatter(const char *root, int third_index) {
+  char text[2048];
+  snprintf(text, sizeof text, index_scatter_fmt, root, third_index);
+  return spmd_check_partition(reg, text, 2, NULL);
+}
+
+START_TEST(scatter_index_passthrough_combiners) {
+  /* Row 0 is updated from both partitions: the combiner's all-reduce
+   * merges them (identity-filled local scatters). */
+  const char *roots[] = {"add(a, b)", "minimum(a, b)", "maximum(b, a)", "multiply(a, b)"};
+  for (size_t k = 0; k < sizeof roots / sizeof roots[0]; k++) {
+    hk_module *p = index_scatter(roots[k], 0);
+    ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+    ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+    hk_module_free(p);
+  }
+}
+END_TEST
+
+START_TEST(scatter_overwrite_not_index_passthrough) {
+  /* An overwriting combiner cannot merge partitions: no all-reduce of
+   * partial scatters (unique indices keep the result deterministic). */
+  hk_module *p = index_scatter("add(b, b)", 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+  p = index_scatter("copy(b)", 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(scatter_trivial_sliced_operand) {
+  const char *text =
+      "HloModule m\n"
+      "add {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  in = f32[17,9] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  idx = s32[2,3] constant({{0, 16, -3}, {9, 8, 17}}), sharding={replicated}\n"
+      "  u = f32[2,3,9] parameter(1), sharding={replicated}\n"
+      "  ROOT s = f32[17,9] scatter(in, idx, u), to_apply=add, update_window_dims={2},\n"
+      "    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=2,\n"
+      "    sharding={devices=[2,1]0,1}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[2] = {9, 9};
+  ck_assert(spmd_check_root_dims(p, 2, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_gather");
+  TCase *t = tcase_create("gather_scatter");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, gather_operand_passthrough);
+  tcase_add_test(t, gather_index_passthrough);
+  tcase_add_test(t, gather_trivial_sliced_operand);
+  tcase_add_test(t, gather_method_option);
+  tcase_add_test(t, gather_explicit_batch);
+  tcase_add_test(t, scatter_operand_passthrough_variadic);
+  tcase_add_test(t, scatter_index_passthrough_combiners);
+  tcase_add_test(t, scatter_overwrite_not_index_passthrough);
+  tcase_add_test(t, scatter_trivial_sliced_operand);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(suite)

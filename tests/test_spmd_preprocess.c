@@ -1,0 +1,201 @@
+/* test_spmd_preprocess.c - Check tests of the partitioner's PreprocessHlos
+ * phase and the rotate-right custom call it creates: slice(pad) merged into
+ * one pad, concatenate(slice, slice) rotations and the pad-with-wrap
+ * pattern, each checked for the rewrite it makes and for the values. */
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) {
+  char path[4096];
+  reg = hk_registry_new();
+  hk_test_plugin_path("stock", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  hk_test_plugin_path("spmd", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+}
+
+static void teardown(void) { hk_registry_free(reg); }
+
+static int64_t count_custom_calls(const hk_module *m) { return hk_test_count_op(m, HK_OP_CUSTOM_CALL); }
+
+/* A pad with this (lo, hi) on dim 0 somewhere in m. */
+static bool has_pad(const hk_module *m, int64_t lo, int64_t hi) {
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->opcode == HK_OP_PAD && i->attrs->pad[0].lo == lo && i->attrs->pad[0].hi == hi)
+        return true;
+  return false;
+}
+
+/* ---- slice(pad(x)) ------------------------------------------------------- */
+
+START_TEST(pad_then_slice_merged) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  z = f32[] constant(0)\n"
+      "  pad = f32[10] pad(p, z), padding=2_0, sharding={devices=[4]<=[4]}\n"
+      "  c = f32[10] copy(pad), sharding={devices=[4]<=[4]}\n"
+      "  ROOT s = f32[8] slice(c), slice={[0:8]}, sharding={devices=[4]<=[4]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  /* pad 2_0 then slice [0:8] is one pad 2_-2; no slice of a pad is left. */
+  ck_assert(has_pad(p, 2, -2));
+  ck_assert(!has_pad(p, 2, 0));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(pad_then_slice_kept_when_unsharded_dim) {
+  /* Padding and slicing an unsharded dim needs no halo: nothing merged. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[4,8] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  z = f32[] constant(0)\n"
+      "  pad = f32[6,8] pad(p, z), padding=2_0x0_0, sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT s = f32[5,8] slice(pad), slice={[1:6], [0:8]}, sharding={devices=[1,4]<=[4]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert(has_pad(p, 2, 0));
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- rotations ------------------------------------------------------------- */
+
+static const char *rotate_text(int64_t n, int64_t amount, char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "HloModule m\n"
+           "ENTRY e {\n"
+           "  p = f32[%lld] parameter(0), sharding={devices=[4]<=[4]}\n"
+           "  a = f32[%lld] slice(p), slice={[%lld:%lld]}, sharding={devices=[4]<=[4]}\n"
+           "  b = f32[%lld] slice(p), slice={[0:%lld]}, sharding={devices=[4]<=[4]}\n"
+           "  ROOT c = f32[%lld] concatenate(a, b), dimensions={0}, sharding={devices=[4]<=[4]}\n"
+           "}\n",
+           (long long)n, (long long)amount, (long long)(n - amount), (long long)n,
+           (long long)(n - amount), (long long)(n - amount), (long long)n);
+  return buf;
+}
+
+START_TEST(rotate_within_shard) {
+  char buf[1024];
+  /* 12 over 4 shards of 3, rotate by 2: one neighbour exchange. */
+  hk_module *p = spmd_check_partition(reg, rotate_text(12, 2, buf, sizeof buf), 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(count_custom_calls(p), 0);
+  int64_t d = 3;
+  ck_assert(spmd_check_root_dims(p, 1, &d));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rotate_across_shards) {
+  char buf[1024];
+  /* rotate by 7 = 2 shards + 1: two permutes (tail and head). */
+  hk_module *p = spmd_check_partition(reg, rotate_text(12, 7, buf, sizeof buf), 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rotate_whole_shards) {
+  char buf[1024];
+  /* rotate by 6 = 2 whole shards: the shards only move. */
+  hk_module *p = spmd_check_partition(reg, rotate_text(12, 6, buf, sizeof buf), 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_CONCATENATE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rotate_uneven) {
+  char buf[1024];
+  /* 10 over 4 is uneven: made whole, rotated, resliced - still right. */
+  hk_module *p = spmd_check_partition(reg, rotate_text(10, 3, buf, sizeof buf), 4, NULL);
+  ck_assert_int_eq(count_custom_calls(p), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- pad with wrap --------------------------------------------------------- */
+
+START_TEST(pad_with_wrap_modifiers) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[1,18] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  s0 = f32[1,2] slice(p), slice={[0:1], [16:18]}, sharding={devices=[1,2]0,1}\n"
+      "  m0 = f32[1,2] negate(s0), sharding={devices=[1,2]0,1}\n"
+      "  s1 = f32[1,2] slice(p), slice={[0:1], [0:2]}, sharding={devices=[1,2]0,1}\n"
+      "  m1 = f16[1,2] convert(s1), sharding={devices=[1,2]0,1}\n"
+      "  m2 = f32[1,2] convert(m1), sharding={devices=[1,2]0,1}\n"
+      "  ROOT c = f32[1,22] concatenate(m0, p, m2), dimensions={1}, sharding={devices=[1,2]0,1}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(count_custom_calls(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(pad_with_wrap_uneven) {
+  /* 2 + 18 + 3 = 23 over 2 partitions: the rotations go through the
+   * whole dimension, the values stay right. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[1,18] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  s0 = f32[1,2] slice(p), slice={[0:1], [16:18]}, sharding={devices=[1,2]0,1}\n"
+      "  s1 = f32[1,3] slice(p), slice={[0:1], [0:3]}, sharding={devices=[1,2]0,1}\n"
+      "  ROOT c = f32[1,23] concatenate(s0, p, s1), dimensions={1}, sharding={devices=[1,2]0,1}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(count_custom_calls(p), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_SELECT), 2);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_on_unsharded_dim_untouched) {
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = f32[12,4] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  a = f32[2,4] slice(p), slice={[10:12], [0:4]}, sharding={devices=[1,4]<=[4]}\n"
+      "  b = f32[10,4] slice(p), slice={[0:10], [0:4]}, sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT c = f32[12,4] concatenate(a, b), dimensions={0}, sharding={devices=[1,4]<=[4]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_CONCATENATE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_preprocess");
+  TCase *t = tcase_create("rewrites");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, pad_then_slice_merged);
+  tcase_add_test(t, pad_then_slice_kept_when_unsharded_dim);
+  tcase_add_test(t, rotate_within_shard);
+  tcase_add_test(t, rotate_across_shards);
+  tcase_add_test(t, rotate_whole_shards);
+  tcase_add_test(t, rotate_uneven);
+  tcase_add_test(t, pad_with_wrap_modifiers);
+  tcase_add_test(t, pad_with_wrap_uneven);
+  tcase_add_test(t, concat_on_unsharded_dim_untouched);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(suite)
