@@ -205,6 +205,29 @@ START_TEST(unique_names) {
 }
 END_TEST
 
+/* Names already canonical take a shortcut in the uniquer; these are the
+ * borderline spellings it must still hand to the general rules. */
+START_TEST(canonical_name_edges) {
+  static const char *const cases[][2] = {
+      {"y.01", "y.1"}, {"y.+2", "y._2"}, {"y.-3", "y.-3"}, {"z.", "z."}, {"w.12x", "w.12x"},
+      {"v.123456789012345678", "v.123456789012345678"},
+      {"v.1234567890123456789", "v.1234567890123456789"},
+      {"q.0", "q.0"}, {"q", "q.1"}, {"q.00", "q.2"}, {"pred", "pred_"}, {"s32.1", "s32.1"},
+      {"t-1.5", "t-1.5"}, {"u.7", "u.7"}, {"u.7", "u.0"}, {"f32.0", "f32.0"}, {"_a.3", "_a.3"},
+      {"__xla_b", "__xla_b"}, {"Z9.2", "Z9.2"},
+  };
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = new_comp(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    hk_instr *i = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, cases[k][0]);
+    ck_assert_str_eq(i->name, cases[k][1]);
+    ck_assert_ptr_eq(hk_computation_find_instr(c, cases[k][1]), i);
+  }
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(name_suffixes) {
   hk_module *m = hk_module_new("m");
   ck_assert_str_eq(hk_name_with_suffix(m, "foo", "clone"), "foo.clone");
@@ -1194,6 +1217,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, module_basics);
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);
+  tcase_add_test(tc, canonical_name_edges);
   tcase_add_test(tc, name_suffixes);
   tcase_add_test(tc, operands_users);
   tcase_add_test(tc, instr_new_before_and_attrs);

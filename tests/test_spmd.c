@@ -440,6 +440,17 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
   ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
   ck_assert_int_eq(m->entry->root->shape->dims[2], 40);
   hk_module_free(m);
+  /* rhs sharded on its contracting dim instead: the loop slices lhs's
+   * contracting dim to match each rhs shard and accumulates. */
+  char text[sizeof windowed_dot_module + 8];
+  snprintf(text, sizeof text, "%s", windowed_dot_module);
+  memcpy(strstr(text, "[1,4,1]3,1,0,2"), "[1,1,4]3,1,0,2", 14);
+  m = hk_test_parse(text);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_UPDATE_SLICE), 0);
+  hk_module_free(m);
   /* Under the default 256 MiB threshold: no loop. */
   m = hk_test_parse(windowed_dot_module);
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));

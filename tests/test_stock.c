@@ -128,6 +128,52 @@ START_TEST(cse_merges_identical_instructions) {
 }
 END_TEST
 
+/* Attributes decide: equal literals and slice sizes merge (compared by
+ * value), a different literal, slice size or metadata does not. */
+START_TEST(cse_compares_attributes_by_value) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  i = s32[] parameter(1)\n"
+      "  k1 = s32[4] constant({0, 2, 4, 6})\n  k2 = s32[4] constant({0, 2, 4, 6})\n"
+      "  k3 = s32[4] constant({0, 2, 4, 7})\n"
+      "  d1 = f32[2] dynamic-slice(p, i), dynamic_slice_sizes={2}\n"
+      "  d2 = f32[2] dynamic-slice(p, i), dynamic_slice_sizes={2}\n"
+      "  d3 = f32[2] dynamic-slice(p, i), dynamic_slice_sizes={2}, metadata={op_name=\"x\"}\n"
+      "  ROOT r = (s32[4], s32[4], s32[4], f32[2], f32[2], f32[2]) tuple(k1, k2, k3, d1, d2, d3)\n}\n");
+  ck_assert(run_pass(m, "hlo-cse", NULL));
+  hk_instr *r = m->entry->root;
+  ck_assert_ptr_eq(r->operands[0], r->operands[1]);
+  ck_assert_ptr_ne(r->operands[0], r->operands[2]);
+  ck_assert_ptr_eq(r->operands[3], r->operands[4]);
+  ck_assert_ptr_ne(r->operands[3], r->operands[5]);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CONSTANT), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE), 2);
+  hk_module_free(m);
+}
+END_TEST
+
+/* Dead chains hanging off one shared value all go, users before operands,
+ * and the shared value keeps exactly its live users. */
+START_TEST(dce_removes_dead_chains_of_a_shared_value) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  k = f32[] constant(1)\n"
+      "  b = f32[4] broadcast(k), dimensions={}\n"
+      "  x1 = f32[4] add(b, p)\n  y1 = f32[4] negate(x1)\n"
+      "  x2 = f32[4] add(b, p)\n  y2 = f32[4] negate(x2)\n"
+      "  live = f32[4] multiply(b, p)\n"
+      "  x3 = f32[4] add(b, live)\n"
+      "  ROOT r = f32[4] negate(live)\n}\n");
+  ck_assert(run_pass(m, "hlo-dce", NULL));
+  ck_assert_int_eq(m->entry->n_instrs, 5);
+  const char *gone[] = {"x1", "y1", "x2", "y2", "x3"};
+  for (int k = 0; k < 5; k++) ck_assert(!has_instr(m, gone[k]));
+  hk_instr *b = hk_computation_find_instr(m->entry, "b");
+  ck_assert_int_eq(b->n_users, 1);
+  ck_assert_str_eq(b->users[0]->name, "live");
+  ck_assert_int_eq(hk_computation_find_instr(m->entry, "p")->n_users, 1);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(cse_keeps_side_effects_apart) {
   hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
@@ -328,6 +374,8 @@ static Suite *stock_suite(void) {
   tcase_add_test(tc, flatten_leaves_embedded_reductions_shared);
   tcase_add_test(tc, cse_merges_identical_instructions);
   tcase_add_test(tc, cse_keeps_side_effects_apart);
+  tcase_add_test(tc, cse_compares_attributes_by_value);
+  tcase_add_test(tc, dce_removes_dead_chains_of_a_shared_value);
   tcase_add_test(tc, call_inliner_inlines_every_call);
   tcase_add_test(tc, call_inliner_single_call_site_option);
   tcase_add_test(tc, rng_expander_lowers_rng);

@@ -333,6 +333,48 @@ START_TEST(test_spmd_header) {
 }
 END_TEST
 
+/* Instructions print in XLA's post order (DFS from each instruction
+ * without users, in list order, operands in order), whatever the list
+ * order; a list already in that order prints as it is. */
+START_TEST(test_print_order) {
+  check_print("HloModule m\n\nENTRY e {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+              "  c = f32[] add(b, a)\n  ROOT d = f32[] multiply(c, a)\n}\n",
+              HK_PRINT_SHORT,
+              "HloModule m, entry_computation_layout={(f32[], f32[])->f32[]}\n\nENTRY e {\n"
+              "  b = f32[] parameter(1)\n  a = f32[] parameter(0)\n  c = f32[] add(b, a)\n"
+              "  ROOT d = f32[] multiply(c, a)\n}\n\n");
+  /* dead code after the root is a second DFS start */
+  check_print("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n  q = f32[] parameter(1)\n"
+              "  ROOT t = f32[] add(q, p)\n  x = f32[] negate(p)\n}\n",
+              HK_PRINT_SHORT,
+              "HloModule m, entry_computation_layout={(f32[], f32[])->f32[]}\n\nENTRY e {\n"
+              "  q = f32[] parameter(1)\n  p = f32[] parameter(0)\n  ROOT t = f32[] add(q, p)\n"
+              "  x = f32[] negate(p)\n}\n\n");
+  /* an operand the DFS reaches through an earlier operand first */
+  roundtrip("HloModule m, entry_computation_layout={(f32[])->f32[]}\n\nENTRY e {\n"
+            "  p = f32[] parameter(0)\n  x = f32[] negate(p)\n  r = f32[] exponential(p)\n"
+            "  s = f32[] exponential(r)\n  ROOT t = f32[] add(r, s)\n}\n\n",
+            HK_PRINT_SHORT);
+  /* an operand listed after its user (after a rewrite) */
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = hk_computation_new(m, "e");
+  hk_module_set_entry(m, c);
+  const hk_shape *f = hk_shape_scalar(m, HK_F32);
+  hk_instr *a = hk_instr_new(c, HK_OP_PARAMETER, f, 0, NULL, "a");
+  hk_instr_attrs(a)->parameter_number = 0;
+  hk_computation_register_param(c, a);
+  hk_instr *b = hk_instr_new(c, HK_OP_NEGATE, f, 1, &a, "b");
+  hk_instr *e = hk_instr_new(c, HK_OP_EXP, f, 1, &a, "c");
+  hk_instr_set_operand(b, 0, e);
+  hk_computation_set_root(c, b);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_nonnull(strstr(out, "ENTRY e {\n  a = f32[] parameter(0)\n  c = f32[] exponential(a)\n"
+                                    "  ROOT b = f32[] negate(c)\n}\n"));
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *text_suite(void) {
   Suite *s = suite_create("text");
   TCase *tc = tcase_create("core");
@@ -348,6 +390,7 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_pieces);
   tcase_add_test(tc, test_spmd_header);
   tcase_add_test(tc, test_single_instruction_text);
+  tcase_add_test(tc, test_print_order);
   suite_add_tcase(s, tc);
   return s;
 }

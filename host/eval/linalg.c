@@ -1,8 +1,10 @@
-/* linalg.c - dot (general dimension numbers, cache-blocked kernel) and
+/* linalg.c - dot (general dimension numbers, cache-blocked kernel, N:M sparse operands) and
  * convolution (windows, dilation, padding, feature and batch groups).
  * Floats (f64, f32, f16, bf16, f8) accumulate in double and round once to
  * the result type; integers accumulate in int64 (wrapped to the result
  * type). */
+#include <stdio.h>
+
 #include "eval/eval_internal.h"
 
 typedef enum { ACC_F64, ACC_INT } acc_kind;
@@ -148,11 +150,95 @@ static void store_block(hk_value *res, int64_t o0, const void *C, int64_t n, acc
   }
 }
 
+/* ---- structured (N:M) sparse dot -------------------------------------------------
+ * sparsity=L.d@N:M (or R.d@N:M): operand L (R) holds, along its dimension d,
+ * only N of every M consecutive elements of the logical operand; the third
+ * operand (u16 metadata, the sparse operand's shape with dimension d
+ * divided by N * G) says which.  Following the metadata format of XLA's
+ * sparse dot (JAX's nm_pack): each u16 describes G = 16 / (N * log2 M)
+ * groups of M logical elements, its kept elements in order, the j-th
+ * one's position inside its group in bits [j*log2 M, (j+1)*log2 M). */
+typedef struct sparsity {
+  int operand;                     /* 0: lhs, 1: rhs */
+  int64_t dim, n, m;
+} sparsity;
+
+static hk_status *parse_sparsity(const hk_instr *ins, sparsity *sp) {
+  const char *v = NULL;
+  for (int32_t i = 0; ins->attrs && i < ins->attrs->n_raw; i++)
+    if (!strcmp(ins->attrs->raw[i].name, "sparsity")) v = ins->attrs->raw[i].value;
+  char side, tail;
+  long long dim, n, m;
+  if (!v || sscanf(v, "%c.%lld@%lld:%lld%c", &side, &dim, &n, &m, &tail) != 4 ||
+      (side != 'L' && side != 'R'))
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "sparse dot needs one sparsity=L.d@N:M or R.d@N:M descriptor (got \"%s\")",
+                         v ? v : "");
+  int bits = 0;
+  while ((1LL << bits) < m) bits++;
+  if (n < 1 || m <= n || (1LL << bits) != m || 16 % (n * bits))
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "sparsity %lld:%lld is not supported", n, m);
+  *sp = (sparsity){side == 'L' ? 0 : 1, dim, n, m};
+  return NULL;
+}
+
+/* The logical (dense) operand of a sparse one: zeros except the kept
+ * elements, placed by the metadata. */
+static hk_status *densify(const hk_instr *ins, const sparsity *sp, const hk_value *v,
+                          const hk_value *meta, hk_value **out) {
+  int bits = 0;
+  while ((1LL << bits) < sp->m) bits++;
+  int64_t G = 16 / (sp->n * bits), kept = sp->n * G;   /* kept elements per u16 */
+  if (sp->dim < 0 || sp->dim >= v->rank || v->elem == HK_TUPLE || meta->elem != HK_U16 ||
+      meta->rank != v->rank || v->dims[sp->dim] % kept)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "sparse operand or metadata does not match the descriptor");
+  int64_t C = v->dims[sp->dim], outer = 1, inner = 1;
+  for (int j = 0; j < v->rank; j++) {
+    if (j != sp->dim && meta->dims[j] != v->dims[j])
+      return hk_eval_error(ins, HK_INVALID_ARGUMENT, "metadata shape does not match the sparse operand");
+    if (j < sp->dim) outer *= v->dims[j];
+    if (j > sp->dim) inner *= v->dims[j];
+  }
+  if (meta->dims[sp->dim] != C / kept)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "metadata has %lld entries along dimension %lld, want %lld",
+                         (long long)meta->dims[sp->dim], (long long)sp->dim, (long long)(C / kept));
+  int64_t dims[HK_MAX_RANK], L = C / sp->n * sp->m;
+  memcpy(dims, v->dims, (size_t)v->rank * sizeof(int64_t));
+  dims[sp->dim] = L;
+  hk_value *r = hk_value_new_array((hk_prim)v->elem, v->rank, dims);
+  int es = hk_esize(v->elem);
+  const uint16_t *md = meta->data;
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t c = 0; c < C; c++)
+      for (int64_t i = 0; i < inner; i++) {
+        int64_t j = c % kept;
+        uint16_t word = md[(o * (C / kept) + c / kept) * inner + i];
+        int64_t pos = (c / kept) * sp->m * G + (j / sp->n) * sp->m + ((word >> (bits * j)) & (sp->m - 1));
+        memcpy((uint8_t *)r->data + ((o * L + pos) * inner + i) * es,
+               (const uint8_t *)v->data + ((o * C + c) * inner + i) * es, (size_t)es);
+      }
+  *out = r;
+  return NULL;
+}
+
+static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_value *l,
+                            const hk_value *r, hk_value **out);
+
 hk_status *hk_op_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                      hk_value **out) {
-  const hk_value *l = ops[0], *r = ops[1];
-  if (ins->n_operands != 2)
-    return hk_eval_error(ins, HK_UNIMPLEMENTED, "sparse dot (%d operands) is not supported", ins->n_operands);
+  if (ins->n_operands == 2) return dot_dense(d, ins, ops[0], ops[1], out);
+  if (ins->n_operands != 3)
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "dot with %d operands", ins->n_operands);
+  sparsity sp = {0};
+  hk_value *dense = NULL;
+  HK_TRY(parse_sparsity(ins, &sp));
+  HK_TRY(densify(ins, &sp, ops[sp.operand], ops[2], &dense));
+  hk_status *st = sp.operand == 0 ? dot_dense(d, ins, dense, ops[1], out) : dot_dense(d, ins, ops[0], dense, out);
+  hk_value_release(dense);
+  return st;
+}
+
+static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_value *l,
+                            const hk_value *r, hk_value **out) {
   static const hk_dot_dnums empty;
   const hk_dot_dnums *dn = ins->attrs && ins->attrs->dot ? ins->attrs->dot : &empty;
   HK_TRY(check_dot(ins, l, r, dn));

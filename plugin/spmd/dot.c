@@ -292,9 +292,10 @@ static bool one_tile_per_partition(const spmd_visitor *v, const hk_sharding *s) 
          hk_sharding_num_tiles(s) == v->p->num_partitions;
 }
 
-/* The rotating operand (side w) is sharded along one non-contracting dim
- * only, evenly; the output is sharded along the kept operand's
- * non-contracting dims only and the kept operand already matches it. */
+/* The rotating operand (side w) is sharded along one dim only, evenly: a
+ * non-contracting dim, or a contracting dim the kept operand has whole; the
+ * output is sharded along the kept operand's non-contracting dims only and
+ * the kept operand already matches it. */
 static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
                           spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -320,11 +321,21 @@ static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
       if (wd >= 0) return false;
       wd = d;
     }
-  if (wd < 0 || w_to_out[wd] < 0 || out_from_k[w_to_out[wd]] >= 0 ||
-      wshape->dims[wd] % v->p->num_partitions || !windowed_worth_it(v, orig, w))
+  if (wd < 0 || wshape->dims[wd] % v->p->num_partitions || !windowed_worth_it(v, orig, w))
     return false;
-  *out = (spmd_windowed_dot){.rotating_side = w, .rotating_dim = wd, .out_dim = w_to_out[wd],
-                             .rotating_sharding = ws, .out = o};
+  *out = (spmd_windowed_dot){.rotating_side = w, .rotating_dim = wd, .rotating_sharding = ws,
+                             .out = o};
+  if (w_to_out[wd] >= 0) {
+    /* A non-contracting dim (not batch): each step fills a slice. */
+    if (out_from_k[w_to_out[wd]] >= 0) return false;
+    out->out_dim = w_to_out[wd];
+    return true;
+  }
+  /* A contracting dim whose kept-side partner the kept operand has whole. */
+  int kd = w ? dm->lhs_contract_of_rhs[wd] : dm->rhs_contract_of_lhs[wd];
+  if (kd < 0 || hk_sharding_dim_partitions(kv->sharding, kd) > 1) return false;
+  out->contracting = true;
+  out->kept_dim = kd;
   return true;
 }
 

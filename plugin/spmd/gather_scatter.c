@@ -24,6 +24,7 @@ typedef struct gs_dims {
   int64_t out_of_operand[HK_MAX_RANK];      /* operand dim -> out window dim or -1 */
   int64_t out_of_index[HK_MAX_RANK + 1];    /* indices dim -> out batch dim or -1 */
   int64_t index_of_batch[HK_MAX_RANK];      /* operand batching dim -> indices dim or -1 */
+  bool parallel[HK_MAX_RANK];               /* batch pair found from an iota in the indices */
   hk_i64s index_map;                        /* component k -> operand dim */
 } gs_dims;
 
@@ -48,8 +49,59 @@ static void map_window_dims(gs_dims *g, hk_i64s dropped, hk_i64s batching, hk_i6
   for (int d = 0; d < g->op_rank; d++) {
     g->out_of_operand[d] = -1;
     g->index_of_batch[d] = -1;
+    g->parallel[d] = false;
     if (!in_list(dropped, d) && !in_list(batching, d) && k < window_dims.n)
       g->out_of_operand[d] = window_dims.v[k++];
+  }
+}
+
+static const hk_instr *skip_copies(const hk_instr *i) {
+  while (i->opcode == HK_OP_COPY) i = i->operands[0];
+  return i;
+}
+
+/* The dim an iota counts along: iota(), or broadcast of a constant
+ * 0, 1, ..., n-1; -1 otherwise. */
+static int64_t iota_dim(const hk_instr *i) {
+  if (i->opcode == HK_OP_IOTA && i->n_dims == 1) return i->dims[0];
+  if (i->opcode != HK_OP_BROADCAST || i->n_dims != 1) return -1;
+  const hk_instr *c = i->operands[0];
+  const hk_literal *l = c->opcode == HK_OP_CONSTANT && c->attrs ? c->attrs->literal : NULL;
+  if (!l || !l->data || c->shape->rank != 1 || !hk_prim_is_integral((hk_prim)c->shape->elem))
+    return -1;
+  for (int64_t e = 0; e < c->shape->dims[0]; e++)
+    if (hk_literal_get_i64(l, e) != e) return -1;
+  return i->dims[0];
+}
+
+/* Component k of the indices is iota(...) along indices dim j and indexes
+ * operand dim d of the same size with a size-1 window: then d and j are
+ * parallel (implicit batch) dims (XLA's GetGatherScatterBatchParallelDims). */
+static void pair_parallel(gs_dims *g, const hk_shape *op, const hk_shape *idx, int64_t k,
+                          const hk_instr *piece) {
+  piece = skip_copies(piece);
+  int64_t j = iota_dim(piece), d = k < g->index_map.n ? g->index_map.v[k] : -1;
+  if (j < 0 || d < 0) return;
+  if (j == g->ivd || g->window[d] != 1 || g->index_of_batch[d] >= 0 || op->dims[d] != idx->dims[j])
+    return;
+  for (int e = 0; e < g->op_rank; e++)
+    if (g->index_of_batch[e] == j) return;
+  g->index_of_batch[d] = j;
+  g->parallel[d] = true;
+}
+
+static void find_parallel_dims(gs_dims *g, const hk_shape *op, const hk_instr *indices) {
+  const hk_instr *c = skip_copies(indices);
+  if (g->ivd == g->idx_rank) {
+    pair_parallel(g, op, indices->shape, 0, c);
+    return;
+  }
+  if (c->opcode != HK_OP_CONCATENATE || c->n_dims != 1 || c->dims[0] != g->ivd) return;
+  int64_t k = 0;
+  for (int i = 0; i < c->n_operands; i++) {
+    int64_t w = c->operands[i]->shape->dims[g->ivd];
+    if (w == 1) pair_parallel(g, op, indices->shape, k, c->operands[i]);
+    k += w;
   }
 }
 
@@ -69,6 +121,7 @@ static bool gather_dims(const hk_instr *g_, gs_dims *g) {
     g->index_of_batch[dn->operand_batching_dims.v[i]] = dn->start_indices_batching_dims.v[i];
   map_batch_dims(g, g_->shape, dn->offset_dims);
   g->index_map = dn->start_index_map;
+  find_parallel_dims(g, op, g_->operands[1]);
   return true;
 }
 
@@ -90,6 +143,7 @@ static bool scatter_dims(const hk_instr *s, gs_dims *g) {
     g->index_of_batch[dn->input_batching_dims.v[i]] = dn->scatter_indices_batching_dims.v[i];
   map_batch_dims(g, upd, dn->update_window_dims);
   g->index_map = dn->scatter_dims_to_operand_dims;
+  find_parallel_dims(g, op, s->operands[n]);
   return true;
 }
 
@@ -105,6 +159,8 @@ typedef struct gs_plan {
   int64_t tiles;                             /* partitions kept */
   int n_trivial;                             /* operand dims sliced to size 1 (operand-driven) */
   int64_t trivial[HK_MAX_RANK];
+  int n_shift;                               /* dims whose index values get the shard offset */
+  int64_t shift[HK_MAX_RANK];                /* subtracted: trivial dims and iota-parallel dims */
   int n_idx_batch;                           /* index passthrough dims (index-driven) */
   int64_t idx_batch[HK_MAX_RANK];
   int64_t passthrough[HK_MAX_RANK];          /* operand dims whose window is whole and sharded */
@@ -137,6 +193,17 @@ static int64_t kept_tiles(const hk_sharding *s, int n, const int64_t *dims) {
   int64_t t = 1;
   for (int i = 0; i < n; i++) t *= hk_sharding_dim_partitions(s, (int)dims[i]);
   return t;
+}
+
+/* Index values move into the shard: trivial dims and partitioned
+ * iota-parallel dims. */
+static void find_shifts(const gs_dims *g, gs_plan *pl) {
+  pl->n_shift = 0;
+  for (int i = 0; i < pl->n_trivial; i++) pl->shift[pl->n_shift++] = pl->trivial[i];
+  for (int d = 0; d < g->op_rank; d++)
+    if (g->parallel[d] && pl->op_s->kind == HK_SHARDING_TILED &&
+        hk_sharding_dim_partitions(pl->op_s, d) > 1)
+      pl->shift[pl->n_shift++] = d;
 }
 
 static bool is_index_batch_dim(const gs_dims *g, int64_t j) {
@@ -183,6 +250,7 @@ static bool plan_operand_driven(spmd_visitor *v, const gs_dims *g, const hk_shap
   }
   pl->idx_s = derive(v->m, pl->op_s, g->idx_rank, idx_of);
   pl->out_s = derive(v->m, pl->op_s, g->out_rank, out_of);
+  find_shifts(g, pl);
   return true;
 }
 
@@ -212,6 +280,7 @@ static bool plan_index_driven(spmd_visitor *v, const gs_dims *g, const hk_shardi
     if (j != g->ivd && hk_sharding_dim_partitions(pl->idx_s, j) > 1) out_of[g->out_of_index[j]] = j;
   pl->op_s = derive(v->m, pl->idx_s, g->op_rank, op_of);
   pl->out_s = derive(v->m, pl->idx_s, g->out_rank, out_of);
+  find_shifts(g, pl);
   return true;
 }
 
@@ -279,7 +348,7 @@ static hk_instr *component_constant(spmd_visitor *v, const gs_dims *g, hk_prim t
 }
 
 /* This partition's shard offsets per component (0 for components not on a
- * trivially sliced dim): a table indexed by partition-id. */
+ * shifted dim): a table indexed by partition-id. */
 static hk_instr *component_offsets(spmd_visitor *v, const gs_dims *g, const gs_plan *pl, hk_prim t,
                                    int64_t k, const hk_shape *op_shape) {
   int64_t np = v->p->num_partitions, dims[2] = {np, k};
@@ -290,9 +359,9 @@ static hk_instr *component_offsets(spmd_visitor *v, const gs_dims *g, const gs_p
     if (!hk_sharding_tile_offset(pl->op_s, op_shape, dev, off)) continue;
     for (int64_t c = 0; c < k; c++) {
       int64_t d = g->index_map.v[c];
-      bool trivial = false;
-      for (int i = 0; i < pl->n_trivial; i++) trivial = trivial || pl->trivial[i] == d;
-      hk_literal_set_i64(l, dev * k + c, trivial ? off[d] : 0);
+      bool shifted = false;
+      for (int i = 0; i < pl->n_shift; i++) shifted = shifted || pl->shift[i] == d;
+      hk_literal_set_i64(l, dev * k + c, shifted ? off[d] : 0);
     }
   }
   hk_instr *table = hk_instr_new(v->comp, HK_OP_CONSTANT, ts, 0, NULL, NULL);
@@ -407,7 +476,7 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
   HK_TRY(operand_as(v, orig, 0, pl->op_s, &ops[0]));
   HK_TRY(operand_as(v, orig, 1, pl->idx_s, &ops[1]));
   shifted_indices si = {ops[1], NULL};
-  if (pl->n_trivial) si = shift_indices(v, g, pl, ops[1], op_shape, true);
+  if (pl->n_shift) si = shift_indices(v, g, pl, ops[1], op_shape, true);
   ops[1] = si.idx;
   const hk_shape *ls = spmd_local_shape(v, pl->out_s, orig->shape);
   hk_instr *h = hk_instr_clone(v->comp, orig, ls, 2, ops, NULL);
@@ -419,7 +488,7 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
     sizes[d] = ops[0]->shape->dims[d];
   }
   a->gather_slice_sizes.v = sizes;
-  if (pl->n_trivial) {
+  if (pl->n_trivial && si.valid) {
     int64_t bd[HK_MAX_RANK];
     int nb = 0;
     for (int j = 0; j < g->idx_rank; j++)
@@ -502,7 +571,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
     st = operand_as(v, orig, k, t, &ops[k]);
   }
   if (!st) {
-    if (pl->n_trivial) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
+    if (pl->n_shift) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
     bool combine = !pl->operand_driven && pl->n_idx_batch > 0;
     hk_instr *base = ops[0];
     if (combine) ops[0] = hk_build_broadcast_scalar(v->comp, NULL,

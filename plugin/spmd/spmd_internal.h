@@ -138,11 +138,16 @@ hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- windowed_einsum.c ---- */
-/* A dot whose operand `rotating_side` (0 lhs, 1 rhs), sharded only along
- * its non-contracting dim rotating_dim (output dim out_dim) over every
- * partition, is multiplied shard by shard in a loop instead of gathered. */
+/* A dot whose operand `rotating_side` (0 lhs, 1 rhs) is sharded only along
+ * rotating_dim over every partition is multiplied shard by shard in a loop
+ * instead of gathered.  rotating_dim is either a non-contracting dim (output
+ * dim out_dim: each step fills that slice of the result) or, with
+ * contracting set, a contracting dim (kept_dim of the kept operand: each
+ * step multiplies the matching slice of it and adds the product). */
 typedef struct spmd_windowed_dot {
   int rotating_side, rotating_dim, out_dim;
+  bool contracting;
+  int kept_dim;
   hk_instr *kept, *rotating;            /* local operands */
   const hk_sharding *rotating_sharding; /* the rotating operand's */
   const hk_sharding *out;               /* the result's (out_dim whole) */

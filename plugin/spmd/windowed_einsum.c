@@ -2,8 +2,12 @@
  * all-gathering a large operand sharded along one of its non-contracting
  * dims, a loop of N steps multiplies the kept operand with the shard at
  * hand, writes the product into that shard's slice of the result, and
- * passes the shard to the neighbour with a collective-permute.  Each device
- * then holds one shard of the big operand at a time instead of all of it.
+ * passes the shard to the neighbour with a collective-permute (XLA's
+ * windowed einsum; with the operand sharded along a contracting dim, each
+ * step multiplies the matching slice of the kept operand and accumulates).
+ * Each device holds one shard of the big operand at a time instead of all
+ * of it.  The loop is rolled and unidirectional (unroll_windowed_einsum and
+ * bidirectional_windowed_einsum are not implemented).
  * dot.c decides when (spmd_windowed_dot); this file emits the loop. */
 #include "spmd_internal.h"
 
@@ -72,8 +76,30 @@ static hk_computation *loop_condition(spmd_visitor *v, const hk_shape *state, in
   return c;
 }
 
-/* (kept, shard, acc, i) -> (kept, next shard, acc with this step's product
- * in slice (tile(i) of the shard) of out_dim, i + 1). */
+/* The slice of `kept` along kept_dim that multiplies tile `tile` of the
+ * rotating operand (contracting windows). */
+static hk_instr *kept_window(spmd_visitor *v, hk_computation *c, hk_instr *kept, int dim,
+                             int64_t chunk, hk_instr *offset) {
+  const hk_shape *ks = kept->shape;
+  int64_t sizes[HK_MAX_RANK];
+  memcpy(sizes, ks->dims, sizeof(int64_t) * (size_t)ks->rank);
+  sizes[dim] = chunk;
+  hk_instr *ops[1 + HK_MAX_RANK];
+  ops[0] = kept;
+  hk_instr *zero = s32_constant(c, 0);
+  for (int d = 0; d < ks->rank; d++) ops[1 + d] = d == dim ? offset : zero;
+  hk_instr *ds = hk_instr_new(c, HK_OP_DYNAMIC_SLICE, hk_shape_with_dims(v->m, ks, ks->rank, sizes),
+                              1 + ks->rank, ops, NULL);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = ks->rank;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, sizes, sizeof(int64_t) * (size_t)(ks->rank ? ks->rank : 1));
+  return ds;
+}
+
+/* (kept, shard, acc, i) -> (kept, next shard, acc updated with this step's
+ * product, i + 1).  Step i holds tile (own tile + i) mod n of the rotating
+ * operand; its product fills that tile's slice of the result, or (a
+ * contracting window) multiplies that slice of the kept operand and adds. */
 static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w,
                                  const hk_shape *state) {
   hk_computation *c = hk_computation_new(v->m, "windowed_dot.body");
@@ -82,29 +108,34 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
   hk_instr *kept = gte(c, p, 0), *shard = gte(c, p, 1), *acc = gte(c, p, 2), *i = gte(c, p, 3);
   int64_t n = v->p->num_partitions;
   const hk_shape *acc_shape = state->tuple[2];
-  int64_t chunk = orig->shape->dims[w->out_dim] / n;
-  /* The product of the kept operand with the shard at hand. */
-  int64_t dims[HK_MAX_RANK];
-  memcpy(dims, acc_shape->dims, sizeof(int64_t) * (size_t)acc_shape->rank);
-  dims[w->out_dim] = chunk;
-  hk_instr *ops[2];
-  ops[w->rotating_side] = shard;
-  ops[1 - w->rotating_side] = kept;
-  hk_instr *prod = hk_instr_clone(c, orig, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims),
-                                  2, ops, NULL);
-  /* Step i holds tile (own tile + i) mod n of the rotating operand. */
+  int64_t chunk = orig->operands[w->rotating_side]->shape->dims[w->rotating_dim] / n;
   hk_instr *tile = binary(c, HK_OP_REMAINDER,
                           binary(c, HK_OP_ADD, tile_index_of_partition(v, c, w->rotating_sharding,
                                                                        w->rotating_dim), i),
                           s32_constant(c, n));
   hk_instr *offset = binary(c, HK_OP_MULTIPLY, tile, s32_constant(c, chunk));
-  hk_instr *dus_ops[2 + HK_MAX_RANK];
-  dus_ops[0] = acc;
-  dus_ops[1] = prod;
-  hk_instr *zero = s32_constant(c, 0);
-  for (int d = 0; d < acc_shape->rank; d++) dus_ops[2 + d] = d == w->out_dim ? offset : zero;
-  hk_instr *dus = hk_instr_new(c, HK_OP_DYNAMIC_UPDATE_SLICE, acc_shape, 2 + acc_shape->rank,
-                               dus_ops, NULL);
+  hk_instr *ops[2];
+  ops[w->rotating_side] = shard;
+  ops[1 - w->rotating_side] = w->contracting ? kept_window(v, c, kept, w->kept_dim, chunk, offset)
+                                             : kept;
+  hk_instr *updated;
+  if (w->contracting) {
+    hk_instr *prod = hk_instr_clone(c, orig, acc_shape, 2, ops, NULL);
+    updated = binary(c, HK_OP_ADD, acc, prod);
+  } else {
+    int64_t dims[HK_MAX_RANK];
+    memcpy(dims, acc_shape->dims, sizeof(int64_t) * (size_t)acc_shape->rank);
+    dims[w->out_dim] = chunk;
+    hk_instr *prod = hk_instr_clone(c, orig, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims),
+                                    2, ops, NULL);
+    hk_instr *dus_ops[2 + HK_MAX_RANK];
+    dus_ops[0] = acc;
+    dus_ops[1] = prod;
+    hk_instr *zero = s32_constant(c, 0);
+    for (int d = 0; d < acc_shape->rank; d++) dus_ops[2 + d] = d == w->out_dim ? offset : zero;
+    updated = hk_instr_new(c, HK_OP_DYNAMIC_UPDATE_SLICE, acc_shape, 2 + acc_shape->rank, dus_ops,
+                           NULL);
+  }
   /* The next step's shard comes from the neighbour. */
   int64_t n_pairs;
   hk_pair *pairs = rotation_pairs(v, w->rotating_sharding, w->rotating_dim, &n_pairs);
@@ -113,7 +144,7 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
                                           &v->p->next_channel_id);
   v->p->collectives_emitted++;
   free(pairs);
-  hk_instr *out[4] = {kept, next, dus, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
+  hk_instr *out[4] = {kept, next, updated, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
   hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, state, 4, out, NULL));
   return c;
 }
