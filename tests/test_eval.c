@@ -248,6 +248,22 @@ START_TEST(test_dot_large_blocked) {
 }
 END_TEST
 
+/* 2:4 sparse lhs: 8 stored values of a logical row of 16, placed by one
+ * u16 of 2-bit positions (group 0: 0,3; 1: 1,2; 2: 0,1; 3: 2,3). */
+START_TEST(test_sparse_dot) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n a = f32[1,8] constant({{1, 2, 3, 4, 5, 6, 7, 8}})\n"
+      " i = s32[16,1] iota(), iota_dimension=0\n b = f32[16,1] convert(i)\n"
+      " meta = u16[1,1] constant({{58524}})\n"
+      " ROOT d = f32[1,1] dot(a, b, meta), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sparsity=L.1@2:4\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  /* positions 0,3,5,6,8,9,14,15 */
+  expect_vals(r, 1, (double[]){1 * 0 + 2 * 3 + 3 * 5 + 4 * 6 + 5 * 8 + 6 * 9 + 7 * 14 + 8 * 15});
+  hk_value_release(r);
+}
+END_TEST
+
 static hk_value *conv1d(const char *attrs, int64_t n_out) {
   char mod[1024];
   snprintf(mod, sizeof mod,
@@ -1060,6 +1076,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_transpose_slice_concat_reverse_broadcast);
   tcase_add_test(t, test_dot_general);
   tcase_add_test(t, test_dot_large_blocked);
+  tcase_add_test(t, test_sparse_dot);
   tcase_add_test(t, test_convolution_windows);
   tcase_add_test(t, test_convolution_groups);
   tcase_add_test(t, test_convolution_fast_path_matches_reference);

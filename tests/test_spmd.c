@@ -451,6 +451,19 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_UPDATE_SLICE), 0);
   hk_module_free(m);
+  /* Both operands sharded on the contracting dim, the result on lhs's
+   * non-contracting dim: partial sums travel the ring (no reduce-scatter). */
+  m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[8,16,32] parameter(0), sharding={devices=[1,1,4]2,0,1,3}\n"
+      "  rhs = f32[8,40,32] parameter(1), sharding={devices=[1,1,4]2,0,1,3}\n"
+      "  ROOT dot = f32[8,16,40] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,4,1]3,1,0,2}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
+  hk_module_free(m);
   /* Under the default 256 MiB threshold: no loop. */
   m = hk_test_parse(windowed_dot_module);
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));

@@ -159,7 +159,15 @@ static void memo_put(se_memo *m, uint64_t h, int64_t frame, const hk_instr *ins,
   }
   memo_place(m, &e);
   m->n++;
-  m->bytes += v->nbytes + 96;
+  /* A value another entry already holds (a pass-through) costs no memory. */
+  m->bytes += (v->refcount <= 2 ? v->nbytes : 0) + 96;
+}
+
+void se_memo_store(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                   hk_value *v) {
+  int64_t fid = ins->opcode == HK_OP_CONSTANT ? -1 : f->id;
+  uint64_t h = request_hash(fid, ins, leaf, b);
+  if (!memo_find(&x->memo, h, fid, ins, leaf, b)) memo_put(&x->memo, h, fid, ins, leaf, b, v);
 }
 
 static void memo_clear(se_memo *m) {
@@ -254,7 +262,7 @@ hk_status *se_ctx_init(se_ctx *x, const hk_module *m, const hk_module *global, b
   x->num_partitions = num_partitions;
   x->num_replicas = num_replicas;
   x->seed = seed;
-  x->memo_limit = (int64_t)256 << 20;
+  x->memo_limit = (int64_t)768 << 20;
   x->request_limit = (int64_t)1 << 26;
   x->param_sharding = calloc((size_t)(m->entry->n_params + 1), sizeof *x->param_sharding);
   x->entry = calloc((size_t)(num_partitions * num_replicas), sizeof *x->entry);

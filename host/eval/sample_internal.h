@@ -114,6 +114,10 @@ static inline int64_t se_frame_device(const se_ctx *x, const se_frame *f) {
 /* The elements of leaf `leaf` of ins in box b: a new reference. */
 hk_status *se_eval(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                    hk_value **out);
+/* Memoises v as leaf `leaf` of ins in box b (for ops that compute several
+ * leaves at once). */
+void se_memo_store(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                   hk_value *v);
 /* Operand k of ins (leaf 0) in box b. */
 hk_status *se_operand(se_ctx *x, se_frame *f, const hk_instr *ins, int k, const se_box *b,
                       hk_value **out);

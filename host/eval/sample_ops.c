@@ -19,7 +19,8 @@ static uint64_t splitmix(uint64_t z) {
 static void random_element(hk_value *v, int64_t i, uint64_t u) {
   hk_prim p = (hk_prim)v->elem;
   double unit = (double)(u >> 11) * (1.0 / 9007199254740992.0);
-  if (hk_prim_is_complex(p))
+  if (p == HK_F32) ((float *)v->data)[i] = (float)(unit * 2 - 1);
+  else if (hk_prim_is_complex(p))
     hk_value_set_c(v, i, unit * 2 - 1, (double)(splitmix(u) >> 11) * (2.0 / 9007199254740992.0) - 1);
   else if (hk_prim_is_float(p)) hk_value_set_f64(v, i, unit * 2 - 1);
   else if (hk_prim_is_signed_int(p)) hk_value_set_i64(v, i, (int64_t)(u % 17) - 8);
@@ -462,11 +463,20 @@ hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, con
   se_box sb = *b;
   sb.lo[dim] = 0;
   sb.n[dim] = ins->operands[0]->shape->dims[dim];
+  if (sb.lo[dim] != b->lo[dim] || sb.n[dim] != b->n[dim]) {
+    /* Sort whole rows once (memoised): every position of them reads it. */
+    hk_value *rows;
+    HK_TRY(se_eval(x, f, ins, leaf, &sb, &rows));
+    return crop(rows, &sb, b, out);
+  }
   hk_value *ops[16] = {0}, *res = NULL;
   hk_status *st = NULL;
   for (int k = 0; k < N && !st; k++) st = se_operand(x, f, ins, k, &sb, &ops[k]);
   if (!st) st = run_shadow(x, ins, variadic_shape(x, ins, &sb), NULL, hk_op_sort, ops, &res);
   release_all(ops, N);
   if (st) return st;
-  return crop(take_leaf(res, leaf), &sb, b, out);
+  for (int k = 0; res->elem == HK_TUPLE && k < res->n_elems; k++)
+    if (k != leaf) se_memo_store(x, f, ins, k, &sb, res->elems[k]);
+  *out = take_leaf(res, leaf);
+  return NULL;
 }

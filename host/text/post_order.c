@@ -20,6 +20,7 @@ void tx_post_order_free(tx_post_order *po) {
   free(po->stack);
   free(po->state);
   free(po->order);
+  free(po->calls);
   memset(po, 0, sizeof *po);
 }
 
@@ -63,6 +64,7 @@ static int64_t operand_position(const tx_post_order *po, const hk_instr *o, uint
  * instructions themselves (control edges, an operand listed late). */
 static bool build_graph(const hk_computation *c, tx_post_order *po) {
   size_t n = (size_t)c->n_instrs, n_ops = 0;
+  po->n_calls = 0;
   if (c->n_instrs < 0 || c->n_instrs >= (int64_t)UINT32_MAX) return false;
   reserve_positions(po, n);
   uint32_t pos = 0;
@@ -82,6 +84,10 @@ static bool build_graph(const hk_computation *c, tx_post_order *po) {
       add_op(po, &n_ops, (uint32_t)p);
     }
     if (!x->n_users) po->roots[po->n_roots++] = pos;
+    if (x->n_called) {
+      po->calls = grow(po->calls, &po->cap_calls, po->n_calls + 1, sizeof *po->calls);
+      po->calls[po->n_calls++] = (hk_instr *)x;
+    }
     po->pos_by_id[x->id] = pos;
   }
   if (pos != n) return false;

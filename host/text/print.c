@@ -30,6 +30,7 @@ typedef struct printer {
   uint8_t *state;           /* post-order DFS state by instruction id */
   int64_t n_state;
   tx_post_order po;         /* post order over list positions */
+  const hk_computation *calls_of;   /* whose instructions po.calls lists */
   hk_instr **stack;
   size_t cap_stack;
   hk_instr **order;
@@ -806,6 +807,7 @@ static void emit_order(printer *pr, size_t n, hk_buf *out) {
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   size_t n = 0;
   if (tx_list_post_order(c, &pr->po)) {
+    pr->calls_of = c;
     hk_instr **order = pr->po.order;
     for (size_t k = 0; k < pr->po.n; k++) {
       if (k + 4 < pr->po.n) __builtin_prefetch(order[k + 4]);
@@ -957,37 +959,37 @@ static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
   tx_puts(out, "\n\n");
 }
 
-/* Callees of every computation in instruction order, from one walk. */
+/* Callees of every computation in instruction order. */
 typedef struct callgraph {
   int n;
   int *start;                   /* n + 1 offsets into callee */
   const hk_computation **callee;
+  size_t len, cap;
   uint8_t *nonroot, *sugar, *seen;
 } callgraph;
 
-static void callgraph_build(callgraph *g, const hk_module *m) {
-  int n = g->n = m->n_computations;
+static void callgraph_init(callgraph *g, int n) {
+  g->n = n;
   g->start = calloc((size_t)n + 1, sizeof *g->start);
   g->nonroot = calloc((size_t)n + 1, 1);
   g->sugar = calloc((size_t)n + 1, 1);
   g->seen = calloc((size_t)n + 1, 1);
-  size_t cap = 16, len = 0;
-  g->callee = malloc(cap * sizeof *g->callee);
-  for (int k = 0; k < n; k++) {
-    g->start[k] = (int)len;
-    if (n == 1) break;
-    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
-      for (int j = 0; j < i->n_called; j++) {
-        const hk_computation *c = i->called[j];
-        if (!c || c->index < 0 || c->index >= n || m->computations[c->index] != c) continue;
-        if (len == cap) g->callee = realloc(g->callee, (cap *= 2) * sizeof *g->callee);
-        g->callee[len++] = c;
-        g->nonroot[c->index] = 1;
-        if (i->opcode == HK_OP_ASYNC_START && j == 0 && can_expand(c)) g->sugar[c->index] = 1;
-      }
-    }
+  g->len = 0;
+  g->cap = 16;
+  g->callee = malloc(g->cap * sizeof *g->callee);
+}
+
+/* Appends the computations instruction i calls (callees of the computation
+ * being added). */
+static void callgraph_add_calls(callgraph *g, const hk_module *m, const hk_instr *i) {
+  for (int j = 0; j < i->n_called; j++) {
+    const hk_computation *c = i->called[j];
+    if (!c || c->index < 0 || c->index >= g->n || m->computations[c->index] != c) continue;
+    if (g->len == g->cap) g->callee = realloc(g->callee, (g->cap *= 2) * sizeof *g->callee);
+    g->callee[g->len++] = c;
+    g->nonroot[c->index] = 1;
+    if (i->opcode == HK_OP_ASYNC_START && j == 0 && can_expand(c)) g->sugar[c->index] = 1;
   }
-  for (int k = (n == 1 ? 1 : n); k <= n; k++) g->start[k] = (int)len;
 }
 
 static void callgraph_free(callgraph *g) {
@@ -999,17 +1001,55 @@ static void callgraph_free(callgraph *g) {
 }
 
 /* Callees first (XLA's MakeEmbeddedComputationsList), then c itself;
- * async computations that print as sugar are skipped. */
-static void visit_computation(printer *pr, callgraph *g, const hk_computation *c, hk_buf *out) {
+ * async computations that print as sugar are skipped.  Prints when out is
+ * not NULL, else appends c's index to seq. */
+static void visit_computation(printer *pr, callgraph *g, const hk_computation *c, hk_buf *out,
+                              int *seq, int *n_seq) {
   if (g->seen[c->index]) return;
   g->seen[c->index] = 1;
   for (int k = g->start[c->index]; k < g->start[c->index + 1]; k++)
-    visit_computation(pr, g, g->callee[k], out);
-  if (!g->sugar[c->index]) print_computation(pr, c, out);
+    visit_computation(pr, g, g->callee[k], out, seq, n_seq);
+  if (g->sugar[c->index]) return;
+  if (out) print_computation(pr, c, out);
+  else seq[(*n_seq)++] = c->index;
 }
 
 /* XLA's MakeComputationPostOrder: computations nobody calls, in module
  * order, each preceded by what it calls. */
+static void visit_all(printer *pr, callgraph *g, const hk_module *m, hk_buf *out, int *seq,
+                      int *n_seq) {
+  for (int k = 0; k < g->n; k++)
+    if (!g->nonroot[k]) visit_computation(pr, g, m->computations[k], out, seq, n_seq);
+  for (int k = 0; k < g->n; k++) /* only called from a cycle */
+    if (!g->seen[k]) visit_computation(pr, g, m->computations[k], out, seq, n_seq);
+}
+
+/* Prints every computation in module order, collecting the call graph on
+ * the way (from the instruction walk printing does anyway); true if that
+ * is the order XLA prints them in (a parsed module's usually is). */
+static bool print_in_module_order(printer *pr, const hk_module *m, callgraph *g, hk_buf *out) {
+  callgraph_init(g, m->n_computations);
+  for (int k = 0; k < g->n; k++) {
+    const hk_computation *c = m->computations[k];
+    g->start[k] = (int)g->len;
+    pr->calls_of = NULL;
+    print_computation(pr, c, out);
+    if (pr->calls_of == c) {
+      for (size_t j = 0; j < pr->po.n_calls; j++) callgraph_add_calls(g, m, pr->po.calls[j]);
+    } else {
+      for (const hk_instr *i = c->first; i; i = i->next) callgraph_add_calls(g, m, i);
+    }
+  }
+  g->start[g->n] = (int)g->len;
+  int *seq = malloc(((size_t)g->n + 1) * sizeof *seq), n_seq = 0;
+  visit_all(pr, g, m, NULL, seq, &n_seq);
+  bool same = n_seq == g->n;
+  for (int k = 0; same && k < n_seq; k++) same = seq[k] == k;
+  free(seq);
+  memset(g->seen, 0, (size_t)g->n + 1);
+  return same;
+}
+
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer pr;
   printer_init(&pr, out, form);
@@ -1017,12 +1057,15 @@ void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   ensure_state(&pr, m->next_id);
   tx_post_order_init(&pr.po, m->next_id);
   print_header(&pr, m, out);
+  size_t body = out->len;
   callgraph g;
-  callgraph_build(&g, m);
-  for (int k = 0; k < g.n; k++)
-    if (!g.nonroot[k]) visit_computation(&pr, &g, m->computations[k], out);
-  for (int k = 0; k < g.n; k++) /* only called from a cycle */
-    if (!g.seen[k]) visit_computation(&pr, &g, m->computations[k], out);
+  if (!print_in_module_order(&pr, m, &g, out)) {
+    /* print again in the right order (the DFS marks are per instruction) */
+    out->len = body;
+    if (out->data) out->data[body] = 0;
+    memset(pr.state, 0, (size_t)pr.n_state);
+    visit_all(&pr, &g, m, out, NULL, NULL);
+  }
   callgraph_free(&g);
   printer_free(&pr);
 }

@@ -206,10 +206,14 @@ typedef struct tx_post_order {
   uint32_t *first, *ops, *roots, *stack;
   uint8_t *state;
   size_t cap, cap_ops, cap_stack, n_roots;
+  hk_instr **calls;           /* instructions that call computations, in list order */
+  size_t n_calls, cap_calls;
 } tx_post_order;
 void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
 void tx_post_order_free(tx_post_order *po);
 bool tx_list_post_order(const hk_computation *c, tx_post_order *po);
+/* After tx_list_post_order returned true, po->calls lists c's
+ * instructions with called computations (n_called > 0), in list order. */
 
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);

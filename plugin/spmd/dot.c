@@ -273,17 +273,20 @@ static hk_instr *reduce_scatter_into(spmd_visitor *v, hk_instr *orig, hk_instr *
 
 /* ---- windowed einsum: when and which operand rotates ---------------------- */
 
-/* XLA's size test: the operand that would be gathered is at least
- * threshold_for_windowed_einsum_mib (or, when total_bytes_windowed_einsum_
- * threshold is set, the seed's gate on both operands' bytes). */
-static bool windowed_worth_it(const spmd_visitor *v, const hk_instr *dot, int side) {
+/* XLA's size test: the operand that would be gathered (side >= 0) or the
+ * result that would be reduce-scattered is at least
+ * threshold_for_windowed_einsum_mib; when total_bytes_windowed_einsum_
+ * threshold is set, the seed's gate on both operands' bytes decides. */
+static bool windowed_worth_it(const spmd_visitor *v, const hk_instr *dot, int side, bool scatter) {
   const hk_spmd_options *o = &v->p->options;
-  if (!o->enable_windowed_einsum_for_all_gather) return false;
+  if (scatter ? !o->enable_windowed_einsum_for_reduce_scatter
+              : !o->enable_windowed_einsum_for_all_gather)
+    return false;
   if (o->has_total_bytes_windowed_einsum_threshold)
     return hk_spmd_should_enable_windowed_einsum_with_threshold(
         o, dot->operands[0], dot->operands[1], o->threshold_for_windowed_einsum_mib);
-  return hk_shape_byte_size(dot->operands[side]->shape) >=
-         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+  const hk_shape *s = side >= 0 ? dot->operands[side]->shape : dot->shape;
+  return hk_shape_byte_size(s) >= o->threshold_for_windowed_einsum_mib * 1024 * 1024;
 }
 
 /* One tile per partition, no replication. */
@@ -292,11 +295,22 @@ static bool one_tile_per_partition(const spmd_visitor *v, const hk_sharding *s) 
          hk_sharding_num_tiles(s) == v->p->num_partitions;
 }
 
-/* The rotating operand (side w) is sharded along one dim only, evenly: a
- * non-contracting dim, or a contracting dim the kept operand has whole; the
- * output is sharded along the kept operand's non-contracting dims only and
- * the kept operand already matches it. */
-static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+/* The one dim s splits (-1 if none or several). */
+static int only_sharded_dim(const hk_sharding *s, int rank) {
+  int k = -1;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(s, d) > 1) {
+      if (k >= 0) return -1;
+      k = d;
+    }
+  return k;
+}
+
+/* Gather / contract windows: the rotating operand (side w) is sharded along
+ * one dim only, evenly: a non-contracting dim, or a contracting dim the
+ * kept operand has whole; the output is sharded along the kept operand's
+ * non-contracting dims only and the kept operand already matches it. */
+static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
                           spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
   const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
@@ -315,27 +329,50 @@ static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   const hk_sharding *ws = wv->sharding;
   if (!one_tile_per_partition(v, ws)) return false;
   const hk_shape *wshape = orig->operands[w]->shape;
-  int wd = -1;
-  for (int d = 0; d < wshape->rank; d++)
-    if (hk_sharding_dim_partitions(ws, d) > 1) {
-      if (wd >= 0) return false;
-      wd = d;
-    }
-  if (wd < 0 || wshape->dims[wd] % v->p->num_partitions || !windowed_worth_it(v, orig, w))
+  int wd = only_sharded_dim(ws, wshape->rank);
+  if (wd < 0 || wshape->dims[wd] % v->p->num_partitions ||
+      !windowed_worth_it(v, orig, w, false))
     return false;
-  *out = (spmd_windowed_dot){.rotating_side = w, .rotating_dim = wd, .rotating_sharding = ws,
-                             .out = o};
+  *out = (spmd_windowed_dot){.side = w, .dim = wd, .ring = ws, .ring_dim = wd, .out = o};
   if (w_to_out[wd] >= 0) {
     /* A non-contracting dim (not batch): each step fills a slice. */
     if (out_from_k[w_to_out[wd]] >= 0) return false;
+    out->kind = SPMD_WINDOW_GATHER;
     out->out_dim = w_to_out[wd];
     return true;
   }
   /* A contracting dim whose kept-side partner the kept operand has whole. */
   int kd = w ? dm->lhs_contract_of_rhs[wd] : dm->rhs_contract_of_lhs[wd];
   if (kd < 0 || hk_sharding_dim_partitions(kv->sharding, kd) > 1) return false;
-  out->contracting = true;
-  out->kept_dim = kd;
+  out->kind = SPMD_WINDOW_CONTRACT;
+  out->other_dim = kd;
+  return true;
+}
+
+/* The scatter window: both operands sharded along one pair of matching
+ * contracting dims, device for device; the output sharded along one
+ * non-contracting, non-batch dim only. */
+static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                         spmd_windowed_dot *out) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (dm->n_whole || !one_tile_per_partition(v, o) || !one_tile_per_partition(v, lv->sharding) ||
+      !one_tile_per_partition(v, rv->sharding))
+    return false;
+  int od = only_sharded_dim(o, dm->ro);
+  int ld = only_sharded_dim(lv->sharding, dm->rl), rd = only_sharded_dim(rv->sharding, dm->rr);
+  if (od < 0 || ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
+  int side = dm->out_from_lhs[od] >= 0 ? 0 : 1;
+  int xd = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+  if ((dm->out_from_lhs[od] >= 0) == (dm->out_from_rhs[od] >= 0)) return false;   /* batch */
+  int64_t n = v->p->num_partitions, a[HK_MAX_RANK], b[HK_MAX_RANK];
+  for (int64_t dev = 0; dev < n; dev++)
+    if (!hk_sharding_tile_index(lv->sharding, dev, a) ||
+        !hk_sharding_tile_index(rv->sharding, dev, b) || a[ld] != b[rd])
+      return false;
+  if (orig->shape->dims[od] % n || !windowed_worth_it(v, orig, -1, true)) return false;
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side, .dim = xd, .out_dim = od,
+                             .ring = o, .ring_dim = od, .out = o};
   return true;
 }
 
@@ -343,12 +380,12 @@ static bool windowed_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
-  int side = 1;
-  if (!windowed_plan(v, orig, dm, side, &w) && !windowed_plan(v, orig, dm, side = 0, &w))
+  if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
+      !scatter_plan(v, orig, dm, &w))
     return NULL;
-  spmd_value *kv = spmd_lookup(v, orig->operands[1 - side]), *wv = spmd_lookup(v, orig->operands[side]);
-  HK_TRY(spmd_reshard(v, kv, kv->sharding, &w.kept));
-  HK_TRY(spmd_reshard(v, wv, wv->sharding, &w.rotating));
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  HK_TRY(spmd_reshard(v, lv, lv->sharding, &w.lhs));
+  HK_TRY(spmd_reshard(v, rv, rv->sharding, &w.rhs));
   spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
   *handled = true;
   return NULL;

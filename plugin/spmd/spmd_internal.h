@@ -68,9 +68,9 @@ typedef struct spmd_visitor {
   spmd_partitioner *p;
   hk_module *m;
   hk_computation *orig, *comp;
-  /* Open-addressed map orig instr -> value. */
-  spmd_value *slots;
-  int64_t cap, n;
+  /* orig instr -> value: the values live in blocks that never move, and
+   * orig->scratch points at its value (checked before use). */
+  struct spmd_value_block *values;
   hk_instr *partition_id;          /* cached per computation */
   hk_instr *zero_index;            /* s32[] 0, the start of unsliced dims */
   /* The partition's tile offsets made in this computation (reshard.c). */
@@ -138,19 +138,19 @@ hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- windowed_einsum.c ---- */
-/* A dot whose operand `rotating_side` (0 lhs, 1 rhs) is sharded only along
- * rotating_dim over every partition is multiplied shard by shard in a loop
- * instead of gathered.  rotating_dim is either a non-contracting dim (output
- * dim out_dim: each step fills that slice of the result) or, with
- * contracting set, a contracting dim (kept_dim of the kept operand: each
- * step multiplies the matching slice of it and adds the product). */
+/* A dot computed by a loop around a ring of devices (see the file). */
+typedef enum spmd_window_kind {
+  SPMD_WINDOW_GATHER,              /* operand `side` rotates; dim -> result dim out_dim */
+  SPMD_WINDOW_CONTRACT,            /* operand `side` rotates; dim contracting, other_dim its partner */
+  SPMD_WINDOW_SCATTER,             /* the result rotates; operand `side`'s dim -> out_dim */
+} spmd_window_kind;
 typedef struct spmd_windowed_dot {
-  int rotating_side, rotating_dim, out_dim;
-  bool contracting;
-  int kept_dim;
-  hk_instr *kept, *rotating;            /* local operands */
-  const hk_sharding *rotating_sharding; /* the rotating operand's */
-  const hk_sharding *out;               /* the result's (out_dim whole) */
+  spmd_window_kind kind;
+  int side, dim, out_dim, other_dim;
+  hk_instr *lhs, *rhs;                  /* local operands */
+  const hk_sharding *ring;              /* its tiles along ring_dim order the ring */
+  int ring_dim;
+  const hk_sharding *out;               /* the result's sharding */
 } spmd_windowed_dot;
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);

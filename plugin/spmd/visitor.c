@@ -6,32 +6,51 @@
 
 /* ---- the side table ------------------------------------------------------ */
 
-static uint64_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return x;
+/* A block of values; a visitor's blocks are sized for its computation, a
+ * further block is only needed if handlers record more than that. */
+struct spmd_value_block {
+  struct spmd_value_block *next;
+  int64_t n, cap;
+  spmd_value v[];
+};
+
+static struct spmd_value_block *new_block(int64_t cap, struct spmd_value_block *next) {
+  struct spmd_value_block *b = malloc(sizeof *b + sizeof(spmd_value) * (size_t)cap);
+  if (!b) abort();
+  b->next = next;
+  b->n = 0;
+  b->cap = cap;
+  return b;
 }
 
+/* The value orig->scratch points at, if it is one of ours and orig's
+ * (scratch may hold anything another pass left there). */
 spmd_value *spmd_lookup(spmd_visitor *v, const hk_instr *orig) {
-  uint64_t mask = (uint64_t)v->cap - 1;
-  for (uint64_t h = hash_ptr(orig) & mask;; h = (h + 1) & mask) {
-    if (!v->slots[h].orig) return NULL;
-    if (v->slots[h].orig == orig) return &v->slots[h];
+  uintptr_t p = (uintptr_t)orig->scratch;
+  for (struct spmd_value_block *b = v->values; b; b = b->next) {
+    uintptr_t lo = (uintptr_t)b->v, hi = (uintptr_t)(b->v + b->n);
+    if (p < lo || p >= hi || (p - lo) % sizeof(spmd_value)) continue;
+    spmd_value *val = (spmd_value *)orig->scratch;
+    return val->orig == orig ? val : NULL;
+  }
+  return NULL;
+}
+
+static void free_cache(spmd_cache_entry *e) {
+  while (e) {
+    spmd_cache_entry *nx = e->next;
+    free(e);
+    e = nx;
   }
 }
 
 spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const hk_sharding *s) {
-  uint64_t mask = (uint64_t)v->cap - 1;
-  uint64_t h = hash_ptr(orig) & mask;
-  while (v->slots[h].orig && v->slots[h].orig != orig) h = (h + 1) & mask;
-  spmd_value *val = &v->slots[h];
-  if (!val->orig) v->n++;
-  for (spmd_cache_entry *e = val->cache; e;) {
-    spmd_cache_entry *nx = e->next;
-    free(e);
-    e = nx;
+  spmd_value *val = spmd_lookup(v, orig);
+  if (val) free_cache(val->cache);
+  else {
+    if (v->values->n == v->values->cap) v->values = new_block(v->values->cap, v->values);
+    val = &v->values->v[v->values->n++];
+    ((hk_instr *)orig)->scratch = val;   /* the visitor's own mark on the input */
   }
   val->orig = orig;
   val->hlo = hlo;
@@ -42,13 +61,12 @@ spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const
 }
 
 static void visitor_free(spmd_visitor *v) {
-  for (int64_t i = 0; i < v->cap; i++)
-    for (spmd_cache_entry *e = v->slots[i].cache; e;) {
-      spmd_cache_entry *nx = e->next;
-      free(e);
-      e = nx;
-    }
-  free(v->slots);
+  for (struct spmd_value_block *b = v->values; b;) {
+    struct spmd_value_block *nx = b->next;
+    for (int64_t i = 0; i < b->n; i++) free_cache(b->v[i].cache);
+    free(b);
+    b = nx;
+  }
 }
 
 /* ---- the context ops ------------------------------------------------------ */
@@ -171,10 +189,7 @@ hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig,
   v.m = orig->module;
   v.orig = orig;
   v.cg = cg;
-  v.cap = 16;
-  while (v.cap < 2 * (orig->n_instrs + 1)) v.cap *= 2;
-  v.slots = calloc((size_t)v.cap, sizeof *v.slots);
-  if (!v.slots) abort();
+  v.values = new_block(orig->n_instrs + 16, NULL);
   v.comp = hk_computation_new(v.m, orig->name);
   remember_name(p, v.comp, orig->name);
   v.comp->execution_thread = orig->execution_thread;
