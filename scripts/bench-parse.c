@@ -9,7 +9,7 @@
  * instruction; and hk_module_memory() per instruction.  --row prints one tab-separated
  * line instead (for scripts/bench.sh):
  *   instrs bytes parse_best parse_median print_best print_median floor_best
- *   rss_bytes_per_instr module_bytes_per_instr out_bytes */
+ *   rss_bytes_per_instr module_bytes_per_instr out_bytes parse_cpu print_cpu */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -221,9 +221,10 @@ int main(int argc, char **argv) {
   int rc = run(path, runs, form, &r);
   if (rc) return rc;
   if (row)
-    printf("%lld\t%zu\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.1f\t%.1f\t%zu\n", (long long)r.instrs, r.bytes,
-           r.parse_best, r.parse_median, r.print_best, r.print_median, r.floor_best,
-           r.rss_per_instr, r.module_per_instr, r.out_bytes);
+    printf("%lld\t%zu\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.1f\t%.1f\t%zu\t%.6f\t%.6f\n",
+           (long long)r.instrs, r.bytes, r.parse_best, r.parse_median, r.print_best,
+           r.print_median, r.floor_best, r.rss_per_instr, r.module_per_instr, r.out_bytes,
+           r.parse_cpu, r.print_cpu);
   else report(path, runs, &r);
   return 0;
 }

@@ -50,24 +50,35 @@ runs_for() {
 bench_parse() {
   echo
   echo "== parse and print (HLO text, long form; every instruction sharded)"
-  printf '%9s %8s | %9s %9s %8s | %9s %9s | %9s | %8s %8s\n' \
-    instrs MB "parse s" "Minstr/s" "MB/s" "print s" "Minstr/s" "floor MB/s" "RSS B/i" "mod B/i"
+  echo "   wall: best of the runs; cpu: best CPU time (user + system), steadier on a shared machine"
+  printf '%9s %8s | %9s %9s %8s | %9s %9s | %9s | %8s %8s | %8s %8s %9s\n' \
+    instrs MB "parse s" "Minstr/s" "MB/s" "print s" "Minstr/s" "floor MB/s" "RSS B/i" "mod B/i" \
+    "cpu p s" "cpu q s" "cpu Mi/s"
   local first_parse="" first_print="" last_parse="" last_print="" first_n="" last_n=""
+  local first_pc="" first_qc="" last_pc="" last_qc=""
   for n in "${sizes[@]}"; do
     local f row
     f=$(gen_module "$n" all)
     row=$("$build/hk-bench-parse" "$f" --runs="$(runs_for "$n")" --row)
-    read -r instrs bytes pbest pmed qbest qmed fbest rss modb outb <<<"$row"
+    read -r instrs bytes pbest pmed qbest qmed fbest rss modb outb pcpu qcpu <<<"$row"
     awk -v n="$instrs" -v b="$bytes" -v p="$pbest" -v q="$qbest" -v f="$fbest" -v r="$rss" -v m="$modb" \
-      'BEGIN { printf "%9d %8.1f | %9.4f %9.2f %8.1f | %9.4f %9.2f | %10.1f | %8.0f %8.0f\n",
-               n, b/1e6, p, n/p/1e6, b/1e6/p, q, n/q/1e6, b/1e6/f, r, m }'
-    if [ -z "$first_n" ]; then first_n=$instrs; first_parse=$pbest; first_print=$qbest; fi
-    last_n=$instrs; last_parse=$pbest; last_print=$qbest
+        -v pc="$pcpu" -v qc="$qcpu" \
+      'BEGIN { printf "%9d %8.1f | %9.4f %9.2f %8.1f | %9.4f %9.2f | %10.1f | %8.0f %8.0f | %8.4f %8.4f %9.2f\n",
+               n, b/1e6, p, n/p/1e6, b/1e6/p, q, n/q/1e6, b/1e6/f, r, m, pc, qc, n/(pc+qc)/1e6 }'
+    if [ -z "$first_n" ]; then
+      first_n=$instrs; first_parse=$pbest; first_print=$qbest; first_pc=$pcpu; first_qc=$qcpu
+    fi
+    last_n=$instrs; last_parse=$pbest; last_print=$qbest; last_pc=$pcpu; last_qc=$qcpu
   done
   awk -v a="$first_n" -v b="$last_n" -v p0="$first_parse" -v p1="$last_parse" \
       -v q0="$first_print" -v q1="$last_print" \
     'BEGIN { printf "growth (time per instruction at %d vs %d): parse %.2fx, print %.2fx, parse+print %.2f M instr/s at %d\n",
              b, a, (p1/b)/(p0/a), (q1/b)/(q0/a), b/(p1+q1)/1e6, b }'
+  awk -v a="$first_n" -v b="$last_n" -v p0="$first_pc" -v p1="$last_pc" \
+      -v q0="$first_qc" -v q1="$last_qc" \
+    'BEGIN { if (p0 > 0 && q0 > 0)
+               printf "growth in cpu time: parse %.2fx, print %.2fx, parse+print %.2f M instr/s at %d\n",
+                      (p1/b)/(p0/a), (q1/b)/(q0/a), b/(p1+q1)/1e6, b }'
 }
 
 bench_pipeline() {

@@ -8,6 +8,17 @@
 #include "pipeline/pipeline.h"
 #include "testutil.h"
 
+/* A registry with the stock and spmd plugins of this build. */
+static inline hk_registry *spmd_check_registry(void) {
+  char path[4096];
+  hk_registry *reg = hk_registry_new();
+  hk_test_plugin_path("stock", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  hk_test_plugin_path("spmd", path, sizeof path);
+  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
+  return reg;
+}
+
 /* Shards every global argument for `device` by the recorded parameter
  * shardings of the partitioned module p. */
 static inline hk_value **spmd_check_device_args(const hk_module *g, const hk_module *p,

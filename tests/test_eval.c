@@ -568,6 +568,30 @@ START_TEST(test_scalar_programs) {
 }
 END_TEST
 
+/* topk over long rows (the one-pass selection) and short ones (a sort):
+ * best first, ties by lower index. */
+START_TEST(test_topk_selection) {
+  /* row of 200: x[i] = i % 7 (ties), -5 at 150; k = 3 largest -> 6 at 6, 13, 20 */
+  const char *mod =
+      "HloModule m\nENTRY e {\n i = s32[2,200] iota(), iota_dimension=1\n"
+      " seven = s32[] constant(7)\n sv = s32[2,200] broadcast(seven), dimensions={}\n"
+      " r = s32[2,200] remainder(i, sv)\n x = f32[2,200] convert(r)\n"
+      " ROOT t = (f32[2,3], s32[2,3]) topk(x), k=3, largest=true\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_vals(r->elems[0], 6, (double[]){6, 6, 6, 6, 6, 6});
+  expect_ints(r->elems[1], 6, (int64_t[]){6, 13, 20, 6, 13, 20});
+  hk_value_release(r);
+  const char *mod2 =
+      "HloModule m\nENTRY e {\n i = s32[200] iota(), iota_dimension=0\n seven = s32[] constant(7)\n"
+      " sv = s32[200] broadcast(seven), dimensions={}\n r = s32[200] remainder(i, sv)\n"
+      " x = f32[200] convert(r)\n ROOT t = (f32[2], s32[2]) topk(x), k=2, largest=false\n}\n";
+  r = eval_n(mod2, 0, NULL);
+  expect_vals(r->elems[0], 2, (double[]){0, 0});
+  expect_ints(r->elems[1], 2, (int64_t[]){0, 7});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -756,6 +780,28 @@ START_TEST(test_manual_regions) {
   ck_assert_ptr_nonnull(st);
   ck_assert_int_eq(st->code, HK_FAILED_PRECONDITION);
   hk_status_free(st);
+}
+END_TEST
+
+/* A reducer that is not a single op (a compiled scalar program) in
+ * all-reduce and reduce-scatter: the max via compare and select. */
+START_TEST(test_collectives_with_generic_reducer) {
+  const char *mod =
+      "HloModule m\n"
+      "mx {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n g = pred[] compare(a, b), direction=GT\n"
+      " ROOT s = f32[] select(g, a, b)\n}\n"
+      "ENTRY e {\n" PID_F32
+      " w = f32[4] broadcast(f), dimensions={}\n"
+      " r = f32[1] all-reduce(v), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, to_apply=mx\n"
+      " rs = f32[1] reduce-scatter(w), channel_id=2, replica_groups={{0,1,2,3}}, use_global_device_ids=true,"
+      " dimensions={0}, to_apply=mx\n ROOT t = (f32[1], f32[1]) tuple(r, rs)\n}\n";
+  hk_value *res[4];
+  run_spmd(mod, 4, 1, res);
+  for (int d = 0; d < 4; d++) {
+    expect_vals(res[d]->elems[0], 1, (double[]){3});
+    expect_vals(res[d]->elems[1], 1, (double[]){3});
+  }
+  release_all(res, 4);
 }
 END_TEST
 
@@ -1087,6 +1133,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
   tcase_add_test(t, test_scalar_programs);
+  tcase_add_test(t, test_topk_selection);
   tcase_add_test(t, test_while_conditional_call);
   tcase_add_test(t, test_fft_known_answer_and_round_trips);
   tcase_add_test(t, test_unsupported_op_is_an_error);
@@ -1098,6 +1145,7 @@ static Suite *eval_suite(void) {
   tcase_set_timeout(c, 60);
   tcase_add_test(c, test_manual_regions);
   tcase_add_test(c, test_all_reduce_groups);
+  tcase_add_test(c, test_collectives_with_generic_reducer);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);
   tcase_add_test(c, test_all_gather_reduce_scatter_all_to_all);
   tcase_add_test(c, test_collective_permute);

@@ -74,9 +74,13 @@ START_TEST(refuses_and_removes_nothing) {
   hk_instr *users_late[2] = {a3, d};
   hk_instr *root[2] = {a1, r};
   hk_instr *twice[3] = {d, a1, d};
-  ck_assert_ptr_nonnull(hk_instrs_remove(users_late, 2));
-  ck_assert_ptr_nonnull(hk_instrs_remove(root, 2));
-  ck_assert_ptr_nonnull(hk_instrs_remove(twice, 3));
+  hk_status *st[3] = {hk_instrs_remove(users_late, 2), hk_instrs_remove(root, 2),
+                      hk_instrs_remove(twice, 3)};
+  for (int k = 0; k < 3; k++) {
+    ck_assert_ptr_nonnull(st[k]);
+    ck_assert_int_eq(st[k]->code, HK_FAILED_PRECONDITION);
+    hk_status_free(st[k]);
+  }
   ck_assert_int_eq(m->entry->n_instrs, 14);
   ck_assert_int_eq(find(m, "k")->n_users, 10);
   ck_assert_int_eq(a3->n_users, 1);
@@ -92,7 +96,7 @@ START_TEST(shared_operand_many_users) {
   hk_computation *c = hk_computation_new(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
   hk_instr *k = hk_build_constant_f64(c, NULL, HK_F32, 1.0);
-  enum { N = 200000 };
+  enum { N = 20000 };
   hk_instr **v = malloc(sizeof *v * N);
   ck_assert_ptr_nonnull(v);
   for (int i = 0; i < N; i++) v[i] = hk_instr_new(c, HK_OP_NEGATE, s, 1, &k, "n");

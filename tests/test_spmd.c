@@ -490,6 +490,29 @@ START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
 }
 END_TEST
 
+/* A device-order change under partial replication: each device takes its
+ * tile from itself if it holds it, else from the lowest unused holder. */
+START_TEST(reshard_permutes_replicated_tiles) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
+      "  ROOT b = f32[8,6] copy(p), sharding={devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_instr *perm = NULL;
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_COLLECTIVE_PERMUTE) perm = i;
+  const hk_pair want[4] = {{2, 0}, {3, 1}, {0, 2}, {1, 3}};
+  ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
+  for (int k = 0; k < 4; k++) {
+    ck_assert_int_eq(perm->attrs->source_target_pairs[k].a, want[k].a);
+    ck_assert_int_eq(perm->attrs->source_target_pairs[k].b, want[k].b);
+  }
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(bad_sharding_for_partition_count_is_an_error) {
   expect_error("HloModule m, num_partitions=2\n\nENTRY e {\n"
                "  p = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
@@ -521,6 +544,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, reshard_tiled_to_replicated_all_gathers);
   tcase_add_test(r, unsupported_op_falls_back_replicated);
   tcase_add_test(r, reshard_moves_dims_by_all_to_all_and_permute);
+  tcase_add_test(r, reshard_permutes_replicated_tiles);
   tcase_add_test(r, counters_report_full_rematerialization);
   tcase_add_test(r, contracting_dot_into_sharded_output_reduce_scatters);
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);

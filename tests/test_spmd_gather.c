@@ -7,14 +7,7 @@
 
 static hk_registry *reg;
 
-static void setup(void) {
-  char path[4096];
-  reg = hk_registry_new();
-  hk_test_plugin_path("stock", path, sizeof path);
-  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
-  hk_test_plugin_path("spmd", path, sizeof path);
-  ck_assert_ok(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT));
-}
+static void setup(void) { reg = spmd_check_registry(); }
 
 static void teardown(void) { hk_registry_free(reg); }
 
@@ -128,7 +121,79 @@ START_TEST(gather_explicit_batch) {
 }
 END_TEST
 
+START_TEST(gather_merged_passthroughs) {
+  /* Operand tiles and indices tiles form one 2x2 grid over the devices:
+   * every device gathers its own output tile, nothing moves. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[7,12] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  indices = s32[16,2] parameter(1), sharding={devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  ROOT g = f32[16,1,12] gather(input, indices), offset_dims={1,2}, collapsed_slice_dims={},\n"
+      "    start_index_map={0,1}, index_vector_dim=1, slice_sizes={1,12},\n"
+      "    sharding={devices=[2,1,2]0,2,1,3}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[3] = {8, 1, 6};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- scatter ---------------------------------------------------------------- */
+
+START_TEST(scatter_merged_passthroughs) {
+  /* Operand tiles (dim 1) x indices tiles: each device scatters its
+   * updates into its operand tile; the two index tiles are summed. */
+  const char *text =
+      "HloModule m\n"
+      "add {\n"
+      "  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n"
+      "  ROOT r = f32[] add(a, b)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  in = f32[4,8] parameter(0), sharding={devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}\n"
+      "  idx = s32[6,1] constant({{0}, {3}, {0}, {2}, {3}, {9}}),\n"
+      "    sharding={devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  u = f32[6,8] parameter(1), sharding={devices=[2,2]0,2,1,3}\n"
+      "  ROOT s = f32[4,8] scatter(in, idx, u), to_apply=add, update_window_dims={1},\n"
+      "    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,\n"
+      "    sharding={devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  int64_t dims[2] = {4, 4};
+  ck_assert(spmd_check_root_dims(p, 2, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_iota_parallel) {
+  /* Indices built from iotas make operand dims 0 and 1 parallel to the
+   * indices' dims: with matching tilings each device gathers locally,
+   * its index values shifted by its shard offset. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  p = s32[8,4,2,2] parameter(0), sharding={devices=[4,1,2,1]<=[8]}\n"
+      "  i0 = s32[1,8,4] iota(), iota_dimension=2, sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+      "  i1 = s32[1,8,4] iota(), iota_dimension=1, sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+      "  c = s32[2,8,4] concatenate(i0, i1), dimensions={0},\n"
+      "    sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT g = s32[8,4,2,2] gather(p, c), offset_dims={2,3}, collapsed_slice_dims={0,1},\n"
+      "    start_index_map={1,0}, index_vector_dim=0, slice_sizes={1,1,2,2},\n"
+      "    sharding={devices=[4,1,2,1]<=[8]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(collectives(p), 0);
+  int64_t dims[4] = {2, 4, 1, 2};
+  ck_assert(spmd_check_root_dims(p, 4, dims));
+  hk_module_free(p);
+}
+END_TEST
 
 START_TEST(scatter_operand_passthrough_variadic) {
   const char *text =
@@ -240,6 +305,9 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_trivial_sliced_operand);
   tcase_add_test(t, gather_method_option);
   tcase_add_test(t, gather_explicit_batch);
+  tcase_add_test(t, gather_merged_passthroughs);
+  tcase_add_test(t, gather_iota_parallel);
+  tcase_add_test(t, scatter_merged_passthroughs);
   tcase_add_test(t, scatter_operand_passthrough_variadic);
   tcase_add_test(t, scatter_index_passthrough_combiners);
   tcase_add_test(t, scatter_overwrite_not_index_passthrough);

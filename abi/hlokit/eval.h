@@ -23,16 +23,16 @@
  *
  * Numerics: elementwise float ops compute in double and round once to the
  * result type (exact for +,-,*,/,sqrt on f32).  dot and convolution
- * accumulate every float type (f64, f32, f16, bf16, f8) in double, summing
- * the products in contraction order, and round once to the result type:
- * products of f32 or narrower are exact in double, so a dot and the same
- * dot split into partial sums added afterwards (a partitioned program)
- * agree to within a few ulps of the result type even for long contractions.
- * Integer dots accumulate in int64 and wrap.  Reductions apply the reducer
- * in operand order in the result type.  Integer ops follow XLA: x/0 = -1, INT_MIN/-1 = INT_MIN, x%0 = x,
- * shifts by >= the bit width give 0 (or the sign for arithmetic right
- * shifts), float->int converts saturate with NaN -> 0, min/max propagate
- * NaN. */
+ * accumulate every float type (f64, f32, f16, bf16, f8) in double (partial
+ * sums over blocks of the contraction, added in order) and round once to
+ * the result type: products of f32 or narrower are exact in double, so a
+ * dot and the same dot split into partial sums added afterwards (a
+ * partitioned program) agree to within a few ulps of the result type even
+ * for long contractions.  Integer dots accumulate in int64 and wrap.
+ * Reductions apply the reducer in operand order in the result type.
+ * Integer ops follow XLA: x/0 = -1, INT_MIN/-1 = INT_MIN, x%0 = x, shifts
+ * by >= the bit width give 0 (or the sign for arithmetic right shifts),
+ * float->int converts saturate with NaN -> 0, min/max propagate NaN. */
 #ifndef HLOKIT_EVAL_H
 #define HLOKIT_EVAL_H
 

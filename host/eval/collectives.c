@@ -132,10 +132,29 @@ typedef struct combine_ctx {
   const hk_computation *c;
   hk_reducer_kind kind;
   hk_prim p;
+  hk_scalar_prog *prog;            /* generic reducer compiled, or NULL */
 } combine_ctx;
+
+static combine_ctx combine_ctx_of(hk_device_ctx *d, const hk_computation *c, hk_prim p) {
+  combine_ctx cc = {d, c, hk_reducer_kind_of(c), p, NULL};
+  if (cc.kind == HK_RED_GENERIC || hk_prim_is_complex(p) || (hk_prim_is_float(p) && cc.kind >= HK_RED_AND))
+    cc.prog = hk_scalar_prog_compile_typed(c, 2, (hk_prim[]){p, p}, 1, &p);
+  return cc;
+}
 
 static hk_status *combine_generic(combine_ctx *c, void *acc, const void *in, int64_t n) {
   int es = hk_esize(c->p);
+  if (c->prog) {
+    hk_value va = {.elem = (uint8_t)c->p, .n = n, .data = acc};
+    hk_value vb = {.elem = (uint8_t)c->p, .n = n, .data = (void *)in};
+    for (int64_t i = 0; i < n; i++) {
+      hk_scalar_prog_set_arg(c->prog, 0, &va, i);
+      hk_scalar_prog_set_arg(c->prog, 1, &vb, i);
+      hk_scalar_prog_run(c->prog);
+      hk_scalar_prog_get_result(c->prog, 0, &va, i);
+    }
+    return NULL;
+  }
   for (int64_t i = 0; i < n; i++) {
     hk_value *a = hk_value_new_array(c->p, 0, NULL), *b = hk_value_new_array(c->p, 0, NULL);
     memcpy(a->data, (uint8_t *)acc + i * es, (size_t)es);
@@ -216,12 +235,13 @@ static void count(coll *c, int kind, int64_t bytes) {
 }
 
 static hk_status *all_reduce_one(coll *c, const hk_value *in, hk_value **out) {
-  combine_ctx cc = {c->d, c->ins->called[0], hk_reducer_kind_of(c->ins->called[0]), (hk_prim)in->elem};
+  combine_ctx cc = combine_ctx_of(c->d, c->ins->called[0], (hk_prim)in->elem);
   hk_value *r = hk_value_new_array((hk_prim)in->elem, in->rank, in->dims);
   hk_status *st = NULL;
   if (c->op.group_size == 1) memcpy(r->data, in->data, (size_t)in->nbytes);
   else st = c->d->backend->vt->all_reduce(c->d->backend, &c->op, in->data, r->data, in->n,
                                           hk_esize(in->elem), combine, &cc);
+  hk_scalar_prog_free(cc.prog);
   if (st) {
     hk_value_release(r);
     return st;
@@ -328,11 +348,12 @@ static hk_status *reduce_scatter_one(coll *c, const hk_value *in, hk_value **out
   dims[dim] /= G;
   hk_value *r = hk_value_new_array((hk_prim)in->elem, in->rank, dims);
   uint8_t *chunks = chunk_along(in, dim, G, &cb);
-  combine_ctx cc = {c->d, c->ins->called[0], hk_reducer_kind_of(c->ins->called[0]), (hk_prim)in->elem};
+  combine_ctx cc = combine_ctx_of(c->d, c->ins->called[0], (hk_prim)in->elem);
   hk_status *st = NULL;
   if (G == 1) memcpy(r->data, chunks, (size_t)r->nbytes);
   else st = c->d->backend->vt->reduce_scatter(c->d->backend, &c->op, chunks, r->data, r->n,
                                               hk_esize(in->elem), combine, &cc);
+  hk_scalar_prog_free(cc.prog);
   free(chunks);
   if (st) {
     hk_value_release(r);

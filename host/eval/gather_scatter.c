@@ -106,6 +106,7 @@ typedef struct scatter_ctx {
   hk_value **res;                  /* N results (copies of the operands) */
   hk_value *const *upd;            /* N updates */
   hk_reducer_kind kind;
+  hk_scalar_prog *prog;            /* to_apply compiled, or NULL */
 } scatter_ctx;
 
 static hk_value *scalar_at(const hk_value *v, int64_t i) {
@@ -125,6 +126,15 @@ static hk_status *combine_one(scatter_ctx *c, int64_t at, int64_t ui) {
   if (c->N == 1 && root->opcode == HK_OP_PARAMETER && hk_instr_parameter_number(root) == 1) {
     int es = hk_esize(p);   /* overwrite */
     memcpy((uint8_t *)c->res[0]->data + at * es, (const uint8_t *)c->upd[0]->data + ui * es, (size_t)es);
+    return NULL;
+  }
+  if (c->prog) {
+    for (int k = 0; k < c->N; k++) {
+      hk_scalar_prog_set_arg(c->prog, k, c->res[k], at);
+      hk_scalar_prog_set_arg(c->prog, c->N + k, c->upd[k], ui);
+    }
+    hk_scalar_prog_run(c->prog);
+    for (int k = 0; k < c->N; k++) hk_scalar_prog_get_result(c->prog, k, c->res[k], at);
     return NULL;
   }
   hk_value *args[16];
@@ -163,7 +173,13 @@ hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const 
   const hk_value *a = ops[0], *idx = ops[N], *u = ops[N + 1];
   hk_value *res[8];
   for (int k = 0; k < N; k++) res[k] = hk_value_clone(ops[k]);
-  scatter_ctx c = {d, ins, N, res, ops + N + 1, hk_reducer_kind_of(ins->called[0])};
+  scatter_ctx c = {d, ins, N, res, ops + N + 1, hk_reducer_kind_of(ins->called[0]), NULL};
+  hk_prim types[16];
+  for (int k = 0; k < N; k++) {
+    types[k] = (hk_prim)ops[k]->elem;
+    types[N + k] = (hk_prim)ops[N + 1 + k]->elem;
+  }
+  c.prog = hk_scalar_prog_compile_typed(ins->called[0], 2 * N, types, N, types);
   index_reader ir;
   index_reader_init(&ir, idx, sd->index_vector_dim);
   int64_t winmap[HK_MAX_RANK], nw = 0, wsize[HK_MAX_RANK];
@@ -202,6 +218,7 @@ hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const 
       ui[dd] = 0;
     }
   }
+  hk_scalar_prog_free(c.prog);
   if (st) {
     for (int k = 0; k < N; k++) hk_value_release(res[k]);
     return st;

@@ -14,6 +14,18 @@ static acc_kind acc_of(hk_prim out, hk_prim a, hk_prim b) {
   return ACC_INT;
 }
 
+/* Significant bits of an element type's values (an upper bound). */
+static int significant_bits(hk_prim p) {
+  if (p == HK_F64) return 53;
+  if (hk_prim_is_float(p)) return 24;
+  return p == HK_PRED ? 1 : hk_prim_bits(p);
+}
+
+/* True when every product of an a and a b element is exact in double. */
+static bool exact_products(hk_prim a, hk_prim b) {
+  return significant_bits(a) + significant_bits(b) <= 53;
+}
+
 /* Offsets (in elements of v) of every combination of the listed dims,
  * row-major over that list. */
 static int64_t *dim_offsets(const hk_value *v, int n, const int64_t *dims, int64_t *count) {
@@ -54,60 +66,200 @@ static inline double elem_f64(const hk_value *v, int64_t i) {
   return v->elem == HK_F32 ? (double)((const float *)v->data)[i] : hk_value_get_f64(v, i);
 }
 
-/* Packs v into [B][R][C] of doubles or int64 (by kind). */
+/* A packed operand: floats when every value of the source type is a
+ * float (halving the memory of big operands), else doubles; read as
+ * doubles.  off is the first element. */
+typedef struct mat {
+  const void *p;
+  bool f32;
+  int64_t off;
+} mat;
+
+static inline double mat_at(mat m, int64_t i) {
+  return m.f32 ? (double)((const float *)m.p)[m.off + i] : ((const double *)m.p)[m.off + i];
+}
+
+static bool fits_float(hk_prim p) {
+  return p != HK_F64 && significant_bits(p) <= 24;
+}
+
+/* Packs v into [B][R][C] of floats/doubles (mat rules) or int64 (ACC_INT);
+ * *f32 says which float width. */
 static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64_t *orr,
-                   int64_t nr, const int64_t *oc, int64_t nc, acc_kind k) {
-  void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * 8);
+                   int64_t nr, const int64_t *oc, int64_t nc, acc_kind k, bool *f32) {
+  *f32 = k == ACC_F64 && fits_float((hk_prim)v->elem);
+  void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * (*f32 ? 4 : 8));
   if (!p) abort();
   int64_t w = 0;
   for (int64_t b = 0; b < nb; b++)
     for (int64_t r = 0; r < nr; r++)
       for (int64_t c = 0; c < nc; c++, w++) {
         int64_t i = ob[b] + orr[r] + oc[c];
-        if (k == ACC_F64) ((double *)p)[w] = elem_f64(v, i);
+        if (*f32) ((float *)p)[w] = (float)elem_f64(v, i);
+        else if (k == ACC_F64) ((double *)p)[w] = elem_f64(v, i);
         else ((int64_t *)p)[w] = hk_value_get_i64(v, i);
       }
   return p;
 }
 
-enum { BLK_I = 64, BLK_K = 256, BLK_J = 512 };
+enum { BLK_I = 64, BLK_K = 256, BLK_J = 512, MR = 4, NR = 4 };
 
-/* c[j0..j1) += a * b[j0..j1), unrolled by 8 so the compiler's basic-block
- * vectorizer turns it into SIMD at -O2. */
-static inline void axpy_f64(double *restrict c, const double *restrict b, double a, int64_t j0,
-                            int64_t j1) {
-  int64_t j = j0;
-  for (; j + 8 <= j1; j += 8) {
-    c[j] += a * b[j];
-    c[j + 1] += a * b[j + 1];
-    c[j + 2] += a * b[j + 2];
-    c[j + 3] += a * b[j + 3];
-    c[j + 4] += a * b[j + 4];
-    c[j + 5] += a * b[j + 5];
-    c[j + 6] += a * b[j + 6];
-    c[j + 7] += a * b[j + 7];
-  }
-  for (; j < j1; j++) c[j] += a * b[j];
+/* Two doubles: GCC/Clang vector extension, SIMD where the target has it. */
+typedef double v2d __attribute__((vector_size(16)));
+
+/* Copies rows r0..r0+nr (of length ld, columns c0..c0+nc) of M into
+ * strips of `w` rows: P[strip][c - c0][w], zero past nr. */
+static void pack_strips(mat M, int64_t ld, int64_t r0, int64_t nr, int64_t c0, int64_t nc, int w,
+                        double *P) {
+  for (int64_t s = 0; s < nr; s += w)
+    for (int64_t c = 0; c < nc; c++)
+      for (int r = 0; r < w; r++)
+        *P++ = s + r < nr ? mat_at(M, (r0 + s + r) * ld + c0 + c) : 0.0;
 }
 
-/* C[M][N] = A[M][K] * B[K][N] in double, cache-blocked (k, j, i blocks);
- * every C element still sums over k in order. */
-static void matmul_f64(const double *restrict A, const double *restrict B, double *restrict C,
-                       int64_t M, int64_t K, int64_t N) {
+/* B's block rows k0..k0+nk, columns j0..j0+nj as column strips:
+ * P[strip][k][NR], zero past nj. */
+static void pack_b(mat B, int64_t N, int64_t k0, int64_t nk, int64_t j0, int64_t nj, double *P) {
+  for (int64_t s = 0; s < nj; s += NR)
+    for (int64_t k = 0; k < nk; k++)
+      for (int c = 0; c < NR; c++)
+        *P++ = s + c < nj ? mat_at(B, (k0 + k) * N + j0 + s + c) : 0.0;
+}
+
+/* C[MR][NR] block (rows mr, cols nr valid, row stride ldc) += a * b over
+ * nk: a is [nk][MR], b is [nk][NR]; the block's sums stay in registers. */
+static void micro_kernel(const double *restrict a, const double *restrict b, int64_t nk,
+                         double *restrict C, int64_t ldc, int mr, int nr) {
+  v2d c00 = {0, 0}, c01 = {0, 0}, c10 = {0, 0}, c11 = {0, 0};
+  v2d c20 = {0, 0}, c21 = {0, 0}, c30 = {0, 0}, c31 = {0, 0};
+  for (int64_t k = 0; k < nk; k++, a += MR, b += NR) {
+    v2d b0, b1;
+    memcpy(&b0, b, sizeof b0);
+    memcpy(&b1, b + 2, sizeof b1);
+    v2d a0 = {a[0], a[0]}, a1 = {a[1], a[1]}, a2 = {a[2], a[2]}, a3 = {a[3], a[3]};
+    c00 += a0 * b0; c01 += a0 * b1;
+    c10 += a1 * b0; c11 += a1 * b1;
+    c20 += a2 * b0; c21 += a2 * b1;
+    c30 += a3 * b0; c31 += a3 * b1;
+  }
+  double acc[MR][NR];
+  memcpy(&acc[0][0], &c00, 16); memcpy(&acc[0][2], &c01, 16);
+  memcpy(&acc[1][0], &c10, 16); memcpy(&acc[1][2], &c11, 16);
+  memcpy(&acc[2][0], &c20, 16); memcpy(&acc[2][2], &c21, 16);
+  memcpy(&acc[3][0], &c30, 16); memcpy(&acc[3][2], &c31, 16);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) C[i * ldc + j] += acc[i][j];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HK_HAVE_AVX2_KERNEL 1
+typedef double v4d __attribute__((vector_size(32)));
+
+/* The AVX2 variant: an 8 x 4 register block of 4-wide doubles (no FMA, so
+ * every product and sum rounds as in micro_kernel: the same bits). */
+__attribute__((target("avx2"))) static void micro_kernel_avx2(const double *restrict a,
+                                                                const double *restrict b,
+                                                                int64_t nk, double *restrict C,
+                                                                int64_t ldc, int mr, int nr) {
+  v4d c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0}, c4 = {0}, c5 = {0}, c6 = {0}, c7 = {0};
+  for (int64_t k = 0; k < nk; k++, a += 8, b += NR) {
+    v4d bk;
+    memcpy(&bk, b, sizeof bk);
+    c0 += (v4d){a[0], a[0], a[0], a[0]} * bk;
+    c1 += (v4d){a[1], a[1], a[1], a[1]} * bk;
+    c2 += (v4d){a[2], a[2], a[2], a[2]} * bk;
+    c3 += (v4d){a[3], a[3], a[3], a[3]} * bk;
+    c4 += (v4d){a[4], a[4], a[4], a[4]} * bk;
+    c5 += (v4d){a[5], a[5], a[5], a[5]} * bk;
+    c6 += (v4d){a[6], a[6], a[6], a[6]} * bk;
+    c7 += (v4d){a[7], a[7], a[7], a[7]} * bk;
+  }
+  v4d c[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+  double acc[8][NR];
+  memcpy(acc, c, sizeof acc);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) C[i * ldc + j] += acc[i][j];
+}
+
+/* The FMA variant, only for exact products (operands of 24 or fewer
+ * significant bits: f32 and narrower): a*b is exact in double, so fma(a, b,
+ * c) rounds exactly as a*b + c does - the same bits as the other kernels. */
+__attribute__((target("avx2,fma"))) static void micro_kernel_fma(const double *restrict a,
+                                                                   const double *restrict b,
+                                                                   int64_t nk, double *restrict C,
+                                                                   int64_t ldc, int mr, int nr) {
+  __m256d c0 = _mm256_setzero_pd(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+  for (int64_t k = 0; k < nk; k++, a += 8, b += NR) {
+    __m256d bk = _mm256_loadu_pd(b);
+    c0 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 0), bk, c0);
+    c1 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 1), bk, c1);
+    c2 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 2), bk, c2);
+    c3 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 3), bk, c3);
+    c4 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 4), bk, c4);
+    c5 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 5), bk, c5);
+    c6 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 6), bk, c6);
+    c7 = _mm256_fmadd_pd(_mm256_broadcast_sd(a + 7), bk, c7);
+  }
+  double acc[8][NR];
+  _mm256_storeu_pd(acc[0], c0); _mm256_storeu_pd(acc[1], c1);
+  _mm256_storeu_pd(acc[2], c2); _mm256_storeu_pd(acc[3], c3);
+  _mm256_storeu_pd(acc[4], c4); _mm256_storeu_pd(acc[5], c5);
+  _mm256_storeu_pd(acc[6], c6); _mm256_storeu_pd(acc[7], c7);
+  for (int i = 0; i < mr; i++)
+    for (int j = 0; j < nr; j++) C[i * ldc + j] += acc[i][j];
+}
+
+/* CPU features (libgcc reads them once, before main). */
+static bool use_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+static bool use_avx2(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
+/* C[M][N] = A[M][K] * B[K][N] in double: blocks of BLK_K contraction
+ * steps, packed panels, register blocks (MR x NR, or 8 x NR with AVX2).
+ * Every C element adds its blocks' partial sums in contraction order. */
+static void matmul_f64(mat A, mat B, double *restrict C, int64_t M, int64_t K, int64_t N,
+                       bool exact_products) {
+  int mr = MR;
+#ifdef HK_HAVE_AVX2_KERNEL
+  bool fma = exact_products && use_fma();
+  if (fma || use_avx2()) mr = 8;
+#else
+  (void)exact_products;
+#endif
   memset(C, 0, (size_t)(M * N) * sizeof(double));
+  double *Bp = malloc((size_t)BLK_K * (BLK_J + NR) * sizeof(double));
+  double *Ap = malloc((size_t)BLK_K * (BLK_I + 8) * sizeof(double));
+  if (!Bp || !Ap) abort();
   for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
-    int64_t k1 = k0 + BLK_K < K ? k0 + BLK_K : K;
+    int64_t nk = K - k0 < BLK_K ? K - k0 : BLK_K;
     for (int64_t j0 = 0; j0 < N; j0 += BLK_J) {
-      int64_t j1 = j0 + BLK_J < N ? j0 + BLK_J : N;
+      int64_t nj = N - j0 < BLK_J ? N - j0 : BLK_J;
+      pack_b(B, N, k0, nk, j0, nj, Bp);
       for (int64_t i0 = 0; i0 < M; i0 += BLK_I) {
-        int64_t i1 = i0 + BLK_I < M ? i0 + BLK_I : M;
-        for (int64_t i = i0; i < i1; i++) {
-          double *restrict c = C + i * N;
-          for (int64_t k = k0; k < k1; k++) axpy_f64(c, B + k * N, A[i * K + k], j0, j1);
-        }
+        int64_t ni = M - i0 < BLK_I ? M - i0 : BLK_I;
+        pack_strips(A, K, i0, ni, k0, nk, mr, Ap);
+        for (int64_t i = 0; i < ni; i += mr)
+          for (int64_t j = 0; j < nj; j += NR) {
+            int rows = ni - i < mr ? (int)(ni - i) : mr, cols = nj - j < NR ? (int)(nj - j) : NR;
+            double *Cb = C + (i0 + i) * N + j0 + j;
+#ifdef HK_HAVE_AVX2_KERNEL
+            if (fma) {
+              micro_kernel_fma(Ap + i * nk, Bp + j * nk, nk, Cb, N, rows, cols);
+              continue;
+            }
+            if (mr == 8) {
+              micro_kernel_avx2(Ap + i * nk, Bp + j * nk, nk, Cb, N, rows, cols);
+              continue;
+            }
+#endif
+            micro_kernel(Ap + i * nk, Bp + j * nk, nk, Cb, N, rows, cols);
+          }
       }
     }
   }
+  free(Bp);
+  free(Ap);
 }
 
 static void matmul_int(const int64_t *A, const int64_t *B, int64_t *C, int64_t M, int64_t K,
@@ -259,19 +411,18 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
                        (long long)res->n, (long long)(B * M * N));
   } else {
     acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)l->elem, (hk_prim)r->elem);
-    void *A = pack3(l, lb, B, lm, M, lk, K, k);
-    void *Bm = pack3(r, rb, B, rk, K, rn, N, k);
+    bool exact = exact_products((hk_prim)l->elem, (hk_prim)r->elem), af32, bf32;
+    void *A = pack3(l, lb, B, lm, M, lk, K, k, &af32);
+    void *Bm = pack3(r, rb, B, rk, K, rn, N, k, &bf32);
     void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * 8);
     if (!C) abort();
     for (int64_t b = 0; b < B && !st; b++) {
-      const char *Ab = (const char *)A + (size_t)(b * M * K) * 8;
-      const char *Bb = (const char *)Bm + (size_t)(b * K * N) * 8;
       for (int64_t i0 = 0; i0 < M && !st; i0 += 256) {
-        int64_t rows = M - i0 < 256 ? M - i0 : 256;
-        const char *Ar = Ab + (size_t)(i0 * K) * 8;
-        char *Cr = (char *)C + (size_t)(i0 * N) * 8;
-        if (k == ACC_F64) matmul_f64((const double *)Ar, (const double *)Bb, (double *)Cr, rows, K, N);
-        else matmul_int((const int64_t *)Ar, (const int64_t *)Bb, (int64_t *)Cr, rows, K, N);
+        int64_t rows = M - i0 < 256 ? M - i0 : 256, a0 = b * M * K + i0 * K, b0 = b * K * N;
+        if (k == ACC_F64)
+          matmul_f64((mat){A, af32, a0}, (mat){Bm, bf32, b0}, (double *)C + i0 * N, rows, K, N, exact);
+        else
+          matmul_int((const int64_t *)A + a0, (const int64_t *)Bm + b0, (int64_t *)C + i0 * N, rows, K, N);
         st = hk_eval_poll(d, ins);
       }
       store_block(res, b * M * N, C, M * N, k);
@@ -352,20 +503,23 @@ static inline void step_index(int n, const int64_t *dims, const int64_t *st, int
   }
 }
 
-/* out[i] = v[offset of i-th index row-major over order] as doubles. */
-static double *pack_f64(const hk_value *v, const int64_t *order, int n) {
+/* out[i] = v[offset of i-th index row-major over order], as floats or
+ * doubles by the mat rules (out->p is malloc'ed). */
+static void pack_ordered(const hk_value *v, const int64_t *order, int n, mat *out) {
   int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
   order_strides(v, order, n, dims, st);
-  double *p = malloc((size_t)(v->n ? v->n : 1) * sizeof(double));
+  bool f32 = fits_float((hk_prim)v->elem);
+  void *p = malloc((size_t)(v->n ? v->n : 1) * (f32 ? sizeof(float) : sizeof(double)));
   if (!p) abort();
   for (int64_t i = 0; i < v->n; i++) {
-    p[i] = elem_f64(v, off);
+    if (f32) ((float *)p)[i] = (float)elem_f64(v, off);
+    else ((double *)p)[i] = elem_f64(v, off);
     step_index(n, dims, st, idx, &off);
   }
-  return p;
+  *out = (mat){p, f32, 0};
 }
 
-/* The inverse of pack_f64, rounding once to v's type. */
+/* Writes p back in v's order, rounding once to v's type. */
 static void unpack_f64(hk_value *v, const int64_t *order, int n, const double *p) {
   int64_t dims[HK_MAX_RANK], st[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, off = 0;
   order_strides(v, order, n, dims, st);
@@ -417,11 +571,12 @@ static void unlinear(int64_t lin, int n, const int64_t *dims, int64_t *idx) {
 typedef struct im2col {
   const conv_geom *g;
   const hk_value *lhs, *rhs;
-  const double *L;                 /* [B][input spatial][IZ] */
-  const double *K;                 /* [kernel spatial][IFG][OZ] */
+  mat L;                           /* [B][input spatial][IZ] */
+  mat K;                           /* [kernel spatial][IFG][OZ] */
   int64_t osd[HK_MAX_RANK], ksd[HK_MAX_RANK];
   int64_t in_sp, out_sp, k_sp, KK;  /* KK = k_sp * IFG */
   int64_t groups, ocols;           /* feature or batch groups; output features of one */
+  bool exact;                      /* products exact in double (see exact_products) */
 } im2col;
 
 /* Kernel of group fg (a feature or a batch group) as a [k_sp * IFG][ocols]
@@ -433,11 +588,21 @@ static double *group_kernel(const im2col *c, int64_t fg) {
   int64_t k[HK_MAX_RANK];
   for (int64_t kp = 0; kp < c->k_sp; kp++) {
     unlinear(kp, g->ns, c->ksd, k);
-    const double *src = c->K + kernel_pos(g, c->rhs, k) * g->IFG * g->OZ + fg * c->ocols;
+    int64_t src = kernel_pos(g, c->rhs, k) * g->IFG * g->OZ + fg * c->ocols;
     for (int64_t z = 0; z < g->IFG; z++)
-      memcpy(Kg + (kp * g->IFG + z) * c->ocols, src + z * g->OZ, (size_t)c->ocols * sizeof(double));
+      for (int64_t o = 0; o < c->ocols; o++)
+        Kg[(kp * g->IFG + z) * c->ocols + o] = mat_at(c->K, src + z * g->OZ + o);
   }
   return Kg;
+}
+
+/* True when the packed kernel already is the [k_sp * IFG][OZ] matrix of
+ * the only group (no reversal). */
+static bool kernel_as_is(const im2col *c) {
+  if (c->groups != 1) return false;
+  for (int s = 0; s < c->g->ns; s++)
+    if (c->g->win->dims[s].reversal) return false;
+  return true;
 }
 
 /* Rows r0..r0+rows of the im2col matrix of group fg into A. */
@@ -453,8 +618,10 @@ static void fill_columns(const im2col *c, int64_t fg, int64_t r0, int64_t rows, 
       unlinear(kp, g->ns, c->ksd, k);
       int64_t ip = input_pos(g, c->lhs, os, k);
       double *dst = row + kp * g->IFG;
+      int64_t src = (b * c->in_sp + ip) * g->IZ + feat0;
       if (ip < 0) memset(dst, 0, (size_t)g->IFG * sizeof(double));
-      else memcpy(dst, c->L + (b * c->in_sp + ip) * g->IZ + feat0, (size_t)g->IFG * sizeof(double));
+      else if (c->L.f32) for (int64_t z = 0; z < g->IFG; z++) dst[z] = ((const float *)c->L.p)[src + z];
+      else memcpy(dst, (const double *)c->L.p + src, (size_t)g->IFG * sizeof(double));
     }
   }
 }
@@ -472,11 +639,12 @@ static hk_status *im2col_run(hk_device_ctx *d, const hk_instr *ins, const im2col
   if (!A || !Cm) abort();
   hk_status *st = NULL;
   for (int64_t fg = 0; fg < c->groups && !st; fg++) {
-    double *Kg = group_kernel(c, fg);
+    double *Kg = kernel_as_is(c) ? NULL : group_kernel(c, fg);
+    mat Km = Kg ? (mat){Kg, false, 0} : c->K;
     for (int64_t r0 = 0; r0 < R && !st; r0 += chunk) {
       int64_t rows = R - r0 < chunk ? R - r0 : chunk;
       fill_columns(c, fg, r0, rows, A);
-      matmul_f64(A, Kg, Cm, rows, c->KK, c->ocols);
+      matmul_f64((mat){A, false, 0}, Km, Cm, rows, c->KK, c->ocols, c->exact);
       for (int64_t r = 0; r < rows; r++)
         memcpy(O + (r0 + r) * g->OZ + fg * c->ocols, Cm + r * c->ocols, (size_t)c->ocols * sizeof(double));
       st = hk_eval_poll(d, ins);
@@ -513,17 +681,17 @@ static hk_status *conv_fast(hk_device_ctx *d, const hk_instr *ins, const conv_ge
     c.k_sp *= c.ksd[s];
   }
   c.KK = c.k_sp * g->IFG;
+  c.exact = exact_products((hk_prim)lhs->elem, (hk_prim)rhs->elem);
   c.groups = g->G * g->BG;
   c.ocols = g->OZ / c.groups;
-  double *L = pack_f64(lhs, lo, ns + 2), *K = pack_f64(rhs, ko, ns + 2);
+  pack_ordered(lhs, lo, ns + 2, &c.L);
+  pack_ordered(rhs, ko, ns + 2, &c.K);
   double *O = malloc((size_t)(res->n ? res->n : 1) * sizeof(double));
   if (!O) abort();
-  c.L = L;
-  c.K = K;
   hk_status *st = im2col_run(d, ins, &c, res->dims[dn->output_batch], O);
   if (!st) unpack_f64(res, oo, ns + 2, O);
-  free(L);
-  free(K);
+  free((void *)c.L.p);
+  free((void *)c.K.p);
   free(O);
   return st;
 }

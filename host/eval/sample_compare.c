@@ -124,10 +124,12 @@ static void plan_leaf(const sample_run *r, plan *pl, int leaf, const hk_shape *g
   int rank = gs->rank;
   int64_t gi[SE_MAX_RANK] = {0};
   int64_t start = pl->n, pick = 0;
-  add_position(r, pl, leaf, gs, gi, -1);   /* position 0 on every holder */
-  if (rank == 0) return;
+  if (rank == 0) {
+    add_position(r, pl, leaf, gs, gi, -1);   /* on every device */
+    return;
+  }
   int corner_bits = rank < 6 ? rank : 6;
-  for (int64_t mask = 1; mask < (1 << corner_bits); mask++) {
+  for (int64_t mask = 0; mask < (1 << corner_bits); mask++) {
     for (int d = 0; d < rank; d++) gi[d] = d < corner_bits && (mask >> d & 1) ? gs->dims[d] - 1 : 0;
     add_position(r, pl, leaf, gs, gi, pick++);
   }
@@ -153,6 +155,8 @@ static void plan_leaf(const sample_run *r, plan *pl, int leaf, const hk_shape *g
       add_position(r, pl, leaf, gs, gi, pick++);
     }
   }
+  for (int d = 0; d < rank; d++) gi[d] = 0;
+  add_position(r, pl, leaf, gs, gi, -1);   /* position 0 on every holder, last */
 }
 
 static hk_status *check_leaves(const sample_run *r, int64_t *n_leaves) {
@@ -259,7 +263,9 @@ static hk_status *run_sampled(sample_run *r) {
   hk_status *st = se_ctx_init(&gx, r->g, r->g, false, 1, 1, r->o.seed);
   if (!st) st = se_ctx_init(&px, r->p, r->g, true, r->parts, r->reps, r->o.seed);
   else memset(&px, 0, sizeof px);
-  gx.deadline_ns = px.deadline_ns = r->deadline_ns;
+  /* The deadline also stops long kernels (dot, convolution) midway. */
+  gx.deadline_ns = px.deadline_ns = gx.dev.deadline_ns = px.dev.deadline_ns = r->deadline_ns;
+  gx.dev_opts.time_limit_ms = px.dev_opts.time_limit_ms = r->o.time_limit_ms;
   if (!st) st = compare_plan(r, &gx, &px, &pl);
   se_ctx_free(&gx);
   se_ctx_free(&px);

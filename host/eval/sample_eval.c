@@ -65,18 +65,27 @@ void se_copy_box(hk_value *dst, const se_box *db, const hk_value *src, const se_
   }
   hk_strides(r, db->n, dst_st);
   hk_strides(r, sb->n, src_st);
+  /* Trailing dims both boxes hold whole are one contiguous run with the
+   * dim before them. */
+  int k = r;
+  int64_t inner = 1;
+  while (k > 0) {
+    k--;
+    inner *= n[k];
+    if (n[k] != db->n[k] || n[k] != sb->n[k]) break;
+  }
   int es = hk_esize(dst->elem);
   int64_t total = 1, idx[SE_MAX_RANK] = {0};
-  for (int d = 0; d < r; d++) total *= n[d];
-  int64_t inner = r ? n[r - 1] : 1;
-  for (int64_t k = 0; k < total; k += inner) {
+  for (int d = 0; d < k; d++) total *= n[d];
+  for (int64_t j = 0; j < total; j++) {
     int64_t od = 0, os = 0;
     for (int d = 0; d < r; d++) {
-      od += (lo[d] + idx[d] - db->lo[d]) * dst_st[d];
-      os += (lo[d] + idx[d] - sb->lo[d]) * src_st[d];
+      int64_t i = d < k ? idx[d] : 0;
+      od += (lo[d] + i - db->lo[d]) * dst_st[d];
+      os += (lo[d] + i - sb->lo[d]) * src_st[d];
     }
     memcpy((uint8_t *)dst->data + od * es, (const uint8_t *)src->data + os * es, (size_t)(inner * es));
-    for (int d = r - 2; d >= 0; d--) {
+    for (int d = k - 1; d >= 0; d--) {
       if (++idx[d] < n[d]) break;
       idx[d] = 0;
     }

@@ -221,7 +221,7 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
   hk_status *st = se_operand(x, f, ins, 0, &lb, &ops[0]);
   if (!st) st = se_operand(x, f, ins, 1, &rb, &ops[1]);
   hk_prim rt = (hk_prim)ins->shape->elem;
-  if (!st && hk_prim_is_float(rt) && rt != HK_F64) {
+  if (!st && rt == HK_F32) {
     /* Accumulate in double (the kernel does for f64), round once at the end:
      * the global and the partitioned sums then differ only where the
      * partitioned program rounds partial sums. */
@@ -262,7 +262,7 @@ static void window_range(const hk_window_dim *w, int64_t o0, int64_t n, int64_t 
 static hk_window *shadow_window(se_ctx *x, const hk_window *w) {
   hk_window *s = hk_alloc(x->scratch, sizeof *s);
   hk_window_dim *d = hk_alloc(x->scratch, sizeof *d * (size_t)(w->n_dims ? w->n_dims : 1));
-  memcpy(d, w->dims, sizeof *d * (size_t)w->n_dims);
+  if (w->n_dims) memcpy(d, w->dims, sizeof *d * (size_t)w->n_dims);
   s->n_dims = w->n_dims;
   s->dims = d;
   return s;
@@ -280,8 +280,12 @@ hk_status *se_op_convolution(se_ctx *x, se_frame *f, const hk_instr *ins, int le
                              const se_box *b, hk_value **out) {
   (void)leaf;
   const hk_attrs *at = ins->attrs;
-  if (!at || !at->conv || !at->window) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "convolution without window/dim_labels");
+  if (!at || !at->conv) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "convolution without dim_labels");
   const hk_conv_dnums *dn = at->conv;
+  static const hk_window no_window;   /* no spatial dims */
+  const hk_window *window = at->window ? at->window : &no_window;
+  if (window->n_dims != dn->n_spatial)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "window has %d dims, %d spatial dims", window->n_dims, dn->n_spatial);
   const hk_shape *is = ins->operands[0]->shape, *ks = ins->operands[1]->shape, *os = ins->shape;
   int64_t G = at->feature_group_count > 0 ? at->feature_group_count : 1;
   int64_t BG = at->batch_group_count > 0 ? at->batch_group_count : 1;
@@ -305,10 +309,10 @@ hk_status *se_op_convolution(se_ctx *x, se_frame *f, const hk_instr *ins, int le
     kb.lo[dn->kernel_output_feature] = wb.lo[dn->output_feature];
     kb.n[dn->kernel_output_feature] = wb.n[dn->output_feature];
   }
-  hk_window *win = shadow_window(x, at->window);
+  hk_window *win = shadow_window(x, window);
   for (int s = 0; s < dn->n_spatial; s++) {
     int64_t od = dn->output_spatial[s], id = dn->input_spatial[s];
-    window_range(&at->window->dims[s], wb.lo[od], wb.n[od], is->dims[id], &ib.lo[id], &ib.n[id],
+    window_range(&window->dims[s], wb.lo[od], wb.n[od], is->dims[id], &ib.lo[id], &ib.n[id],
                  (hk_window_dim *)&win->dims[s]);
   }
   hk_attrs sa = *at;
@@ -427,6 +431,48 @@ hk_status *se_op_select_and_scatter(se_ctx *x, se_frame *f, const hk_instr *ins,
 
 /* ---- reduce and sort ------------------------------------------------------------------ */
 
+/* Operand elements one reduce request reads at once; larger reductions
+ * (whose operands may themselves be dots over large boxes) go in chunks. */
+enum { REDUCE_CHUNK = 4096 };
+
+/* A reduce with an add/mul/max/min reducer (init taken as its identity)
+ * over operand box ib, in chunks along the largest reduced dim, the
+ * partial results folded together. */
+static hk_status *reduce_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, hk_reducer_kind kind,
+                                   const se_box *ib, const se_box *b, hk_value **out) {
+  int big = -1;
+  for (int i = 0; i < ins->n_dims; i++)
+    if (big < 0 || ib->n[ins->dims[i]] > ib->n[big]) big = (int)ins->dims[i];
+  int64_t per_slice = se_box_count(ib) / ib->n[big];
+  int64_t step = REDUCE_CHUNK / (per_slice ? per_slice : 1);
+  if (step < 1) step = 1;
+  hk_value *acc = NULL;
+  hk_status *st = NULL;
+  for (int64_t lo = 0; lo < ib->n[big] && !st; lo += step) {
+    se_box cb = *ib;
+    cb.lo[big] = ib->lo[big] + lo;
+    cb.n[big] = lo + step < ib->n[big] ? step : ib->n[big] - lo;
+    hk_value *ops[2] = {0}, *part = NULL;
+    se_box scalar = {0};
+    st = se_operand(x, f, ins, 0, &cb, &ops[0]);
+    if (!st) st = se_operand(x, f, ins, 1, &scalar, &ops[1]);
+    if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, b), NULL, hk_op_reduce, ops, &part);
+    release_all(ops, 2);
+    if (!st && !acc) {
+      acc = hk_value_clone(part);
+    } else if (!st) {
+      for (int64_t i = 0; i < acc->n && !st; i++) st = se_combine_elem(x, ins->called[0], kind, acc, i, part, i);
+    }
+    hk_value_release(part);
+  }
+  if (st) {
+    hk_value_release(acc);
+    return st;
+  }
+  *out = acc;
+  return NULL;
+}
+
 hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                         hk_value **out) {
   int N = ins->n_operands / 2;
@@ -443,6 +489,10 @@ hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, c
     kept += !reduced;
   }
   if (kept != b->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "reduce dimensions do not match the result");
+  if (N == 1 && ins->n_called > 0 && se_box_count(&ib) > REDUCE_CHUNK) {
+    hk_reducer_kind kind = hk_reducer_kind_of(ins->called[0]);
+    if (kind != HK_RED_GENERIC && kind <= HK_RED_MIN) return reduce_in_chunks(x, f, ins, kind, &ib, b, out);
+  }
   hk_value *ops[16] = {0}, *res = NULL;
   se_box scalar = {0};
   hk_status *st = NULL;

@@ -219,6 +219,27 @@ static void topk_sort(const topk_row *r, int64_t *a, int64_t *tmp, int64_t n) {
   memcpy(a, tmp, (size_t)n * sizeof(int64_t));
 }
 
+/* The k best of n keys (best first, ties by lower index) into out, by one
+ * pass keeping a sorted list of the best so far: O(n) when k is small. */
+static void topk_select(const topk_row *r, int64_t n, int64_t k, int64_t *out) {
+  int64_t have = 0;
+  for (int64_t i = 0; i < n && k > 0; i++) {
+    uint64_t x = r->keys[i];
+    if (have == k) {
+      uint64_t w = r->keys[out[k - 1]];
+      if (r->largest ? x <= w : x >= w) continue;
+      have--;
+    }
+    int64_t at = have;
+    while (at > 0 && (r->largest ? x > r->keys[out[at - 1]] : x < r->keys[out[at - 1]])) {
+      out[at] = out[at - 1];
+      at--;
+    }
+    out[at] = i;
+    have++;
+  }
+}
+
 /* topk and custom-call "TopK": the k largest (or smallest) entries of each
  * row of the last dimension, best first, ties by lower index; returns
  * (values, s32 indices). */
@@ -254,7 +275,8 @@ hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
       perm[i] = i;
     }
     topk_row tr = {keys, largest};
-    topk_sort(&tr, perm, tmp, n);
+    if (k * 64 <= n) topk_select(&tr, n, k, perm);
+    else topk_sort(&tr, perm, tmp, n);
     for (int64_t j = 0; j < k; j++) {
       memcpy((uint8_t *)vals->data + (r * k + j) * es, (const uint8_t *)a->data + (r * n + perm[j]) * es, (size_t)es);
       hk_value_set_i64(idx, r * k + j, perm[j]);

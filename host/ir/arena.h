@@ -20,8 +20,8 @@ void *hk_arena_alloc(hk_arena *a, size_t n, size_t align);
 size_t hk_arena_bytes(const hk_arena *a);
 
 /* Zeroed memory for big tables and chunks, freed with the same size (one
- * place to change how big blocks are obtained; transparent huge pages were
- * measured and gave unstable times from compaction stalls). */
+ * place to change how big blocks are obtained: blocks of 1 MiB and more
+ * are mapped with their pages present at once; see arena.c). */
 void *hk_big_alloc(size_t n);
 void hk_big_free(void *p, size_t n);
 

@@ -132,7 +132,7 @@ hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   if (n <= 0) return NULL;
   if (n == 1) return hk_instr_remove(v[0]);
   pair_map m;
-  pair_init(&m, (size_t)n * 4);
+  pair_init(&m, (size_t)n + 64);   /* grows with the indexed user lists */
   hk_status *st = check_batch(&m, v, n);
   if (st) {
     free(m.slots);

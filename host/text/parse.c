@@ -1018,15 +1018,33 @@ static void parser_free(tx_parser *P) {
   free(P->ints);
 }
 
+static size_t newlines(const char *p, size_t n) {
+  size_t k = 0;
+  for (const char *e = p + n; (p = memchr(p, '\n', (size_t)(e - p))) != NULL; p++) k++;
+  return k;
+}
+
+/* About how many lines a big text has (instructions are one a line), from
+ * the sparsest of three samples, so a text that is mostly one big literal
+ * does not get a big name map; 0 for a small text. */
+static size_t estimate_lines(const char *text, size_t len) {
+  const size_t w = (size_t)1 << 16;
+  if (!text || len < 4 * w) return 0;
+  size_t a = newlines(text, w), b = newlines(text + len / 2, w), c = newlines(text + len - w, w);
+  size_t k = a < b ? a : b;
+  if (c < k) k = c;
+  return k * (len / w);
+}
+
 hk_status *hk_parse_module(const char *text, size_t len, const char *filename,
                            hk_module **out) {
   *out = NULL;
   tx_parser P;
   parser_init(&P, text ? text : "", text ? len : 0, filename);
   P.m = hk_module_new("module");
-  /* instruction lines are rarely shorter than this: room for their names
-   * up front saves rehashing a big name map while it fills */
-  hk_module_reserve_instr_names(P.m, len / 128);
+  /* room for a name per line up front saves rehashing a big name map
+   * while it fills */
+  hk_module_reserve_instr_names(P.m, estimate_lines(text, len));
   if (P.m->config.num_partitions < 1) P.m->config.num_partitions = 1;
   if (P.m->config.replica_count < 1) P.m->config.replica_count = 1;
   bool ok;

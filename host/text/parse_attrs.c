@@ -63,7 +63,8 @@ bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out) {
   }
   hk_status *st = hk_sharding_parse(P->m, base, (size_t)(P->end - base), out, &used);
   if (st) return offset_error(P, base, st);
-  if (e && used && base[used - 1] == '}') *e = (struct tx_sharding_memo){base, (uint32_t)used, *out};
+  if (e && used && base[used - 1] == '}')
+    *e = (struct tx_sharding_memo){base, (uint32_t)used, *out};
   P->p = base + used;
   return true;
 }

@@ -7,7 +7,7 @@
 void tx_post_order_init(tx_post_order *po, int64_t n_ids) {
   memset(po, 0, sizeof *po);
   po->n_ids = n_ids > 0 ? n_ids : 0;
-  po->pos_by_id = po->n_ids ? malloc((size_t)po->n_ids * sizeof *po->pos_by_id) : NULL;
+  po->pos_by_id = po->n_ids ? calloc((size_t)po->n_ids, sizeof *po->pos_by_id) : NULL;
   if (!po->pos_by_id) po->n_ids = 0;
 }
 

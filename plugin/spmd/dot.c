@@ -485,12 +485,109 @@ static bool map_conv_dims(const hk_instr *conv, dot_dims *m) {
   return true;
 }
 
+/* ---- grouped convolutions ------------------------------------------------ */
+/* feature_group_count G splits the input features and the kernel's output
+ * features into G groups, output feature group g reading input group g;
+ * batch_group_count does the same with the input batch.  So the grouped
+ * dims act like a batch dim shared by both operands and the output feature
+ * dim: partitioned into P pieces (P dividing the group count) each device
+ * runs the convolution on its whole groups with a count of G/P. */
+
+/* dm for a grouped convolution: the grouped lhs dim maps to the output
+ * feature dim alongside the kernel's output features. */
+static void map_grouped_conv_dims(const hk_instr *conv, dot_dims *m) {
+  const hk_conv_dnums *cd = conv->attrs->conv;
+  map_conv_dims(conv, m);
+  int grouped;
+  if (conv->attrs->feature_group_count > 1) {
+    grouped = (int)cd->input_feature;
+    /* The kernel's input features are one group's: they stay whole. */
+    m->rhs_contract_of_lhs[cd->input_feature] = -1;
+    m->lhs_contract_of_rhs[cd->kernel_input_feature] = -1;
+  } else {
+    grouped = (int)cd->input_batch;
+    m->out_from_lhs[cd->output_batch] = -1;   /* the output batch has no source */
+  }
+  m->lhs_to_out[grouped] = (int)cd->output_feature;
+  m->out_from_lhs[cd->output_feature] = grouped;
+}
+
+/* The output sharding operand `side`'s sharding s implies (its dims moved
+ * to the output dims they map to); NULL when it shards an unmapped dim. */
+static const hk_sharding *implied_output(spmd_visitor *v, const dot_dims *dm,
+                                         const hk_sharding *s, int side) {
+  if (!plain_tiled(s) || !hk_sharding_is_tiled(s)) return NULL;
+  int rank = side ? dm->rr : dm->rl;
+  const int *to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+  int gsz[HK_MAX_RANK + 1] = {0}, gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
+  const int *groups[HK_MAX_RANK + 1];
+  for (int j = 0; j <= dm->ro; j++) groups[j] = gbuf[j];
+  for (int i = 0; i < rank; i++) {
+    if (hk_sharding_dim_partitions(s, i) == 1) continue;
+    if (to_out[i] < 0) return NULL;
+    gbuf[to_out[i]][gsz[to_out[i]]++] = i;
+  }
+  if (s->replicate_on_last_tile_dim) gbuf[dm->ro][gsz[dm->ro]++] = s->n_tile_dims - 1;
+  return spmd_regroup_memo(v, s, dm->ro + 1, gsz, groups, true);
+}
+
+/* The operand shardings for output sharding c, if c keeps whole groups. */
+static bool grouped_plan(spmd_visitor *v, const hk_instr *conv, const dot_dims *dm,
+                         const hk_sharding *c, dot_plan *p) {
+  const hk_conv_dnums *cd = conv->attrs->conv;
+  int64_t groups = conv->attrs->feature_group_count > 1 ? conv->attrs->feature_group_count
+                                                        : conv->attrs->batch_group_count;
+  if (!c || !plain_tiled(c)) return false;
+  int64_t parts = hk_sharding_is_tiled(c) ? hk_sharding_dim_partitions(c, (int)cd->output_feature) : 1;
+  if (groups % parts) return false;
+  if (conv->attrs->batch_group_count > 1 && hk_sharding_is_tiled(c) &&
+      hk_sharding_dim_partitions(c, (int)cd->output_batch) > 1)
+    return false;
+  plan_output(v, dm, c, p);
+  return p->ok && p->lhs && p->rhs && whole_ok(dm, p);
+}
+
+static hk_status *partition_grouped_conv(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (!lv->sharding || !rv->sharding || spmd_is_subgroup_manual(o) ||
+      spmd_is_subgroup_manual(lv->sharding) || spmd_is_subgroup_manual(rv->sharding))
+    return NULL;
+  dot_dims dm;
+  map_grouped_conv_dims(orig, &dm);
+  /* Candidates: the output as annotated, or as either operand implies. */
+  const hk_sharding *cands[3] = {o, implied_output(v, &dm, lv->sharding, 0),
+                                 implied_output(v, &dm, rv->sharding, 1)};
+  dot_plan best = {0}, p;
+  for (int k = 0; k < 3; k++) {
+    if (!grouped_plan(v, orig, &dm, cands[k], &p)) continue;
+    p.cost = plan_cost(v, orig, &dm, lv->sharding, rv->sharding, o, &p);
+    if (!best.ok || p.cost < best.cost) best = p;
+  }
+  if (!best.ok) return NULL;
+  hk_instr *ops[2];
+  HK_TRY(spmd_reshard(v, lv, best.lhs, &ops[0]));
+  HK_TRY(spmd_reshard(v, rv, best.rhs, &ops[1]));
+  hk_instr *c = hk_instr_clone(v->comp, orig, spmd_local_shape(v, best.out, orig->shape), 2, ops,
+                               NULL);
+  int64_t parts = hk_sharding_is_tiled(best.out)
+                      ? hk_sharding_dim_partitions(best.out, (int)orig->attrs->conv->output_feature)
+                      : 1;
+  hk_attrs *a = hk_instr_attrs(c);
+  if (a->feature_group_count > 1) a->feature_group_count /= parts;
+  else a->batch_group_count /= parts;
+  spmd_set(v, orig, c, best.out);
+  *handled = true;
+  return NULL;
+}
+
 hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled) {
   *handled = false;
   const hk_attrs *a = orig->attrs;
-  if (!a || !a->conv || orig->n_operands != 2 || orig->shape->elem == HK_PRED ||
-      a->feature_group_count > 1 || a->batch_group_count > 1)
-    return NULL;
+  if (!a || !a->conv || orig->n_operands != 2 || orig->shape->elem == HK_PRED) return NULL;
+  if (a->feature_group_count > 1 && a->batch_group_count > 1) return NULL;
+  if (a->feature_group_count > 1 || a->batch_group_count > 1)
+    return partition_grouped_conv(v, orig, handled);
   dot_dims dm;
   if (!map_conv_dims(orig, &dm)) return NULL;
   return partition_contraction(v, orig, &dm, handled);

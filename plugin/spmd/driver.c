@@ -167,9 +167,16 @@ static char *report(const hk_module *m, const char *when, int64_t top, const spm
   return b.data;
 }
 
-static void log_report(const char *text) {
+/* The reports are XLA's VLOG(1) lines: made (a walk over the module) and
+ * printed only when HLOKIT_SPMD_REPORT asks for them; *slot keeps the last. */
+static void log_report(char **slot, const hk_module *m, const char *when, int64_t top,
+                       const spmd_partitioner *with_counts) {
+  free(*slot);
+  *slot = NULL;
   const char *e = getenv("HLOKIT_SPMD_REPORT");
-  if (e && *e && strcmp(e, "0")) fputs(text, stderr);
+  if (!e || !*e || !strcmp(e, "0")) return;
+  *slot = report(m, when, top, with_counts);
+  fputs(*slot, stderr);
 }
 
 static void record_inputs_outputs_sharding(hk_module *m) {
@@ -333,9 +340,7 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   HK_TRY(vt->preprocess_sharding(self, m, threads));
   HK_TRY(spmd_preprocess_hlos(p, m, threads));
   /* Phase B */
-  free(p->before_report);
-  p->before_report = report(m, "before", p->options.report_instruction_count, NULL);
-  log_report(p->before_report);
+  log_report(&p->before_report, m, "before", p->options.report_instruction_count, NULL);
   record_inputs_outputs_sharding(m);
   /* Phase C */
   HK_TRY(run_named_pass(p, "flatten-call-graph", m, threads));
@@ -347,9 +352,7 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   /* Phase E */
   HK_TRY(relayout_and_verify(p, m, &saved));
   /* Phase F */
-  free(p->after_report);
-  p->after_report = report(m, "after", p->options.report_instruction_count, p);
-  log_report(p->after_report);
+  log_report(&p->after_report, m, "after", p->options.report_instruction_count, p);
   return cleanup(p, m, threads);
 }
 

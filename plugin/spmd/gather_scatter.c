@@ -1,14 +1,17 @@
-/* gather_scatter.c - GSPMD partitioning of gather and scatter.  Two
- * families, chosen by the gather/scatter_partition_method option and by
- * how many tiles each keeps:
+/* gather_scatter.c - GSPMD partitioning of gather and scatter.  Plans,
+ * chosen by the gather/scatter_partition_method option and by how many
+ * tiles each keeps:
  *   operand-driven: the operand keeps its partitions on passthrough dims
- *     (whole windows), explicit batch dims and trivially sliced dims (size-1
- *     windows: indices shifted by the shard offset and masked, then an
- *     all-reduce for gather); indices and updates follow on the paired dims;
+ *     (whole windows), batch dims (explicit, or parallel to an iota in the
+ *     indices) and trivially sliced dims (size-1 windows: indices shifted
+ *     by the shard offset and masked, then an all-reduce for gather);
+ *     indices and updates follow on the paired dims;
  *   index-driven: the indices keep their partitions on batch dims (index
- *     passthrough and explicit batch), the operand follows on its paired
+ *     passthrough and batch pairs), the operand follows on its paired
  *     batch dims and is otherwise replicated; a scatter combines the
- *     partitions' updates with an all-reduce of its (associative) combiner.
+ *     partitions' updates with an all-reduce of its (associative) combiner;
+ *   merged: operand passthrough and index passthrough at once when the two
+ *     shardings' devices form one grid.
  * Anything else goes through the replicate fallback. */
 #include <math.h>
 
@@ -163,6 +166,9 @@ typedef struct gs_plan {
   int64_t shift[HK_MAX_RANK];                /* subtracted: trivial dims and iota-parallel dims */
   int n_idx_batch;                           /* index passthrough dims (index-driven) */
   int64_t idx_batch[HK_MAX_RANK];
+  const hk_sharding *reduce_s;               /* scatter: partitions whose updates meet ... */
+  int n_reduce;                              /* ... differ only in these tile dims of reduce_s */
+  int64_t reduce_dims[HK_MAX_RANK];
   int64_t passthrough[HK_MAX_RANK];          /* operand dims whose window is whole and sharded */
   int n_passthrough;
 } gs_plan;
@@ -281,7 +287,103 @@ static bool plan_index_driven(spmd_visitor *v, const gs_dims *g, const hk_shardi
   pl->op_s = derive(v->m, pl->idx_s, g->op_rank, op_of);
   pl->out_s = derive(v->m, pl->idx_s, g->out_rank, out_of);
   find_shifts(g, pl);
+  pl->reduce_s = pl->idx_s;
+  pl->n_reduce = pl->n_idx_batch;
+  memcpy(pl->reduce_dims, pl->idx_batch, sizeof(int64_t) * (size_t)pl->n_idx_batch);
   return true;
+}
+
+/* Only passthrough dims: no trivial slicing, no batch pairs. */
+static bool passthrough_only(const gs_dims *g, const gs_plan *op, const gs_plan *idx) {
+  if (op->n_trivial || !op->n_passthrough || !idx->n_idx_batch) return false;
+  for (int d = 0; d < g->op_rank; d++)
+    if (g->index_of_batch[d] >= 0 && hk_sharding_dim_partitions(op->op_s, d) > 1) return false;
+  for (int j = 0; j < g->idx_rank; j++)
+    if (j != g->ivd && is_index_batch_dim(g, j) && hk_sharding_dim_partitions(idx->idx_s, j) > 1)
+      return false;
+  return true;
+}
+
+/* Output tile coordinate (row-major over out dims) of a device holding
+ * operand tile oi and indices tile ii. */
+static int64_t merged_coord(const gs_dims *g, const int64_t *tdims, const int64_t *oi,
+                            const int64_t *ii) {
+  int64_t lin = 0;
+  for (int o = 0; o < g->out_rank; o++) {
+    int64_t c = 0;
+    for (int d = 0; d < g->op_rank; d++)
+      if (g->out_of_operand[d] == o) c = tdims[o] > 1 ? oi[d] : 0;
+    for (int j = 0; j < g->idx_rank; j++)
+      if (j != g->ivd && g->out_of_index[j] == o && tdims[o] > 1) c = ii[j];
+    lin = lin * tdims[o] + c;
+  }
+  return lin;
+}
+
+/* The output sharding of the joint plan: out tile (indices tile, operand
+ * tile) on the devices holding both; NULL when the two shardings' devices
+ * do not form one grid (or, with unique, when a tile has copies). */
+static const hk_sharding *merged_output(spmd_visitor *v, const gs_dims *g, const gs_plan *op,
+                                        const gs_plan *idx, bool unique) {
+  int64_t tdims[HK_MAX_RANK + 1], prod = 1, n = v->p->num_partitions;
+  for (int o = 0; o < g->out_rank; o++) tdims[o] = 1;
+  for (int i = 0; i < op->n_passthrough; i++) {
+    int64_t d = op->passthrough[i];
+    tdims[g->out_of_operand[d]] = hk_sharding_dim_partitions(op->op_s, (int)d);
+  }
+  for (int i = 0; i < idx->n_idx_batch; i++) {
+    int64_t j = idx->idx_batch[i];
+    tdims[g->out_of_index[j]] = hk_sharding_dim_partitions(idx->idx_s, (int)j);
+  }
+  for (int o = 0; o < g->out_rank; o++) prod *= tdims[o];
+  if (n % prod || (unique && n != prod)) return NULL;
+  int64_t rep = n / prod;
+  tdims[g->out_rank] = rep;
+  int64_t *fill = calloc((size_t)prod, sizeof(int64_t)), *devs = malloc(sizeof(int64_t) * (size_t)n);
+  if (!fill || !devs) abort();
+  bool ok = true;
+  for (int64_t dev = 0; dev < n && ok; dev++) {
+    int64_t oi[HK_MAX_RANK], ii[HK_MAX_RANK + 1];
+    ok = hk_sharding_tile_index(op->op_s, dev, oi) && hk_sharding_tile_index(idx->idx_s, dev, ii);
+    int64_t lin = ok ? merged_coord(g, tdims, oi, ii) : 0;
+    ok = ok && fill[lin] < rep;
+    if (ok) devs[lin * rep + fill[lin]++] = dev;
+  }
+  const hk_sharding *s =
+      ok ? hk_sharding_canonical(v->m, hk_sharding_tiled(v->m, g->out_rank + (rep > 1), tdims, devs,
+                                                         rep > 1))
+         : NULL;
+  free(fill);
+  free(devs);
+  return s;
+}
+
+/* Operand passthrough and index passthrough at once (XLA's merged
+ * strategies): the operand keeps its passthrough partitions, the indices
+ * their batch partitions, the output is tiled by both. */
+static bool plan_merged(spmd_visitor *v, const gs_dims *g, const gs_plan *op, const gs_plan *idx,
+                        bool unique, gs_plan *pl) {
+  if (!passthrough_only(g, op, idx)) return false;
+  const hk_sharding *out = merged_output(v, g, op, idx, unique);
+  if (!out) return false;
+  *pl = *idx;
+  pl->op_s = op->op_s;
+  pl->out_s = out;
+  pl->tiles = op->tiles * idx->tiles;
+  pl->n_passthrough = op->n_passthrough;
+  memcpy(pl->passthrough, op->passthrough, sizeof(int64_t) * (size_t)op->n_passthrough);
+  pl->n_shift = 0;
+  /* Scatter: the partitions holding one operand tile (its replication
+   * group, one per indices tile) combine their updates. */
+  pl->reduce_s = op->op_s;
+  pl->n_reduce = op->op_s->replicate_on_last_tile_dim ? 1 : 0;
+  pl->reduce_dims[0] = op->op_s->n_tile_dims - 1;
+  return pl->n_reduce > 0 || !unique;
+}
+
+/* A method that does not name one side lets the merged plan win. */
+static bool merge_allowed(hk_spmd_gs_method m) {
+  return m == HK_SPMD_GS_INDEX_PARALLEL || m == HK_SPMD_GS_EXPLICIT_BATCH;
 }
 
 /* Picks a plan: the method option first, then the one keeping more tiles
@@ -513,8 +615,11 @@ hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
   bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape,
                                    spmd_sharding_of(v, orig->operands[0]), &op_plan);
   bool idx_ok = plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[1]), &idx_plan);
-  const gs_plan *pl =
-      choose(v->p->options.gather_partition_method, op_ok, &op_plan, idx_ok, &idx_plan, true);
+  hk_spmd_gs_method method = v->p->options.gather_partition_method;
+  const gs_plan *pl = choose(method, op_ok, &op_plan, idx_ok, &idx_plan, true);
+  gs_plan merged;
+  if (op_ok && idx_ok && merge_allowed(method) && plan_merged(v, &g, &op_plan, &idx_plan, false, &merged))
+    pl = &merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return gather_with_plan(v, orig, &g, pl);
 }
@@ -585,7 +690,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
     hk_instr *h = hk_instr_clone(v->comp, orig, shape, 2 * n + 1, ops, NULL);
     h->sharding = NULL;
     if (combine) {
-      st = all_reduce_over(v, &h, pl->idx_s, pl->n_idx_batch, pl->idx_batch, combiner);
+      st = all_reduce_over(v, &h, pl->reduce_s, pl->n_reduce, pl->reduce_dims, combiner);
       if (!st) h = binary(v, combiner, base, h);
     }
     if (!st) spmd_set(v, orig, h, n == 1 ? pl->op_s : hk_sharding_tuple(v->m, n, es));
@@ -614,10 +719,15 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_plan op_plan, idx_plan;
   bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, so, &op_plan);
   /* The index-driven plan needs a combiner when partitions' updates meet. */
-  bool idx_ok = n == 1 && plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[n]), &idx_plan) &&
+  bool idx_ok = n == 1 &&
+                plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[n]), &idx_plan) &&
                 (idx_plan.n_idx_batch == 0 || combiner != HK_OPCODE_COUNT);
-  const gs_plan *pl = choose(v->p->options.scatter_partition_method, op_ok, &op_plan, idx_ok,
-                             &idx_plan, false);
+  hk_spmd_gs_method method = v->p->options.scatter_partition_method;
+  const gs_plan *pl = choose(method, op_ok, &op_plan, idx_ok, &idx_plan, false);
+  gs_plan merged;
+  if (op_ok && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
+      plan_merged(v, &g, &op_plan, &idx_plan, true, &merged))
+    pl = &merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);
 }

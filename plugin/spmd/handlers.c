@@ -487,8 +487,12 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_SORT:
       if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
       return handle_dim_local(v, orig);
+    case HK_OP_PAD: {
+      bool handled = false;
+      HK_TRY(spmd_handle_pad_halo(v, orig, &handled));
+      return handled ? NULL : handle_dim_local(v, orig);
+    }
     case HK_OP_SLICE:
-    case HK_OP_PAD:
     case HK_OP_CONCATENATE:
     case HK_OP_REVERSE:
     case HK_OP_DYNAMIC_SLICE:

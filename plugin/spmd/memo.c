@@ -34,7 +34,7 @@ static struct spmd_memo_slot *memo_slot(const spmd_memo *t, int32_t op, const vo
     struct spmd_memo_slot *s = &t->slots[h];
     if (!s->op) return s;
     if (s->op == op && s->a == a && s->b == b && s->n == n &&
-        memcmp(s->args, args, sizeof(int64_t) * (size_t)n) == 0)
+        (n == 0 || memcmp(s->args, args, sizeof(int64_t) * (size_t)n) == 0))
       return s;
   }
 }
@@ -72,7 +72,7 @@ static void memo_put(spmd_memo *t, int32_t op, const void *a, const void *b, int
   s->n = n;
   s->a = a;
   s->b = b;
-  memcpy(s->args, args, sizeof(int64_t) * (size_t)n);
+  if (n) memcpy(s->args, args, sizeof(int64_t) * (size_t)n);
   s->value = value;
 }
 

@@ -257,28 +257,65 @@ static bool same_partition_counts(const hk_sharding *a, const hk_sharding *b, in
   return hk_sharding_replication_factor(a) == hk_sharding_replication_factor(b);
 }
 
+/* Linear index of a tile (index idx over the data dims of s). */
+static int64_t tile_linear(const hk_sharding *s, int rank, const int64_t *idx) {
+  int64_t lin = 0;
+  for (int k = 0; k < rank; k++) lin = lin * hk_sharding_dim_partitions(s, k) + idx[k];
+  return lin;
+}
+
+/* The devices holding each tile of s, bucketed by tile (counting sort,
+ * devices ascending within a tile): holders[start[t] .. start[t+1]). */
+static void tile_holders(const hk_sharding *s, int rank, int64_t n, int64_t n_tiles,
+                         int64_t *start, int64_t *holders) {
+  int64_t idx[HK_MAX_RANK];
+  for (int64_t t = 0; t <= n_tiles; t++) start[t] = 0;
+  for (int64_t dev = 0; dev < n; dev++)
+    if (hk_sharding_tile_index(s, dev, idx)) start[tile_linear(s, rank, idx) + 1]++;
+  for (int64_t t = 0; t < n_tiles; t++) start[t + 1] += start[t];
+  int64_t *fill = malloc(sizeof(int64_t) * (size_t)(n_tiles + 1));
+  if (!fill) abort();
+  memcpy(fill, start, sizeof(int64_t) * (size_t)(n_tiles + 1));
+  for (int64_t dev = 0; dev < n; dev++)
+    if (hk_sharding_tile_index(s, dev, idx)) holders[fill[tile_linear(s, rank, idx)]++] = dev;
+  free(fill);
+}
+
+/* The source for device d among the unused holders of its tile: d itself
+ * if it holds the tile, else the lowest-numbered holder; -1 if none. */
+static int64_t pick_source(const int64_t *holders, int64_t lo, int64_t hi, const bool *used,
+                           int64_t d) {
+  int64_t src = -1;
+  for (int64_t k = lo; k < hi; k++) {
+    int64_t s = holders[k];
+    if (used[s]) continue;
+    if (s == d) return d;
+    if (src < 0) src = s;
+  }
+  return src;
+}
+
 /* A device-order change: every device receives the tile it needs from one
- * holder (collective-permute); false when that is not a permutation. */
+ * holder (collective-permute); false when that is not a permutation.  The
+ * holders are bucketed by tile first, so this costs the device count times
+ * the replication, not the device count squared. */
 static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
                         const hk_sharding *to, hk_instr **out) {
-  int64_t n = v->p->num_partitions, r = gs->rank;
-  if (!same_partition_counts(from, to, (int)r)) return false;
+  int64_t n = v->p->num_partitions, r = gs->rank, n_tiles = hk_sharding_num_tiles(from);
+  if (!same_partition_counts(from, to, (int)r) || n_tiles < 1) return false;
   hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)n);
   bool *used = calloc((size_t)n, 1);
-  if (!pairs || !used) abort();
+  int64_t *start = malloc(sizeof(int64_t) * (size_t)(n_tiles + 1));
+  int64_t *holders = malloc(sizeof(int64_t) * (size_t)n);
+  if (!pairs || !used || !start || !holders) abort();
+  tile_holders(from, (int)r, n, n_tiles, start, holders);
   int64_t np = 0;
   bool ok = true;
   for (int64_t d = 0; d < n && ok; d++) {
-    int64_t want[HK_MAX_RANK], have[HK_MAX_RANK];
+    int64_t want[HK_MAX_RANK];
     if (!hk_sharding_tile_index(to, d, want)) continue;
-    int64_t src = -1;
-    for (int64_t s = 0; s < n; s++) {
-      if (used[s] || !hk_sharding_tile_index(from, s, have)) continue;
-      bool match = true;
-      for (int k = 0; k < r; k++) match = match && have[k] == want[k];
-      if (match && (src < 0 || s == d)) src = s;
-      if (src == d) break;
-    }
+    int64_t t = tile_linear(to, (int)r, want);
+    int64_t src = t < n_tiles ? pick_source(holders, start[t], start[t + 1], used, d) : -1;
     if (src < 0) ok = false;
     else {
       used[src] = true;
@@ -292,6 +329,8 @@ static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const 
   }
   free(pairs);
   free(used);
+  free(start);
+  free(holders);
   return ok;
 }
 

@@ -199,6 +199,10 @@ hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m, const hk_exec
 
 /* ---- halo.c ---- */
 hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig);
+/* Pad along partitioned dims by halo exchange; *handled false (nothing
+ * built) when the padding does not suit it (interior padding, halos wider
+ * than a shard). */
+hk_status *spmd_handle_pad_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- gather_scatter.c ---- */
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig);

@@ -37,7 +37,16 @@ static bool is_dead(const hk_instr *i, bool remove_collectives) {
          (remove_collectives && is_dead_cross_partition_collective(i));
 }
 
+/* Nothing is dead unless something is dead with no users at all: one walk
+ * of the list answers that and spares the post order of a clean module. */
+static bool any_dead(const hk_computation *c, bool remove_collectives) {
+  for (const hk_instr *i = c->first; i; i = i->next)
+    if (!i->n_users && is_dead(i, remove_collectives)) return true;
+  return false;
+}
+
 static bool dce_computation(hk_computation *c, bool remove_collectives) {
+  if (!any_dead(c, remove_collectives)) return false;
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);

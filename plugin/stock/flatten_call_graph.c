@@ -35,70 +35,77 @@ static void count_calls_in(use_counts *u, const hk_computation *c, int32_t delta
     for (int32_t j = 0; j < i->n_called; j++) *use_slot(u, i->called[j]->index) += delta;
 }
 
-/* Gives every control-flow call in computation `caller` its own callee
- * when the callee is shared.  Returns true if anything was cloned. */
-static bool flatten_calls_in(use_counts *u, hk_computation *caller) {
+/* Gives each control-flow call of instruction i its own callee when the
+ * callee is shared.  Returns true if anything was cloned. */
+static bool flatten_calls_of(use_counts *u, hk_instr *i) {
+  if (!is_control_flow((hk_opcode)i->opcode)) return false;
   bool changed = false;
-  for (hk_instr *i = caller->first; i; i = i->next) {
-    if (!is_control_flow((hk_opcode)i->opcode)) continue;
-    for (int32_t j = 0; j < i->n_called; j++) {
-      hk_computation *callee = i->called[j];
-      if (*use_slot(u, callee->index) <= 1) continue;
-      hk_computation *copy = stock_clone_computation(callee);
-      i->called[j] = copy;
-      (*use_slot(u, callee->index))--;
-      *use_slot(u, copy->index) = 1;
-      count_calls_in(u, copy, +1);
-      changed = true;
-    }
+  for (int32_t j = 0; j < i->n_called; j++) {
+    hk_computation *callee = i->called[j];
+    if (*use_slot(u, callee->index) <= 1) continue;
+    hk_computation *copy = stock_clone_computation(callee);
+    i->called[j] = copy;
+    (*use_slot(u, callee->index))--;
+    *use_slot(u, copy->index) = 1;
+    count_calls_in(u, copy, +1);
+    changed = true;
   }
   return changed;
+}
+
+/* Breadth-first work list of computations, each queued once. */
+typedef struct comp_queue {
+  hk_computation **v;
+  size_t cap, head, tail;
+  char *seen;
+  size_t seen_cap;
+} comp_queue;
+
+static void queue_push(comp_queue *q, hk_computation *c, int32_t n_computations) {
+  if ((size_t)c->index >= q->seen_cap) {
+    size_t nc = (size_t)n_computations * 2 + 16;
+    if (nc <= (size_t)c->index) nc = (size_t)c->index + 16;
+    q->seen = realloc(q->seen, nc);
+    if (!q->seen) abort();
+    for (size_t s = q->seen_cap; s < nc; s++) q->seen[s] = 0;
+    q->seen_cap = nc;
+  }
+  if (q->seen[c->index]) return;
+  q->seen[c->index] = 1;
+  if (q->tail == q->cap) {
+    q->cap = q->cap ? 2 * q->cap : 16;
+    q->v = realloc(q->v, q->cap * sizeof *q->v);
+    if (!q->v) abort();
+  }
+  q->v[q->tail++] = c;
 }
 
 static hk_status *flatten_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                               bool *changed) {
   (void)self;
   bool any = false;
-  if (!m->entry) {
-    *changed = false;
-    return NULL;
-  }
+  *changed = false;
+  if (!m->entry) return NULL;
   /* Breadth-first from the entry: a computation is visited after the
    * caller that owns it, and clones made on the way are appended to the
-   * module, so they are visited too. */
-  hk_computation **queue = malloc(sizeof *queue * 16);
-  size_t cap = 16, head = 0, tail = 0;
-  char *seen = NULL;
-  size_t seen_cap = 0;
-  if (!queue) abort();
+   * module, so they are visited too.  One walk of each computation both
+   * flattens its calls and queues its callees. */
+  comp_queue q = {0};
   use_counts uses = {NULL, 0};
   for (int32_t k = 0; k < m->n_computations; k++) count_calls_in(&uses, m->computations[k], +1);
-  queue[tail++] = m->entry;
-  while (head < tail) {
-    hk_computation *c = queue[head++];
-    if (hk_exec_threads_include(threads, c)) any |= flatten_calls_in(&uses, c);
-    for (hk_instr *i = c->first; i; i = i->next)
-      for (int32_t j = 0; j < i->n_called; j++) {
-        hk_computation *callee = i->called[j];
-        if ((size_t)callee->index >= seen_cap) {
-          size_t nc = (size_t)m->n_computations * 2 + 16;
-          seen = realloc(seen, nc);
-          if (!seen) abort();
-          for (size_t s = seen_cap; s < nc; s++) seen[s] = 0;
-          seen_cap = nc;
-        }
-        if (seen[callee->index]) continue;
-        seen[callee->index] = 1;
-        if (tail == cap) {
-          cap *= 2;
-          queue = realloc(queue, cap * sizeof *queue);
-          if (!queue) abort();
-        }
-        queue[tail++] = callee;
-      }
+  queue_push(&q, m->entry, m->n_computations);
+  q.seen[m->entry->index] = 0;   /* the entry may be called too: queue it again then */
+  while (q.head < q.tail) {
+    hk_computation *c = q.v[q.head++];
+    bool flatten = hk_exec_threads_include(threads, c);
+    for (hk_instr *i = c->first; i; i = i->next) {
+      if (!i->n_called) continue;
+      if (flatten) any |= flatten_calls_of(&uses, i);
+      for (int32_t j = 0; j < i->n_called; j++) queue_push(&q, i->called[j], m->n_computations);
+    }
   }
-  free(queue);
-  free(seen);
+  free(q.v);
+  free(q.seen);
   free(uses.n);
   if (any) hk_module_sort_computations(m);
   *changed = any;

@@ -34,7 +34,16 @@ static hk_instr *simplified(const hk_instr *i) {
   return NULL;
 }
 
+/* Only tuples and get-tuple-elements are rewritten: a computation without
+ * them needs no post order. */
+static bool has_tuple_ops(const hk_computation *c) {
+  for (const hk_instr *i = c->first; i; i = i->next)
+    if (i->opcode == HK_OP_TUPLE || i->opcode == HK_OP_GET_TUPLE_ELEMENT) return true;
+  return false;
+}
+
 static bool simplify_computation(hk_computation *c) {
+  if (!has_tuple_ops(c)) return false;
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   bool changed = false;
