@@ -475,6 +475,43 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
 }
 END_TEST
 
+START_TEST(grouped_conv_partitions_whole_groups) {
+  /* 8 feature groups over 2 devices: 4 whole groups each, no collective. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[2,9,1,8] parameter(0), sharding={devices=[1,1,1,2]0,1}\n"
+      "  rhs = f32[3,1,1,16] parameter(1), sharding={devices=[1,1,1,2]0,1}\n"
+      "  ROOT conv = f32[2,9,1,16] convolution(lhs, rhs), dim_labels=b01f_01io->b01f,"
+      " feature_group_count=8, window={size=3x1 pad=1_1x0_0}, sharding={devices=[1,1,1,2]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
+                       hk_test_count_op(m, HK_OP_ALL_TO_ALL),
+                   0);
+  hk_instr *conv = NULL;
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_CONVOLUTION) conv = i;
+  ck_assert_ptr_nonnull(conv);
+  ck_assert_int_eq(conv->attrs->feature_group_count, 4);
+  ck_assert_int_eq(conv->shape->dims[3], 8);
+  hk_module_free(m);
+  /* Batch groups: the lhs batch is grouped; 4 groups over 2 devices. */
+  m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[6,9,1,4] parameter(0), sharding={devices=[1,1,1,2]0,1}\n"
+      "  rhs = f32[6,9,1,4] parameter(1), sharding={devices=[1,1,1,2]0,1}\n"
+      "  ROOT conv = f32[3,1,1,4] convolution(lhs, rhs), dim_labels=f01b_i01o->01bf,"
+      " batch_group_count=4, window={size=9x1 pad=1_1x0_0}, sharding={devices=[1,1,1,2]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  conv = NULL;
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_CONVOLUTION) conv = i;
+  ck_assert_ptr_nonnull(conv);
+  ck_assert_int_eq(conv->attrs->batch_group_count, 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -548,6 +585,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, counters_report_full_rematerialization);
   tcase_add_test(r, contracting_dot_into_sharded_output_reduce_scatters);
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
+  tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;
