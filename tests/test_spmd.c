@@ -512,6 +512,19 @@ START_TEST(grouped_conv_partitions_whole_groups) {
 }
 END_TEST
 
+START_TEST(iota_is_made_locally) {
+  /* Along a tiled dim: the local iota plus the tile offset; no collective. */
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  ROOT i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[4,1]<=[4]}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_IOTA), 1);
+  ck_assert_int_eq(m->entry->root->opcode, HK_OP_ADD);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -586,6 +599,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, contracting_dot_into_sharded_output_reduce_scatters);
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
+  tcase_add_test(r, iota_is_made_locally);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;

@@ -228,8 +228,9 @@ static void matmul_f64(mat A, mat B, double *restrict C, int64_t M, int64_t K, i
   (void)exact_products;
 #endif
   memset(C, 0, (size_t)(M * N) * sizeof(double));
-  double *Bp = malloc((size_t)BLK_K * (BLK_J + NR) * sizeof(double));
-  double *Ap = malloc((size_t)BLK_K * (BLK_I + 8) * sizeof(double));
+  int64_t kmax = K < BLK_K ? K : BLK_K, jmax = N < BLK_J ? N : BLK_J, imax = M < BLK_I ? M : BLK_I;
+  double *Bp = malloc((size_t)(kmax * (jmax + NR) + 1) * sizeof(double));
+  double *Ap = malloc((size_t)(kmax * (imax + 8) + 1) * sizeof(double));
   if (!Bp || !Ap) abort();
   for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
     int64_t nk = K - k0 < BLK_K ? K - k0 : BLK_K;
@@ -626,12 +627,56 @@ static void fill_columns(const im2col *c, int64_t fg, int64_t r0, int64_t rows, 
   }
 }
 
+/* Output columns of group fg for rows r0..r0+rows straight from the
+ * packed operands (no im2col matrix): for groups too narrow for the dot
+ * kernel (depthwise convolutions).  Sums in the im2col order (kernel
+ * position, then input feature), skipping padding. */
+static void direct_rows(const im2col *c, int64_t fg, int64_t r0, int64_t rows, double *O) {
+  const conv_geom *g = c->g;
+  int64_t os[HK_MAX_RANK], k[HK_MAX_RANK];
+  int64_t feat0 = g->G > 1 ? fg * g->IFG : 0, batch0 = g->BG > 1 ? fg * g->out_batch : 0;
+  double *acc = malloc((size_t)(c->ocols ? c->ocols : 1) * sizeof(double));
+  if (!acc) abort();
+  for (int64_t r = r0; r < r0 + rows; r++) {
+    int64_t b = batch0 + r / c->out_sp;
+    unlinear(r % c->out_sp, g->ns, c->osd, os);
+    memset(acc, 0, (size_t)c->ocols * sizeof(double));
+    for (int64_t kp = 0; kp < c->k_sp; kp++) {
+      unlinear(kp, g->ns, c->ksd, k);
+      int64_t ip = input_pos(g, c->lhs, os, k);
+      if (ip < 0) continue;
+      int64_t src = (b * c->in_sp + ip) * g->IZ + feat0;
+      int64_t kb = kernel_pos(g, c->rhs, k) * g->IFG * g->OZ + fg * c->ocols;
+      for (int64_t z = 0; z < g->IFG; z++) {
+        double x = mat_at(c->L, src + z);
+        for (int64_t o = 0; o < c->ocols; o++) acc[o] += x * mat_at(c->K, kb + z * g->OZ + o);
+      }
+    }
+    memcpy(O + r * g->OZ + fg * c->ocols, acc, (size_t)c->ocols * sizeof(double));
+  }
+  free(acc);
+}
+
+/* O[R][OZ] = the convolution without im2col (narrow groups). */
+static hk_status *direct_run(hk_device_ctx *d, const hk_instr *ins, const im2col *c, int64_t R,
+                             double *O) {
+  hk_status *st = NULL;
+  for (int64_t fg = 0; fg < c->groups && !st; fg++)
+    for (int64_t r0 = 0; r0 < R && !st; r0 += 4096) {
+      direct_rows(c, fg, r0, R - r0 < 4096 ? R - r0 : 4096, O);
+      st = hk_eval_poll(d, ins);
+    }
+  return st;
+}
+
 /* O[B * out_sp][OZ] = the convolution, group by group, in row chunks
- * (B: the output batch). */
+ * (B: the output batch): im2col + the dot kernel, or directly for narrow
+ * groups. */
 static hk_status *im2col_run(hk_device_ctx *d, const hk_instr *ins, const im2col *c, int64_t B,
                              double *O) {
   const conv_geom *g = c->g;
   int64_t R = B * c->out_sp;
+  if (c->ocols < 2 * NR || c->KK < 2 * NR) return direct_run(d, ins, c, R, O);
   int64_t chunk = c->KK > 0 ? ((int64_t)1 << 20) / c->KK : 256;
   chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : chunk;
   double *A = malloc((size_t)(chunk * c->KK > 0 ? chunk * c->KK : 1) * sizeof(double));

@@ -482,6 +482,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       HK_TRY(spmd_handle_conv(v, orig, &handled));
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
+    case HK_OP_IOTA: return spmd_handle_iota(v, orig);
     case HK_OP_GATHER: return spmd_handle_gather(v, orig);
     case HK_OP_SCATTER: return spmd_handle_scatter(v, orig);
     case HK_OP_SORT:

@@ -133,6 +133,10 @@ static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_sha
   return off;
 }
 
+hk_instr *spmd_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
+  return tile_offset(v, s, gs, d);
+}
+
 /* Slices h down to `dims` (a prefix slice of every dim). */
 static hk_instr *slice_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   const hk_shape *s = h->shape;

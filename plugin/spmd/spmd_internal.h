@@ -155,6 +155,9 @@ typedef struct spmd_windowed_dot {
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
 
+/* ---- iota.c ---- */
+hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig);
+
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);
 
@@ -164,6 +167,9 @@ hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *tar
 /* Local (tile) shape of global shape under s. */
 const hk_shape *spmd_local_shape(spmd_visitor *v, const hk_sharding *s, const hk_shape *global);
 hk_instr *spmd_partition_id(spmd_visitor *v);
+/* The offset (s32[]) of this partition's tile along dim d of global shape
+ * gs under tiled sharding s, made once per computation. */
+hk_instr *spmd_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d);
 /* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out);
