@@ -362,6 +362,47 @@ static void conv_paths_agree(const char *lhs_shape, const char *rhs_shape, const
   hk_module_free(m);
 }
 
+/* The im2col + dot kernel path (groups wide enough for it) against a
+ * plain loop: 2D, stride, padding, kernel dilation, two feature groups. */
+START_TEST(test_convolution_im2col_matches_loop) {
+  enum { B = 2, H = 7, W = 6, F = 8, KH = 3, KW = 2, IFG = 4, O = 16, OH = 4, OW = 5 };
+  hk_module *m = parse(
+      "HloModule m\nENTRY e {\n a = f32[2,7,6,8] parameter(0)\n k = f32[3,2,4,16] parameter(1)\n"
+      " ROOT c = f32[2,4,5,16] convolution(a, k), window={size=3x2 stride=2x1 pad=1_1x0_1 rhs_dilate=1x2},"
+      " dim_labels=b01f_01io->b01f, feature_group_count=2\n}\n");
+  hk_value *args[2] = {hk_value_random(m->entry->params[0]->shape, 7, 0),
+                       hk_value_random(m->entry->params[1]->shape, 7, 1)};
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, args, 2, &r, NULL, NULL));
+  hk_value *want = hk_value_new_array(HK_F32, 4, (int64_t[]){B, OH, OW, O});
+  for (int b = 0; b < B; b++)
+    for (int oy = 0; oy < OH; oy++)
+      for (int ox = 0; ox < OW; ox++)
+        for (int o = 0; o < O; o++) {
+          double s = 0;
+          int g = o / (O / 2);
+          for (int ky = 0; ky < KH; ky++)
+            for (int kx = 0; kx < KW; kx++) {
+              int iy = oy * 2 - 1 + ky, ix = ox + kx * 2;
+              if (iy < 0 || iy >= H || ix >= W) continue;
+              for (int z = 0; z < IFG; z++)
+                s += hk_value_get_f64(args[0], ((b * H + iy) * W + ix) * F + g * IFG + z) *
+                     hk_value_get_f64(args[1], ((ky * KW + kx) * IFG + z) * O + o);
+            }
+          hk_value_set_f64(want, ((b * OH + oy) * OW + ox) * O + o, s);
+        }
+  hk_compare_result cr;
+  hk_value_compare(want, r, -1, -1, &cr);
+  ck_assert_msg(cr.equal, "max abs error %g", cr.max_abs_error);
+  hk_compare_result_free(&cr);
+  hk_value_release(want);
+  hk_value_release(r);
+  hk_value_release(args[0]);
+  hk_value_release(args[1]);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(test_convolution_fast_path_matches_reference) {
   conv_paths_agree("[2,5,6,4]", "[3,3,4,6]", "[2,3,3,6]",
                    "window={size=3x3 stride=2x2 pad=1_1x1_0}, dim_labels=b01f_01io->b01f");
@@ -1126,6 +1167,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_convolution_windows);
   tcase_add_test(t, test_convolution_groups);
   tcase_add_test(t, test_convolution_fast_path_matches_reference);
+  tcase_add_test(t, test_convolution_im2col_matches_loop);
   tcase_add_test(t, test_reduce_variadic_argmax);
   tcase_add_test(t, test_reduce_window);
   tcase_add_test(t, test_select_and_scatter);

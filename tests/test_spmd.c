@@ -525,6 +525,43 @@ START_TEST(iota_is_made_locally) {
 }
 END_TEST
 
+START_TEST(uneven_reduce_masks_padding_and_variadic_reduce_gathers) {
+  /* f32[7] over 4 devices: tiles of 2, the last one half padding.  The
+   * padding is masked with the init value before the local reduce, then
+   * one all-reduce; nothing is replicated. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nmax {\n  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n\nENTRY e {\n"
+      "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  z = f32[] constant(-inf)\n"
+      "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=max, sharding={replicated}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SELECT), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(subgroup_manual_all_reduce_must_stay_in_its_subgroup) {
+  static const char text[] =
+      "HloModule m, num_partitions=4\n\nsum {\n  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n  ROOT r = f32[] add(a, b)\n}\n\nENTRY e {\n"
+      "  p = f32[2,2] parameter(0), sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n"
+      "  ROOT ar = f32[2,2] all-reduce(p), to_apply=sum, replica_groups=%s,"
+      " use_global_device_ids=true, channel_id=1,"
+      " sharding={devices=[2,1,2]0,2,1,3 last_tile_dims={manual}}\n}\n";
+  char buf[sizeof text + 32];
+  /* Devices 0 and 2 hold one data tile, 1 and 3 the other. */
+  snprintf(buf, sizeof buf, text, "{{2,0},{1,3}}");
+  hk_module *m = hk_test_parse(buf);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module_free(m);
+  snprintf(buf, sizeof buf, text, "{{1,0},{2,3}}");
+  expect_error(buf, "allow_module_signature_change=true", "of different manual subgroups");
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -600,6 +637,8 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, subgroup_manual_all_reduce_must_stay_in_its_subgroup);
+  tcase_add_test(r, uneven_reduce_masks_padding_and_variadic_reduce_gathers);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
   suite_add_tcase(s, r);
   return s;

@@ -627,45 +627,43 @@ static void fill_columns(const im2col *c, int64_t fg, int64_t r0, int64_t rows, 
   }
 }
 
-/* Output columns of group fg for rows r0..r0+rows straight from the
- * packed operands (no im2col matrix): for groups too narrow for the dot
- * kernel (depthwise convolutions).  Sums in the im2col order (kernel
- * position, then input feature), skipping padding. */
-static void direct_rows(const im2col *c, int64_t fg, int64_t r0, int64_t rows, double *O) {
+/* Rows r0..r0+rows of O (every group) straight from the packed operands,
+ * without an im2col matrix: for groups too narrow for the dot kernel
+ * (depthwise convolutions).  Sums in the im2col order (kernel position,
+ * then input feature), skipping padding. */
+static void direct_rows(const im2col *c, int64_t r0, int64_t rows, double *O) {
   const conv_geom *g = c->g;
   int64_t os[HK_MAX_RANK], k[HK_MAX_RANK];
-  int64_t feat0 = g->G > 1 ? fg * g->IFG : 0, batch0 = g->BG > 1 ? fg * g->out_batch : 0;
-  double *acc = malloc((size_t)(c->ocols ? c->ocols : 1) * sizeof(double));
-  if (!acc) abort();
   for (int64_t r = r0; r < r0 + rows; r++) {
-    int64_t b = batch0 + r / c->out_sp;
+    double *acc = O + r * g->OZ;
     unlinear(r % c->out_sp, g->ns, c->osd, os);
-    memset(acc, 0, (size_t)c->ocols * sizeof(double));
+    memset(acc, 0, (size_t)g->OZ * sizeof(double));
     for (int64_t kp = 0; kp < c->k_sp; kp++) {
       unlinear(kp, g->ns, c->ksd, k);
       int64_t ip = input_pos(g, c->lhs, os, k);
       if (ip < 0) continue;
-      int64_t src = (b * c->in_sp + ip) * g->IZ + feat0;
-      int64_t kb = kernel_pos(g, c->rhs, k) * g->IFG * g->OZ + fg * c->ocols;
-      for (int64_t z = 0; z < g->IFG; z++) {
-        double x = mat_at(c->L, src + z);
-        for (int64_t o = 0; o < c->ocols; o++) acc[o] += x * mat_at(c->K, kb + z * g->OZ + o);
+      int64_t kpos = kernel_pos(g, c->rhs, k) * g->IFG * g->OZ;
+      for (int64_t fg = 0; fg < c->groups; fg++) {
+        int64_t feat0 = g->G > 1 ? fg * g->IFG : 0, b = (g->BG > 1 ? fg * g->out_batch : 0) + r / c->out_sp;
+        int64_t src = (b * c->in_sp + ip) * g->IZ + feat0, kb = kpos + fg * c->ocols;
+        double *ag = acc + fg * c->ocols;
+        for (int64_t z = 0; z < g->IFG; z++) {
+          double x = mat_at(c->L, src + z);
+          for (int64_t o = 0; o < c->ocols; o++) ag[o] += x * mat_at(c->K, kb + z * g->OZ + o);
+        }
       }
     }
-    memcpy(O + r * g->OZ + fg * c->ocols, acc, (size_t)c->ocols * sizeof(double));
   }
-  free(acc);
 }
 
 /* O[R][OZ] = the convolution without im2col (narrow groups). */
 static hk_status *direct_run(hk_device_ctx *d, const hk_instr *ins, const im2col *c, int64_t R,
                              double *O) {
   hk_status *st = NULL;
-  for (int64_t fg = 0; fg < c->groups && !st; fg++)
-    for (int64_t r0 = 0; r0 < R && !st; r0 += 4096) {
-      direct_rows(c, fg, r0, R - r0 < 4096 ? R - r0 : 4096, O);
-      st = hk_eval_poll(d, ins);
-    }
+  for (int64_t r0 = 0; r0 < R && !st; r0 += 256) {
+    direct_rows(c, r0, R - r0 < 256 ? R - r0 : 256, O);
+    st = hk_eval_poll(d, ins);
+  }
   return st;
 }
 

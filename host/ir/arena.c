@@ -40,6 +40,17 @@ void hk_big_free(void *p, size_t n) {
   else free(p);
 }
 
+void hk_populate(void *from, void *to) {
+#ifdef MADV_POPULATE_WRITE
+  const uintptr_t page = 4096;
+  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
+  if (e > a && e - a >= BIG_MAP_MIN) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+#else
+  (void)from;
+  (void)to;
+#endif
+}
+
 void hk_arena_init(hk_arena *a) {
   a->chunks = NULL;
   a->cur = a->end = NULL;

@@ -24,5 +24,9 @@ size_t hk_arena_bytes(const hk_arena *a);
  * are mapped with their pages present at once; see arena.c). */
 void *hk_big_alloc(size_t n);
 void hk_big_free(void *p, size_t n);
+/* Makes the pages of [from, to) present in one call, when that is 1 MiB or
+ * more, instead of a page fault per 4 KiB page first written (for malloc'ed
+ * blocks about to be filled); a no-op where the kernel cannot. */
+void hk_populate(void *from, void *to);
 
 #endif

@@ -1,10 +1,9 @@
 /* buf.c - hk_buf: the growable output buffer every printer writes into. */
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
+#include "arena.h"
 #include "hlokit/text.h"
 
 void hk_buf_init(hk_buf *b) {
@@ -18,20 +17,6 @@ void hk_buf_free(hk_buf *b) {
   hk_buf_init(b);
 }
 
-/* Makes the pages of a big block's new part present in one call instead
- * of a page fault per 4 KiB written (a big print writes them all); a
- * kernel without MADV_POPULATE_WRITE just faults them in as before. */
-static void populate(char *from, char *to) {
-#ifdef MADV_POPULATE_WRITE
-  const uintptr_t page = 4096;
-  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
-  if (e > a && e - a >= ((uintptr_t)1 << 20)) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)from;
-  (void)to;
-#endif
-}
-
 /* Ensures room for n more bytes plus a terminating NUL. */
 static void buf_reserve(hk_buf *b, size_t n) {
   size_t need = b->len + n + 1;
@@ -40,7 +25,7 @@ static void buf_reserve(hk_buf *b, size_t n) {
   while (cap < need) cap *= 2;
   char *d = realloc(b->data, cap);
   if (!d) abort();
-  populate(d + b->len, d + cap);
+  hk_populate(d + b->len, d + cap);   /* a big print writes it all */
   b->data = d;
   b->cap = cap;
 }

@@ -689,6 +689,8 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
     const hk_shape *shape = n == 1 ? ls[0] : hk_shape_tuple(v->m, n, ls);
     hk_instr *h = hk_instr_clone(v->comp, orig, shape, 2 * n + 1, ops, NULL);
     h->sharding = NULL;
+    /* Rows sent to -1 break sortedness and uniqueness of the index list. */
+    if (pl->n_shift) h->attrs->indices_are_sorted = h->attrs->unique_indices = false;
     if (combine) {
       st = all_reduce_over(v, &h, pl->reduce_s, pl->n_reduce, pl->reduce_dims, combiner);
       if (!st) h = binary(v, combiner, base, h);

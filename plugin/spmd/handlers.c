@@ -68,6 +68,51 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
 
 /* ---- manual regions ------------------------------------------------------- */
 
+/* The device ids of replica group g (iota-spelled groups expanded into
+ * buf, which holds HK_MAX_GROUP ids); *n gets the group size. */
+#define HK_MAX_GROUP 4096
+static const int64_t *replica_group(const hk_replica_groups *rg, int32_t g, int64_t *buf,
+                                    int64_t *n) {
+  if (rg->ids) {
+    *n = rg->group_start[g + 1] - rg->group_start[g];
+    return rg->ids + rg->group_start[g];
+  }
+  const hk_iota *io = rg->iota;
+  if (!io || io->n_dims != 2 || io->dims[0] * io->dims[1] > HK_MAX_GROUP) {
+    *n = 0;
+    return buf;
+  }
+  hk_iota_expand(io, buf);
+  *n = io->dims[1];
+  return buf + g * io->dims[1];
+}
+
+/* An all-reduce inside a manual-subgroup region runs among the devices of
+ * one data tile (they differ only in the manual dims); a replica group that
+ * mixes tiles is an error, as in XLA. */
+static hk_status *check_subgroup_manual_all_reduce(const hk_instr *orig, const hk_sharding *s) {
+  const hk_replica_groups *rg = orig->attrs ? orig->attrs->replica_groups : NULL;
+  if (orig->opcode != HK_OP_ALL_REDUCE || !rg || !spmd_is_subgroup_manual(s)) return NULL;
+  int rank = hk_sharding_data_rank(s);
+  int64_t buf[HK_MAX_GROUP], first[HK_MAX_RANK], idx[HK_MAX_RANK];
+  for (int32_t g = 0; g < rg->n_groups; g++) {
+    int64_t n;
+    const int64_t *ids = replica_group(rg, g, buf, &n);
+    for (int64_t k = 0; k < n; k++) {
+      if (!hk_sharding_tile_index(s, ids[k], k ? idx : first))
+        return hk_error(HK_INVALID_ARGUMENT, "all-reduce '%s': device %lld is not in its sharding",
+                        orig->name, (long long)ids[k]);
+      for (int d = 0; k && d < rank; d++)
+        if (idx[d] != first[d])
+          return hk_error(HK_INVALID_ARGUMENT,
+                          "all-reduce '%s' in a manual subgroup: replica group %d mixes devices "
+                          "%lld and %lld of different manual subgroups",
+                          orig->name, g, (long long)ids[0], (long long)ids[k]);
+    }
+  }
+  return NULL;
+}
+
 static hk_status *handle_manual(spmd_visitor *v, hk_instr *orig) {
   hk_instr **ops = ops_array(orig);
   for (int k = 0; k < orig->n_operands; k++) {
@@ -211,45 +256,6 @@ static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
 }
 
 /* ---- reduce -------------------------------------------------------------------- */
-
-static hk_status *handle_reduce(spmd_visitor *v, hk_instr *orig) {
-  if (orig->n_operands != 2 || hk_shape_is_tuple(orig->shape))
-    return spmd_handle_fallback(v, orig);
-  spmd_value *val = spmd_lookup(v, orig->operands[0]);
-  const hk_sharding *os = val->sharding;
-  const hk_shape *gs = orig->operands[0]->shape;
-  if (!os || hk_sharding_is_tuple(os) || spmd_is_subgroup_manual(os) ||
-      os->kind == HK_SHARDING_MANUAL)
-    return spmd_handle_fallback(v, orig);
-  int64_t uneven[HK_MAX_RANK], part[HK_MAX_RANK];
-  int nu = 0, np = 0;
-  if (os->kind == HK_SHARDING_TILED)
-    for (int i = 0; i < orig->n_dims; i++) {
-      int64_t d = orig->dims[i], parts = hk_sharding_dim_partitions(os, (int)d);
-      if (parts > 1 && gs->dims[d] % parts) uneven[nu++] = d;
-      else if (parts > 1) part[np++] = d;
-    }
-  if (nu) os = spmd_replicate_dims(v, os, nu, uneven);
-  hk_instr *ops[2];
-  HK_TRY(spmd_reshard(v, val, os, &ops[0]));
-  HK_TRY(operand_as(v, orig, 1, replicated_for(v, orig->operands[1]->shape), &ops[1]));
-  const hk_sharding *out_s = os->kind == HK_SHARDING_TILED
-                                 ? spmd_remove_dims(v, os, orig->n_dims, orig->dims)
-                                 : os;
-  hk_instr *red = hk_instr_clone(v->comp, orig, spmd_local_shape(v, out_s, orig->shape), 2, ops,
-                                 NULL);
-  if (np) {
-    int64_t n_groups, gsize;
-    int64_t *groups = spmd_groups(v, os, np, part, &n_groups, &gsize);
-    const hk_spmd_collective_ops *c = &v->p->collectives;
-    red = c->all_reduce(c->state, v->comp, red, orig->called[0], n_groups, gsize, groups,
-                        &v->p->next_channel_id);
-    v->p->collectives_emitted++;
-    free(groups);
-  }
-  spmd_set(v, orig, red, out_s);
-  return NULL;
-}
 
 /* ---- ops that act on some dims only ----------------------------------------- */
 
@@ -459,6 +465,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     default:
       break;
   }
+  HK_TRY(check_subgroup_manual_all_reduce(orig, s));
   if (is_manual(s)) return handle_manual(v, orig);
   switch (op) {
     case HK_OP_PARTITION_ID:
@@ -471,7 +478,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_BROADCAST: return handle_broadcast(v, orig);
     case HK_OP_TRANSPOSE: return handle_transpose(v, orig);
     case HK_OP_RESHAPE: return handle_reshape(v, orig);
-    case HK_OP_REDUCE: return handle_reduce(v, orig);
+    case HK_OP_REDUCE: return spmd_handle_reduce(v, orig);
     case HK_OP_DOT: {
       bool handled = false;
       HK_TRY(spmd_handle_dot(v, orig, &handled));

@@ -155,8 +155,9 @@ typedef struct spmd_windowed_dot {
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
 
-/* ---- iota.c ---- */
+/* ---- iota.c, reduce.c ---- */
 hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig);
+hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig);
 
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);
