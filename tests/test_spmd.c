@@ -562,6 +562,23 @@ START_TEST(subgroup_manual_all_reduce_must_stay_in_its_subgroup) {
 }
 END_TEST
 
+START_TEST(sort_on_sharded_dim_moves_the_sharding) {
+  /* The sort dim is sharded: the partitions move to the free dim (an
+   * all-to-all), each device sorts whole rows; nothing is all-gathered. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nlt {\n  a = f32[] parameter(0)\n"
+      "  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
+      "ENTRY e {\n  p = f32[8,12] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT s = f32[8,12] sort(p), dimensions={1}, to_apply=lt, sharding={devices=[4,1]<=[4]}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 12);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -637,6 +654,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, sort_on_sharded_dim_moves_the_sharding);
   tcase_add_test(r, subgroup_manual_all_reduce_must_stay_in_its_subgroup);
   tcase_add_test(r, uneven_reduce_masks_padding_and_variadic_reduce_gathers);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);

@@ -95,6 +95,51 @@ bool hk_check_has_manual_regions(const hk_module *m) {
   return false;
 }
 
+/* Devices a and b hold the same tile of s (same index on every data dim). */
+static bool same_tile(const hk_sharding *s, int64_t a, int64_t b) {
+  int64_t ia[HK_MAX_RANK], ib[HK_MAX_RANK];
+  if (!hk_sharding_tile_index(s, a, ia) || !hk_sharding_tile_index(s, b, ib)) return false;
+  return !memcmp(ia, ib, (size_t)hk_sharding_data_rank(s) * sizeof(int64_t));
+}
+
+/* A collective inside a partially manual region combines the values of
+ * whole manual groups, so each of its replica groups must pair devices
+ * holding the same tile; one that mixes tiles of a group has no meaning
+ * in the global program (XLA's partitioner rejects it). */
+static hk_status *check_manual_collective(const hk_instr *i) {
+  const hk_sharding *s = i->sharding;
+  const hk_replica_groups *rg = i->attrs ? i->attrs->replica_groups : NULL;
+  if (!rg || !s || s->kind != HK_SHARDING_TILED || !sharding_has_manual(s) || hk_sharding_num_tiles(s) < 2)
+    return NULL;
+  if (rg->iota && rg->iota->n_dims != 2) return NULL;
+  int64_t gs = rg->iota ? rg->iota->dims[1] : 0;
+  int64_t n = rg->iota ? rg->iota->dims[0] * gs : rg->group_start ? rg->group_start[rg->n_groups] : 0;
+  int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
+  if (!ids) abort();
+  if (rg->iota) hk_iota_expand(rg->iota, ids);
+  else if (n) memcpy(ids, rg->ids, (size_t)n * sizeof(int64_t));
+  hk_status *st = NULL;
+  int32_t ng = rg->iota ? (int32_t)(gs ? n / gs : 0) : rg->n_groups;
+  for (int32_t k = 0; k < ng && !st; k++) {
+    int64_t lo = rg->iota ? k * gs : rg->group_start[k], hi = rg->iota ? lo + gs : rg->group_start[k + 1];
+    for (int64_t j = lo + 1; j < hi && !st; j++)
+      if (!same_tile(s, ids[lo], ids[j]))
+        st = hk_error(HK_INVALID_ARGUMENT,
+                      "%s: replica group %d pairs devices %lld and %lld, which hold different tiles of "
+                      "one manual group: the global program is not defined",
+                      i->name, k, (long long)ids[lo], (long long)ids[j]);
+  }
+  free(ids);
+  return st;
+}
+
+static hk_status *check_manual_collectives(const hk_module *m) {
+  for (int32_t c = 0; c < m->n_computations; c++)
+    for (const hk_instr *i = m->computations[c]->first; i; i = i->next)
+      HK_TRY(check_manual_collective(i));
+  return NULL;
+}
+
 /* Folds one device's comparison into the running one (first mismatch and
  * message win; errors are maxima). */
 static void merge_compare(hk_compare_result *acc, hk_compare_result *r, int64_t d) {
@@ -127,7 +172,8 @@ static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int6
   hk_value ***gin = calloc((size_t)n, sizeof(hk_value **));
   if (!gin) abort();
   for (int64_t d = 0; d < n; d++) gin[d] = in;
-  hk_status *st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
+  hk_status *st = check_manual_collectives(g);
+  if (!st) st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
   free(gin);
   return st;
 }

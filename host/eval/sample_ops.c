@@ -206,6 +206,16 @@ static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contractin
   }
 }
 
+/* f32 -> f64 without the per-element type dispatch of hk_convert_value. */
+static hk_value *widen(const hk_value *v) {
+  if (v->elem != HK_F32) return hk_convert_value(v, HK_F64);
+  hk_value *r = hk_value_new_array(HK_F64, v->rank, v->dims);
+  const float *src = v->data;
+  double *dst = r->data;
+  for (int64_t i = 0; i < v->n; i++) dst[i] = src[i];
+  return r;
+}
+
 hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                      hk_value **out) {
   (void)leaf;
@@ -225,7 +235,7 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
     /* Accumulate in double (the kernel does for f64), round once at the end:
      * the global and the partitioned sums then differ only where the
      * partitioned program rounds partial sums. */
-    hk_value *wide[2] = {hk_convert_value(ops[0], HK_F64), hk_convert_value(ops[1], HK_F64)}, *r = NULL;
+    hk_value *wide[2] = {widen(ops[0]), widen(ops[1])}, *r = NULL;
     st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, wide, &r);
     if (!st) *out = hk_convert_value(r, rt);
     hk_value_release(r);

@@ -291,6 +291,46 @@ static bool touched_dims(const hk_instr *orig, bool *touched) {
   }
 }
 
+/* s with the partitions of every touched dim moved to an untouched whole
+ * dim that they divide evenly (dims sized as in `shape`), so an op that
+ * needs the touched dims whole runs on 1/N of the data after an
+ * all-to-all; touched dims with no such partner are replicated. */
+static const hk_sharding *move_off_touched(spmd_visitor *v, const hk_sharding *s,
+                                           const hk_shape *shape, const bool *touched) {
+  int r = shape->rank;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][2];
+  const int *groups[HK_MAX_RANK + 1];
+  int64_t rep[HK_MAX_RANK];
+  int nr = 0;
+  bool taken[HK_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    groups[d] = gbuf[d];
+    taken[d] = hk_sharding_dim_partitions(s, d) > 1;
+    gsz[d] = taken[d] && !touched[d];
+    gbuf[d][0] = d;
+  }
+  for (int d = 0; d < r; d++) {
+    int64_t p = hk_sharding_dim_partitions(s, d);
+    if (!touched[d] || p == 1) continue;
+    int e = -1;
+    for (int c = 0; c < r && e < 0; c++)
+      if (!touched[c] && !taken[c] && shape->dims[c] % p == 0 && shape->dims[c] >= p) e = c;
+    if (e < 0) {
+      rep[nr++] = d;
+      gsz[d] = 1;   /* stays here, then replicated below */
+      continue;
+    }
+    taken[e] = true;
+    gbuf[e][0] = d;
+    gsz[e] = 1;
+  }
+  groups[r] = gbuf[r];
+  gsz[r] = 0;
+  if (s->replicate_on_last_tile_dim) gbuf[r][gsz[r]++] = s->n_tile_dims - 1;
+  const hk_sharding *moved = spmd_regroup_memo(v, s, r + 1, gsz, groups, true);
+  return nr ? spmd_replicate_dims(v, moved, nr, rep) : moved;
+}
+
 static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
   bool touched[HK_MAX_RANK];
   const hk_sharding *s = spmd_sharding_of(v, orig);
@@ -299,11 +339,22 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
   int r = orig->shape->rank;
   const hk_sharding *sp = s;
   if (is_tiled_plain(s)) {
-    int64_t rep[HK_MAX_RANK];
-    int nr = 0;
-    for (int d = 0; d < r; d++)
-      if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
-    if (nr) sp = spmd_replicate_dims(v, s, nr, rep);
+    /* Every rank-r operand must share the untouched dims a move uses. */
+    bool same = true;
+    for (int k = 0; k < orig->n_operands; k++) {
+      const hk_shape *os = orig->operands[k]->shape;
+      for (int d = 0; os->rank == r && d < r; d++)
+        same = same && (touched[d] || os->dims[d] == orig->shape->dims[d]);
+    }
+    if (same) {
+      sp = move_off_touched(v, s, orig->shape, touched);
+    } else {
+      int64_t rep[HK_MAX_RANK];
+      int nr = 0;
+      for (int d = 0; d < r; d++)
+        if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
+      if (nr) sp = spmd_replicate_dims(v, s, nr, rep);
+    }
   }
   if (sp->kind == HK_SHARDING_TILED) {
     /* Untouched partitioned dims must have the same size everywhere. */
@@ -350,8 +401,11 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
   int64_t zero = 0, sd = orig->dims[0];
   const hk_sharding *s0 = hk_sharding_subsharding_shape(v->m, s, orig->shape, 1, &zero);
   if (!s0 || !is_tiled_plain(s0)) return spmd_handle_fallback(v, orig);
-  const hk_sharding *sp =
-      hk_sharding_dim_partitions(s0, (int)sd) > 1 ? spmd_replicate_dims(v, s0, 1, &sd) : s0;
+  bool touched[HK_MAX_RANK] = {false};
+  touched[sd] = true;
+  const hk_sharding *sp = hk_sharding_dim_partitions(s0, (int)sd) > 1
+                              ? move_off_touched(v, s0, orig->operands[0]->shape, touched)
+                              : s0;
   hk_instr **ops = ops_array(orig);
   const hk_shape **ls = calloc((size_t)n, sizeof(hk_shape *));
   const hk_sharding **es = calloc((size_t)n, sizeof(hk_sharding *));
