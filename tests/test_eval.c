@@ -180,6 +180,17 @@ START_TEST(test_pad_negative_interior) {
   r = eval_n(mod2, 0, NULL);
   expect_ints(r, 12, (int64_t[]){9, 9, 9, 9, 1, 2, 9, 9, 3, 4, 9, 9});
   hk_value_release(r);
+  /* negative edges without interior padding: rows and columns cut off */
+  const char *mod3 = "HloModule m\nENTRY e {\n a = s32[3,4] constant({{1, 2, 3, 4}, {5, 6, 7, 8}, {9, 10, 11, 12}})\n"
+                     " z = s32[] constant(0)\n ROOT p = s32[3,3] pad(a, z), padding=-1_1_0x-1_0_0\n}\n";
+  r = eval_n(mod3, 0, NULL);
+  expect_ints(r, 9, (int64_t[]){6, 7, 8, 10, 11, 12, 0, 0, 0});
+  hk_value_release(r);
+  const char *mod4 = "HloModule m\nENTRY e {\n a = s32[4] constant({1, 2, 3, 4})\n"
+                     " z = s32[] constant(7)\n ROOT p = s32[3] pad(a, z), padding=1_-2_0\n}\n";
+  r = eval_n(mod4, 0, NULL);
+  expect_ints(r, 3, (int64_t[]){7, 1, 2});
+  hk_value_release(r);
 }
 END_TEST
 

@@ -2,6 +2,8 @@
  * partitioned modules that are right (equal) or wrong (caught), a 2^30-
  * element dot that is never materialised, while loops, and clean errors
  * for ops it does not support. */
+#include <libgen.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #include "testutil.h"
@@ -396,6 +398,70 @@ START_TEST(test_ops_match_dense) {
 }
 END_TEST
 
+/* ---- the CLI ------------------------------------------------------------------------ */
+
+/* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
+ * (malloc'ed); returns the exit status. */
+static int run_hlokit(const char *args, char **out) {
+  char self[2048], cmd[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ck_assert(n > 0);
+  self[n] = 0;
+  snprintf(cmd, sizeof cmd, "%s/../hlokit %s", dirname(self), args);
+  FILE *p = popen(cmd, "r");
+  ck_assert_ptr_nonnull(p);
+  size_t len = 0, cap = 4096;
+  char *buf = malloc(cap);
+  size_t got;
+  while ((got = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+    len += got;
+    if (cap - len < 2) buf = realloc(buf, cap *= 2);
+  }
+  buf[len] = 0;
+  int st = pclose(p);
+  *out = buf;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(test_cli_sampled_mode) {
+  char *out;
+  /* auto mode samples the 2^30-element dot and says so */
+  int rc = run_hlokit("check fixtures/eval/sampled_dot.hlo --partitioned=fixtures/eval/sampled_dot_part.hlo "
+                      "--num-partitions=4 --samples=32 --json", &out);
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  ck_assert_ptr_nonnull(strstr(out, "\"equal\": true, \"mode\": \"sampled\""));
+  ck_assert_ptr_nonnull(strstr(out, "\"samples\": "));
+  free(out);
+  /* the hand-written partitions of fixtures/eval: right ones equal, wrong
+   * ones caught, as the dense check finds */
+  static const char *const cases[][3] = {
+      {"matmul", "matmul_spmd_ok", "0"},
+      {"matmul", "matmul_spmd_missing_all_reduce", "1"},
+      {"negate_rows", "negate_rows_spmd_ok", "0"},
+      {"negate_rows", "negate_rows_spmd_wrong_offsets", "1"},
+      {"rotate", "rotate_spmd_ok", "0"},
+      {"rotate", "rotate_spmd_swapped_pairs", "1"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[512];
+    snprintf(args, sizeof args, "check fixtures/eval/%s.hlo --partitioned=fixtures/eval/%s.hlo --mode=sampled --samples=64",
+             cases[i][0], cases[i][1]);
+    rc = run_hlokit(args, &out);
+    ck_assert_msg(rc == atoi(cases[i][2]), "%s: exit %d: %s", cases[i][1], rc, out);
+    ck_assert_ptr_nonnull(strstr(out, "(sampled "));
+    free(out);
+  }
+  /* dense mode is reported as such */
+  rc = run_hlokit("check fixtures/eval/matmul.hlo --partitioned=fixtures/eval/matmul_spmd_ok.hlo --mode=dense --json", &out);
+  ck_assert_int_eq(rc, 0);
+  ck_assert_ptr_nonnull(strstr(out, "\"mode\": \"dense\""));
+  free(out);
+  rc = run_hlokit("check fixtures/eval/matmul.hlo --partitioned=fixtures/eval/matmul_spmd_ok.hlo --mode=fast 2>&1", &out);
+  ck_assert_int_eq(rc, 2);
+  free(out);
+}
+END_TEST
+
 /* ---- errors ------------------------------------------------------------------------- */
 
 START_TEST(test_unsupported_op_is_a_clean_error) {
@@ -459,6 +525,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);
+  tcase_add_test(t, test_cli_sampled_mode);
   suite_add_tcase(s, t);
   return s;
 }

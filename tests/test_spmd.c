@@ -579,6 +579,28 @@ START_TEST(sort_on_sharded_dim_moves_the_sharding) {
 }
 END_TEST
 
+START_TEST(topk_on_split_dim_merges_candidates) {
+  /* Each half yields its top 3 with global indices; the 2x3 candidates are
+   * all-gathered and a stable sort keeps the best 3. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  p = f32[2,16] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  ROOT t = (f32[2,3], s32[2,3]) custom-call(p), custom_call_target=\"TopK\","
+      " sharding={{replicated},{replicated}}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SORT), 1);
+  hk_instr *topk = NULL;
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_CUSTOM_CALL) topk = i;
+  ck_assert_ptr_nonnull(topk);
+  ck_assert_int_eq(topk->operands[0]->shape->dims[1], 8);
+  ck_assert_int_eq(topk->shape->tuple[0]->dims[1], 3);
+  ck_assert_ok(hk_verify_module(m, NULL));
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -654,6 +676,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, topk_on_split_dim_merges_candidates);
   tcase_add_test(r, sort_on_sharded_dim_moves_the_sharding);
   tcase_add_test(r, subgroup_manual_all_reduce_must_stay_in_its_subgroup);
   tcase_add_test(r, uneven_reduce_masks_padding_and_variadic_reduce_gathers);

@@ -240,10 +240,26 @@ static const char *index_scatter_fmt =
     "    sharding={replicated}\n"
     "}\n";
 
-static hk_module *index_scatter(const char *root, int third_index) {
-  char text[2048];
+/* The module above with element type `type` instead of f32. */
+static hk_module *index_scatter_typed(const char *root, int third_index, const char *type) {
+  char text[2048], typed[4096];
   snprintf(text, sizeof text, index_scatter_fmt, root, third_index);
-  return spmd_check_partition(reg, text, 2, NULL);
+  size_t o = 0, tl = strlen(type);
+  for (const char *c = text; *c && o + tl + 1 < sizeof typed; c++) {
+    if (!strncmp(c, "f32", 3)) {
+      memcpy(typed + o, type, tl);
+      o += tl;
+      c += 2;
+    } else {
+      typed[o++] = *c;
+    }
+  }
+  typed[o] = 0;
+  return spmd_check_partition(reg, typed, 2, NULL);
+}
+
+static hk_module *index_scatter(const char *root, int third_index) {
+  return index_scatter_typed(root, third_index, "f32");
 }
 
 START_TEST(scatter_index_passthrough_combiners) {
@@ -267,6 +283,18 @@ START_TEST(scatter_overwrite_not_index_passthrough) {
   hk_module_free(p);
   p = index_scatter("copy(b)", 1);
   ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(scatter_bf16_sum_not_reordered) {
+  /* Summing bf16 partial scatters would round differently from the
+   * global sequential accumulation: the updates stay in order. */
+  hk_module *p = index_scatter_typed("add(a, b)", 0, "bf16");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+  p = index_scatter_typed("maximum(a, b)", 0, "bf16");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
   hk_module_free(p);
 }
 END_TEST
@@ -311,6 +339,7 @@ static Suite *suite(void) {
   tcase_add_test(t, scatter_operand_passthrough_variadic);
   tcase_add_test(t, scatter_index_passthrough_combiners);
   tcase_add_test(t, scatter_overwrite_not_index_passthrough);
+  tcase_add_test(t, scatter_bf16_sum_not_reordered);
   tcase_add_test(t, scatter_trivial_sliced_operand);
   suite_add_tcase(s, t);
   return s;

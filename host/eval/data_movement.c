@@ -207,6 +207,32 @@ hk_status *hk_op_dynamic_update_slice(hk_device_ctx *d, const hk_instr *ins,
   return NULL;
 }
 
+/* n copies of one element of es bytes at dst (doubling memcpy). */
+static void fill_elems(uint8_t *dst, const void *elem, int es, int64_t n) {
+  if (n <= 0) return;
+  memcpy(dst, elem, (size_t)es);
+  for (int64_t have = 1; have < n;) {
+    int64_t k = have < n - have ? have : n - have;
+    memcpy(dst + have * es, dst, (size_t)(k * es));
+    have += k;
+  }
+}
+
+/* Copies one row (the operand's last dimension) of a pad: a contiguous
+ * run when there is no interior padding on that dimension. */
+static void pad_row(uint8_t *rd, int64_t off, int64_t rdim, const hk_pad_dim *pd, const uint8_t *src,
+                    int64_t n, int es) {
+  if (pd->interior == 0) {
+    int64_t lo = pd->lo < 0 ? -pd->lo : 0, hi = rdim - pd->lo < n ? rdim - pd->lo : n;
+    if (hi > lo) memcpy(rd + (off + pd->lo + lo) * es, src + lo * es, (size_t)((hi - lo) * es));
+    return;
+  }
+  for (int64_t j = 0; j < n; j++) {
+    int64_t p = pd->lo + j * (pd->interior + 1);
+    if (p >= 0 && p < rdim) copy_elem(rd + (off + p) * es, src + j * es, es);
+  }
+}
+
 hk_status *hk_op_pad(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                      hk_value **out) {
   (void)d;
@@ -217,20 +243,27 @@ hk_status *hk_op_pad(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   int es = hk_esize(a->elem);
   uint8_t *rd = r->data;
-  for (int64_t i = 0; i < r->n; i++) copy_elem(rd + i * es, pv->data, es);
+  fill_elems(rd, pv->data, es, r->n);
+  if (a->rank == 0) {
+    copy_elem(rd, a->data, es);
+    *out = r;
+    return NULL;
+  }
   int64_t ost[HK_MAX_RANK], idx[HK_MAX_RANK] = {0};
   hk_strides(r->rank, r->dims, ost);
   const hk_pad_dim *pd = ins->attrs->pad;
-  for (int64_t i = 0; i < a->n; i++) {
+  int last = a->rank - 1;
+  int64_t n = a->dims[last], rows = n ? a->n / n : 0;
+  for (int64_t row = 0; row < rows; row++) {
     int64_t off = 0;
     bool inside = true;
-    for (int j = 0; j < a->rank && inside; j++) {
+    for (int j = 0; j < last && inside; j++) {
       int64_t p = pd[j].lo + idx[j] * (pd[j].interior + 1);
       if (p < 0 || p >= r->dims[j]) inside = false;
       off += p * ost[j];
     }
-    if (inside) copy_elem(rd + off * es, (const uint8_t *)a->data + i * es, es);
-    for (int j = a->rank - 1; j >= 0; j--) {
+    if (inside) pad_row(rd, off, r->dims[last], &pd[last], (const uint8_t *)a->data + row * n * es, n, es);
+    for (int j = last - 1; j >= 0; j--) {
       if (++idx[j] < a->dims[j]) break;
       idx[j] = 0;
     }

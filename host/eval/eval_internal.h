@@ -156,11 +156,20 @@ int hk_scalar_prog_n_results(const hk_scalar_prog *p);
 void hk_scalar_prog_get_result(const hk_scalar_prog *p, int k, hk_value *v, int64_t i);
 /* Result k as a truth value (pred results). */
 bool hk_scalar_prog_result_true(const hk_scalar_prog *p, int k);
+/* Element types of result k and of argument k. */
+hk_prim hk_scalar_prog_result_type(const hk_scalar_prog *p, int k);
+hk_prim hk_scalar_prog_arg_type(const hk_scalar_prog *p, int k);
 /* As hk_scalar_prog_compile, when the parameters have exactly the types
  * args[] and the results the types results[]; else NULL. */
 hk_scalar_prog *hk_scalar_prog_compile_typed(const hk_computation *c, int n_args,
                                              const hk_prim *args, int n_results,
                                              const hk_prim *results);
+/* A comparator compare(f(p[2k]), f(p[2k+1])) - the same pure function of
+ * the two elements of operand k, e.g. TopK's float-bits key - as the
+ * program of f (one argument: an element of operand k; one result: the
+ * key), with k, the direction and the comparison type; NULL otherwise. */
+hk_scalar_prog *hk_scalar_prog_compile_key(const hk_computation *c, int *operand, hk_cmp_dir *dir,
+                                           hk_cmp_type *type);
 /* Registers in their storage encoding (the element's bytes, zero-padded to
  * 8): pass a result straight back as an argument (reducers). */
 void hk_scalar_prog_set_arg_raw(hk_scalar_prog *p, int k, uint64_t raw);

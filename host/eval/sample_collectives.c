@@ -157,23 +157,24 @@ static hk_status *combine_group(se_ctx *x, const se_frame *f, const hk_instr *in
   return NULL;
 }
 
-static hk_status *all_gather(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
-                             const int64_t *members, int32_t n, hk_value **out) {
-  if (ins->n_dims != 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "all-gather without a dimension");
-  int gd = (int)ins->dims[0];
-  const hk_shape *os = ins->operands[leaf < ins->n_operands ? leaf : 0]->shape;
-  int64_t c = os->dims[gd];
-  hk_value *v = se_value_of_box((hk_prim)os->elem, b);
+/* Assembles box b of a result whose dim `dim` is the concatenation, in
+ * group order, of one chunk of `c` elements per member: member j's chunk
+ * is its operand `leaf` at offset `base` along dim (all-gather: 0, its
+ * whole operand; all-to-all: rank * c, the chunk meant for this device). */
+static hk_status *concat_chunks(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf, hk_prim elem,
+                                const se_box *b, const int64_t *members, int32_t n, int dim, int64_t c,
+                                int64_t base, hk_value **out) {
+  hk_value *v = se_value_of_box(elem, b);
   hk_status *st = NULL;
   for (int32_t j = 0; j < n && !st; j++) {
-    int64_t lo = b->lo[gd] > j * c ? b->lo[gd] : j * c;
-    int64_t hi = b->lo[gd] + b->n[gd] < (j + 1) * c ? b->lo[gd] + b->n[gd] : (j + 1) * c;
+    int64_t lo = b->lo[dim] > j * c ? b->lo[dim] : j * c;
+    int64_t hi = b->lo[dim] + b->n[dim] < (j + 1) * c ? b->lo[dim] + b->n[dim] : (j + 1) * c;
     if (lo >= hi) continue;
     se_box ob = *b, placed = *b;
-    ob.lo[gd] = lo - j * c;
-    ob.n[gd] = hi - lo;
-    placed.lo[gd] = lo;
-    placed.n[gd] = hi - lo;
+    ob.lo[dim] = base + lo - j * c;
+    ob.n[dim] = hi - lo;
+    placed.lo[dim] = lo;
+    placed.n[dim] = hi - lo;
     hk_value *piece;
     st = operand_on(x, f, ins, leaf, members[j], &ob, &piece);
     if (!st) {
@@ -189,36 +190,21 @@ static hk_status *all_gather(se_ctx *x, se_frame *f, const hk_instr *ins, int le
   return NULL;
 }
 
+static hk_status *all_gather(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                             const int64_t *members, int32_t n, hk_value **out) {
+  if (ins->n_dims != 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "all-gather without a dimension");
+  int gd = (int)ins->dims[0];
+  const hk_shape *os = ins->operands[leaf < ins->n_operands ? leaf : 0]->shape;
+  return concat_chunks(x, f, ins, leaf, (hk_prim)os->elem, b, members, n, gd, os->dims[gd], 0, out);
+}
+
 static hk_status *all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                              const int64_t *members, int32_t n, int32_t rank, hk_value **out) {
   if (ins->n_dims == 0)   /* tuple form: leaf j is operand `rank` of member j */
     return se_eval(x, se_peer_frame(x, f, members[leaf]), ins->operands[rank], 0, b, out);
   int sd = (int)ins->dims[0];
   int64_t c = ins->operands[0]->shape->dims[sd] / n;
-  hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
-  hk_status *st = NULL;
-  for (int32_t j = 0; j < n && !st; j++) {
-    int64_t lo = b->lo[sd] > j * c ? b->lo[sd] : j * c;
-    int64_t hi = b->lo[sd] + b->n[sd] < (j + 1) * c ? b->lo[sd] + b->n[sd] : (j + 1) * c;
-    if (lo >= hi) continue;
-    se_box ob = *b, placed = *b;
-    ob.lo[sd] = rank * c + lo - j * c;
-    ob.n[sd] = hi - lo;
-    placed.lo[sd] = lo;
-    placed.n[sd] = hi - lo;
-    hk_value *piece;
-    st = operand_on(x, f, ins, 0, members[j], &ob, &piece);
-    if (!st) {
-      se_copy_box(v, b, piece, &placed);
-      hk_value_release(piece);
-    }
-  }
-  if (st) {
-    hk_value_release(v);
-    return st;
-  }
-  *out = v;
-  return NULL;
+  return concat_chunks(x, f, ins, 0, (hk_prim)ins->shape->elem, b, members, n, sd, c, rank * c, out);
 }
 
 static hk_status *collective_permute(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b,

@@ -176,15 +176,6 @@ hk_status *se_op_elementwise(se_ctx *x, se_frame *f, const hk_instr *ins, int le
 
 /* ---- dot ---------------------------------------------------------------------------- */
 
-static bool in_list(hk_i64s l, int64_t d, int *pos) {
-  for (int i = 0; i < l.n; i++)
-    if (l.v[i] == d) {
-      if (pos) *pos = i;
-      return true;
-    }
-  return false;
-}
-
 /* Box of one dot operand: batch dims from the result's leading dims,
  * contracting dims whole, free dims from the result starting at `free0`. */
 static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contracting, int free0,
@@ -192,10 +183,10 @@ static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contractin
   ob->rank = s->rank;
   int nf = 0, pos;
   for (int d = 0; d < s->rank; d++) {
-    if (in_list(batch, d, &pos)) {
+    if (se_listed(batch, d, &pos)) {
       ob->lo[d] = b->lo[pos];
       ob->n[d] = b->n[pos];
-    } else if (in_list(contracting, d, NULL)) {
+    } else if (se_listed(contracting, d, NULL)) {
       ob->lo[d] = 0;
       ob->n[d] = s->dims[d];
     } else {

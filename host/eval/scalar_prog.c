@@ -97,11 +97,23 @@ static void set_prim(hk_scalar_prog *p, int32_t r, hk_prim e) {
                            .data = &p->regs[r], .nbytes = hk_prim_storage_bytes(e)};
 }
 
-static bool compile_instr(hk_scalar_prog *p, const hk_computation *c, hk_instr *const *order,
-                          int64_t n, int64_t k) {
-  const hk_instr *ins = order[k];
+/* What a program is built from: instructions in an order where operands
+ * come first, the parameter instructions (by argument number) and the
+ * result instructions.  A tuple is allowed only as `tuple_root`. */
+typedef struct build_spec {
+  hk_instr *const *order;
+  int64_t n;
+  const hk_instr *const *params;
+  int n_params;
+  const hk_instr *const *results;
+  int n_results;
+  const hk_instr *tuple_root;
+} build_spec;
+
+static bool compile_instr(hk_scalar_prog *p, const build_spec *b, int64_t k) {
+  const hk_instr *ins = b->order[k];
   int32_t r = (int32_t)k;
-  if (ins->opcode == HK_OP_TUPLE) return ins == c->root;
+  if (ins->opcode == HK_OP_TUPLE) return ins == b->tuple_root;
   if (!scalar_shape(ins->shape)) return false;
   set_prim(p, r, (hk_prim)ins->shape->elem);
   if (ins->opcode == HK_OP_PARAMETER) return true;
@@ -121,7 +133,7 @@ static bool compile_instr(hk_scalar_prog *p, const hk_computation *c, hk_instr *
   int32_t opr[3];
   if (ins->n_operands > 3) return false;
   for (int j = 0; j < ins->n_operands; j++)
-    if ((opr[j] = reg_of(order, n, ins->operands[j])) < 0 || order[opr[j]]->opcode == HK_OP_TUPLE)
+    if ((opr[j] = reg_of(b->order, b->n, ins->operands[j])) < 0 || b->order[opr[j]]->opcode == HK_OP_TUPLE)
       return false;
   sp_step s;
   if (!step_of(ins, opr, &s)) return false;
@@ -133,30 +145,47 @@ static bool compile_instr(hk_scalar_prog *p, const hk_computation *c, hk_instr *
 
 /* Parameter k arrives in register param_base + k; a move puts it in the
  * register of its instruction. */
-static bool bind_params(hk_scalar_prog *p, const hk_computation *c, hk_instr *const *order,
-                        int64_t n) {
-  p->param_base = (int32_t)n;
-  for (int32_t k = 0; k < c->n_params; k++) {
-    int32_t r = c->params[k] ? reg_of(order, n, c->params[k]) : -1;
-    if (r < 0 || !scalar_shape(c->params[k]->shape)) return false;
-    set_prim(p, p->param_base + k, (hk_prim)c->params[k]->shape->elem);
+static bool bind_params(hk_scalar_prog *p, const build_spec *b) {
+  p->param_base = (int32_t)b->n;
+  for (int32_t k = 0; k < b->n_params; k++) {
+    const hk_instr *x = b->params[k];
+    int32_t r = x ? reg_of(b->order, b->n, x) : -1;
+    if (r < 0 || !scalar_shape(x->shape)) return false;
+    set_prim(p, p->param_base + k, (hk_prim)x->shape->elem);
     p->steps[p->n_steps++] = (sp_step){.kind = SP_MOVE, .dst = r, .a = p->param_base + k, .b = -1, .c = -1};
   }
   return true;
 }
 
-static bool bind_results(hk_scalar_prog *p, const hk_computation *c, hk_instr *const *order,
-                         int64_t n) {
-  const hk_instr *root = c->root;
-  int nr = root->opcode == HK_OP_TUPLE ? root->n_operands : 1;
-  p->results = malloc((size_t)(nr ? nr : 1) * sizeof(int32_t));
+static bool bind_results(hk_scalar_prog *p, const build_spec *b) {
+  p->results = malloc((size_t)(b->n_results ? b->n_results : 1) * sizeof(int32_t));
   if (!p->results) abort();
-  p->n_results = nr;
-  for (int k = 0; k < nr; k++) {
-    const hk_instr *x = root->opcode == HK_OP_TUPLE ? root->operands[k] : root;
-    if ((p->results[k] = reg_of(order, n, x)) < 0 || x->opcode == HK_OP_TUPLE) return false;
+  p->n_results = b->n_results;
+  for (int k = 0; k < b->n_results; k++) {
+    const hk_instr *x = b->results[k];
+    if ((p->results[k] = reg_of(b->order, b->n, x)) < 0 || x->opcode == HK_OP_TUPLE) return false;
   }
   return true;
+}
+
+static hk_scalar_prog *build(const build_spec *b) {
+  if (b->n >= 4096) return NULL;
+  hk_scalar_prog *p = calloc(1, sizeof *p);
+  if (!p) abort();
+  size_t nr = (size_t)(b->n + b->n_params + 1);
+  p->regs = calloc(nr, sizeof(uint64_t));
+  p->prims = calloc(nr, 1);
+  p->views = calloc(nr, sizeof(hk_value));
+  p->steps = calloc(nr, sizeof(sp_step));
+  if (!p->regs || !p->prims || !p->views || !p->steps) abort();
+  bool ok = bind_params(p, b);
+  for (int64_t k = 0; k < b->n && ok; k++) ok = compile_instr(p, b, k);
+  if (ok) ok = bind_results(p, b);
+  if (!ok) {
+    hk_scalar_prog_free(p);
+    return NULL;
+  }
+  return p;
 }
 
 hk_scalar_prog *hk_scalar_prog_compile(const hk_computation *c) {
@@ -164,22 +193,88 @@ hk_scalar_prog *hk_scalar_prog_compile(const hk_computation *c) {
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   if (!order) return NULL;
-  hk_scalar_prog *p = calloc(1, sizeof *p);
-  if (!p) abort();
-  size_t nr = (size_t)(n + c->n_params + 1);
-  p->regs = calloc(nr, sizeof(uint64_t));
-  p->prims = calloc(nr, 1);
-  p->views = calloc(nr, sizeof(hk_value));
-  p->steps = calloc(nr, sizeof(sp_step));
-  if (!p->regs || !p->prims || !p->views || !p->steps) abort();
-  bool ok = n < 4096 && bind_params(p, c, order, n);
-  for (int64_t k = 0; k < n && ok; k++) ok = compile_instr(p, c, order, n, k);
-  if (ok) ok = bind_results(p, c, order, n);
+  const hk_instr *root = c->root;
+  bool tuple = root->opcode == HK_OP_TUPLE;
+  build_spec b = {order, n, (const hk_instr *const *)c->params, c->n_params,
+                  tuple ? (const hk_instr *const *)root->operands : &root, tuple ? root->n_operands : 1,
+                  tuple ? root : NULL};
+  hk_scalar_prog *p = build(&b);
   free(order);
-  if (!ok) {
-    hk_scalar_prog_free(p);
-    return NULL;
+  return p;
+}
+
+/* ---- key comparators ------------------------------------------------------------ */
+
+/* The parameter number that x depends on when it depends on exactly one
+ * (-1: none, -2: several). */
+static int only_param(const hk_instr *x, int depth) {
+  if (depth > 64) return -2;
+  if (x->opcode == HK_OP_PARAMETER) return (int)hk_instr_parameter_number(x);
+  int found = -1;
+  for (int j = 0; j < x->n_operands; j++) {
+    int q = only_param(x->operands[j], depth + 1);
+    if (q == -2 || (q >= 0 && found >= 0 && q != found)) return -2;
+    if (q >= 0) found = q;
   }
+  return found;
+}
+
+static bool same_literal(const hk_instr *a, const hk_instr *b) {
+  hk_value *va = NULL, *vb = NULL;
+  hk_status *sa = a->attrs && a->attrs->literal ? hk_value_from_literal(a->attrs->literal, &va) : hk_error(HK_INTERNAL, "-");
+  hk_status *sb = b->attrs && b->attrs->literal ? hk_value_from_literal(b->attrs->literal, &vb) : hk_error(HK_INTERNAL, "-");
+  bool same = !sa && !sb && va->elem == vb->elem && va->nbytes == vb->nbytes &&
+              !memcmp(va->data, vb->data, (size_t)va->nbytes);
+  hk_status_free(sa);
+  hk_status_free(sb);
+  hk_value_release(va);
+  hk_value_release(vb);
+  return same;
+}
+
+/* a (over parameter pa) and b (over pb) compute the same function. */
+static bool same_function(const hk_instr *a, const hk_instr *b, int pa, int pb, int depth) {
+  if (depth > 64 || a->opcode != b->opcode || a->n_operands != b->n_operands ||
+      !hk_shape_equal(a->shape, b->shape))
+    return false;
+  if (a->opcode == HK_OP_PARAMETER)
+    return hk_instr_parameter_number(a) == pa && hk_instr_parameter_number(b) == pb;
+  if (a->opcode == HK_OP_CONSTANT) return same_literal(a, b);
+  if (a->opcode == HK_OP_COMPARE &&
+      (!a->attrs || !b->attrs || a->attrs->cmp_dir != b->attrs->cmp_dir || a->attrs->cmp_type != b->attrs->cmp_type))
+    return false;
+  for (int j = 0; j < a->n_operands; j++)
+    if (!same_function(a->operands[j], b->operands[j], pa, pb, depth + 1)) return false;
+  return true;
+}
+
+/* Post order of the instructions x depends on, x last. */
+static void dag_order(const hk_instr *x, hk_instr **order, int64_t *n, int64_t cap) {
+  for (int64_t k = 0; k < *n; k++)
+    if (order[k] == x) return;
+  for (int j = 0; j < x->n_operands; j++) dag_order(x->operands[j], order, n, cap);
+  if (*n < cap) order[(*n)++] = (hk_instr *)x;
+}
+
+hk_scalar_prog *hk_scalar_prog_compile_key(const hk_computation *c, int *operand, hk_cmp_dir *dir,
+                                           hk_cmp_type *type) {
+  const hk_instr *r = c ? c->root : NULL;
+  if (!r || r->opcode != HK_OP_COMPARE || r->n_operands != 2 || !r->attrs) return NULL;
+  const hk_instr *a = r->operands[0], *b = r->operands[1];
+  int pa = only_param(a, 0), pb = only_param(b, 0);
+  if (pa < 0 || pa % 2 || pb != pa + 1 || !same_function(a, b, pa, pb, 0)) return NULL;
+  int64_t cap = c->n_instrs + 1, n = 0;
+  hk_instr **order = malloc((size_t)cap * sizeof(hk_instr *));
+  if (!order) abort();
+  dag_order(a, order, &n, cap);
+  const hk_instr *param = c->params[pa];
+  build_spec bs = {order, n, &param, 1, &a, 1, NULL};
+  hk_scalar_prog *p = build(&bs);
+  free(order);
+  if (!p) return NULL;
+  *operand = pa / 2;
+  *dir = (hk_cmp_dir)r->attrs->cmp_dir;
+  *type = (hk_cmp_type)r->attrs->cmp_type;
   return p;
 }
 
@@ -256,4 +351,12 @@ void hk_scalar_prog_set_arg_raw(hk_scalar_prog *p, int k, uint64_t raw) {
 
 uint64_t hk_scalar_prog_result_raw(const hk_scalar_prog *p, int k) {
   return p->regs[p->results[k]];
+}
+
+hk_prim hk_scalar_prog_result_type(const hk_scalar_prog *p, int k) {
+  return (hk_prim)p->prims[p->results[k]];
+}
+
+hk_prim hk_scalar_prog_arg_type(const hk_scalar_prog *p, int k) {
+  return (hk_prim)p->prims[p->param_base + k];
 }

@@ -16,6 +16,11 @@ typedef struct sort_ctx {
   uint64_t calls;
   uint64_t *keys;                  /* fast path: order-preserving keys of the row, or NULL */
   hk_scalar_prog *prog;            /* the comparator compiled, or NULL */
+  /* comparator compare(f(x), f(y)) on operand key_operand: f compiled */
+  hk_scalar_prog *key_prog;
+  int key_operand, key_dir;        /* key_dir: HK_CMP_LT / HK_CMP_GT for keys */
+  bool key_total;
+  hk_value *key_val;               /* scratch: one key */
 } sort_ctx;
 
 static uint64_t total_key(double x) {
@@ -32,7 +37,6 @@ static hk_value *scalar_at(const hk_value *v, int64_t i) {
 }
 
 static bool fast_less(const sort_ctx *c, int64_t x, int64_t y) {
-  if (c->keys) return c->fast_dir == HK_CMP_LT ? c->keys[x] < c->keys[y] : c->keys[x] > c->keys[y];
   const hk_value *v = c->ops[0];
   int64_t ix = c->base + x * c->stride, iy = c->base + y * c->stride;
   int r;
@@ -81,6 +85,7 @@ static bool generic_less(sort_ctx *c, int64_t x, int64_t y) {
 }
 
 static bool less(sort_ctx *c, int64_t x, int64_t y) {
+  if (c->keys) return c->key_dir == HK_CMP_LT ? c->keys[x] < c->keys[y] : c->keys[x] > c->keys[y];
   if (!c->err && (++c->calls & 4095) == 0) c->err = hk_eval_poll(c->d, c->ins);
   if (c->err) return false;
   return c->fast_dir ? fast_less(c, x, y) : generic_less(c, x, y);
@@ -98,23 +103,39 @@ static void merge_sort(sort_ctx *c, int64_t *a, int64_t *tmp, int64_t n) {
   memcpy(a, tmp, (size_t)n * sizeof(int64_t));
 }
 
-/* Fills c->keys for the current row so that key order is the comparator's
- * order; leaves it NULL when a NaN makes the plain float order partial. */
-static void row_keys(sort_ctx *c, uint64_t *buf, int64_t n) {
-  const hk_value *v = c->ops[0];
+/* An unsigned key whose order is the comparison's order on element i of
+ * v; false for a NaN under a partial (non-total) float order. */
+static bool order_key(const hk_value *v, int64_t i, bool total, uint64_t *key) {
   hk_prim p = (hk_prim)v->elem;
+  if (hk_prim_is_float(p)) {
+    double x = hk_value_get_f64(v, i);
+    if (!total && isnan(x)) return false;
+    *key = total_key(!total && x == 0 ? 0.0 : x);
+  } else if (hk_prim_is_signed_int(p)) {
+    *key = (uint64_t)hk_value_get_i64(v, i) ^ (UINT64_C(1) << 63);
+  } else {
+    *key = (uint64_t)hk_value_get_i64(v, i);
+  }
+  return true;
+}
+
+/* Fills c->keys for the current row so that key order is the comparator's
+ * order (from operand 0 itself, or f of the key operand); leaves it NULL
+ * when a NaN makes a float order partial. */
+static void row_keys(sort_ctx *c, uint64_t *buf, int64_t n) {
   c->keys = NULL;
   for (int64_t i = 0; i < n; i++) {
     int64_t at = c->base + i * c->stride;
-    if (hk_prim_is_float(p)) {
-      double x = hk_value_get_f64(v, at);
-      if (!c->total_order && isnan(x)) return;
-      buf[i] = total_key(!c->total_order && x == 0 ? 0.0 : x);
-    } else if (hk_prim_is_signed_int(p)) {
-      buf[i] = (uint64_t)hk_value_get_i64(v, at) ^ (UINT64_C(1) << 63);
+    bool ok;
+    if (c->key_prog) {
+      hk_scalar_prog_set_arg(c->key_prog, 0, c->ops[c->key_operand], at);
+      hk_scalar_prog_run(c->key_prog);
+      hk_scalar_prog_get_result(c->key_prog, 0, c->key_val, 0);
+      ok = order_key(c->key_val, 0, c->key_total, &buf[i]);
     } else {
-      buf[i] = (uint64_t)hk_value_get_i64(v, at);
+      ok = order_key(c->ops[0], at, c->total_order, &buf[i]);
     }
+    if (!ok) return;
   }
   c->keys = buf;
 }
@@ -128,8 +149,32 @@ static void detect_fast(sort_ctx *c) {
   if (hk_instr_parameter_number(a) != 0 || hk_instr_parameter_number(b) != 1) return;
   if (r->attrs->cmp_dir != HK_CMP_LT && r->attrs->cmp_dir != HK_CMP_GT) return;
   if (hk_prim_is_complex((hk_prim)c->ops[0]->elem)) return;
-  c->fast_dir = r->attrs->cmp_dir;
+  c->fast_dir = c->key_dir = r->attrs->cmp_dir;
   c->total_order = r->attrs->cmp_type == HK_CMPT_TOTALORDER;
+}
+
+/* A comparator of the form compare(f(x), f(y)) with LT/GT on keys the
+ * plain orders cover: its key program (else c->key_prog stays NULL). */
+static void detect_key(sort_ctx *c) {
+  int k;
+  hk_cmp_dir dir;
+  hk_cmp_type type;
+  hk_scalar_prog *p = hk_scalar_prog_compile_key(c->cmp, &k, &dir, &type);
+  if (!p) return;
+  hk_prim kt = hk_scalar_prog_result_type(p, 0);
+  bool type_ok = hk_prim_is_float(kt) ? type != HK_CMPT_SIGNED && type != HK_CMPT_UNSIGNED
+               : hk_prim_is_signed_int(kt) ? type == HK_CMPT_DEFAULT || type == HK_CMPT_SIGNED
+                                           : type == HK_CMPT_DEFAULT || type == HK_CMPT_UNSIGNED;
+  if ((dir != HK_CMP_LT && dir != HK_CMP_GT) || !type_ok || k >= c->N ||
+      hk_scalar_prog_arg_type(p, 0) != c->ops[k]->elem) {
+    hk_scalar_prog_free(p);
+    return;
+  }
+  c->key_prog = p;
+  c->key_operand = k;
+  c->key_dir = dir;
+  c->key_total = type == HK_CMPT_TOTALORDER;
+  c->key_val = hk_value_new_array(kt, 0, NULL);
 }
 
 /* The comparator as a scalar program when its parameters take the
@@ -157,8 +202,9 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int k = 0; k < N; k++)
     if (ops[k]->elem == HK_TUPLE || ops[k]->n != a->n)
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand %d does not match", k);
-  sort_ctx c = {d, ins->called[0], N, ops, 0, 0, 0, false, NULL, ins, 0, NULL, NULL};
+  sort_ctx c = {.d = d, .cmp = ins->called[0], .N = N, .ops = ops, .ins = ins};
   detect_fast(&c);
+  if (!c.fast_dir) detect_key(&c);
   if (!c.fast_dir) c.prog = compile_comparator(c.cmp, N, ops);
   int64_t st[HK_MAX_RANK];
   hk_strides(a->rank, a->dims, st);
@@ -175,7 +221,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   for (int64_t r = 0; r < rows && !c.err; r++) {
     c.base = (r / inner) * inner * n + r % inner;
     for (int64_t i = 0; i < n; i++) perm[i] = i;
-    if (c.fast_dir) row_keys(&c, keys, n);
+    if (c.fast_dir || c.key_prog) row_keys(&c, keys, n);
     merge_sort(&c, perm, tmp, n);
     for (int k = 0; k < N; k++) {
       int es = hk_esize(ops[k]->elem);
@@ -188,6 +234,8 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   free(tmp);
   free(keys);
   hk_scalar_prog_free(c.prog);
+  hk_scalar_prog_free(c.key_prog);
+  hk_value_release(c.key_val);
   if (c.err) {
     for (int k = 0; k < N; k++) hk_value_release(res[k]);
     return hk_status_prefix(c.err, "%s", ins->name);

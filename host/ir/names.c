@@ -157,25 +157,16 @@ const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t
   return key;
 }
 
-/* [A-Za-z0-9_.-] without the locale (a stricter test than sanitize's, so
- * anything it rejects only takes the general path). */
-static bool ascii_name_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '_' || c == '.' || c == '-';
-}
-
 /* When s is already what sanitize + split_suffix + format_name would make
  * of it (the usual case), its root length, suffix flag and id; false when
  * it needs rewriting (or is unusual enough to take the general path). */
 static bool canonical_parts(const char *s, size_t len, size_t *root_len, bool *suffix,
                             int64_t *id) {
-  if (len == 0 || !ascii_name_char(s[0]) || s[0] == '.' || s[0] == '-' ||
-      (s[0] >= '0' && s[0] <= '9'))
-    return false;
+  if (len == 0 || !(isalpha((unsigned char)s[0]) || s[0] == '_')) return false;
   if (len >= 2 && s[0] == '_' && s[1] == '_') return false;
   size_t dot = len;
   for (size_t i = 1; i < len; i++) {
-    if (!ascii_name_char(s[i])) return false;
+    if (!name_char_allowed(s[i])) return false;
     if (s[i] == '.') dot = i;
   }
   if (len <= 13 && dot == len) {   /* type names have no '.' */

@@ -647,6 +647,16 @@ static hk_opcode scatter_combiner(const hk_instr *orig) {
   }
 }
 
+/* Whether combining partitions' partial scatters reproduces the global
+ * result: always for min/max/and/or and integers; for sums and products
+ * of floats only in f32 and wider (a reordered bf16/f16/f8 accumulation
+ * differs from the global sequential one far beyond rounding noise). */
+static bool combine_reorder_ok(hk_opcode op, hk_prim t) {
+  if (op == HK_OP_MINIMUM || op == HK_OP_MAXIMUM || op == HK_OP_AND || op == HK_OP_OR) return true;
+  if (!hk_prim_is_float(t) && !hk_prim_is_complex(t)) return true;
+  return hk_prim_bits(t) >= 32;
+}
+
 /* The identity of op for element type t, as a scalar constant. */
 static hk_instr *identity_of(spmd_visitor *v, hk_opcode op, hk_prim t) {
   bool hi = op == HK_OP_MINIMUM, lo = op == HK_OP_MAXIMUM;
@@ -723,7 +733,9 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   /* The index-driven plan needs a combiner when partitions' updates meet. */
   bool idx_ok = n == 1 &&
                 plan_index_driven(v, &g, spmd_sharding_of(v, orig->operands[n]), &idx_plan) &&
-                (idx_plan.n_idx_batch == 0 || combiner != HK_OPCODE_COUNT);
+                (idx_plan.n_idx_batch == 0 ||
+                 (combiner != HK_OPCODE_COUNT &&
+                  combine_reorder_ok(combiner, (hk_prim)orig->operands[0]->shape->elem)));
   hk_spmd_gs_method method = v->p->options.scatter_partition_method;
   const gs_plan *pl = choose(method, op_ok, &op_plan, idx_ok, &idx_plan, false);
   gs_plan merged;

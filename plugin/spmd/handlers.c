@@ -497,6 +497,8 @@ static hk_status *handle_custom_call(spmd_visitor *v, hk_instr *orig) {
     return NULL;
   }
   if (t && !strcmp(t, SPMD_ROTATE_RIGHT_TARGET)) return spmd_handle_rotate_right(v, orig);
+  if (t && !strcmp(t, "TopK") && orig->n_operands == 1 && !is_manual(s))
+    return spmd_handle_topk(v, orig);
   if (is_manual(s)) return handle_manual(v, orig);
   const hk_custom_call_partitioner *cp =
       t && v->p->reg ? hk_registry_find_custom_call_partitioner(v->p->reg, t) : NULL;

@@ -158,6 +158,8 @@ hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_win
 /* ---- iota.c, reduce.c ---- */
 hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig);
+/* ---- topk.c ---- */
+hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig);
 
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);

@@ -12,27 +12,63 @@ static bool is_control_flow(hk_opcode op) {
   return hk_opcode_call_context(op) == HK_CALL_CONTROL_FLOW;
 }
 
-/* Number of call sites of each computation, by computation->index; kept
- * up to date as clones are made. */
+/* The instructions of one computation that call computations. */
+typedef struct call_sites {
+  hk_instr **v;
+  int32_t n, cap;
+} call_sites;
+
+/* Per computation (by computation->index): its number of call sites and
+ * its own calling instructions; kept up to date as clones are made, so
+ * each computation's list is walked once. */
 typedef struct use_counts {
   int32_t *n;
+  call_sites *sites;
   size_t cap;
 } use_counts;
 
-static int32_t *use_slot(use_counts *u, int32_t index) {
-  if ((size_t)index >= u->cap) {
-    size_t nc = (size_t)index * 2 + 16;
-    u->n = realloc(u->n, nc * sizeof *u->n);
-    if (!u->n) abort();
-    for (size_t s = u->cap; s < nc; s++) u->n[s] = 0;
-    u->cap = nc;
+static void use_reserve(use_counts *u, int32_t index) {
+  if ((size_t)index < u->cap) return;
+  size_t nc = (size_t)index * 2 + 16;
+  u->n = realloc(u->n, nc * sizeof *u->n);
+  u->sites = realloc(u->sites, nc * sizeof *u->sites);
+  if (!u->n || !u->sites) abort();
+  for (size_t s = u->cap; s < nc; s++) {
+    u->n[s] = 0;
+    u->sites[s] = (call_sites){NULL, 0, 0};
   }
+  u->cap = nc;
+}
+
+static int32_t *use_slot(use_counts *u, int32_t index) {
+  use_reserve(u, index);
   return &u->n[index];
 }
 
-static void count_calls_in(use_counts *u, const hk_computation *c, int32_t delta) {
-  for (const hk_instr *i = c->first; i; i = i->next)
-    for (int32_t j = 0; j < i->n_called; j++) *use_slot(u, i->called[j]->index) += delta;
+static void add_site(use_counts *u, int32_t index, hk_instr *i) {
+  use_reserve(u, index);
+  call_sites *cs = &u->sites[index];
+  if (cs->n == cs->cap) {
+    cs->cap = cs->cap ? 2 * cs->cap : 4;
+    cs->v = realloc(cs->v, (size_t)cs->cap * sizeof *cs->v);
+    if (!cs->v) abort();
+  }
+  cs->v[cs->n++] = i;
+}
+
+/* Counts the calls c makes and records c's calling instructions. */
+static void count_calls_in(use_counts *u, hk_computation *c) {
+  for (hk_instr *i = c->first; i; i = i->next) {
+    if (!i->n_called) continue;
+    add_site(u, c->index, i);
+    for (int32_t j = 0; j < i->n_called; j++) (*use_slot(u, i->called[j]->index))++;
+  }
+}
+
+static void use_counts_free(use_counts *u) {
+  for (size_t s = 0; s < u->cap; s++) free(u->sites[s].v);
+  free(u->sites);
+  free(u->n);
 }
 
 /* Gives each control-flow call of instruction i its own callee when the
@@ -47,7 +83,7 @@ static bool flatten_calls_of(use_counts *u, hk_instr *i) {
     i->called[j] = copy;
     (*use_slot(u, callee->index))--;
     *use_slot(u, copy->index) = 1;
-    count_calls_in(u, copy, +1);
+    count_calls_in(u, copy);
     changed = true;
   }
   return changed;
@@ -88,25 +124,27 @@ static hk_status *flatten_run(hk_pass *self, hk_module *m, const hk_exec_threads
   if (!m->entry) return NULL;
   /* Breadth-first from the entry: a computation is visited after the
    * caller that owns it, and clones made on the way are appended to the
-   * module, so they are visited too.  One walk of each computation both
-   * flattens its calls and queues its callees. */
+   * module, so they are visited too.  Each computation's instruction list is
+   * walked once, to count its calls and note its calling instructions. */
   comp_queue q = {0};
-  use_counts uses = {NULL, 0};
-  for (int32_t k = 0; k < m->n_computations; k++) count_calls_in(&uses, m->computations[k], +1);
+  use_counts uses = {NULL, NULL, 0};
+  for (int32_t k = 0; k < m->n_computations; k++) count_calls_in(&uses, m->computations[k]);
   queue_push(&q, m->entry, m->n_computations);
   q.seen[m->entry->index] = 0;   /* the entry may be called too: queue it again then */
   while (q.head < q.tail) {
     hk_computation *c = q.v[q.head++];
     bool flatten = hk_exec_threads_include(threads, c);
-    for (hk_instr *i = c->first; i; i = i->next) {
-      if (!i->n_called) continue;
+    use_reserve(&uses, c->index);
+    /* By index: cloning may grow (move) the per-computation arrays. */
+    for (int32_t k = 0; k < uses.sites[c->index].n; k++) {
+      hk_instr *i = uses.sites[c->index].v[k];
       if (flatten) any |= flatten_calls_of(&uses, i);
       for (int32_t j = 0; j < i->n_called; j++) queue_push(&q, i->called[j], m->n_computations);
     }
   }
   free(q.v);
   free(q.seen);
-  free(uses.n);
+  use_counts_free(&uses);
   if (any) hk_module_sort_computations(m);
   *changed = any;
   return NULL;
