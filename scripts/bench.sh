@@ -155,7 +155,8 @@ bench_partition_devices() {
   local n=${BENCH_SWEEP_SIZE:-100000} base=""
   echo
   echo "device-count sweep at $n instructions (best of $(runs_for "$n")):"
-  printf '%8s | %8s %8s | %9s %9s | %8s\n' devices "part s" "total s" "Minstr/s" "vs first" "out MB"
+  printf '%8s | %8s %8s | %9s %9s | %8s %8s\n' devices "part s" "total s" "Minstr/s" "vs first" \
+    "out MB" "RSS B/i"
   for d in 2 8 64 1024; do
     local f="$benchdir/mlp-$n-all-d$d.hlo" row
     if [ ! -s "$f" ] || [ "$build/hk-gen-mlp" -nt "$f" ]; then
@@ -165,8 +166,8 @@ bench_partition_devices() {
     row=$(partition_row "$f" "$(runs_for "$n")")
     read -r instrs outi rd ps pp pr tot ar other rss outb wall <<<"$row"
     [ -z "$base" ] && base=$tot
-    awk -v d="$d" -v n="$instrs" -v pp="$pp" -v t="$tot" -v b="$base" -v ob="$outb" \
-      'BEGIN { printf "%8d | %8.4f %8.4f | %9.3f %8.2fx | %8.1f\n", d, pp, t, n/t/1e6, t/b, ob/1e6 }'
+    awk -v d="$d" -v n="$instrs" -v pp="$pp" -v t="$tot" -v b="$base" -v ob="$outb" -v r="$rss" \
+      'BEGIN { printf "%8d | %8.4f %8.4f | %9.3f %8.2fx | %8.1f %8.0f\n", d, pp, t, n/t/1e6, t/b, ob/1e6, r }'
   done
 }
 

@@ -590,6 +590,18 @@ START_TEST(test_scalar_programs) {
   expect_vals(r->elems[0], 6, (double[]){3, 2, 0.5, 0, 0, -1});
   expect_ints(r->elems[1], 6, (int64_t[]){5, 2, 0, 4, 3, 1});
   hk_value_release(r);
+  /* a key comparator (compare(-x, -y)) on a row with a NaN falls back to
+   * calling the comparator: NaN compares false both ways, so the stable
+   * sort keeps this row as it is */
+  const char *mod1 =
+      "HloModule m\n"
+      "desc {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n na = f32[] negate(a)\n nb = f32[] negate(b)\n"
+      " ROOT r = pred[] compare(na, nb), direction=LT\n}\n"
+      "ENTRY e {\n k = f32[2,3] constant({{1, nan, 3}, {1, 2, 3}})\n"
+      " ROOT s = f32[2,3] sort(k), dimensions={1}, to_apply=desc\n}\n";
+  r = eval_n(mod1, 0, NULL);
+  expect_vals(r, 6, (double[]){1, NAN, 3, 3, 2, 1});
+  hk_value_release(r);
   /* map: clamp(-2, x * 3, 5) for x < 0, else x - 1, in s8 (wrapping) */
   const char *mod2 =
       "HloModule m\n"

@@ -601,6 +601,22 @@ START_TEST(topk_on_split_dim_merges_candidates) {
 }
 END_TEST
 
+START_TEST(reshape_splitting_into_a_minor_sharded_dim_reshards_the_result) {
+  /* The output's tiling (the minor half of a split dim) has no operand
+   * counterpart: the operand is reshaped as tiled and the result moved by
+   * an all-to-all, never replicated. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  p = f32[6,4,12] parameter(0), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT r = f32[6,4,2,6] reshape(p), sharding={devices=[1,1,1,2]0,1}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(m->entry->root->shape->dims[3], 3);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -676,6 +692,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, reshape_splitting_into_a_minor_sharded_dim_reshards_the_result);
   tcase_add_test(r, topk_on_split_dim_merges_candidates);
   tcase_add_test(r, sort_on_sharded_dim_moves_the_sharding);
   tcase_add_test(r, subgroup_manual_all_reduce_must_stay_in_its_subgroup);

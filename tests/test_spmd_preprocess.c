@@ -225,6 +225,16 @@ START_TEST(pad_halo_negative_low) {
 }
 END_TEST
 
+START_TEST(pad_halo_two_hops) {
+  /* Shifting 8 elements (4 shards of 2) right by 3 reads one whole
+   * neighbour shard and the tail of the next one: two hops. */
+  hk_module *p = pad_case("f32[8]", "f32[8]", "3_-3", "{devices=[4]<=[4]}", 4);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(pad_too_wide_for_halo) {
   /* 16 -> 32 over 16: the halo spans many shards; the dim is made whole. */
   hk_module *p = pad_case("f32[16]", "f32[32]", "0_16", "{devices=[16]<=[16]}", 16);
@@ -250,6 +260,7 @@ static Suite *suite(void) {
   tcase_add_test(t, pad_halo_even);
   tcase_add_test(t, pad_halo_both_sides);
   tcase_add_test(t, pad_halo_negative_low);
+  tcase_add_test(t, pad_halo_two_hops);
   tcase_add_test(t, pad_too_wide_for_halo);
   suite_add_tcase(s, t);
   return s;

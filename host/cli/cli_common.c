@@ -263,6 +263,12 @@ hk_status *hk_cli_run_pipeline(const hk_cli_common *c, hk_pass *pipeline, hk_mod
   return st;
 }
 
+hk_status *hk_cli_verify(const hk_module *m, const char *when) {
+  hk_verify_options vo = hk_verify_defaults();
+  hk_status *st = hk_verify_module(m, &vo);
+  return st ? hk_status_prefix(st, "%s", when) : NULL;
+}
+
 /* ---- output -------------------------------------------------------------------------- */
 
 void hk_cli_format_module(const hk_cli_common *c, const hk_module *m, hk_buf *out) {

@@ -12,12 +12,13 @@
 
 static const char usage[] =
     "hlokit check IN --num-partitions=N (--passes=... | --pipeline=FILE.json | --partitioned=FILE)\n"
-    "             [--num-replicas=R] [--seed=S] [--atol=A] [--rtol=R] [-o OUT] [--json]\n"
+    "             [--num-replicas=R] [--seed=S] [--atol=A] [--rtol=R] [-o OUT] [--json] [--no-verify]\n"
     "             [--mode=auto|dense|sampled] [--samples=K] [--sample-seconds=S]\n"
     "  Evaluates IN as a global program, partitions it with the pipeline (or takes the\n"
     "  given partitioned module), runs that on R x N devices with the inputs scattered by\n"
     "  the recorded spmd_parameters_shardings, gathers the outputs by spmd_output_sharding\n"
-    "  (replicated when none is recorded) and compares.  Exit 0 equal, 1 differ, 2 error.\n"
+    "  (replicated when none is recorded) and compares.  The partitioned module is verified first\n"
+    "  (--no-verify skips it).  Exit 0 equal, 1 differ, 2 error.\n"
     "  --mode=dense compares every element; --mode=sampled computes only K output\n"
     "  positions (default 1024: corners, shard boundaries, random) on demand, for modules\n"
     "  too big to evaluate densely, stopping after S seconds (default 10, 0: no limit);\n"
@@ -48,6 +49,8 @@ static hk_status *partition_with_pipeline(const hk_cli_common *c, const hk_modul
   hk_status *st = hk_cli_build_pipeline(c, reg, m, &pipeline);
   bool changed = false;
   if (!st) st = hk_cli_run_pipeline(c, pipeline, m, &changed);
+  /* A partitioned program counts only if it is a valid module. */
+  if (!st && !c->no_verify) st = hk_cli_verify(m, "partitioned module fails verification");
   if (!st) hk_counter_list_collect(pipeline, counters);
   hk_pass_destroy(pipeline);
   hk_registry_free(reg);
@@ -155,7 +158,15 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   if (!st && c->output) st = write_partitioned(c, p);
   if (!st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)))) {
     hk_sample_options so = {o->seed, o->samples, o->atol, o->rtol, (int64_t)(o->sample_seconds * 1000)};
-    st = hk_check_sampled(g, p, parts, reps, &so, c->json, NULL, equal);
+    hk_buf extra;   /* what the passes counted, as in the dense report */
+    hk_buf_init(&extra);
+    int64_t remats = hk_counter_list_sum(&counters, "full_rematerializations");
+    if (remats < 0) hk_buf_puts(&extra, ", \"full_rematerializations\": null, \"counters\": ");
+    else hk_buf_printf(&extra, ", \"full_rematerializations\": %lld, \"counters\": ", (long long)remats);
+    hk_counter_list_json(&counters, &extra);
+    hk_buf_put(&extra, "", 1);
+    st = hk_check_sampled(g, p, parts, reps, &so, c->json, extra.data, equal);
+    hk_buf_free(&extra);
     hk_counter_list_free(&counters);
     hk_module_free(g);
     hk_module_free(p);

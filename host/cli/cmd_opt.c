@@ -11,12 +11,6 @@ static const char usage[] =
     "          [--load-pass-plugin=PATH]... [--plugin-dir=DIR]... [--no-default-plugins]\n"
     "  IN is HLO text or JSON (a file, or - for stdin); OUT defaults to stdout.";
 
-static hk_status *verify(const hk_module *m, const char *when) {
-  hk_verify_options vo = hk_verify_defaults();
-  hk_status *st = hk_verify_module(m, &vo);
-  return st ? hk_status_prefix(st, "%s", when) : NULL;
-}
-
 /* Everything after the arguments are parsed; the output is produced only
  * when every step succeeded. */
 static hk_status *run_opt(const hk_cli_common *c, const char *in) {
@@ -28,12 +22,12 @@ static hk_status *run_opt(const hk_cli_common *c, const char *in) {
   hk_buf_init(&out);
   hk_status *st = hk_cli_read_module(in, &m);
   if (!st) hk_cli_apply_config(c, m);
-  if (!st && !c->no_verify) st = verify(m, "input module fails verification");
+  if (!st && !c->no_verify) st = hk_cli_verify(m, "input module fails verification");
   if (!st) st = hk_cli_build_pipeline(c, reg, m, &pipeline);
   bool changed = false;
   if (!st) st = hk_cli_run_pipeline(c, pipeline, m, &changed);
   if (!st && !c->no_verify && changed)
-    st = verify(m, "module after the pipeline fails verification");
+    st = hk_cli_verify(m, "module after the pipeline fails verification");
   if (!st) {
     hk_cli_format_module(c, m, &out);
     st = hk_cli_write_output(c->output, out.data ? out.data : "", out.len);

@@ -94,5 +94,7 @@ hk_status *hk_cli_run_pipeline(const hk_cli_common *c, hk_pass *pipeline,
 hk_status *hk_cli_write_output(const char *path, const char *data, size_t len);
 /* The module printed per --format / --print-form. */
 void hk_cli_format_module(const hk_cli_common *c, const hk_module *m, hk_buf *out);
+/* hk_verify_module with the default options; the error says `when`. */
+hk_status *hk_cli_verify(const hk_module *m, const char *when);
 
 #endif

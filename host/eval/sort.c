@@ -91,11 +91,27 @@ static bool less(sort_ctx *c, int64_t x, int64_t y) {
   return c->fast_dir ? fast_less(c, x, y) : generic_less(c, x, y);
 }
 
+/* Stable insertion sort of a short run. */
+static void insertion_sort(sort_ctx *c, int64_t *a, int64_t n) {
+  for (int64_t i = 1; i < n; i++) {
+    int64_t x = a[i], j = i;
+    while (j > 0 && less(c, x, a[j - 1])) {
+      a[j] = a[j - 1];
+      j--;
+    }
+    a[j] = x;
+  }
+}
+
 static void merge_sort(sort_ctx *c, int64_t *a, int64_t *tmp, int64_t n) {
-  if (n < 2) return;
+  if (n <= 16) {
+    insertion_sort(c, a, n);
+    return;
+  }
   int64_t h = n / 2;
   merge_sort(c, a, tmp, h);
   merge_sort(c, a + h, tmp, n - h);
+  if (!less(c, a[h], a[h - 1])) return;   /* already in order */
   int64_t i = 0, j = h, k = 0;
   while (i < h && j < n) tmp[k++] = less(c, a[j], a[i]) ? a[j++] : a[i++];
   while (i < h) tmp[k++] = a[i++];

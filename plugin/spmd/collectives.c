@@ -240,9 +240,24 @@ void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t 
 }
 
 /* A scalar reducer computation (op over elem), made once per module. */
+/* "spmd.OP.TYPE" into out (96 bytes); asked once per collective, so no
+ * printf. */
+static void reducer_name(char *out, hk_prim elem, hk_opcode op) {
+  const char *parts[3] = {"spmd.", hk_opcode_name(op), hk_prim_name(elem)};
+  size_t n = 0;
+  for (int k = 0; k < 3; k++) {
+    size_t len = strlen(parts[k]);
+    if (n + len + 2 > 96) len = 96 - n - 2;
+    memcpy(out + n, parts[k], len);
+    n += len;
+    if (k == 1) out[n++] = '.';
+  }
+  out[n] = 0;
+}
+
 hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op) {
   char name[96];
-  snprintf(name, sizeof name, "spmd.%s.%s", hk_opcode_name(op), hk_prim_name(elem));
+  reducer_name(name, elem, op);
   hk_computation *c = hk_module_find_computation(m, name);
   if (c) return c;
   c = hk_computation_new(m, name);

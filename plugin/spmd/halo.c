@@ -152,7 +152,8 @@ static hk_instr *per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t 
 
 /* The halo one pad dimension needs: shard k of the output (size so)
  * starts at input position k*so - lo, shard k of the input (size si) at
- * k*si; left/right are the most any shard reads before/after its own. */
+ * k*si; left/right are the most any shard reads before/after its own
+ * (from as many neighbours as that takes). */
 typedef struct pad_halo {
   int64_t k, si, so, lo, left, right;
 } pad_halo;
@@ -169,7 +170,8 @@ static bool pad_halo_of(const hk_sharding *s, int d, int64_t n_in, int64_t n_out
     if (-start > h->left) h->left = -start;
     if (start + h->so - h->si > h->right) h->right = start + h->so - h->si;
   }
-  return h->si > 0 && h->left <= h->si && h->right <= h->si;
+  /* Worth it while the halos move less than gathering the dim would. */
+  return h->si > 0 && h->left + h->right < (h->k - 1) * h->si;
 }
 
 static hk_instr *compare_dir(spmd_visitor *v, hk_instr *a, hk_instr *b, hk_cmp_dir dir) {
@@ -209,11 +211,15 @@ static hk_instr *mask_outside(spmd_visitor *v, hk_instr *x, const hk_sharding *s
 static hk_instr *pad_dim_by_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t d,
                                  const pad_halo *h, int64_t n_in, hk_instr *pv) {
   hk_instr *ext = x;
-  if (h->left)
-    ext = concat_dim(v, shift_tiles_by(v, slice_dim(v, x, d, h->si - h->left, h->si), s, d, 1, false),
-                     ext, d);
-  if (h->right)
-    ext = concat_dim(v, ext, shift_tiles_by(v, slice_dim(v, x, d, 0, h->right), s, d, -1, false), d);
+  /* Left: the nearest neighbour's shard first, the farthest one's tail last. */
+  for (int64_t hop = 1, need = h->left; need > 0; hop++, need -= h->si) {
+    hk_instr *piece = need >= h->si ? x : slice_dim(v, x, d, h->si - need, h->si);
+    ext = concat_dim(v, shift_tiles_by(v, piece, s, d, hop, false), ext, d);
+  }
+  for (int64_t hop = 1, need = h->right; need > 0; hop++, need -= h->si) {
+    hk_instr *piece = need >= h->si ? x : slice_dim(v, x, d, 0, need);
+    ext = concat_dim(v, ext, shift_tiles_by(v, piece, s, d, -hop, false), d);
+  }
   ext = mask_outside(v, ext, s, d, h, n_in, pv);
   int64_t *starts = malloc(sizeof(int64_t) * (size_t)h->k);
   if (!starts) abort();

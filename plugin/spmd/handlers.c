@@ -248,7 +248,20 @@ static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   const hk_sharding *in_s =
       reshape_operand_sharding(v, orig->operands[0]->shape, orig->shape, s);
-  if (!in_s) return spmd_handle_fallback(v, orig);
+  if (!in_s) {
+    /* No operand tiling gives the output's: reshape the operand as it is
+     * tiled, and let the result be resharded (an all-to-all, say). */
+    spmd_value *val = spmd_lookup(v, orig->operands[0]);
+    const hk_sharding *out_s =
+        val && val->sharding && is_tiled_plain(val->sharding)
+            ? reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, val->sharding)
+            : NULL;
+    if (!out_s) return spmd_handle_fallback(v, orig);
+    hk_instr *op;
+    HK_TRY(operand_as(v, orig, 0, val->sharding, &op));
+    clone_local(v, orig, spmd_local_shape(v, out_s, orig->shape), &op, out_s);
+    return NULL;
+  }
   hk_instr *op;
   HK_TRY(operand_as(v, orig, 0, in_s, &op));
   clone_local(v, orig, spmd_local_shape(v, s, orig->shape), &op, s);
