@@ -559,6 +559,10 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
     case HK_OP_IOTA: return spmd_handle_iota(v, orig);
+    case HK_OP_CONSTANT:
+      if (hk_shape_is_array(orig->shape) && !hk_sharding_is_tuple(s) && !hk_sharding_is_maximal(s))
+        return spmd_handle_constant(v, orig);
+      break;
     case HK_OP_GATHER: return spmd_handle_gather(v, orig);
     case HK_OP_SCATTER: return spmd_handle_scatter(v, orig);
     case HK_OP_SORT:

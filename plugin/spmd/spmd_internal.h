@@ -155,8 +155,9 @@ typedef struct spmd_windowed_dot {
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
 
-/* ---- iota.c, reduce.c ---- */
+/* ---- creation.c, reduce.c ---- */
 hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig);
+hk_status *spmd_handle_constant(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig);
 /* ---- topk.c ---- */
 hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig);

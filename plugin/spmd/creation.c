@@ -1,5 +1,7 @@
-/* iota.c - a sharded iota is made locally: the local iota, plus the
- * partition's tile offset when the iota runs along a tiled dim. */
+/* creation.c - values made from nothing.  A sharded iota is made locally:
+ * the local iota, plus the partition's tile offset when the iota runs along
+ * a tiled dim.  A sharded constant stays whole; its users cut it by the
+ * partition's offsets (a local dynamic-slice), as in XLA. */
 #include "spmd_internal.h"
 
 hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig) {
@@ -19,5 +21,13 @@ hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig) {
     iota = hk_instr_new(v->comp, HK_OP_ADD, local, 2, ops, NULL);
   }
   spmd_set(v, orig, iota, s);
+  return NULL;
+}
+
+hk_status *spmd_handle_constant(spmd_visitor *v, hk_instr *orig) {
+  /* Kept whole: each user cuts the piece it needs (a local slice, cached
+   * per sharding), so a user that wants it replicated pays nothing. */
+  const hk_sharding *whole = spmd_replicated_like(v, spmd_sharding_of(v, orig), orig->shape);
+  spmd_set(v, orig, hk_instr_clone(v->comp, orig, orig->shape, 0, NULL, NULL), whole);
   return NULL;
 }
