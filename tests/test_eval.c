@@ -757,6 +757,32 @@ static hk_value *opaque_eval(const char *target, const char *operand) {
   return r;
 }
 
+START_TEST(test_compare_allows_reassociation_slack) {
+  /* f32 [1000, 0]: an element that cancels to zero may be off by a few
+   * ulps of the leaf's scale (rms ~707: 16 ulps ~1.3e-3), not more. */
+  int64_t two = 2;
+  hk_value *e = hk_value_new_array(HK_F32, 1, &two), *a = hk_value_new_array(HK_F32, 1, &two);
+  hk_value_set_f64(e, 0, 1000);
+  hk_value_set_f64(a, 0, 1000);
+  hk_value_set_f64(a, 1, 1e-3);
+  hk_compare_result r;
+  hk_value_compare(e, a, -1, -1, &r);
+  ck_assert(r.equal);
+  hk_compare_result_free(&r);
+  hk_value_set_f64(a, 1, 1e-2);
+  hk_value_compare(e, a, -1, -1, &r);
+  ck_assert(!r.equal);
+  hk_compare_result_free(&r);
+  /* An explicit atol means exactly that. */
+  hk_value_set_f64(a, 1, 1e-3);
+  hk_value_compare(e, a, 1e-5, -1, &r);
+  ck_assert(!r.equal);
+  hk_compare_result_free(&r);
+  hk_value_release(e);
+  hk_value_release(a);
+}
+END_TEST
+
 START_TEST(test_opaque_custom_calls) {
   const char *ones = "{{1, 1, 1}, {1, 1, 1}}", *other = "{{1, 1, 1}, {1, 1, 2}}";
   hk_value *a = opaque_eval("SomeCustomCall", ones), *b = opaque_eval("SomeCustomCall", ones);
@@ -1204,6 +1230,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_unsupported_op_is_an_error);
   tcase_add_test(t, test_identity_custom_calls_and_rng_determinism);
   tcase_add_test(t, test_opaque_custom_calls);
+  tcase_add_test(t, test_compare_allows_reassociation_slack);
   tcase_add_test(t, test_compare_tolerances);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("collectives");

@@ -264,7 +264,10 @@ typedef struct hk_compare_result {
 /* Compares actual against expected leaf by leaf: integers and pred
  * exactly, floats within atol + rtol * |expected| (NaN equals NaN; a
  * negative atol/rtol picks the type's default: f32 1e-5/1e-4, f64
- * 1e-9/1e-8, f16/bf16 and f8 looser). */
+ * 1e-9/1e-8, f16/bf16 and f8 looser; with the default atol an element may
+ * also be off by 16 ulps of the leaf's root-mean-square magnitude, the
+ * rounding a reassociated sum (partial sums added in another order) can
+ * leave on an element that cancels to near zero). */
 void hk_value_compare(const hk_value *expected, const hk_value *actual, double atol,
                       double rtol, hk_compare_result *out);
 void hk_compare_result_free(hk_compare_result *r);

@@ -73,27 +73,6 @@ static hk_status *full_to_shard(hk_device_ctx *d, const hk_instr *ins, hk_value 
   return st ? hk_status_prefix(st, "%s", ins->name) : NULL;
 }
 
-/* Places v at offset off of r (clipped to r). */
-static void paste_box(hk_value *r, const hk_value *v, const int64_t *off) {
-  int es = hk_esize(r->elem);
-  int64_t rst[HK_MAX_RANK], idx[HK_MAX_RANK] = {0};
-  hk_strides(r->rank, r->dims, rst);
-  for (int64_t i = 0; i < v->n; i++) {
-    bool inside = true;
-    int64_t o = 0;
-    for (int j = 0; j < r->rank; j++) {
-      int64_t p = off[j] + idx[j];
-      if (p >= r->dims[j]) inside = false;
-      o += p * rst[j];
-    }
-    if (inside) memcpy((uint8_t *)r->data + o * es, (const uint8_t *)v->data + i * es, (size_t)es);
-    for (int j = v->rank - 1; j >= 0; j--) {
-      if (++idx[j] < v->dims[j]) break;
-      idx[j] = 0;
-    }
-  }
-}
-
 /* The devices of partition's manual group under s (those whose tile
  * indices differ only in data and replicated dims); returns the count. */
 static int64_t manual_group(const hk_sharding *s, int64_t partition, int64_t n_devices,
@@ -151,7 +130,7 @@ static hk_status *assemble(hk_device_ctx *d, const hk_instr *ins, const hk_shard
       break;
     }
     memcpy(t->data, all + members[k] * t->nbytes, (size_t)t->nbytes);
-    paste_box(r, t, off);
+    hk_value_paste_box(r, t, off);
   }
   hk_value_release(t);
   free(members);

@@ -34,6 +34,16 @@ void hk_strides(int rank, const int64_t *dims, int64_t *strides);
 int64_t hk_dims_product(int rank, const int64_t *dims);
 /* An array value shaped like the instruction's (array) shape. */
 hk_value *hk_value_for_shape_dims(const hk_shape *s);
+/* Copies array l into g at offset off (per dim; the part outside g is
+ * dropped). */
+void hk_value_paste_box(hk_value *g, const hk_value *l, const int64_t *off);
+
+/* ---- comparing (value_io.c) ---------------------------------------------- */
+/* Root mean square of the finite elements (complex parts counted apart). */
+double hk_value_rms(const hk_value *v);
+/* What default tolerances add for summation order: a few ulps of `rms`
+ * in type p's precision. */
+double hk_reassociation_slack(hk_prim p, double rms);
 
 /* ---- the per-device evaluator ------------------------------------------ */
 typedef struct hk_eval_plan hk_eval_plan;

@@ -83,8 +83,8 @@ static bool step_of(const hk_instr *ins, const int32_t *opr, sp_step *s) {
   return true;
 }
 
-/* Register of each instruction (by post-order position), via scratch-free
- * lookup: a linear search over the (small) order. */
+/* The register of instruction x: its position in the build order (a
+ * linear search: scalar computations are small). */
 static int32_t reg_of(hk_instr *const *order, int64_t n, const hk_instr *x) {
   for (int64_t k = 0; k < n; k++)
     if (order[k] == x) return (int32_t)k;

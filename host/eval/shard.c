@@ -93,7 +93,8 @@ static void note(unshard_ctx *c, const char *fmt, long long a, long long b) {
   *c->disagree = strdup(buf);
 }
 
-/* Places local (device dev) at off in g; checks already written elements. */
+/* Places local (device dev) at off in g (clipped to g); with a written
+ * map, checks elements an earlier device wrote instead of overwriting. */
 static void paste_box(unshard_ctx *c, hk_value *g, uint8_t *written, const hk_value *l,
                       const int64_t *off, int64_t dev) {
   int es = hk_esize(g->elem);
@@ -110,7 +111,9 @@ static void paste_box(unshard_ctx *c, hk_value *g, uint8_t *written, const hk_va
     if (inside) {
       uint8_t *dst = (uint8_t *)g->data + o * es;
       const uint8_t *src = (const uint8_t *)l->data + i * es;
-      if (!written[o]) {
+      if (!written) {
+        memcpy(dst, src, (size_t)es);
+      } else if (!written[o]) {
         memcpy(dst, src, (size_t)es);
         written[o] = 1;
       } else if (memcmp(dst, src, (size_t)es)) {
@@ -123,6 +126,10 @@ static void paste_box(unshard_ctx *c, hk_value *g, uint8_t *written, const hk_va
       idx[j] = 0;
     }
   }
+}
+
+void hk_value_paste_box(hk_value *g, const hk_value *l, const int64_t *off) {
+  paste_box(NULL, g, NULL, l, off, 0);
 }
 
 static hk_status *unshard_array(unshard_ctx *c, hk_value *const *pd, const hk_sharding *s,
