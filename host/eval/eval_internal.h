@@ -39,6 +39,8 @@ hk_value *hk_value_for_shape_dims(const hk_shape *s);
 void hk_value_paste_box(hk_value *g, const hk_value *l, const int64_t *off);
 
 /* ---- comparing (value_io.c) ---------------------------------------------- */
+/* The default atol and rtol of float type p (hk_value_compare's). */
+void hk_default_tolerance(hk_prim p, double *atol, double *rtol);
 /* Root mean square of the finite elements (complex parts counted apart). */
 double hk_value_rms(const hk_value *v);
 /* What default tolerances add for summation order: a few ulps of `rms`

@@ -196,10 +196,19 @@ static int64_t linear_of(const hk_shape *s, const int64_t *idx) {
   return lin;
 }
 
-static void record(sample_run *r, const position *p, const hk_value *e, const hk_value *a) {
+/* Compares one position.  With the default atol the slack for summation
+ * order is taken from leaf_rms, the scale of the leaf's expected samples
+ * (a one-element value has no scale of its own). */
+static void record(sample_run *r, const position *p, const hk_value *e, const hk_value *a,
+                   double leaf_rms) {
   hk_sample_result *out = r->out;
   hk_compare_result c;
-  hk_value_compare(e, a, r->o.atol, r->o.rtol, &c);
+  double atol = r->o.atol, dat, drt;
+  if (atol < 0 && hk_prim_is_float((hk_prim)e->elem)) {
+    hk_default_tolerance((hk_prim)e->elem, &dat, &drt);
+    atol = dat + hk_reassociation_slack((hk_prim)e->elem, leaf_rms);
+  }
+  hk_value_compare(e, a, atol, r->o.rtol, &c);
   if (c.max_abs_error > out->max_abs_error || isnan(c.max_abs_error)) out->max_abs_error = c.max_abs_error;
   if (c.max_rel_error > out->max_rel_error || isnan(c.max_rel_error)) out->max_rel_error = c.max_rel_error;
   if (!c.equal && out->equal) {
@@ -221,29 +230,57 @@ static bool timed_out(const hk_status *st, const se_ctx *a, const se_ctx *b) {
                                                       (b->deadline_ns && now_ns() >= b->deadline_ns));
 }
 
+/* Root mean square of the finite expected values of leaf k among the
+ * first n positions. */
+static double leaf_rms(const plan *pl, hk_value *const *es, int64_t n, int k) {
+  double sum = 0;
+  int64_t cnt = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (pl->v[i].leaf != k || !hk_prim_is_float((hk_prim)es[i]->elem)) continue;
+    double x = hk_value_get_f64(es[i], 0);
+    if (isfinite(x)) {
+      sum += x * x;
+      cnt++;
+    }
+  }
+  return cnt ? sqrt(sum / (double)cnt) : 0;
+}
+
+/* Evaluates every position (both programs), then compares them: the
+ * tolerance needs the scale of each leaf's samples. */
 static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan *pl) {
-  for (int64_t i = 0; i < pl->n; i++) {
+  hk_value **es = calloc((size_t)(pl->n ? pl->n : 1), sizeof *es);
+  hk_value **as = calloc((size_t)(pl->n ? pl->n : 1), sizeof *as);
+  if (!es || !as) abort();
+  int64_t done = 0;
+  hk_status *st = NULL;
+  for (int64_t i = 0; i < pl->n && !st; i++) {
     const position *p = &pl->v[i];
-    hk_value *e = NULL, *a = NULL;
-    hk_status *st = read_point(gx, 0, p->leaf, p->global, &e);
+    st = read_point(gx, 0, p->leaf, p->global, &es[i]);
     if (st) st = hk_status_prefix(st, "global module");
     if (!st) {
-      st = read_point(px, p->device, p->leaf, p->local, &a);
+      st = read_point(px, p->device, p->leaf, p->local, &as[i]);
       if (st) st = hk_status_prefix(st, "partitioned module, device %lld", (long long)p->device);
     }
-    if (!st) record(r, p, e, a);
-    hk_value_release(e);
-    hk_value_release(a);
-    if (timed_out(st, gx, px) && r->out->samples > 0) {
+    if (!st) done = i + 1;
+    if (timed_out(st, gx, px) && done > 0) {
       hk_status_free(st);
+      st = NULL;
       r->out->timed_out = true;
-      return NULL;
+      break;
     }
-    if (st) return st;
     se_ctx_trim(gx);
     se_ctx_trim(px);
   }
-  return NULL;
+  for (int64_t i = 0; i < done && !st; i++)
+    record(r, &pl->v[i], es[i], as[i], leaf_rms(pl, es, done, pl->v[i].leaf));
+  for (int64_t i = 0; i < pl->n; i++) {
+    hk_value_release(es[i]);
+    hk_value_release(as[i]);
+  }
+  free(es);
+  free(as);
+  return st;
 }
 
 static hk_status *run_sampled(sample_run *r) {

@@ -474,6 +474,71 @@ static hk_status *reduce_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, 
   return NULL;
 }
 
+/* Adds the operand box cb into acc (one double per element of the result
+ * box; reduced dims folded). */
+static void accumulate_box(const hk_instr *ins, const hk_value *v, const se_box *cb, double *acc) {
+  bool reduced[SE_MAX_RANK] = {0};
+  for (int i = 0; i < ins->n_dims; i++) reduced[ins->dims[i]] = true;
+  int64_t ost[SE_MAX_RANK] = {0}, st = 1, idx[SE_MAX_RANK] = {0};
+  for (int d = cb->rank - 1; d >= 0; d--)
+    if (!reduced[d]) {
+      ost[d] = st;
+      st *= cb->n[d];
+    }
+  bool f32 = v->elem == HK_F32;
+  int64_t o = 0;
+  for (int64_t i = 0; i < v->n; i++) {
+    acc[o] += f32 ? (double)((const float *)v->data)[i] : hk_value_get_f64(v, i);
+    for (int d = cb->rank - 1; d >= 0; d--) {
+      o += ost[d];
+      if (++idx[d] < cb->n[d]) break;
+      o -= ost[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* An f32 add-reduce summed in double and rounded once (as dots are), in
+ * chunks of the largest reduced dim: the global and partitioned sums then
+ * differ only by the partitioned program's own roundings. */
+static hk_status *reduce_add_wide(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *ib,
+                                  const se_box *b, hk_value **out) {
+  int big = (int)ins->dims[0];
+  for (int i = 1; i < ins->n_dims; i++)
+    if (ib->n[ins->dims[i]] > ib->n[big]) big = (int)ins->dims[i];
+  int64_t per_slice = ib->n[big] ? se_box_count(ib) / ib->n[big] : 1;
+  int64_t step = REDUCE_CHUNK / (per_slice ? per_slice : 1);
+  if (step < 1) step = 1;
+  hk_value *iv;
+  se_box scalar = {0};
+  HK_TRY(se_operand(x, f, ins, 1, &scalar, &iv));
+  double init_value = hk_value_get_f64(iv, 0);
+  hk_value_release(iv);
+  int64_t n = se_box_count(b);
+  double *acc = malloc((size_t)(n ? n : 1) * sizeof(double));
+  if (!acc) abort();
+  for (int64_t i = 0; i < n; i++) acc[i] = init_value;
+  hk_status *st = NULL;
+  for (int64_t lo = 0; lo < ib->n[big] && !st; lo += step) {
+    se_box cb = *ib;
+    cb.lo[big] = ib->lo[big] + lo;
+    cb.n[big] = lo + step < ib->n[big] ? step : ib->n[big] - lo;
+    hk_value *v;
+    st = se_operand(x, f, ins, 0, &cb, &v);
+    if (!st) {
+      accumulate_box(ins, v, &cb, acc);
+      hk_value_release(v);
+    }
+  }
+  if (!st) {
+    hk_value *r = se_value_of_box((hk_prim)ins->shape->elem, b);
+    for (int64_t i = 0; i < n; i++) hk_value_set_f64(r, i, acc[i]);
+    *out = r;
+  }
+  free(acc);
+  return st;
+}
+
 hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                         hk_value **out) {
   int N = ins->n_operands / 2;
@@ -490,6 +555,9 @@ hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, c
     kept += !reduced;
   }
   if (kept != b->rank) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "reduce dimensions do not match the result");
+  if (N == 1 && ins->n_called > 0 && ins->n_dims > 0 && ins->shape->elem == HK_F32 &&
+      ins->operands[0]->shape->elem == HK_F32 && hk_reducer_kind_of(ins->called[0]) == HK_RED_ADD)
+    return reduce_add_wide(x, f, ins, &ib, b, out);
   if (N == 1 && ins->n_called > 0 && se_box_count(&ib) > REDUCE_CHUNK) {
     hk_reducer_kind kind = hk_reducer_kind_of(ins->called[0]);
     if (kind != HK_RED_GENERIC && kind <= HK_RED_MIN) return reduce_in_chunks(x, f, ins, kind, &ib, b, out);

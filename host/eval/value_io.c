@@ -7,7 +7,7 @@
 
 /* ---- comparing ----------------------------------------------------------- */
 
-static void default_tol(hk_prim p, double *atol, double *rtol) {
+void hk_default_tolerance(hk_prim p, double *atol, double *rtol) {
   switch (p) {
     case HK_F64: case HK_C128: *atol = 1e-9; *rtol = 1e-8; break;
     case HK_F32: case HK_C64: *atol = 1e-5; *rtol = 1e-4; break;
@@ -87,7 +87,7 @@ static void compare_leaf(const hk_value *e, const hk_value *a, int64_t leaf, dou
     return;
   }
   double at = atol, rt = rtol, dat, drt;
-  default_tol(p, &dat, &drt);
+  hk_default_tolerance(p, &dat, &drt);
   if (at < 0) at = dat;
   if (rt < 0) rt = drt;
   int parts = hk_prim_is_complex(p) ? 2 : 1;
