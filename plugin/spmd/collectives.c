@@ -239,7 +239,6 @@ void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t 
   out->reduce_scatter = create_reduce_scatter;
 }
 
-/* A scalar reducer computation (op over elem), made once per module. */
 /* "spmd.OP.TYPE" into out (96 bytes); asked once per collective, so no
  * printf. */
 static void reducer_name(char *out, hk_prim elem, hk_opcode op) {
@@ -255,6 +254,8 @@ static void reducer_name(char *out, hk_prim elem, hk_opcode op) {
   out[n] = 0;
 }
 
+/* A scalar reducer computation (op over elem), made once per module and
+ * appended to it; only the partitioner calls it. */
 hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op) {
   char name[96];
   reducer_name(name, elem, op);
@@ -269,7 +270,8 @@ hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op) {
     hk_computation_register_param(c, p[i]);
   }
   hk_computation_set_root(c, hk_instr_new(c, op, s, 2, p, NULL));
-  hk_module_sort_computations(m);
+  /* Not sorted into place here (a walk of the whole module): the driver
+   * sorts the computations once partitioning is done. */
   return c;
 }
 

@@ -90,17 +90,11 @@ static hk_status *check_entry_contract(spmd_partitioner *p, hk_module *m) {
   return NULL;
 }
 
-/* Canonicalises shardings to XLA's normal form and spreads non-tuple
- * shardings over tuple-shaped instructions, so handlers see one spelling. */
-static void canonicalize_shardings(spmd_partitioner *p, hk_module *m,
-                                   const hk_exec_threads *threads) {
-  for (int32_t k = 0; k < m->n_computations; k++) {
-    hk_computation *c = m->computations[k];
-    if (!hk_exec_threads_include(threads, c)) continue;
-    for (hk_instr *i = c->first; i; i = i->next)
-      if (i->sharding)
-        i->sharding = hk_sharding_for_shape(m, spmd_canonical(p, m, i->sharding), i->shape);
-  }
+/* Canonicalises i's sharding to XLA's normal form and spreads a non-tuple
+ * sharding over a tuple-shaped instruction, so handlers see one spelling. */
+static void canonicalize_sharding(spmd_partitioner *p, hk_module *m, hk_instr *i) {
+  if (i->sharding)
+    i->sharding = hk_sharding_for_shape(m, spmd_canonical(p, m, i->sharding), i->shape);
 }
 
 /* Computations the partitioner rewrites: those not only called as embedded
@@ -111,16 +105,20 @@ static bool partitioned_computation(hk_call_graph *cg, const hk_computation *c) 
   return n && (n->context & HK_CALL_CONTROL_FLOW);
 }
 
+/* One walk of each computation: every sharding canonicalised, and in the
+ * computations the partitioner rewrites, the checks and the defaults. */
 static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
                                            const hk_exec_threads *threads) {
   spmd_partitioner *p = (spmd_partitioner *)self;
-  canonicalize_shardings(p, m, threads);
   hk_call_graph *cg = hk_call_graph_build(m);
   hk_status *st = NULL;
   for (int32_t k = 0; k < m->n_computations && !st; k++) {
     hk_computation *c = m->computations[k];
-    if (!hk_exec_threads_include(threads, c) || !partitioned_computation(cg, c)) continue;
+    if (!hk_exec_threads_include(threads, c)) continue;
+    bool partitioned = partitioned_computation(cg, c);
     for (hk_instr *i = c->first; i && !st; i = i->next) {
+      canonicalize_sharding(p, m, i);
+      if (!partitioned) continue;
       st = check_side_effect(p, i);
       if (!st && i->sharding) {
         st = spmd_validate_sharding(p, i->sharding, i->shape);

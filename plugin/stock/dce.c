@@ -37,16 +37,38 @@ static bool is_dead(const hk_instr *i, bool remove_collectives) {
          (remove_collectives && is_dead_cross_partition_collective(i));
 }
 
-/* Nothing is dead unless something is dead with no users at all: one walk
- * of the list answers that and spares the post order of a clean module. */
-static bool any_dead(const hk_computation *c, bool remove_collectives) {
-  for (const hk_instr *i = c->first; i; i = i->next)
-    if (!i->n_users && is_dead(i, remove_collectives)) return true;
-  return false;
+/* The computations one computation calls (call sites in list order,
+ * consecutive repeats dropped). */
+typedef struct callees {
+  hk_computation **v;
+  int32_t n, cap;
+} callees;
+
+static void add_callee(callees *cl, hk_computation *c) {
+  if (cl->n && cl->v[cl->n - 1] == c) return;
+  if (cl->n == cl->cap) {
+    cl->cap = cl->cap ? 2 * cl->cap : 8;
+    cl->v = realloc(cl->v, (size_t)cl->cap * sizeof *cl->v);
+    if (!cl->v) abort();
+  }
+  cl->v[cl->n++] = c;
 }
 
-static bool dce_computation(hk_computation *c, bool remove_collectives) {
-  if (!any_dead(c, remove_collectives)) return false;
+/* One walk of c: its callees into cl, and whether anything in it is dead
+ * with no users at all (nothing is dead otherwise, so a clean computation
+ * needs no post order). */
+static bool scan(const hk_computation *c, bool look_for_dead, bool remove_collectives,
+                 callees *cl) {
+  bool dead = false;
+  cl->n = 0;
+  for (const hk_instr *i = c->first; i; i = i->next) {
+    for (int32_t k = 0; k < i->n_called; k++) add_callee(cl, i->called[k]);
+    if (look_for_dead && !dead && !i->n_users && is_dead(i, remove_collectives)) dead = true;
+  }
+  return dead;
+}
+
+static bool remove_dead(hk_computation *c, bool remove_collectives) {
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
@@ -73,15 +95,52 @@ static bool dce_computation(hk_computation *c, bool remove_collectives) {
   return n_dead > 0 && !st;
 }
 
+/* Removes the computations the entry does not reach, from the callee
+ * lists the scans made (no further walk of the instructions). */
+static bool remove_unreachable(hk_module *m, const callees *calls) {
+  int32_t nc = m->n_computations;
+  bool *live = calloc((size_t)nc + 1, sizeof *live);
+  hk_computation **stack = malloc(((size_t)nc + 1) * sizeof *stack);
+  if (!live || !stack) abort();
+  int32_t sp = 0;
+  live[m->entry->index] = true;
+  stack[sp++] = m->entry;
+  while (sp) {
+    const callees *cl = &calls[stack[--sp]->index];
+    for (int32_t k = 0; k < cl->n; k++)
+      if (!live[cl->v[k]->index]) {
+        live[cl->v[k]->index] = true;
+        stack[sp++] = cl->v[k];
+      }
+  }
+  /* Collect first: removal renumbers module->computations. */
+  int32_t n_dead = 0;
+  for (int32_t k = 0; k < nc; k++)
+    if (!live[m->computations[k]->index]) stack[n_dead++] = m->computations[k];
+  for (int32_t k = 0; k < n_dead; k++) hk_module_remove_computation(m, stack[k]);
+  free(live);
+  free(stack);
+  return n_dead > 0;
+}
+
 static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                           bool *changed) {
   stock_pass *p = (stock_pass *)self;
-  bool any = false;
-  for (int32_t k = 0; k < m->n_computations; k++) {
+  bool any = false, collectives = p->flag[0];
+  int32_t nc = m->n_computations;
+  callees *calls = calloc((size_t)nc + 1, sizeof *calls);
+  if (!calls) abort();
+  for (int32_t k = 0; k < nc; k++) {
     hk_computation *c = m->computations[k];
-    if (hk_exec_threads_include(threads, c)) any |= dce_computation(c, p->flag[0]);
+    bool mine = hk_exec_threads_include(threads, c);
+    if (scan(c, mine, collectives, &calls[c->index]) && remove_dead(c, collectives)) {
+      any = true;
+      scan(c, false, collectives, &calls[c->index]);   /* removed call sites */
+    }
   }
-  any |= stock_remove_unreachable_computations(m);
+  if (m->entry) any |= remove_unreachable(m, calls);
+  for (int32_t k = 0; k < nc; k++) free(calls[k].v);
+  free(calls);
   *changed = any;
   return NULL;
 }
