@@ -128,19 +128,45 @@ static void channel_deps_free(channel_deps *d) {
   free(d->slot_of);
 }
 
-static void push_channel_deps(ptr_stack *s, const channel_deps *d, const hk_instr *cur) {
-  if (!d->n || !is_channel_collective(cur)) return;
+/* The channel table is built the first time the walk meets a channel
+ * collective: modules without one never scan for them. */
+typedef struct post_walk {
+  ptr_stack s;
+  const hk_computation *c;
+  channel_deps d;
+  bool have_deps;
+  hk_instr **out;
+  int64_t n_out, cap;
+} post_walk;
+
+static void push_channel_deps(post_walk *w, const hk_instr *cur) {
+  if (!is_channel_collective(cur)) return;
+  if (!w->have_deps) {
+    channel_deps_init(&w->d, w->c);
+    w->have_deps = true;
+  }
+  const channel_deps *d = &w->d;
+  if (!d->n) return;
   size_t h = channel_slot(d, cur);
   if (d->slot_key[h] != cur) return;
   int64_t k = d->slot_of[h];
   /* earlier members of the channel, in list order */
   int64_t first = k;
   while (first > 0 && d->v[first - 1].channel == d->v[k].channel) first--;
-  for (int64_t j = first; j < k; j++) stack_push(s, d->v[j].instr);
+  for (int64_t j = first; j < k; j++) stack_push(&w->s, d->v[j].instr);
 }
 
-static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_instr **out,
-                     int64_t *n_out) {
+static void emit(post_walk *w, hk_instr *i) {
+  if (w->n_out == w->cap) {   /* only when n_instrs undercounts the list */
+    w->cap = w->cap ? 2 * w->cap : 16;
+    w->out = realloc(w->out, (size_t)w->cap * sizeof *w->out);
+    if (!w->out) abort();
+  }
+  w->out[w->n_out++] = i;
+}
+
+static void dfs_from(post_walk *w, hk_instr *start) {
+  ptr_stack *s = &w->s;
   s->n = 0;
   stack_push(s, start);
   while (s->n) {
@@ -150,12 +176,12 @@ static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_in
       s->n--;
       if (st != VISIT_DONE) {
         set_visit_state(cur, VISIT_DONE);
-        out[(*n_out)++] = cur;
+        emit(w, cur);
       }
       continue;
     }
     set_visit_state(cur, VISIT_ACTIVE);
-    if (cur != start) push_channel_deps(s, d, cur);
+    if (cur != start) push_channel_deps(w, cur);
     for (int32_t k = cur->n_operands; k-- > 0;) stack_push(s, cur->operands[k]);
     if (cur->attrs)
       for (int32_t k = 0; k < cur->attrs->n_control_preds; k++)
@@ -164,27 +190,23 @@ static void dfs_from(hk_instr *start, ptr_stack *s, const channel_deps *d, hk_in
 }
 
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
-  int64_t count = 0;   /* the list itself, not n_instrs, bounds the output */
-  for (const hk_instr *i = c->first; i; i = i->next) count++;
-  hk_instr **out = malloc((size_t)(count ? count : 1) * sizeof *out);
-  if (!out) abort();
-  int64_t n_out = 0;
-  ptr_stack s = {.c = c};
-  channel_deps d;
-  channel_deps_init(&d, c);
+  post_walk w = {.s = {.c = c}, .c = c, .cap = c->n_instrs > 0 ? c->n_instrs : 1};
+  w.out = malloc((size_t)w.cap * sizeof *w.out);
+  if (!w.out) abort();
   pthread_mutex_lock(&post_order_lock);
   for (hk_instr *i = c->first; i; i = i->next)
-    if (i->n_users == 0) dfs_from(i, &s, &d, out, &n_out);
+    if (i->n_users == 0) dfs_from(&w, i);
   /* Instructions only reachable through a cycle (invalid IR) still appear. */
-  if (n_out < count)
+  if (w.n_out < c->n_instrs)
     for (hk_instr *i = c->first; i; i = i->next)
-      if (visit_state(i) == VISIT_NEW) dfs_from(i, &s, &d, out, &n_out);
-  for (hk_instr *i = c->first; i; i = i->next) set_visit_state(i, VISIT_NEW);
+      if (visit_state(i) == VISIT_NEW) dfs_from(&w, i);
+  /* every instruction the walk marked is in the output, marked done */
+  for (int64_t k = 0; k < w.n_out; k++) set_visit_state(w.out[k], VISIT_NEW);
   pthread_mutex_unlock(&post_order_lock);
-  free(s.v);
-  channel_deps_free(&d);
-  *n = n_out;
-  return out;
+  free(w.s.v);
+  if (w.have_deps) channel_deps_free(&w.d);
+  *n = w.n_out;
+  return w.out;
 }
 
 hk_program_shape hk_computation_program_shape(hk_computation *c) {

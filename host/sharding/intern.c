@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ir/intern.h"
+#include "ir/irpriv.h"
 #include "sharding/sharding_impl.h"
 
 /* ---- hashing and equality over every field ------------------------------ */
@@ -322,7 +323,11 @@ static const hk_sharding *simple_kind(hk_module *m, hk_sharding_kind kind) {
   return hk_sharding_intern(m, &t);
 }
 
-const hk_sharding *hk_sharding_replicated(hk_module *m) { return simple_kind(m, HK_SHARDING_REPLICATED); }
+/* Interned shardings live as long as the module: the answer is kept. */
+const hk_sharding *hk_sharding_replicated(hk_module *m) {
+  if (!m->impl->replicated) m->impl->replicated = simple_kind(m, HK_SHARDING_REPLICATED);
+  return m->impl->replicated;
+}
 const hk_sharding *hk_sharding_manual(hk_module *m) { return simple_kind(m, HK_SHARDING_MANUAL); }
 
 const hk_sharding *hk_sharding_maximal(hk_module *m, int64_t device) {

@@ -264,14 +264,27 @@ static void preprocess_concat(hk_instr *concat) {
 
 /* ---- the phase -------------------------------------------------------------------- */
 
+static bool is_candidate(const hk_instr *i) {
+  return (i->opcode == HK_OP_SLICE || i->opcode == HK_OP_CONCATENATE) && worth_preprocessing(i);
+}
+
+/* One list scan: most computations have nothing to rewrite, and then no
+ * post order is built. */
+static bool has_candidate(const hk_computation *c) {
+  for (const hk_instr *i = c->first; i; i = i->next)
+    if (is_candidate(i)) return true;
+  return false;
+}
+
 static void preprocess_computation(hk_computation *c) {
+  if (!has_candidate(c)) return;
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   /* An instruction removed by an earlier rewrite is never visited: rewrites
    * only remove the instruction visited and its (earlier) operands. */
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
-    if (!worth_preprocessing(i)) continue;
+    if (!is_candidate(i)) continue;
     if (i->opcode == HK_OP_SLICE) merge_pad_slice(i);
     else if (i->opcode == HK_OP_CONCATENATE) preprocess_concat(i);
   }
