@@ -99,9 +99,10 @@ static void canonicalize_sharding(spmd_partitioner *p, hk_module *m, hk_instr *i
 
 /* Computations the partitioner rewrites: those not only called as embedded
  * (reducers, comparators keep their scalar shapes). */
-static bool partitioned_computation(hk_call_graph *cg, const hk_computation *c) {
+static bool partitioned_computation(hk_call_graph **cg, hk_module *m, const hk_computation *c) {
   if (c->is_entry) return true;
-  hk_call_graph_node *n = hk_call_graph_node_of(cg, c);
+  if (!*cg) *cg = hk_call_graph_build(m);   /* built only when a callee is met */
+  hk_call_graph_node *n = hk_call_graph_node_of(*cg, c);
   return n && (n->context & HK_CALL_CONTROL_FLOW);
 }
 
@@ -110,12 +111,12 @@ static bool partitioned_computation(hk_call_graph *cg, const hk_computation *c) 
 static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
                                            const hk_exec_threads *threads) {
   spmd_partitioner *p = (spmd_partitioner *)self;
-  hk_call_graph *cg = hk_call_graph_build(m);
+  hk_call_graph *cg = NULL;
   hk_status *st = NULL;
   for (int32_t k = 0; k < m->n_computations && !st; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
-    bool partitioned = partitioned_computation(cg, c);
+    bool partitioned = partitioned_computation(&cg, m, c);
     for (hk_instr *i = c->first; i && !st; i = i->next) {
       canonicalize_sharding(p, m, i);
       if (!partitioned) continue;
@@ -130,7 +131,7 @@ static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
                         : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape);
     }
   }
-  hk_call_graph_free(cg);
+  if (cg) hk_call_graph_free(cg);
   if (!st && !p->options.allow_module_signature_change) st = check_entry_contract(p, m);
   return st;
 }
@@ -298,8 +299,9 @@ static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threa
 static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
   hk_computation *entry = m->entry;
   const hk_sharding *root_sharding = entry->root->sharding;
-  hk_call_graph *cg = hk_call_graph_build(m);
-  if (!hk_call_graph_is_flattened(cg)) {
+  /* A lone computation calls nothing: flat, and no graph is needed. */
+  hk_call_graph *cg = m->n_computations > 1 ? hk_call_graph_build(m) : NULL;
+  if (m->n_computations > 1 && (!cg || !hk_call_graph_is_flattened(cg))) {
     hk_call_graph_free(cg);
     HK_RET_CHECK(false, "call graph is not flattened");
   }
@@ -309,7 +311,7 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
   hk_computation *ne = NULL;
   hk_status *st = spmd_partition_computation(p, entry, entry->n_params, ps, root_sharding, cg, &ne);
   free(ps);
-  hk_call_graph_free(cg);
+  if (cg) hk_call_graph_free(cg);
   if (st) return st;
   hk_module_set_entry(m, ne);
   remove_unreachable(m);
