@@ -242,6 +242,15 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions,
 hk_status *hk_value_shard(const hk_value *global, const hk_sharding *s,
                           const hk_shape *global_shape, int64_t device,
                           const hk_shape *local, hk_value **out);
+/* How `hlokit check` maps a global program's entry onto its partitioned
+ * one: the sharding of entry parameter i (the recorded
+ * spmd_parameters_shardings, else the parameter's own when the partitioned
+ * shape differs from the global one, else NULL: the whole value) and of the
+ * result (spmd_output_sharding, likewise). */
+const hk_sharding *hk_spmd_parameter_sharding(const hk_module *global,
+                                              const hk_module *partitioned, int i);
+const hk_sharding *hk_spmd_result_sharding(const hk_module *global,
+                                           const hk_module *partitioned);
 /* Reassembles a global value of global_shape from one value per device
  * under sharding s: tiles are placed at their offsets; replicated values
  * come from device 0, maximal ones from their device.  Devices that hold

@@ -14,25 +14,6 @@ int64_t hk_check_count_instrs(const hk_module *m) {
   return n;
 }
 
-/* Sharding of entry parameter i: recorded, else the parameter's own when
- * the partitioned shape differs from the global one, else replicated. */
-static const hk_sharding *param_sharding(const hk_module *g, const hk_module *p, int i) {
-  const hk_module_config *cfg = &p->config;
-  if (cfg->n_spmd_parameters_shardings == p->entry->n_params && cfg->spmd_parameters_shardings)
-    return cfg->spmd_parameters_shardings[i];
-  const hk_shape *gs = g->entry->params[i]->shape, *ps = p->entry->params[i]->shape;
-  if (!hk_shape_compatible(gs, ps))
-    return p->entry->params[i]->sharding ? p->entry->params[i]->sharding : g->entry->params[i]->sharding;
-  return NULL;
-}
-
-static const hk_sharding *output_sharding(const hk_module *g, const hk_module *p) {
-  if (p->config.spmd_output_sharding) return p->config.spmd_output_sharding;
-  if (!hk_shape_compatible(g->entry->root->shape, p->entry->root->shape))
-    return p->entry->root->sharding ? p->entry->root->sharding : g->entry->root->sharding;
-  return NULL;
-}
-
 static hk_status *scatter_inputs(const hk_module *g, const hk_module *p, hk_value *const *in,
                                  int64_t parts, int64_t n, hk_value ***dev) {
   int np = p->entry->n_params;
@@ -43,7 +24,7 @@ static hk_status *scatter_inputs(const hk_module *g, const hk_module *p, hk_valu
     dev[d] = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
     if (!dev[d]) abort();
     for (int i = 0; i < np; i++) {
-      hk_status *st = hk_value_shard(in[i], param_sharding(g, p, i), g->entry->params[i]->shape,
+      hk_status *st = hk_value_shard(in[i], hk_spmd_parameter_sharding(g, p, i), g->entry->params[i]->shape,
                                      d % parts, p->entry->params[i]->shape, &dev[d][i]);
       if (st) return hk_status_prefix(st, "parameter %d, device %lld", i, (long long)d);
     }
@@ -54,7 +35,7 @@ static hk_status *scatter_inputs(const hk_module *g, const hk_module *p, hk_valu
 /* Gathers replica 0's outputs; other replicas must match it exactly. */
 static hk_status *gather_outputs(const hk_module *g, const hk_module *p, hk_value *const *res,
                                  int64_t parts, int64_t n, hk_value **out, char **disagree) {
-  HK_TRY(hk_value_unshard(res, parts, output_sharding(g, p), g->entry->root->shape, out, disagree));
+  HK_TRY(hk_value_unshard(res, parts, hk_spmd_result_sharding(g, p), g->entry->root->shape, out, disagree));
   for (int64_t d = parts; d < n && !*disagree; d++) {
     hk_compare_result r;
     hk_value_compare(res[d % parts], res[d], 0, 0, &r);
@@ -183,7 +164,7 @@ static void compare_per_device(const hk_module *g, const hk_module *p, hk_value 
                                const hk_check_opts *o, hk_compare_result *out) {
   memset(out, 0, sizeof *out);
   out->equal = true;
-  const hk_sharding *os = output_sharding(g, p);
+  const hk_sharding *os = hk_spmd_result_sharding(g, p);
   for (int64_t d = 0; d < n; d++) {
     hk_value *want = NULL;
     hk_compare_result r = {0};

@@ -58,9 +58,7 @@ static void plan_push(plan *pl, const position *p) {
 /* ---- where a global element lives -------------------------------------------- */
 
 static const hk_sharding *output_sharding(const hk_module *g, const hk_module *p, int leaf) {
-  const hk_sharding *s = p->config.spmd_output_sharding;
-  if (!s && !hk_shape_compatible(g->entry->root->shape, p->entry->root->shape))
-    s = p->entry->root->sharding ? p->entry->root->sharding : g->entry->root->sharding;
+  const hk_sharding *s = hk_spmd_result_sharding(g, p);
   if (s && s->kind == HK_SHARDING_TUPLE) s = leaf < s->n_elems ? s->elems[leaf] : NULL;
   return s;
 }

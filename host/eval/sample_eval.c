@@ -254,19 +254,6 @@ static void frame_free(se_frame *f) {
 
 /* ---- context ------------------------------------------------------------------- */
 
-/* Sharding of entry parameter i of the partitioned module: recorded, else
- * its own when the partitioned shape differs from the global one (as
- * `hlokit check` scatters inputs). */
-static const hk_sharding *param_sharding(const hk_module *g, const hk_module *p, int i) {
-  const hk_module_config *cfg = &p->config;
-  if (cfg->n_spmd_parameters_shardings == p->entry->n_params && cfg->spmd_parameters_shardings)
-    return cfg->spmd_parameters_shardings[i];
-  const hk_shape *gs = g->entry->params[i]->shape, *ps = p->entry->params[i]->shape;
-  if (!hk_shape_compatible(gs, ps))
-    return p->entry->params[i]->sharding ? p->entry->params[i]->sharding : g->entry->params[i]->sharding;
-  return NULL;
-}
-
 hk_status *se_ctx_init(se_ctx *x, const hk_module *m, const hk_module *global, bool partitioned,
                        int64_t num_partitions, int64_t num_replicas, uint64_t seed) {
   memset(x, 0, sizeof *x);
@@ -285,7 +272,7 @@ hk_status *se_ctx_init(se_ctx *x, const hk_module *m, const hk_module *global, b
   x->param_sharding = calloc((size_t)(m->entry->n_params + 1), sizeof *x->param_sharding);
   x->entry = calloc((size_t)(num_partitions * num_replicas), sizeof *x->entry);
   if (!x->param_sharding || !x->entry) abort();
-  for (int i = 0; partitioned && i < m->entry->n_params; i++) x->param_sharding[i] = param_sharding(global, m, i);
+  for (int i = 0; partitioned && i < m->entry->n_params; i++) x->param_sharding[i] = hk_spmd_parameter_sharding(global, m, i);
   x->scratch = hk_module_new("sample_scratch");
   HK_TRY(hk_eval_plan_build(m, &x->plan));
   HK_TRY(hk_device_ctx_init(&x->dev, x->plan, &x->dev_opts));

@@ -227,3 +227,22 @@ hk_status *hk_value_unshard(hk_value *const *per_device, int64_t n_devices,
   unshard_ctx c = {disagree, n_devices};
   return unshard(&c, per_device, s, global_shape, out);
 }
+
+/* ---- the entry contract of a partitioned program ------------------------------ */
+
+const hk_sharding *hk_spmd_parameter_sharding(const hk_module *g, const hk_module *p, int i) {
+  const hk_module_config *cfg = &p->config;
+  if (cfg->n_spmd_parameters_shardings == p->entry->n_params && cfg->spmd_parameters_shardings)
+    return cfg->spmd_parameters_shardings[i];
+  const hk_shape *gs = g->entry->params[i]->shape, *ps = p->entry->params[i]->shape;
+  if (!hk_shape_compatible(gs, ps))
+    return p->entry->params[i]->sharding ? p->entry->params[i]->sharding : g->entry->params[i]->sharding;
+  return NULL;
+}
+
+const hk_sharding *hk_spmd_result_sharding(const hk_module *g, const hk_module *p) {
+  if (p->config.spmd_output_sharding) return p->config.spmd_output_sharding;
+  if (!hk_shape_compatible(g->entry->root->shape, p->entry->root->shape))
+    return p->entry->root->sharding ? p->entry->root->sharding : g->entry->root->sharding;
+  return NULL;
+}
