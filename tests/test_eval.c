@@ -1107,6 +1107,10 @@ START_TEST(test_cli_check_tells_right_from_wrong) {
   ck_assert_int_eq(hlokit("check " FX "negate_rows.hlo --partitioned=" FX "negate_rows_spmd_wrong_offsets.hlo"), 1);
   ck_assert_int_eq(hlokit("check " FX "rotate.hlo --partitioned=" FX "rotate_spmd_ok.hlo --seed=7"), 0);
   ck_assert_int_eq(hlokit("check " FX "rotate.hlo --partitioned=" FX "rotate_spmd_swapped_pairs.hlo"), 1);
+  /* With replicas the global program runs on every replica too. */
+  ck_assert_int_eq(hlokit("check " FX "cross_replica_all_reduce.hlo --num-partitions=2 --num-replicas=2"
+                          " '--passes=spmd-partitioning{allow_module_signature_change=true}'"),
+                   0);
 }
 END_TEST
 

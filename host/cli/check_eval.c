@@ -159,6 +159,31 @@ static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int6
   return st;
 }
 
+/* The global program with replicas: every replica runs it on the same
+ * inputs (its cross-replica collectives combine them); *out gets replica
+ * 0's result. */
+static hk_status *evaluate_global(const hk_module *g, hk_value **in, int64_t reps,
+                                  const hk_eval_options *eo, hk_value **out, hk_eval_stats *stats) {
+  int np = g->entry->n_params;
+  if (reps <= 1) return hk_eval_module(g, in, np, out, eo, stats);
+  hk_value ***gin = calloc((size_t)reps, sizeof(hk_value **));
+  hk_value **gres = calloc((size_t)reps, sizeof(hk_value *));
+  hk_eval_stats *gstats = calloc((size_t)reps, sizeof(hk_eval_stats));
+  if (!gin || !gres || !gstats) abort();
+  for (int64_t r = 0; r < reps; r++) gin[r] = in;
+  hk_status *st = hk_eval_spmd(g, 1, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
+  if (!st) {
+    *out = gres[0];
+    gres[0] = NULL;
+    *stats = gstats[0];
+  }
+  for (int64_t r = 0; r < reps; r++) hk_value_release(gres[r]);
+  free(gin);
+  free(gres);
+  free(gstats);
+  return st;
+}
+
 static void compare_per_device(const hk_module *g, const hk_module *p, hk_value *const *gres,
                                hk_value *const *res, int64_t parts, int64_t n,
                                const hk_check_opts *o, hk_compare_result *out) {
@@ -208,7 +233,7 @@ hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_ch
   rep->n_devices = n;
   if (!dev || !res || !rep->dev_stats) abort();
   hk_status *st = manual ? evaluate_manual_global(g, in, parts, reps, &eo, gres, gstats)
-                         : hk_eval_module(g, in, np, &expected, &eo, &rep->global_stats);
+                         : evaluate_global(g, in, reps, &eo, &expected, &rep->global_stats);
   if (st) st = hk_status_prefix(st, "global module");
   if (manual && !st) rep->global_stats = gstats[0];
   if (!st) st = scatter_inputs(g, p, in, parts, n, dev);
