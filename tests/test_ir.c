@@ -228,6 +228,26 @@ START_TEST(canonical_name_edges) {
 }
 END_TEST
 
+/* Taken names get the next free id of their root: past a dense run of ids
+ * at once, one by one through gaps. */
+START_TEST(colliding_names_dense_and_sparse) {
+  static const char *const cases[][2] = {
+      {"r.0", "r.0"}, {"r.1", "r.1"}, {"r.2", "r.2"}, {"r.3", "r.3"}, {"r.1", "r.4"},
+      {"r", "r.5"},   {"r.7", "r.7"}, {"r.5", "r.6"}, {"r.2", "r.8"}, {"s.0", "s.0"},
+      {"s.2", "s.2"}, {"s.05", "s.5"}, {"s", "s.1"},  {"s.2", "s.3"}, {"s.0", "s.4"},
+      {"s", "s.6"},   {"s.9", "s.9"}, {"s.1", "s.7"}, {"t", "t"},     {"t", "t.1"},
+  };
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = new_comp(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    hk_instr *i = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, cases[k][0]);
+    ck_assert_str_eq(i->name, cases[k][1]);
+  }
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(name_suffixes) {
   hk_module *m = hk_module_new("m");
   ck_assert_str_eq(hk_name_with_suffix(m, "foo", "clone"), "foo.clone");
@@ -1218,6 +1238,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);
   tcase_add_test(tc, canonical_name_edges);
+  tcase_add_test(tc, colliding_names_dense_and_sparse);
   tcase_add_test(tc, name_suffixes);
   tcase_add_test(tc, operands_users);
   tcase_add_test(tc, instr_new_before_and_attrs);

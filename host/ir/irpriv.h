@@ -89,8 +89,17 @@ typedef struct hk_hctab {
 typedef struct hk_namespace {
   hk_strmap names;      /* every name ever used -> owner */
   hk_strmap counters;   /* root -> next id to try (only roots that collided) */
+  hk_strmap roots;      /* root -> hk_root_ids: what ids names with that root use */
   bool has_dot_zero;    /* some name ends in ".0" */
 } hk_namespace;
+
+/* Per root, a summary of the ids its names use ("add.7": root "add", id 7;
+ * "add" and "add.0": id 0), so the uniquer need not probe taken ids. */
+typedef struct hk_root_ids {
+  int64_t max;        /* >= every id used (-1: none) */
+  int64_t n_exact;    /* distinct ids >= 1 spelled root.id exactly */
+  bool zero;          /* id 0 is used */
+} hk_root_ids;
 
 /* A unique name for `want` (XLA rules), registered with owner. */
 const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,

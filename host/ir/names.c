@@ -128,19 +128,85 @@ static hk_strmap_entry *counter_entry(hk_module *m, hk_namespace *ns, const char
   return e;
 }
 
+static hk_root_ids *root_ids_find(const hk_namespace *ns, const char *root, size_t root_len) {
+  hk_strmap_entry *e = hk_strmap_find(&ns->roots, root, root_len, hk_str_hash(root, root_len));
+  return e ? hk_strmap_value(e) : NULL;
+}
+
+static hk_root_ids *root_ids_get(hk_module *m, hk_namespace *ns, const char *root,
+                                 size_t root_len) {
+  uint32_t h = hk_str_hash(root, root_len);
+  hk_strmap_entry *e = hk_strmap_slot(&ns->roots, root, root_len, h);
+  if (e->kt) return hk_strmap_value(e);
+  hk_root_ids *r = hk_arena_alloc(&m->impl->arena, sizeof *r, _Alignof(hk_root_ids));
+  *r = (hk_root_ids){.max = -1};
+  hk_strmap_fill(&ns->roots, e, hk_str_new(&m->impl->arena, root, root_len, h), r);
+  return r;
+}
+
+/* Whether the digits after the root spell id exactly as format_name does. */
+static bool exact_suffix(const char *digits, size_t n, int64_t id) {
+  if (id < 0 || n == 0 || digits[0] < '0' || digits[0] > '9') return false;
+  return id == 0 ? n == 1 : digits[0] != '0';
+}
+
+/* Adds id to a root's summary; exact: the name spells it as format_name does. */
+static void note_id_in(hk_root_ids *r, int64_t id, bool exact) {
+  if (id > r->max) r->max = id;
+  if (!exact) return;
+  if (id == 0) r->zero = true;
+  else r->n_exact++;
+}
+
+static void note_root_parts(hk_module *m, hk_namespace *ns, const char *root, size_t root_len,
+                            int64_t id, bool exact) {
+  note_id_in(root_ids_get(m, ns, root, root_len), id, exact);
+}
+
+/* Every id 0..max used. */
+static bool ids_dense(const hk_root_ids *r) { return r->zero && r->n_exact == r->max; }
+
+/* A name whose id is inside its root's dense run is taken: the name it will
+ * get instead is known already, so its slot starts loading now, alongside
+ * the taken name's own. */
+static void prefetch_next_name(hk_namespace *ns, const hk_root_ids *r, const char *root,
+                               size_t root_len, char *scratch) {
+  hk_strmap_entry *c = hk_strmap_find(&ns->counters, root, root_len, hk_str_hash(root, root_len));
+  int64_t next = c ? (int64_t)(uintptr_t)hk_strmap_value(c) : 0;
+  if (next <= r->max) next = r->max + 1;
+  size_t k = format_name(scratch, root, root_len, true, next);
+  hk_strmap_prefetch(&ns->names, hk_str_hash(scratch, k));
+}
+
+/* Adds a newly registered name to its root's id summary ("x" is id 0 of x). */
+static void note_root_id(hk_module *m, hk_namespace *ns, const char *name, size_t len) {
+  size_t root_len;
+  int64_t id;
+  if (!split_suffix(name, len, &root_len, &id)) {
+    note_root_parts(m, ns, name, len, 0, true);
+    return;
+  }
+  note_root_parts(m, ns, name, root_len, id,
+                  exact_suffix(name + root_len + 1, len - root_len - 1, id));
+}
+
 /* XLA's SequentialIdGenerator::RegisterId for an id already known taken:
- * the next free id from the root's counter. */
+ * the next free id from the root's counter.  Ids above every used one are
+ * free; when ids 0..max are all used the counter jumps past them. */
 static int64_t next_free_id(hk_module *m, hk_namespace *ns, const char *root, size_t root_len,
                             char *scratch) {
   hk_strmap_entry *e = counter_entry(m, ns, root, root_len);
   int64_t next = (int64_t)(uintptr_t)hk_strmap_value(e);
-  while (id_used(ns, root, root_len, next, scratch)) next++;
+  const hk_root_ids *r = root_ids_find(ns, root, root_len);
+  if (r && ids_dense(r) && next <= r->max) next = r->max + 1;
+  while (r && next <= r->max && id_used(ns, root, root_len, next, scratch)) next++;
   hk_strmap_set_value(e, (void *)(uintptr_t)(next + 1));
   return next;
 }
 
-static void note_name(hk_namespace *ns, const char *name, size_t len) {
+static void note_name(hk_module *m, hk_namespace *ns, const char *name, size_t len) {
   if (len >= 2 && name[len - 2] == '.' && name[len - 1] == '0') ns->has_dot_zero = true;
+  note_root_id(m, ns, name, len);
 }
 
 const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t len,
@@ -153,7 +219,7 @@ const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t
   }
   const char *key = hk_str_new(&m->impl->arena, name, len, h);
   hk_strmap_fill(&ns->names, e, key, owner);
-  note_name(ns, name, len);
+  note_name(m, ns, name, len);
   return key;
 }
 
@@ -218,6 +284,9 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
     n = format_name(buf, buf, root_len, suffix, id);
     if (n != len || memcmp(buf, want, len) != 0) h = hk_str_hash(buf, n);
   }
+  hk_root_ids *r = suffix ? root_ids_find(ns, buf, root_len) : NULL;
+  if (r && id >= 1 && id <= r->max && ids_dense(r))
+    prefetch_next_name(ns, r, buf, root_len, scratch);
   hk_strmap_entry *e = hk_strmap_slot(&ns->names, buf, n, h);
   const char *name;
   if (e->kt && hk_strmap_value(e) == HK_NAME_RESERVED && owner != HK_NAME_RESERVED) {
@@ -227,7 +296,10 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
   } else if (!e->kt && !(id == 0 && zero_alias_taken(ns, buf, root_len, suffix, scratch))) {
     name = hk_str_new(&m->impl->arena, buf, n, h);
     hk_strmap_fill(&ns->names, e, name, owner);
-    note_name(ns, buf, n);
+    /* buf is format_name(root, suffix, id): its parts are known */
+    if (n >= 2 && buf[n - 2] == '.' && buf[n - 1] == '0') ns->has_dot_zero = true;
+    if (r) note_id_in(r, id, id >= 0);
+    else note_root_parts(m, ns, buf, root_len, suffix ? id : 0, id >= 0);
   } else {
     id = next_free_id(m, ns, buf, root_len, scratch);
     n = format_name(buf, buf, root_len, suffix, id);
@@ -261,6 +333,7 @@ void hk_ns_retire(hk_namespace *ns, const char *name) {
 void hk_ns_free(hk_namespace *ns) {
   hk_strmap_free(&ns->names);
   hk_strmap_free(&ns->counters);
+  hk_strmap_free(&ns->roots);
 }
 
 /* XLA's HloInstruction::AddSuffixToInstructionName. */

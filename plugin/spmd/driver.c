@@ -98,40 +98,149 @@ static void canonicalize_sharding(spmd_partitioner *p, hk_module *m, hk_instr *i
 }
 
 /* Computations the partitioner rewrites: those not only called as embedded
- * (reducers, comparators keep their scalar shapes). */
-static bool partitioned_computation(hk_call_graph **cg, hk_module *m, const hk_computation *c) {
-  if (c->is_entry) return true;
-  if (!*cg) *cg = hk_call_graph_build(m);   /* built only when a callee is met */
-  hk_call_graph_node *n = hk_call_graph_node_of(*cg, c);
-  return n && (n->context & HK_CALL_CONTROL_FLOW);
+ * (reducers, comparators keep their scalar shapes).  Their call contexts
+ * (XLA's SetCallContexts) come from the call edges the canonicalising walk
+ * records, so the module is walked once; modules with very many
+ * computations use the call graph instead. */
+enum { EDGE_CONTROL = 1, EDGE_EMBEDDED = 2, MAX_EDGE_MATRIX = 256 };
+
+typedef struct call_contexts {
+  int32_t n;
+  uint8_t *edges;   /* n x n, caller-major: EDGE_* bits; NULL with a graph */
+  uint8_t *ctx;     /* per computation index: hk_call_context */
+  bool *called;
+} call_contexts;
+
+static void contexts_init(call_contexts *cc, hk_module *m) {
+  cc->n = m->n_computations;
+  size_t n = (size_t)cc->n;
+  cc->ctx = calloc(n + 1, 1);
+  cc->called = calloc(n + 1, sizeof *cc->called);
+  cc->edges = cc->n <= MAX_EDGE_MATRIX ? calloc(n * n + 1, 1) : NULL;
+  if (!cc->ctx || !cc->called || (cc->n <= MAX_EDGE_MATRIX && !cc->edges)) abort();
 }
 
-/* One walk of each computation: every sharding canonicalised, and in the
- * computations the partitioner rewrites, the checks and the defaults. */
+static void contexts_free(call_contexts *cc) {
+  free(cc->edges);
+  free(cc->ctx);
+  free(cc->called);
+}
+
+static bool in_module(const hk_module *m, const hk_computation *c) {
+  return c && c->index >= 0 && c->index < m->n_computations && m->computations[c->index] == c;
+}
+
+static void record_call_edges(call_contexts *cc, const hk_module *m, int32_t caller,
+                              const hk_instr *i) {
+  if (!cc->edges || !i->n_called) return;
+  uint8_t bit = hk_opcode_call_context((hk_opcode)i->opcode) == HK_CALL_EMBEDDED ? EDGE_EMBEDDED
+                                                                               : EDGE_CONTROL;
+  for (int j = 0; j < i->n_called; j++) {
+    const hk_computation *callee = i->called[j];
+    if (!in_module(m, callee)) continue;
+    cc->edges[(size_t)caller * (size_t)cc->n + (size_t)callee->index] |= bit;
+    cc->called[callee->index] = true;
+  }
+}
+
+static uint8_t union_context(uint8_t a, uint8_t b) {
+  if (a == HK_CALL_NONE) return b;
+  if (b == HK_CALL_NONE || a == b) return a;
+  return HK_CALL_BOTH;
+}
+
+/* Uncalled computations run in a control-flow context; embedded edges make
+ * callees embedded, control-flow edges pass the caller's context on. */
+static void propagate_contexts(call_contexts *cc) {
+  for (int32_t k = 0; k < cc->n; k++) cc->ctx[k] = cc->called[k] ? HK_CALL_NONE : HK_CALL_CONTROL_FLOW;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t a = 0; a < cc->n; a++) {
+      if (cc->ctx[a] == HK_CALL_NONE) continue;
+      for (int32_t b = 0; b < cc->n; b++) {
+        uint8_t e = cc->edges[(size_t)a * (size_t)cc->n + (size_t)b], nc = cc->ctx[b];
+        if (e & EDGE_EMBEDDED) nc = union_context(HK_CALL_EMBEDDED, nc);
+        if (e & EDGE_CONTROL) nc = union_context(cc->ctx[a], nc);
+        if (nc != cc->ctx[b]) cc->ctx[b] = nc, changed = true;
+      }
+    }
+  }
+}
+
+static void contexts_from_graph(call_contexts *cc, hk_module *m) {
+  hk_call_graph *cg = hk_call_graph_build(m);
+  for (int32_t k = 0; k < cc->n; k++) {
+    hk_call_graph_node *n = hk_call_graph_node_of(cg, m->computations[k]);
+    cc->ctx[k] = n ? n->context : HK_CALL_NONE;
+  }
+  hk_call_graph_free(cg);
+}
+
+static bool partitioned_computation(const call_contexts *cc, const hk_computation *c) {
+  return c->is_entry || (cc->ctx[c->index] & HK_CALL_CONTROL_FLOW);
+}
+
+/* The checks and the default sharding for one instruction of a computation
+ * the partitioner rewrites. */
+static hk_status *check_and_default(spmd_partitioner *p, hk_module *m, hk_instr *i) {
+  hk_status *st = check_side_effect(p, i);
+  if (!st && i->sharding) {
+    st = spmd_validate_sharding(p, i->sharding, i->shape);
+    if (st) st = hk_status_prefix(st, "instruction '%s'", i->name);
+  }
+  if (st || i->sharding) return st;
+  i->sharding = i->opcode == HK_OP_RNG ? hk_sharding_maximal(m, 0)
+                                       : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape);
+  return NULL;
+}
+
+static hk_status *check_computation(spmd_partitioner *p, hk_module *m, hk_computation *c) {
+  for (hk_instr *i = c->first; i; i = i->next) HK_TRY(check_and_default(p, m, i));
+  return NULL;
+}
+
+/* Walk 1: every sharding canonicalised, call edges recorded, and the entry
+ * checked on the way (its first error kept).  Returns the entry's error. */
+static hk_status *canonicalize_all(spmd_partitioner *p, hk_module *m,
+                                   const hk_exec_threads *threads, call_contexts *cc) {
+  hk_status *entry_st = NULL;
+  for (int32_t k = 0; k < m->n_computations; k++) {
+    hk_computation *c = m->computations[k];
+    bool included = hk_exec_threads_include(threads, c), entry = included && c->is_entry;
+    for (hk_instr *i = c->first; i; i = i->next) {
+      record_call_edges(cc, m, k, i);
+      if (!included) continue;
+      canonicalize_sharding(p, m, i);
+      if (entry && !entry_st) entry_st = check_and_default(p, m, i);
+    }
+  }
+  return entry_st;
+}
+
+/* Canonicalises every sharding; in the computations the partitioner
+ * rewrites, checks and defaults them.  The first error in module order is
+ * reported, as a walk checking computation by computation would. */
 static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
                                            const hk_exec_threads *threads) {
   spmd_partitioner *p = (spmd_partitioner *)self;
-  hk_call_graph *cg = NULL;
+  call_contexts cc;
+  contexts_init(&cc, m);
+  hk_status *entry_st = canonicalize_all(p, m, threads, &cc);
+  if (cc.edges) propagate_contexts(&cc);
+  else contexts_from_graph(&cc, m);
   hk_status *st = NULL;
   for (int32_t k = 0; k < m->n_computations && !st; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
-    bool partitioned = partitioned_computation(&cg, m, c);
-    for (hk_instr *i = c->first; i && !st; i = i->next) {
-      canonicalize_sharding(p, m, i);
-      if (!partitioned) continue;
-      st = check_side_effect(p, i);
-      if (!st && i->sharding) {
-        st = spmd_validate_sharding(p, i->sharding, i->shape);
-        if (st) st = hk_status_prefix(st, "instruction '%s'", i->name);
-      }
-      if (st || i->sharding) continue;
-      i->sharding = i->opcode == HK_OP_RNG
-                        ? hk_sharding_maximal(m, 0)
-                        : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape);
+    if (c->is_entry) {
+      st = entry_st;
+      entry_st = NULL;
+    } else if (partitioned_computation(&cc, c)) {
+      st = check_computation(p, m, c);
     }
   }
-  if (cg) hk_call_graph_free(cg);
+  if (entry_st) hk_status_free(entry_st);
+  contexts_free(&cc);
   if (!st && !p->options.allow_module_signature_change) st = check_entry_contract(p, m);
   return st;
 }
