@@ -556,6 +556,10 @@ START_TEST(subgroup_manual_all_reduce_must_stay_in_its_subgroup) {
   snprintf(buf, sizeof buf, text, "{{2,0},{1,3}}");
   hk_module *m = hk_test_parse(buf);
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  /* Kept as one all-reduce over the local tile, nothing gathered. */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 1);
   hk_module_free(m);
   snprintf(buf, sizeof buf, text, "{{1,0},{2,3}}");
   expect_error(buf, "allow_module_signature_change=true", "of different manual subgroups");

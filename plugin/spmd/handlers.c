@@ -559,10 +559,11 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
     case HK_OP_ALL_REDUCE:
-      /* Without a channel id it combines replicas, partition by partition:
-       * elementwise over the partition's tile. */
-      if (!hk_instr_channel_id(orig) && orig->n_operands == 1 && hk_shape_is_array(orig->shape) &&
-          !hk_sharding_is_tuple(s))
+      /* Without a channel id it combines replicas, partition by partition;
+       * in a manual subgroup its groups join devices of one data tile
+       * (checked above): either way elementwise over the tile. */
+      if ((!hk_instr_channel_id(orig) || spmd_is_subgroup_manual(s)) && orig->n_operands == 1 &&
+          hk_shape_is_array(orig->shape) && !hk_sharding_is_tuple(s))
         return handle_elementwise(v, orig);
       break;
     case HK_OP_IOTA: return spmd_handle_iota(v, orig);

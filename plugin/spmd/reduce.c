@@ -76,7 +76,7 @@ hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
   spmd_value *val = spmd_lookup(v, orig->operands[0]);
   const hk_sharding *os = val ? val->sharding : NULL;
   if (n < 1 || n > HK_MAX_RANK || !os || hk_sharding_is_tuple(os) ||
-      spmd_is_subgroup_manual(os) || os->kind == HK_SHARDING_MANUAL)
+      os->kind == HK_SHARDING_MANUAL)
     return spmd_handle_fallback(v, orig);
   const hk_shape *gs = orig->operands[0]->shape;
   int64_t part[HK_MAX_RANK];
