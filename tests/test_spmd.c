@@ -621,6 +621,21 @@ START_TEST(reshape_splitting_into_a_minor_sharded_dim_reshards_the_result) {
 }
 END_TEST
 
+START_TEST(uneven_dims_move_by_all_to_all) {
+  /* f32[7,9] from rows over 4 devices to columns: pad the columns to 12,
+   * one all-to-all, cut the gathered rows back to 7; nothing all-gathered. */
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  p = f32[7,9] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                               "  ROOT r = f32[7,9] negate(p), sharding={devices=[1,4]<=[4]}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -696,6 +711,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, uneven_dims_move_by_all_to_all);
   tcase_add_test(r, reshape_splitting_into_a_minor_sharded_dim_reshards_the_result);
   tcase_add_test(r, topk_on_split_dim_merges_candidates);
   tcase_add_test(r, sort_on_sharded_dim_moves_the_sharding);

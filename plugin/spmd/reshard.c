@@ -338,7 +338,10 @@ static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const 
   return ok;
 }
 
-/* Partitioning moved from dim a to dim b, all else equal: one all-to-all. */
+/* Partitioning moved from dim a to dim b, all else equal: one all-to-all.
+ * Uneven dims: b is padded to a multiple of the partitions first (the
+ * padding lands in the last tile's padding), and the concatenated dim a is
+ * cut back to its global size after (the tiles' padding sits at its end). */
 static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                            const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
   int r = gs->rank, a = -1, b = -1;
@@ -351,7 +354,7 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   }
   if (a < 0 || b < 0) return false;
   int64_t k = hk_sharding_dim_partitions(from, a);
-  if (k != hk_sharding_dim_partitions(to, b) || gs->dims[a] % k || gs->dims[b] % k) return false;
+  if (k != hk_sharding_dim_partitions(to, b) || gs->dims[b] < k) return false;
   int64_t n = v->p->num_partitions;
   for (int64_t dev = 0; dev < n; dev++) {
     int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
@@ -363,13 +366,19 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
       if (ti[d] != want) return false;
     }
   }
-  int64_t n_groups, gsize, ad = a;
+  int64_t n_groups, gsize, ad = a, dims[HK_MAX_RANK];
+  memcpy(dims, h->shape->dims, sizeof(int64_t) * (size_t)r);
+  dims[b] = (gs->dims[b] + k - 1) / k * k;
+  if (dims[b] != h->shape->dims[b]) h = pad_to(v, h, dims);
   int64_t *groups = spmd_groups(v, from, 1, &ad, &n_groups, &gsize);
   const hk_spmd_collective_ops *c = &v->p->collectives;
-  *out = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,
-                       &v->p->next_channel_id);
+  hk_instr *moved = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,
+                                  &v->p->next_channel_id);
   free(groups);
   v->p->collectives_emitted++;
+  memcpy(dims, moved->shape->dims, sizeof(int64_t) * (size_t)r);
+  dims[a] = gs->dims[a];
+  *out = dims[a] != moved->shape->dims[a] ? slice_to(v, moved, dims) : moved;
   return true;
 }
 
