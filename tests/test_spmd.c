@@ -636,6 +636,26 @@ START_TEST(uneven_dims_move_by_all_to_all) {
 }
 END_TEST
 
+START_TEST(reshard_across_device_orders_permutes_not_rematerializes) {
+  /* [4,2,1] to [2,2,2] with another device order: gather within groups of
+   * the changed dim, one collective-permute to the owners `to` wants, local
+   * slices; never the whole value on a device. */
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  p = f32[6,32,4] parameter(0), sharding={devices=[4,2,1]0,2,1,3,4,6,5,7}\n"
+      "  ROOT c = f32[6,32,4] copy(p), sharding={devices=[2,2,2]0,1,3,4,2,6,5,7}\n}\n");
+  hk_pass *p = make_pass("allow_module_signature_change=true");
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  named_counts c = {0};
+  ck_assert(hk_pass_report_counters(p, note_counter, &c));
+  ck_assert_int_eq(c.remats, 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
@@ -711,6 +731,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, windowed_dot_rotates_the_big_operand);
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
+  tcase_add_test(r, reshard_across_device_orders_permutes_not_rematerializes);
   tcase_add_test(r, uneven_dims_move_by_all_to_all);
   tcase_add_test(r, reshape_splitting_into_a_minor_sharded_dim_reshards_the_result);
   tcase_add_test(r, topk_on_split_dim_merges_candidates);

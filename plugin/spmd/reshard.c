@@ -446,18 +446,24 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       sd64[ns++] = d;
     }
   const hk_sharding *want = ns ? spmd_replicate_dims(v, to, ns, sd64) : to;
-  if (!hk_sharding_equivalent(norm(v, want), norm(v, inter))) {
-    /* Device orders disagree: go through the fully gathered value. */
-    ng = 0;
-    if (cur->kind == HK_SHARDING_TILED)
-      for (int d = 0; d < gs->rank; d++)
-        if (hk_sharding_dim_partitions(cur, d) > 1) gdims[ng++] = d;
-    ns = 0;
-    for (int d = 0; d < gs->rank; d++)
-      if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-    if (ng && ns) v->p->full_rematerializations++;
-  }
   for (int k = 0; k < ng; k++) h = gather_dim(v, h, gs, cur, (int)gdims[k], &cur);
+  if (!hk_sharding_equivalent(norm(v, want), norm(v, cur))) {
+    /* Device orders disagree.  When the tiles left after the gathers are
+     * the ones `to` cuts from, only their owners differ: one
+     * collective-permute.  Otherwise go through the fully gathered value. */
+    hk_instr *moved;
+    if (cur->kind == HK_SHARDING_TILED && want->kind == HK_SHARDING_TILED &&
+        try_permute(v, h, gs, cur, want, &moved)) {
+      h = moved;
+    } else {
+      for (int d = 0; d < gs->rank && cur->kind == HK_SHARDING_TILED; d++)
+        if (hk_sharding_dim_partitions(cur, d) > 1) h = gather_dim(v, h, gs, cur, d, &cur);
+      ns = 0;
+      for (int d = 0; d < gs->rank; d++)
+        if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
+      if (ns) v->p->full_rematerializations++;
+    }
+  }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;
   return NULL;
 }
