@@ -426,10 +426,7 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  hk_instr *perm = NULL;
-  for (int32_t c = 0; c < m->n_computations; c++)
-    for (hk_instr *i = m->computations[c]->first; i; i = i->next)
-      if (i->opcode == HK_OP_COLLECTIVE_PERMUTE) perm = i;
+  hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   /* Tile t's holder receives tile t+1's: tiles 0..3 sit on devices 3,1,0,2. */
   const hk_pair want[4] = {{1, 3}, {0, 1}, {2, 0}, {3, 2}};
   ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
@@ -487,9 +484,7 @@ START_TEST(grouped_conv_partitions_whole_groups) {
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
                        hk_test_count_op(m, HK_OP_ALL_TO_ALL),
                    0);
-  hk_instr *conv = NULL;
-  for (hk_instr *i = m->entry->first; i; i = i->next)
-    if (i->opcode == HK_OP_CONVOLUTION) conv = i;
+  hk_instr *conv = hk_test_last_op(m, HK_OP_CONVOLUTION);
   ck_assert_ptr_nonnull(conv);
   ck_assert_int_eq(conv->attrs->feature_group_count, 4);
   ck_assert_int_eq(conv->shape->dims[3], 8);
@@ -502,9 +497,7 @@ START_TEST(grouped_conv_partitions_whole_groups) {
       "  ROOT conv = f32[3,1,1,4] convolution(lhs, rhs), dim_labels=f01b_i01o->01bf,"
       " batch_group_count=4, window={size=9x1 pad=1_1x0_0}, sharding={devices=[1,1,1,2]0,1}\n}\n");
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  conv = NULL;
-  for (hk_instr *i = m->entry->first; i; i = i->next)
-    if (i->opcode == HK_OP_CONVOLUTION) conv = i;
+  conv = hk_test_last_op(m, HK_OP_CONVOLUTION);
   ck_assert_ptr_nonnull(conv);
   ck_assert_int_eq(conv->attrs->batch_group_count, 2);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
@@ -594,9 +587,7 @@ START_TEST(topk_on_split_dim_merges_candidates) {
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 2);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_SORT), 1);
-  hk_instr *topk = NULL;
-  for (hk_instr *i = m->entry->first; i; i = i->next)
-    if (i->opcode == HK_OP_CUSTOM_CALL) topk = i;
+  hk_instr *topk = hk_test_last_op(m, HK_OP_CUSTOM_CALL);
   ck_assert_ptr_nonnull(topk);
   ck_assert_int_eq(topk->operands[0]->shape->dims[1], 8);
   ck_assert_int_eq(topk->shape->tuple[0]->dims[1], 3);
@@ -681,9 +672,7 @@ START_TEST(reshard_permutes_replicated_tiles) {
   ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  hk_instr *perm = NULL;
-  for (hk_instr *i = m->entry->first; i; i = i->next)
-    if (i->opcode == HK_OP_COLLECTIVE_PERMUTE) perm = i;
+  hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   const hk_pair want[4] = {{2, 0}, {3, 1}, {0, 2}, {1, 3}};
   ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
   for (int k = 0; k < 4; k++) {

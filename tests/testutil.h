@@ -86,6 +86,16 @@ static inline hk_instr *hk_test_find(hk_module *m, const char *name) {
 }
 
 /* Number of instructions with opcode op in the whole module. */
+/* The last instruction of opcode op (computations in module order), NULL
+ * if there is none. */
+static inline hk_instr *hk_test_last_op(const hk_module *m, hk_opcode op) {
+  hk_instr *found = NULL;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->opcode == op) found = i;
+  return found;
+}
+
 static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
   int64_t n = 0;
   for (int32_t k = 0; k < m->n_computations; k++)
