@@ -3,7 +3,6 @@
 #include <string.h>
 
 #include "check_eval.h"
-#include "pipeline/pipeline.h"
 #include "pass_counters.h"
 
 static void add_counter(void *ctx, const char *name, int64_t value) {
@@ -19,23 +18,8 @@ static void add_counter(void *ctx, const char *name, int64_t value) {
   l->values[l->n++] = value;
 }
 
-void hk_counter_list_collect(hk_pass *pass, hk_counter_list *out) {
-  if (hk_is_pipeline(pass)) {
-    hk_pass_report_counters(pass, add_counter, out);
-    return;
-  }
-  /* A lone pass: name its counters like a pipeline would. */
-  hk_counter_list own = {0};
-  hk_pass_report_counters(pass, add_counter, &own);
-  for (int32_t i = 0; i < own.n; i++) {
-    size_t len = strlen(hk_pass_name(pass)) + strlen(own.names[i]) + 2;
-    char *full = malloc(len);
-    if (!full) abort();
-    snprintf(full, len, "%s.%s", hk_pass_name(pass), own.names[i]);
-    add_counter(out, full, own.values[i]);
-    free(full);
-  }
-  hk_counter_list_free(&own);
+void hk_counter_list_collect(hk_pass *pipeline, hk_counter_list *out) {
+  hk_pass_report_counters(pipeline, add_counter, out);
 }
 
 int64_t hk_counter_list_sum(const hk_counter_list *l, const char *counter) {

@@ -11,8 +11,9 @@ typedef struct hk_counter_list {
   int64_t *values;
 } hk_counter_list;
 
-/* Appends every counter `pass` (a pipeline or one pass) reports. */
-void hk_counter_list_collect(hk_pass *pass, hk_counter_list *out);
+/* Appends every counter the pipeline's passes report, named
+ * "pass.counter" by the pipeline. */
+void hk_counter_list_collect(hk_pass *pipeline, hk_counter_list *out);
 /* The sum of the counters named `counter` (any pass); -1 when none was
  * reported, so a report can tell "zero" from "not counted". */
 int64_t hk_counter_list_sum(const hk_counter_list *l, const char *counter);
