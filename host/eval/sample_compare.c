@@ -228,25 +228,29 @@ static bool timed_out(const hk_status *st, const se_ctx *a, const se_ctx *b) {
                                                       (b->deadline_ns && now_ns() >= b->deadline_ns));
 }
 
-/* Root mean square of the finite expected values of leaf k among the
- * first n positions. */
-static double leaf_rms(const plan *pl, hk_value *const *es, int64_t n, int k) {
-  double sum = 0;
-  int64_t cnt = 0;
+/* Root mean square of the finite expected values per leaf among the first
+ * n positions: rms[leaf] (n_leaves entries). */
+static void leaf_rms(const plan *pl, hk_value *const *es, int64_t n, int64_t n_leaves, double *rms) {
+  int64_t *cnt = calloc((size_t)(n_leaves ? n_leaves : 1), sizeof *cnt);
+  if (!cnt) abort();
+  for (int64_t k = 0; k < n_leaves; k++) rms[k] = 0;
   for (int64_t i = 0; i < n; i++) {
-    if (pl->v[i].leaf != k || !hk_prim_is_float((hk_prim)es[i]->elem)) continue;
+    int k = pl->v[i].leaf;
+    if (!hk_prim_is_float((hk_prim)es[i]->elem)) continue;
     double x = hk_value_get_f64(es[i], 0);
     if (isfinite(x)) {
-      sum += x * x;
-      cnt++;
+      rms[k] += x * x;
+      cnt[k]++;
     }
   }
-  return cnt ? sqrt(sum / (double)cnt) : 0;
+  for (int64_t k = 0; k < n_leaves; k++) rms[k] = cnt[k] ? sqrt(rms[k] / (double)cnt[k]) : 0;
+  free(cnt);
 }
 
 /* Evaluates every position (both programs), then compares them: the
  * tolerance needs the scale of each leaf's samples. */
-static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan *pl) {
+static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan *pl,
+                               int64_t n_leaves) {
   hk_value **es = calloc((size_t)(pl->n ? pl->n : 1), sizeof *es);
   hk_value **as = calloc((size_t)(pl->n ? pl->n : 1), sizeof *as);
   if (!es || !as) abort();
@@ -270,8 +274,13 @@ static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan
     se_ctx_trim(gx);
     se_ctx_trim(px);
   }
-  for (int64_t i = 0; i < done && !st; i++)
-    record(r, &pl->v[i], es[i], as[i], leaf_rms(pl, es, done, pl->v[i].leaf));
+  if (!st && done) {
+    double *rms = malloc(sizeof *rms * (size_t)n_leaves);
+    if (!rms) abort();
+    leaf_rms(pl, es, done, n_leaves, rms);
+    for (int64_t i = 0; i < done; i++) record(r, &pl->v[i], es[i], as[i], rms[pl->v[i].leaf]);
+    free(rms);
+  }
   for (int64_t i = 0; i < pl->n; i++) {
     hk_value_release(es[i]);
     hk_value_release(as[i]);
@@ -301,7 +310,7 @@ static hk_status *run_sampled(sample_run *r) {
   /* The deadline also stops long kernels (dot, convolution) midway. */
   gx.deadline_ns = px.deadline_ns = gx.dev.deadline_ns = px.dev.deadline_ns = r->deadline_ns;
   gx.dev_opts.time_limit_ms = px.dev_opts.time_limit_ms = r->o.time_limit_ms;
-  if (!st) st = compare_plan(r, &gx, &px, &pl);
+  if (!st) st = compare_plan(r, &gx, &px, &pl, n_leaves);
   se_ctx_free(&gx);
   se_ctx_free(&px);
   free(pl.v);
