@@ -19,7 +19,7 @@ static bool parse_rotate_config(const hk_instr *orig, int64_t *dim, int64_t *amo
   return d >= 0 && d < orig->shape->rank;
 }
 
-static hk_instr *slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t start, int64_t limit) {
+hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t start, int64_t limit) {
   const hk_shape *s = h->shape;
   int r = s->rank;
   int64_t dims[HK_MAX_RANK];
@@ -51,8 +51,8 @@ static hk_instr *rotate_local(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t
   int64_t n = h->shape->dims[dim];
   amount = n ? ((amount % n) + n) % n : 0;
   if (!amount) return h;
-  return concat_dim(v, slice_dim(v, h, dim, n - amount, n), slice_dim(v, h, dim, 0, n - amount),
-                    dim);
+  return concat_dim(v, spmd_slice_dim(v, h, dim, n - amount, n),
+                    spmd_slice_dim(v, h, dim, 0, n - amount), dim);
 }
 
 /* Moves every partition's value to the partition `shift` tiles further
@@ -94,8 +94,8 @@ static hk_instr *rotate_sharded(spmd_visitor *v, hk_instr *h, const hk_sharding 
   amount = ((amount % n) + n) % n;
   int64_t q = amount / t, r = amount % t;
   if (!r) return shift_tiles(v, h, s, dim, q);
-  hk_instr *tail = shift_tiles(v, slice_dim(v, h, dim, t - r, t), s, dim, q + 1);
-  hk_instr *head = shift_tiles(v, slice_dim(v, h, dim, 0, t - r), s, dim, q);
+  hk_instr *tail = shift_tiles(v, spmd_slice_dim(v, h, dim, t - r, t), s, dim, q + 1);
+  hk_instr *head = shift_tiles(v, spmd_slice_dim(v, h, dim, 0, t - r), s, dim, q);
   return concat_dim(v, tail, head, dim);
 }
 
@@ -129,26 +129,6 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
 }
 
 /* ---- pad by halo exchange ---------------------------------------------------- */
-
-/* A per-partition s32 scalar: values[tile index along dim d of s]. */
-static hk_instr *per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t d,
-                                 const int64_t *values) {
-  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK];
-  const hk_shape *ts = hk_shape_array(v->m, HK_S32, 1, &n);
-  hk_literal *l = hk_literal_new(v->m, ts);
-  for (int64_t dev = 0; dev < n; dev++)
-    hk_literal_set_i64(l, dev, hk_sharding_tile_index(s, dev, idx) ? values[idx[d]] : 0);
-  hk_instr *table = hk_instr_new(v->comp, HK_OP_CONSTANT, ts, 0, NULL, NULL);
-  hk_instr_attrs(table)->literal = l;
-  hk_instr *ops[2] = {table, spmd_partition_id(v)};
-  int64_t one = 1;
-  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, HK_S32, 1, &one),
-                              2, ops, NULL);
-  hk_attrs *a = hk_instr_attrs(ds);
-  a->dynamic_slice_sizes.n = 1;
-  a->dynamic_slice_sizes.v = hk_memdup(v->m, &one, sizeof one);
-  return hk_instr_new(v->comp, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
-}
 
 /* The halo one pad dimension needs: shard k of the output (size so)
  * starts at input position k*so - lo, shard k of the input (size si) at
@@ -192,7 +172,7 @@ static hk_instr *mask_outside(spmd_visitor *v, hk_instr *x, const hk_sharding *s
   int64_t *first = malloc(sizeof(int64_t) * (size_t)h->k);
   if (!first) abort();
   for (int64_t t = 0; t < h->k; t++) first[t] = t * h->si - h->left;
-  hk_instr *off = hk_build_broadcast_scalar(v->comp, NULL, per_tile_scalar(v, s, d, first), is);
+  hk_instr *off = hk_build_broadcast_scalar(v->comp, NULL, spmd_per_tile_scalar(v, s, d, first), is);
   free(first);
   hk_instr *ops[3] = {iota, off, NULL};
   hk_instr *pos = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
@@ -213,11 +193,11 @@ static hk_instr *pad_dim_by_halo(spmd_visitor *v, hk_instr *x, const hk_sharding
   hk_instr *ext = x;
   /* Left: the nearest neighbour's shard first, the farthest one's tail last. */
   for (int64_t hop = 1, need = h->left; need > 0; hop++, need -= h->si) {
-    hk_instr *piece = need >= h->si ? x : slice_dim(v, x, d, h->si - need, h->si);
+    hk_instr *piece = need >= h->si ? x : spmd_slice_dim(v, x, d, h->si - need, h->si);
     ext = concat_dim(v, shift_tiles_by(v, piece, s, d, hop, false), ext, d);
   }
   for (int64_t hop = 1, need = h->right; need > 0; hop++, need -= h->si) {
-    hk_instr *piece = need >= h->si ? x : slice_dim(v, x, d, 0, need);
+    hk_instr *piece = need >= h->si ? x : spmd_slice_dim(v, x, d, 0, need);
     ext = concat_dim(v, ext, shift_tiles_by(v, piece, s, d, -hop, false), d);
   }
   ext = mask_outside(v, ext, s, d, h, n_in, pv);
@@ -229,7 +209,7 @@ static hk_instr *pad_dim_by_halo(spmd_visitor *v, hk_instr *x, const hk_sharding
   if (!ops) abort();
   ops[0] = ext;
   hk_instr *zero = hk_build_constant_i64(v->comp, NULL, HK_S32, 0);
-  for (int i = 0; i < r; i++) ops[i + 1] = i == d ? per_tile_scalar(v, s, d, starts) : zero;
+  for (int i = 0; i < r; i++) ops[i + 1] = i == d ? spmd_per_tile_scalar(v, s, d, starts) : zero;
   free(starts);
   int64_t sizes[HK_MAX_RANK];
   for (int i = 0; i < r; i++) sizes[i] = i == d ? h->so : x->shape->dims[i];

@@ -65,10 +65,7 @@ static void combine_partials(spmd_visitor *v, hk_instr *orig, const hk_sharding 
   hk_instr *red = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops, NULL);
   int64_t zero = 0;
   hk_instr_set_dims(red, 1, &zero);
-  for (int k = 0; k < n; k++) {
-    parts[k] = hk_instr_new(v->comp, HK_OP_GET_TUPLE_ELEMENT, shapes[k], 1, &red, NULL);
-    hk_instr_attrs(parts[k])->tuple_index = k;
-  }
+  for (int k = 0; k < n; k++) parts[k] = spmd_gte(v->comp, red, k);
 }
 
 hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
@@ -106,10 +103,7 @@ hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
     const hk_shape *shapes[HK_MAX_RANK];
     for (int k = 0; k < n; k++) shapes[k] = spmd_local_shape(v, out_s, orig->shape->tuple[k]);
     hk_instr *red = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops, NULL);
-    for (int k = 0; k < n; k++) {
-      parts[k] = hk_instr_new(v->comp, HK_OP_GET_TUPLE_ELEMENT, shapes[k], 1, &red, NULL);
-      hk_instr_attrs(parts[k])->tuple_index = k;
-    }
+    for (int k = 0; k < n; k++) parts[k] = spmd_gte(v->comp, red, k);
   }
   if (np) combine_partials(v, orig, os, np, part, n, parts, inits);
   if (n == 1) {

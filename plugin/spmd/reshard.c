@@ -19,6 +19,12 @@ hk_instr *spmd_partition_id(spmd_visitor *v) {
   return v->partition_id;
 }
 
+hk_instr *spmd_gte(hk_computation *c, hk_instr *tuple, int64_t k) {
+  hk_instr *g = hk_instr_new(c, HK_OP_GET_TUPLE_ELEMENT, tuple->shape->tuple[k], 1, &tuple, NULL);
+  hk_instr_attrs(g)->tuple_index = k;
+  return g;
+}
+
 hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value) {
   return hk_build_constant_f64(v->comp, NULL, elem, value);
 }
@@ -90,28 +96,44 @@ static int64_t *all_partitions(spmd_visitor *v) {
   return g;
 }
 
-/* The offset of the partition's tile along data dim d of s (s32[]): a
- * table of every partition's offset indexed by partition-id. */
-static hk_instr *make_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs,
-                                  int d) {
-  int64_t n = v->p->num_partitions, parts = hk_sharding_dim_partitions(s, d);
-  int64_t per = (gs->dims[d] + parts - 1) / parts;
+/* A per-partition s32 scalar in c: values[this partition's tile index
+ * along dim d of s] (0 on a partition outside the tile grid), read from a
+ * constant table over partitions by partition id. */
+hk_instr *spmd_per_tile_scalar_in(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
+                                  int64_t d, const int64_t *values) {
+  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK];
   const hk_shape *ts = hk_shape_array(v->m, HK_S32, 1, &n);
   hk_literal *l = hk_literal_new(v->m, ts);
-  int64_t idx[HK_MAX_RANK];
   for (int64_t dev = 0; dev < n; dev++)
-    hk_literal_set_i64(l, dev, hk_sharding_tile_index(s, dev, idx) ? idx[d] * per : 0);
-  hk_instr *table = hk_instr_new(v->comp, HK_OP_CONSTANT, ts, 0, NULL, NULL);
+    hk_literal_set_i64(l, dev, hk_sharding_tile_index(s, dev, idx) ? values[idx[d]] : 0);
+  hk_instr *table = hk_instr_new(c, HK_OP_CONSTANT, ts, 0, NULL, NULL);
   hk_instr_attrs(table)->literal = l;
-  hk_instr *pid = spmd_partition_id(v);
+  const hk_spmd_collective_ops *co = &v->p->collectives;
+  hk_instr *pid = c == v->comp ? spmd_partition_id(v) : co->partition_id(co->state, c);
   hk_instr *ops[2] = {table, pid};
   int64_t one = 1;
-  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, HK_S32, 1, &one),
-                              2, ops, NULL);
+  hk_instr *ds = hk_instr_new(c, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, HK_S32, 1, &one), 2,
+                              ops, NULL);
   hk_attrs *a = hk_instr_attrs(ds);
   a->dynamic_slice_sizes.n = 1;
   a->dynamic_slice_sizes.v = hk_memdup(v->m, &one, sizeof one);
-  return hk_instr_new(v->comp, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
+  return hk_instr_new(c, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
+}
+
+hk_instr *spmd_per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t d,
+                               const int64_t *values) {
+  return spmd_per_tile_scalar_in(v, v->comp, s, d, values);
+}
+
+/* The offset of the partition's tile along data dim d of s (s32[]):
+ * tile t begins at t * ceil(dim / parts). */
+static hk_instr *make_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs,
+                                  int d) {
+  int64_t parts = hk_sharding_dim_partitions(s, d);
+  int64_t per = (gs->dims[d] + parts - 1) / parts;
+  int64_t *starts = hk_alloc(v->m, sizeof *starts * (size_t)parts);
+  for (int64_t t = 0; t < parts; t++) starts[t] = t * per;
+  return spmd_per_tile_scalar(v, s, d, starts);
 }
 
 /* make_tile_offset, made once per computation for each (sharding, dim,
@@ -487,9 +509,7 @@ hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
     int64_t idx = i;
     const hk_sharding *fs = from ? hk_sharding_subsharding_shape(v->m, from, gs, 1, &idx) : NULL;
     const hk_sharding *ts = to ? hk_sharding_subsharding_shape(v->m, to, gs, 1, &idx) : NULL;
-    hk_instr *g = hk_instr_new(v->comp, HK_OP_GET_TUPLE_ELEMENT, h->shape->tuple[i], 1, &h, NULL);
-    hk_instr_attrs(g)->tuple_index = i;
-    st = spmd_reshard_hlo(v, g, gs->tuple[i], fs, ts, &elems[i]);
+    st = spmd_reshard_hlo(v, spmd_gte(v->comp, h, i), gs->tuple[i], fs, ts, &elems[i]);
   }
   if (!st) {
     const hk_shape **ss = malloc(sizeof(hk_shape *) * (size_t)(n ? n : 1));

@@ -174,9 +174,18 @@ hk_instr *spmd_partition_id(spmd_visitor *v);
 /* The offset (s32[]) of this partition's tile along dim d of global shape
  * gs under tiled sharding s, made once per computation. */
 hk_instr *spmd_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d);
+/* A per-partition s32 scalar: values[this partition's tile index along
+ * dim d of s], read from a constant table by partition id. */
+hk_instr *spmd_per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t d,
+                               const int64_t *values);
+/* The same in computation c (which may be a new loop body). */
+hk_instr *spmd_per_tile_scalar_in(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
+                                  int64_t d, const int64_t *values);
 /* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out);
+/* Element k of a tuple-shaped instruction, in c. */
+hk_instr *spmd_gte(hk_computation *c, hk_instr *tuple, int64_t k);
 hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value);
 hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape);
 /* Groups (partition ids) of devices of s differing only in the listed
@@ -208,6 +217,8 @@ hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m, const hk_exec
 #define SPMD_ROTATE_RIGHT_TARGET "SPMDInternal_RotateRight"
 
 /* ---- halo.c ---- */
+/* h sliced to [start, limit) along dim (whole along every other dim). */
+hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t start, int64_t limit);
 hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig);
 /* Pad along partitioned dims by halo exchange; *handled false (nothing
  * built) when the padding does not suit it (interior padding, halos wider

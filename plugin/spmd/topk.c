@@ -5,13 +5,6 @@
  * are all-gathered, and a stable sort by value keeps the k best. */
 #include "spmd_internal.h"
 
-static hk_instr *element(spmd_visitor *v, hk_instr *tuple, int64_t k) {
-  hk_instr *g = hk_instr_new(v->comp, HK_OP_GET_TUPLE_ELEMENT, tuple->shape->tuple[k], 1, &tuple,
-                             NULL);
-  hk_instr_attrs(g)->tuple_index = k;
-  return g;
-}
-
 /* (value a, value b, index a, index b) -> a > b in total order. */
 static hk_computation *greater_comparator(spmd_visitor *v, hk_prim value, hk_prim index) {
   hk_computation *c = hk_computation_new(v->m, "topk.greater");
@@ -30,23 +23,6 @@ static hk_computation *greater_comparator(spmd_visitor *v, hk_prim value, hk_pri
   return c;
 }
 
-/* x's first k entries along dim d. */
-static hk_instr *first_k(spmd_visitor *v, hk_instr *x, int d, int64_t k) {
-  const hk_shape *s = x->shape;
-  int64_t dims[HK_MAX_RANK];
-  hk_slice_dim *sd = hk_alloc(v->m, sizeof *sd * (size_t)s->rank);
-  for (int i = 0; i < s->rank; i++) {
-    dims[i] = i == d ? k : s->dims[i];
-    sd[i] = (hk_slice_dim){0, dims[i], 1};
-  }
-  hk_instr *sl = hk_instr_new(v->comp, HK_OP_SLICE, hk_shape_with_dims(v->m, s, s->rank, dims), 1,
-                              &x, NULL);
-  hk_attrs *a = hk_instr_attrs(sl);
-  a->n_slice = s->rank;
-  a->slice = sd;
-  return sl;
-}
-
 /* The top k of the gathered candidates (values, global indices). */
 static hk_instr *merge_candidates(spmd_visitor *v, hk_instr *vals, hk_instr *idx, int d, int64_t k) {
   hk_instr *ops[2] = {vals, idx};
@@ -57,7 +33,8 @@ static hk_instr *merge_candidates(spmd_visitor *v, hk_instr *vals, hk_instr *idx
   hk_computation *cmp = greater_comparator(v, (hk_prim)vals->shape->elem, (hk_prim)idx->shape->elem);
   hk_instr_set_called(sort, 1, &cmp);
   hk_instr_attrs(sort)->is_stable = true;
-  hk_instr *out[2] = {first_k(v, element(v, sort, 0), d, k), first_k(v, element(v, sort, 1), d, k)};
+  hk_instr *out[2] = {spmd_slice_dim(v, spmd_gte(v->comp, sort, 0), d, 0, k),
+                      spmd_slice_dim(v, spmd_gte(v->comp, sort, 1), d, 0, k)};
   const hk_shape *os[2] = {out[0]->shape, out[1]->shape};
   return hk_instr_new(v->comp, HK_OP_TUPLE, hk_shape_tuple(v->m, 2, os), 2, out, NULL);
 }
@@ -83,7 +60,7 @@ hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig) {
   hk_instr *local = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, 2, (const hk_shape *[]){lv, li}),
                                    1, &x, NULL);
   if (parts > 1) {
-    hk_instr *vals = element(v, local, 0), *idx = element(v, local, 1);
+    hk_instr *vals = spmd_gte(v->comp, local, 0), *idx = spmd_gte(v->comp, local, 1);
     hk_instr *off = spmd_tile_offset(v, s, xs, last);
     if (idx->shape->elem != HK_S32)
       off = hk_instr_new(v->comp, HK_OP_CONVERT, hk_shape_scalar(v->m, (hk_prim)idx->shape->elem),

@@ -23,32 +23,14 @@ static hk_instr *binary(hk_computation *c, hk_opcode op, hk_instr *a, hk_instr *
   return hk_instr_new(c, op, a->shape, 2, ops, NULL);
 }
 
-static hk_instr *gte(hk_computation *c, hk_instr *tuple, int64_t k) {
-  hk_instr *g = hk_instr_new(c, HK_OP_GET_TUPLE_ELEMENT, tuple->shape->tuple[k], 1, &tuple, NULL);
-  hk_instr_attrs(g)->tuple_index = k;
-  return g;
-}
-
 /* The tile index of this partition along dim d of s, as an s32[] in c: a
  * table over partitions indexed by partition-id. */
 static hk_instr *tile_index_of_partition(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
                                          int d) {
-  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK];
-  const hk_shape *ts = hk_shape_array(v->m, HK_S32, 1, &n);
-  hk_literal *l = hk_literal_new(v->m, ts);
-  for (int64_t dev = 0; dev < n; dev++)
-    hk_literal_set_i64(l, dev, hk_sharding_tile_index(s, dev, idx) ? idx[d] : 0);
-  hk_instr *table = hk_instr_new(c, HK_OP_CONSTANT, ts, 0, NULL, NULL);
-  hk_instr_attrs(table)->literal = l;
-  const hk_spmd_collective_ops *co = &v->p->collectives;
-  hk_instr *ops[2] = {table, co->partition_id(co->state, c)};
-  int64_t one = 1;
-  hk_instr *ds = hk_instr_new(c, HK_OP_DYNAMIC_SLICE, hk_shape_array(v->m, HK_S32, 1, &one), 2,
-                              ops, NULL);
-  hk_attrs *a = hk_instr_attrs(ds);
-  a->dynamic_slice_sizes.n = 1;
-  a->dynamic_slice_sizes.v = hk_memdup(v->m, &one, sizeof one);
-  return hk_instr_new(c, HK_OP_RESHAPE, hk_shape_scalar(v->m, HK_S32), 1, &ds, NULL);
+  int64_t parts = hk_sharding_dim_partitions(s, d);
+  int64_t *ids = hk_alloc(v->m, sizeof *ids * (size_t)parts);
+  for (int64_t t = 0; t < parts; t++) ids[t] = t;
+  return spmd_per_tile_scalar_in(v, c, s, d, ids);
 }
 
 /* The device holding each tile along dim d of s (one device per tile). */
@@ -83,7 +65,7 @@ static hk_computation *loop_condition(spmd_visitor *v, const hk_shape *state, in
   hk_computation *c = hk_computation_new(v->m, "windowed_dot.cond");
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, state, 0, NULL, "param");
   hk_computation_register_param(c, p);
-  hk_instr *ops[2] = {gte(c, p, 3), s32_constant(c, n)};
+  hk_instr *ops[2] = {spmd_gte(c, p, 3), s32_constant(c, n)};
   hk_instr *lt = hk_instr_new(c, HK_OP_COMPARE, hk_shape_scalar(v->m, HK_PRED), 2, ops, NULL);
   hk_instr_attrs(lt)->cmp_dir = HK_CMP_LT;
   hk_computation_set_root(c, lt);
@@ -128,7 +110,8 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
   hk_computation *c = hk_computation_new(v->m, "windowed_dot.body");
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, state, 0, NULL, "param");
   hk_computation_register_param(c, p);
-  hk_instr *in[2] = {gte(c, p, 0), gte(c, p, 1)}, *acc = gte(c, p, 2), *i = gte(c, p, 3);
+  hk_instr *in[2] = {spmd_gte(c, p, 0), spmd_gte(c, p, 1)};
+  hk_instr *acc = spmd_gte(c, p, 2), *i = spmd_gte(c, p, 3);
   const hk_shape *acc_shape = state->tuple[2];
   int64_t chunk = orig->operands[w->side]->shape->dims[w->dim] / v->p->num_partitions;
   hk_instr *offset = binary(c, HK_OP_MULTIPLY, step_tile(v, c, w, i), s32_constant(c, chunk));
@@ -175,5 +158,5 @@ hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_win
                                loop_body(v, orig, w, state)};
   hk_instr *loop = hk_instr_new(v->comp, HK_OP_WHILE, state, 1, &tuple, NULL);
   hk_instr_set_called(loop, 2, called);
-  return gte(v->comp, loop, 2);
+  return spmd_gte(v->comp, loop, 2);
 }
