@@ -6,9 +6,6 @@
 
 #include "eval/eval_internal.h"
 
-typedef enum { MODE_CROSS_REPLICA, MODE_CROSS_PARTITION, MODE_CROSS_REPLICA_AND_PARTITION,
-               MODE_FLATTENED } group_mode;
-
 static const char *const kind_names[HK_EVAL_NUM_COLLECTIVE_KINDS] = {
     "all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute",
     "collective-broadcast"};
@@ -22,27 +19,21 @@ static bool has_global_ids_attr(hk_opcode op) {
          op == HK_OP_ALL_GATHER_START || op == HK_OP_REDUCE_SCATTER;
 }
 
-static group_mode mode_of(const hk_instr *ins) {
+hk_group_mode hk_collective_group_mode(const hk_instr *ins) {
   bool channel = hk_instr_channel_id(ins) > 0;
   bool global = ins->attrs && ins->attrs->use_global_device_ids;
-  if (!channel) return MODE_CROSS_REPLICA;
-  if (!has_global_ids_attr((hk_opcode)ins->opcode)) return MODE_CROSS_PARTITION;
-  return global ? MODE_FLATTENED : MODE_CROSS_REPLICA_AND_PARTITION;
+  if (!channel) return HK_MODE_CROSS_REPLICA;
+  if (!has_global_ids_attr((hk_opcode)ins->opcode)) return HK_MODE_CROSS_PARTITION;
+  return global ? HK_MODE_FLATTENED : HK_MODE_CROSS_REPLICA_AND_PARTITION;
 }
 
-/* The replica groups as a list of id lists (iota form expanded). */
-typedef struct groups {
-  int32_t n;
-  int32_t *start;                  /* n + 1 */
-  int64_t *ids;
-} groups;
-
-static void groups_free(groups *g) {
+void hk_id_groups_free(hk_id_groups *g) {
   free(g->start);
   free(g->ids);
 }
 
-static void groups_of(const hk_instr *ins, group_mode mode, const hk_device_ctx *d, groups *g) {
+void hk_collective_id_groups(const hk_instr *ins, hk_group_mode mode, int64_t num_partitions,
+                             int64_t num_replicas, hk_id_groups *g) {
   const hk_replica_groups *rg = ins->attrs ? ins->attrs->replica_groups : NULL;
   if (rg && rg->n_groups > 0 && rg->ids && rg->group_start) {
     g->n = rg->n_groups;
@@ -64,8 +55,8 @@ static void groups_of(const hk_instr *ins, group_mode mode, const hk_device_ctx 
     for (int64_t i = 0; i <= ng; i++) g->start[i] = (int32_t)(i * gs);
     return;
   }
-  int64_t n = mode == MODE_CROSS_PARTITION ? d->num_partitions : d->num_replicas;
-  if (mode == MODE_FLATTENED) n = d->num_partitions * d->num_replicas;
+  int64_t n = mode == HK_MODE_CROSS_PARTITION ? num_partitions : num_replicas;
+  if (mode == HK_MODE_FLATTENED) n = num_partitions * num_replicas;
   g->n = 1;
   g->start = malloc(2 * sizeof(int32_t));
   g->ids = malloc((size_t)n * sizeof(int64_t));
@@ -78,24 +69,24 @@ static void groups_of(const hk_instr *ins, group_mode mode, const hk_device_ctx 
 /* Participants (global device ids, XLA's order) of this device's group. */
 static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int64_t **out,
                                int32_t *n_out, int32_t *rank) {
-  group_mode mode = mode_of(ins);
-  groups g;
-  groups_of(ins, mode, d, &g);
+  hk_group_mode mode = hk_collective_group_mode(ins);
+  hk_id_groups g;
+  hk_collective_id_groups(ins, mode, d->num_partitions, d->num_replicas, &g);
   int64_t me = d->replica * d->num_partitions + d->partition;
-  int64_t key = mode == MODE_CROSS_PARTITION ? d->partition
-              : mode == MODE_FLATTENED     ? me
+  int64_t key = mode == HK_MODE_CROSS_PARTITION ? d->partition
+              : mode == HK_MODE_FLATTENED     ? me
                                            : d->replica;
   int32_t gi = -1;
   for (int32_t i = 0; i < g.n && gi < 0; i++)
     for (int32_t j = g.start[i]; j < g.start[i + 1]; j++)
       if (g.ids[j] == key) gi = i;
   if (gi < 0) {
-    groups_free(&g);
+    hk_id_groups_free(&g);
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "device %lld (replica %lld, partition %lld) is in no replica group",
                          (long long)me, (long long)d->replica, (long long)d->partition);
   }
   int32_t gs = g.start[gi + 1] - g.start[gi];
-  int64_t mult = mode == MODE_CROSS_REPLICA_AND_PARTITION ? d->num_partitions : 1;
+  int64_t mult = mode == HK_MODE_CROSS_REPLICA_AND_PARTITION ? d->num_partitions : 1;
   int64_t *p = malloc((size_t)(gs * mult) * sizeof(int64_t));
   if (!p) abort();
   int32_t n = 0;
@@ -103,9 +94,9 @@ static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int6
   for (int32_t j = g.start[gi]; j < g.start[gi + 1]; j++) {
     int64_t id = g.ids[j];
     for (int64_t q = 0; q < mult; q++) {
-      int64_t dev = mode == MODE_CROSS_REPLICA ? id * d->num_partitions + d->partition
-                  : mode == MODE_CROSS_PARTITION ? d->replica * d->num_partitions + id
-                  : mode == MODE_FLATTENED ? id
+      int64_t dev = mode == HK_MODE_CROSS_REPLICA ? id * d->num_partitions + d->partition
+                  : mode == HK_MODE_CROSS_PARTITION ? d->replica * d->num_partitions + id
+                  : mode == HK_MODE_FLATTENED ? id
                                            : id * d->num_partitions + q;
       if (dev < 0 || dev >= d->num_partitions * d->num_replicas)
         st = hk_eval_error(ins, HK_FAILED_PRECONDITION,
@@ -115,7 +106,7 @@ static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int6
       p[n++] = dev;
     }
   }
-  groups_free(&g);
+  hk_id_groups_free(&g);
   if (st) {
     free(p);
     return st;

@@ -47,6 +47,22 @@ double hk_value_rms(const hk_value *v);
  * in type p's precision. */
 double hk_reassociation_slack(hk_prim p, double rms);
 
+/* ---- collective groups (collectives.c) ------------------------------------ */
+/* XLA's CollectiveOpGroupMode of a collective instruction. */
+typedef enum { HK_MODE_CROSS_REPLICA, HK_MODE_CROSS_PARTITION, HK_MODE_CROSS_REPLICA_AND_PARTITION,
+               HK_MODE_FLATTENED } hk_group_mode;
+hk_group_mode hk_collective_group_mode(const hk_instr *ins);
+/* The replica groups as id lists (iota form expanded; none: one group of
+ * every id of the mode). */
+typedef struct hk_id_groups {
+  int32_t n;
+  int32_t *start;                  /* n + 1 */
+  int64_t *ids;
+} hk_id_groups;
+void hk_collective_id_groups(const hk_instr *ins, hk_group_mode mode, int64_t num_partitions,
+                             int64_t num_replicas, hk_id_groups *g);
+void hk_id_groups_free(hk_id_groups *g);
+
 /* ---- the per-device evaluator ------------------------------------------ */
 typedef struct hk_eval_plan hk_eval_plan;
 typedef struct hk_device_ctx hk_device_ctx;

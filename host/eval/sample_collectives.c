@@ -5,71 +5,26 @@
  * all-gather) are computed once, on the group's first member. */
 #include "eval/sample_internal.h"
 
-typedef enum { MODE_CROSS_REPLICA, MODE_CROSS_PARTITION, MODE_CROSS_REPLICA_AND_PARTITION,
-               MODE_FLATTENED } group_mode;
-
-static group_mode mode_of(const hk_instr *ins) {
-  bool channel = hk_instr_channel_id(ins) > 0;
-  bool global = ins->attrs && ins->attrs->use_global_device_ids;
-  hk_opcode op = (hk_opcode)ins->opcode;
-  bool has_global_attr = op == HK_OP_ALL_REDUCE || op == HK_OP_ALL_GATHER || op == HK_OP_REDUCE_SCATTER;
-  if (!channel) return MODE_CROSS_REPLICA;
-  if (!has_global_attr) return MODE_CROSS_PARTITION;
-  return global ? MODE_FLATTENED : MODE_CROSS_REPLICA_AND_PARTITION;
-}
-
-/* The replica_groups id lists (iota form expanded; none: one group of
- * every id of the mode). */
-static void id_lists(const se_ctx *x, const hk_instr *ins, group_mode mode, int32_t *n_groups,
-                     int32_t **start, int64_t **ids) {
-  const hk_replica_groups *rg = ins->attrs ? ins->attrs->replica_groups : NULL;
-  if (rg && rg->n_groups > 0 && rg->ids && rg->group_start) {
-    *n_groups = rg->n_groups;
-    *start = malloc((size_t)(rg->n_groups + 1) * sizeof(int32_t));
-    *ids = malloc((size_t)(rg->group_start[rg->n_groups] + 1) * sizeof(int64_t));
-    if (!*start || !*ids) abort();
-    memcpy(*start, rg->group_start, (size_t)(rg->n_groups + 1) * sizeof(int32_t));
-    memcpy(*ids, rg->ids, (size_t)rg->group_start[rg->n_groups] * sizeof(int64_t));
-    return;
-  }
-  int64_t ng = 1, gs;
-  if (rg && rg->iota && rg->iota->n_dims == 2) {
-    ng = rg->iota->dims[0];
-    gs = rg->iota->dims[1];
-  } else {
-    gs = mode == MODE_CROSS_PARTITION ? x->num_partitions
-       : mode == MODE_FLATTENED       ? x->num_partitions * x->num_replicas
-                                      : x->num_replicas;
-  }
-  *n_groups = (int32_t)ng;
-  *start = malloc((size_t)(ng + 1) * sizeof(int32_t));
-  *ids = malloc((size_t)(ng * gs + 1) * sizeof(int64_t));
-  if (!*start || !*ids) abort();
-  if (rg && rg->iota && rg->iota->n_dims == 2) hk_iota_expand(rg->iota, *ids);
-  else
-    for (int64_t i = 0; i < gs; i++) (*ids)[i] = i;
-  for (int64_t i = 0; i <= ng; i++) (*start)[i] = (int32_t)(i * gs);
-}
-
 /* Global device of id `id` of a group, for the q-th copy of the group. */
-static int64_t device_of(const se_ctx *x, group_mode mode, int64_t id, int64_t q, int64_t j) {
+static int64_t device_of(const se_ctx *x, hk_group_mode mode, int64_t id, int64_t q, int64_t j) {
   switch (mode) {
-    case MODE_CROSS_REPLICA: return id * x->num_partitions + q;
-    case MODE_CROSS_PARTITION: return q * x->num_partitions + id;
-    case MODE_FLATTENED: return id;
+    case HK_MODE_CROSS_REPLICA: return id * x->num_partitions + q;
+    case HK_MODE_CROSS_PARTITION: return q * x->num_partitions + id;
+    case HK_MODE_FLATTENED: return id;
     default: return id * x->num_partitions + j;
   }
 }
 
 static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) {
-  group_mode mode = mode_of(ins);
-  int32_t ng, *start;
-  int64_t *ids;
-  id_lists(x, ins, mode, &ng, &start, &ids);
+  hk_group_mode mode = hk_collective_group_mode(ins);
+  hk_id_groups ig;
+  hk_collective_id_groups(ins, mode, x->num_partitions, x->num_replicas, &ig);
+  int32_t ng = ig.n, *start = ig.start;
+  int64_t *ids = ig.ids;
   int64_t nd = x->num_partitions * x->num_replicas;
-  int64_t copies = mode == MODE_CROSS_REPLICA ? x->num_partitions
-                 : mode == MODE_CROSS_PARTITION ? x->num_replicas : 1;
-  int64_t inner = mode == MODE_CROSS_REPLICA_AND_PARTITION ? x->num_partitions : 1;
+  int64_t copies = mode == HK_MODE_CROSS_REPLICA ? x->num_partitions
+                 : mode == HK_MODE_CROSS_PARTITION ? x->num_replicas : 1;
+  int64_t inner = mode == HK_MODE_CROSS_REPLICA_AND_PARTITION ? x->num_partitions : 1;
   se_groups *g = calloc(1, sizeof *g);
   if (!g) abort();
   g->ins = ins;
@@ -100,8 +55,7 @@ static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) 
         }
     }
   g->start[gi] = n;
-  free(start);
-  free(ids);
+  hk_id_groups_free(&ig);
   g->next = x->groups;
   x->groups = g;
   *out = g;
