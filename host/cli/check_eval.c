@@ -1,6 +1,7 @@
 /* check_eval.c - the evaluation `hlokit check` and `hlokit ab` share: the
  * global module on one device, the partitioned one on N devices with the
  * same inputs, outputs gathered and compared, figures per device. */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,4 +307,23 @@ void hk_check_put_json_string(hk_buf *b, const char *s) {
     else hk_buf_put(b, s, 1);
   }
   hk_buf_puts(b, "\"");
+}
+
+int hk_check_parse_nonneg(const char *s, double *out) {
+  char *end;
+  errno = 0;
+  *out = strtod(s, &end);
+  return *s && !*end && !errno && *out >= 0 ? 1 : -1;
+}
+
+int hk_check_parse_option(hk_check_opts *o, const char *arg) {
+  if (strncmp(arg, "--seed=", 7) == 0) {
+    char *end;
+    errno = 0;
+    o->seed = strtoull(arg + 7, &end, 0);
+    return *end || errno || !arg[7] ? -1 : 1;
+  }
+  if (strncmp(arg, "--atol=", 7) == 0) return hk_check_parse_nonneg(arg + 7, &o->atol);
+  if (strncmp(arg, "--rtol=", 7) == 0) return hk_check_parse_nonneg(arg + 7, &o->rtol);
+  return 0;
 }

@@ -11,6 +11,11 @@ typedef struct hk_check_opts {
   double atol, rtol;               /* negative: the type's default */
 } hk_check_opts;
 
+/* Parses a non-negative number (the whole of s): 1, or -1 when bad. */
+int hk_check_parse_nonneg(const char *s, double *out);
+/* --seed=, --atol=, --rtol= into o: 1 consumed, 0 not one of them, -1 bad value. */
+int hk_check_parse_option(hk_check_opts *o, const char *arg);
+
 typedef struct hk_check_report {
   hk_compare_result cmp;
   char *disagree;                  /* devices holding one element disagree */

@@ -2,7 +2,6 @@
  * check each partitioned program against the global one with the same
  * inputs, and show their numerics, communication, memory and time side by
  * side. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -383,27 +382,12 @@ static hk_status *run_ab(const hk_cli_common *c, const ab_opts *o, const char *i
   return st;
 }
 
-static int parse_double(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  *out = strtod(s, &end);
-  return *s && !*end && !errno && *out >= 0 ? 1 : -1;
-}
-
 /* 1 consumed, 0 not an ab option, -1 bad value. */
 static int parse_ab_option(void *ctx, const char *arg) {
   ab_opts *o = ctx;
   if (strncmp(arg, "--a=", 4) == 0) return (o->pipe[0] = arg + 4), arg[4] ? 1 : -1;
   if (strncmp(arg, "--b=", 4) == 0) return (o->pipe[1] = arg + 4), arg[4] ? 1 : -1;
-  if (strncmp(arg, "--seed=", 7) == 0) {
-    char *end;
-    errno = 0;
-    o->eval.seed = strtoull(arg + 7, &end, 0);
-    return *end || errno || !arg[7] ? -1 : 1;
-  }
-  if (strncmp(arg, "--atol=", 7) == 0) return parse_double(arg + 7, &o->eval.atol);
-  if (strncmp(arg, "--rtol=", 7) == 0) return parse_double(arg + 7, &o->eval.rtol);
-  return 0;
+  return hk_check_parse_option(&o->eval, arg);
 }
 
 /* Parses argv; returns HK_EXIT_OK to go on, anything else to stop with. */

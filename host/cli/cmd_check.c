@@ -26,8 +26,7 @@ static const char usage[] =
     "  convolutions need more than 2e9 multiply-adds.";
 
 typedef struct check_opts {
-  uint64_t seed;
-  double atol, rtol;
+  hk_check_opts eval;
   const char *partitioned;
   int mode;                        /* 0 auto, 1 dense, 2 sampled */
   int64_t samples;
@@ -157,7 +156,7 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   memset(&rep, 0, sizeof rep);
   if (!st && c->output) st = write_partitioned(c, p);
   if (!st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)))) {
-    hk_sample_options so = {o->seed, o->samples, o->atol, o->rtol, (int64_t)(o->sample_seconds * 1000)};
+    hk_sample_options so = {o->eval.seed, o->samples, o->eval.atol, o->eval.rtol, (int64_t)(o->sample_seconds * 1000)};
     hk_buf extra;   /* what the passes counted, as in the dense report */
     hk_buf_init(&extra);
     int64_t remats = hk_counter_list_sum(&counters, "full_rematerializations");
@@ -172,10 +171,7 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
     hk_module_free(p);
     return st;
   }
-  if (!st) {
-    hk_check_opts eo = {o->seed, o->atol, o->rtol};
-    st = hk_check_evaluate(g, p, &eo, parts, reps, &rep);
-  }
+  if (!st) st = hk_check_evaluate(g, p, &o->eval, parts, reps, &rep);
   if (!st) {
     hk_buf b;
     hk_buf_init(&b);
@@ -195,23 +191,10 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   return st;
 }
 
-static int parse_double(const char *s, double *out) {
-  char *end;
-  errno = 0;
-  *out = strtod(s, &end);
-  return *s && !*end && !errno && *out >= 0 ? 1 : -1;
-}
-
 static int parse_check_option(void *ctx, const char *arg) {
   check_opts *o = ctx;
-  if (strncmp(arg, "--seed=", 7) == 0) {
-    char *end;
-    errno = 0;
-    o->seed = strtoull(arg + 7, &end, 0);
-    return *end || errno || !arg[7] ? -1 : 1;
-  }
-  if (strncmp(arg, "--atol=", 7) == 0) return parse_double(arg + 7, &o->atol);
-  if (strncmp(arg, "--rtol=", 7) == 0) return parse_double(arg + 7, &o->rtol);
+  int r = hk_check_parse_option(&o->eval, arg);
+  if (r) return r;
   if (strncmp(arg, "--mode=", 7) == 0) {
     const char *m = arg + 7;
     o->mode = !strcmp(m, "auto") ? 0 : !strcmp(m, "dense") ? 1 : !strcmp(m, "sampled") ? 2 : -1;
@@ -223,7 +206,7 @@ static int parse_check_option(void *ctx, const char *arg) {
     o->samples = strtoll(arg + 10, &end, 10);
     return *end || errno || o->samples < 1 ? -1 : 1;
   }
-  if (strncmp(arg, "--sample-seconds=", 17) == 0) return parse_double(arg + 17, &o->sample_seconds);
+  if (strncmp(arg, "--sample-seconds=", 17) == 0) return hk_check_parse_nonneg(arg + 17, &o->sample_seconds);
   if (strncmp(arg, "--partitioned=", 14) == 0 && arg[14]) {
     o->partitioned = arg + 14;
     return 1;
@@ -234,7 +217,7 @@ static int parse_check_option(void *ctx, const char *arg) {
 int hk_cmd_check(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
-  check_opts o = {0, -1, -1, NULL, 0, 1024, 10};
+  check_opts o = {{0, -1, -1}, NULL, 0, 1024, 10};
   const char *in = NULL;
   bool help = false;
   int rc = hk_cli_parse_args("check", usage, argc, argv, &c, parse_check_option, &o, &in, &help);
