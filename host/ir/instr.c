@@ -62,15 +62,6 @@ static void list_insert_before(hk_computation *c, hk_instr *i, hk_instr *before)
   c->n_instrs++;
 }
 
-static void list_unlink(hk_computation *c, hk_instr *i) {
-  if (i->prev) i->prev->next = i->next;
-  else c->first = i->next;
-  if (i->next) i->next->prev = i->prev;
-  else c->last = i->prev;
-  i->prev = i->next = NULL;
-  c->n_instrs--;
-}
-
 /* ---- creation ------------------------------------------------------------------ */
 
 static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
@@ -240,13 +231,34 @@ hk_status *hk_instr_remove(hk_instr *i) {
     remove_user(op, i);
   }
   for (int32_t k = 0; k < i->n_operands; k++) i->operands[k]->flags &= (uint16_t)~HK_IFLAG_MARK;
-  hk_instr_remove_control_deps(i);
+  hk_instr_detach(i);
+  return NULL;
+}
+
+/* Parameters are few per computation; the table is scanned only when a
+ * parameter is removed. */
+static void forget_param(hk_computation *c, const hk_instr *i) {
+  if (i->opcode != HK_OP_PARAMETER) return;
   for (int32_t p = 0; p < c->n_params; p++)
     if (c->params[p] == i) c->params[p] = NULL;
+}
+
+static void list_unlink(hk_computation *c, hk_instr *i) {
+  if (i->prev) i->prev->next = i->next;
+  else c->first = i->next;
+  if (i->next) i->next->prev = i->prev;
+  else c->last = i->prev;
+  i->prev = i->next = NULL;
+  c->n_instrs--;
+}
+
+void hk_instr_detach(hk_instr *i) {
+  hk_computation *c = i->parent;
+  hk_instr_remove_control_deps(i);
+  forget_param(c, i);
   list_unlink(c, i);
   hk_ns_retire(&c->module->impl->instr_names, i->name);
   i->parent = NULL;
-  return NULL;
 }
 
 /* ---- queries ----------------------------------------------------------------------------------- */

@@ -134,6 +134,11 @@ static inline void *hk_alloc_aligned(hk_module *m, size_t n, size_t align) {
   return hk_arena_alloc(&m->impl->arena, n, align);
 }
 
+/* The last step of removing i (its users and operand edges already gone):
+ * drops its control edges and parameter slot, takes it out of its
+ * computation's list and retires its name. */
+void hk_instr_detach(hk_instr *i);
+
 /* Deep copies used by cloning (clone.c). */
 hk_literal *hk_literal_copy(hk_module *m, const hk_literal *src);
 

@@ -204,8 +204,12 @@ static int64_t next_free_id(hk_module *m, hk_namespace *ns, const char *root, si
   return next;
 }
 
-static void note_name(hk_module *m, hk_namespace *ns, const char *name, size_t len) {
+static void note_dot_zero(hk_namespace *ns, const char *name, size_t len) {
   if (len >= 2 && name[len - 2] == '.' && name[len - 1] == '0') ns->has_dot_zero = true;
+}
+
+static void note_name(hk_module *m, hk_namespace *ns, const char *name, size_t len) {
+  note_dot_zero(ns, name, len);
   note_root_id(m, ns, name, len);
 }
 
@@ -297,7 +301,7 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
     name = hk_str_new(&m->impl->arena, buf, n, h);
     hk_strmap_fill(&ns->names, e, name, owner);
     /* buf is format_name(root, suffix, id): its parts are known */
-    if (n >= 2 && buf[n - 2] == '.' && buf[n - 1] == '0') ns->has_dot_zero = true;
+    note_dot_zero(ns, buf, n);
     if (r) note_id_in(r, id, id >= 0);
     else note_root_parts(m, ns, buf, root_len, suffix ? id : 0, id >= 0);
   } else {

@@ -111,23 +111,6 @@ static void drop_user(pair_map *m, hk_instr *op, const hk_instr *user) {
   }
 }
 
-static void unlink_instr(hk_computation *c, hk_instr *i) {
-  if (i->prev) i->prev->next = i->next;
-  else c->first = i->next;
-  if (i->next) i->next->prev = i->prev;
-  else c->last = i->prev;
-  i->prev = i->next = NULL;
-  c->n_instrs--;
-}
-
-/* Parameters are few per computation; each computation's table is
- * scanned once per removed parameter only. */
-static void forget_param(hk_computation *c, const hk_instr *i) {
-  if (i->opcode != HK_OP_PARAMETER) return;
-  for (int32_t p = 0; p < c->n_params; p++)
-    if (c->params[p] == i) c->params[p] = NULL;
-}
-
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   if (n <= 0) return NULL;
   if (n == 1) return hk_instr_remove(v[0]);
@@ -147,13 +130,8 @@ hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   }
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = v[k];
-    hk_computation *c = i->parent;
     i->n_users = 0;   /* its users were all removed with it */
-    hk_instr_remove_control_deps(i);
-    forget_param(c, i);
-    unlink_instr(c, i);
-    hk_ns_retire(&c->module->impl->instr_names, i->name);
-    i->parent = NULL;
+    hk_instr_detach(i);
   }
   free(m.slots);
   return NULL;
