@@ -11,11 +11,7 @@
 static const char *const core_keys[] = {"name", "opcode", "shape", "operands", "called_computations",
                                         "control_predecessors", "id", NULL};
 
-static bool is_core_key(const char *key) {
-  for (const char *const *k = core_keys; *k; k++)
-    if (**k == *key && strcmp(*k, key) == 0) return true;
-  return false;
-}
+static bool is_core_key(const char *key) { return hkj_key_listed(core_keys, key); }
 
 /* Reads obj[key] (required) as a non-empty string, path pushed. */
 static hk_status *need_name(hkj_ctx *c, json_object *obj, const char *key, const char **out, size_t *len) {

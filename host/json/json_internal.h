@@ -47,6 +47,8 @@ hk_status *hkj_str_raw(hkj_ctx *c, json_object *v, const char **out, size_t *len
 /* Integer array into the module arena (v non-NULL even when empty). */
 hk_status *hkj_i64s(hkj_ctx *c, json_object *v, hk_i64s *out);
 hk_status *hkj_bools(hkj_ctx *c, json_object *v, int32_t *n, const bool **out);
+/* Whether key is in the NULL-terminated list. */
+bool hkj_key_listed(const char *const *keys, const char *key);
 /* Refuses keys of obj that are not in the NULL-terminated list. */
 hk_status *hkj_known_keys(hkj_ctx *c, json_object *obj, const char *const *keys);
 /* obj[key], or NULL if absent. */

@@ -169,12 +169,16 @@ hk_status *hkj_bools(hkj_ctx *c, json_object *v, int32_t *n_out, const bool **ou
   return NULL;
 }
 
+bool hkj_key_listed(const char *const *keys, const char *key) {
+  for (const char *const *k = keys; *k; k++)
+    if (**k == *key && strcmp(*k, key) == 0) return true;
+  return false;
+}
+
 hk_status *hkj_known_keys(hkj_ctx *c, json_object *obj, const char *const *keys) {
   json_object_object_foreach(obj, key, val) {
     (void)val;
-    bool known = false;
-    for (const char *const *k = keys; *k && !known; k++) known = **k == *key && strcmp(*k, key) == 0;
-    if (!known) return hkj_err(c, "unknown key '%s'", key);
+    if (!hkj_key_listed(keys, key)) return hkj_err(c, "unknown key '%s'", key);
   }
   return NULL;
 }
