@@ -174,6 +174,30 @@ START_TEST(dce_removes_dead_chains_of_a_shared_value) {
 }
 END_TEST
 
+/* Computations are kept when reached through live calls at any depth, and
+ * removed when only a removed (dead) call reached them, with theirs. */
+START_TEST(dce_removes_computations_only_dead_calls_reach) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\n"
+      "inner {\n  a = f32[] parameter(0)\n  ROOT n = f32[] negate(a)\n}\n\n"
+      "outer {\n  b = f32[] parameter(0)\n  ROOT c = f32[] call(b), to_apply=inner\n}\n\n"
+      "dead_inner {\n  d = f32[] parameter(0)\n  ROOT e = f32[] exponential(d)\n}\n\n"
+      "dead_outer {\n  f = f32[] parameter(0)\n  ROOT g = f32[] call(f), to_apply=dead_inner\n}\n\n"
+      "ENTRY e {\n  p = f32[] parameter(0)\n"
+      "  unused = f32[] call(p), to_apply=dead_outer\n"
+      "  ROOT r = f32[] call(p), to_apply=outer\n}\n");
+  ck_assert(run_pass(m, "hlo-dce", NULL));
+  ck_assert(!has_instr(m, "unused"));
+  ck_assert_ptr_null(hk_module_find_computation(m, "dead_outer"));
+  ck_assert_ptr_null(hk_module_find_computation(m, "dead_inner"));
+  ck_assert_ptr_nonnull(hk_module_find_computation(m, "outer"));
+  ck_assert_ptr_nonnull(hk_module_find_computation(m, "inner"));
+  ck_assert_int_eq(m->n_computations, 3);
+  ck_assert(!run_pass(m, "hlo-dce", NULL));
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(cse_keeps_side_effects_apart) {
   hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
@@ -376,6 +400,7 @@ static Suite *stock_suite(void) {
   tcase_add_test(tc, cse_keeps_side_effects_apart);
   tcase_add_test(tc, cse_compares_attributes_by_value);
   tcase_add_test(tc, dce_removes_dead_chains_of_a_shared_value);
+  tcase_add_test(tc, dce_removes_computations_only_dead_calls_reach);
   tcase_add_test(tc, call_inliner_inlines_every_call);
   tcase_add_test(tc, call_inliner_single_call_site_option);
   tcase_add_test(tc, rng_expander_lowers_rng);

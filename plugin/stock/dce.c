@@ -37,14 +37,8 @@ static bool is_dead(const hk_instr *i, bool remove_collectives) {
          (remove_collectives && is_dead_cross_partition_collective(i));
 }
 
-/* The computations one computation calls (call sites in list order,
- * consecutive repeats dropped). */
-typedef struct callees {
-  hk_computation **v;
-  int32_t n, cap;
-} callees;
-
-static void add_callee(callees *cl, hk_computation *c) {
+/* Adds a call site's callee to cl (consecutive repeats dropped). */
+static void add_callee(stock_callees *cl, hk_computation *c) {
   if (cl->n && cl->v[cl->n - 1] == c) return;
   if (cl->n == cl->cap) {
     cl->cap = cl->cap ? 2 * cl->cap : 8;
@@ -58,7 +52,7 @@ static void add_callee(callees *cl, hk_computation *c) {
  * with no users at all (nothing is dead otherwise, so a clean computation
  * needs no post order). */
 static bool scan(const hk_computation *c, bool look_for_dead, bool remove_collectives,
-                 callees *cl) {
+                 stock_callees *cl) {
   bool dead = false;
   cl->n = 0;
   for (const hk_instr *i = c->first; i; i = i->next) {
@@ -95,40 +89,12 @@ static bool remove_dead(hk_computation *c, bool remove_collectives) {
   return n_dead > 0 && !st;
 }
 
-/* Removes the computations the entry does not reach, from the callee
- * lists the scans made (no further walk of the instructions). */
-static bool remove_unreachable(hk_module *m, const callees *calls) {
-  int32_t nc = m->n_computations;
-  bool *live = calloc((size_t)nc + 1, sizeof *live);
-  hk_computation **stack = malloc(((size_t)nc + 1) * sizeof *stack);
-  if (!live || !stack) abort();
-  int32_t sp = 0;
-  live[m->entry->index] = true;
-  stack[sp++] = m->entry;
-  while (sp) {
-    const callees *cl = &calls[stack[--sp]->index];
-    for (int32_t k = 0; k < cl->n; k++)
-      if (!live[cl->v[k]->index]) {
-        live[cl->v[k]->index] = true;
-        stack[sp++] = cl->v[k];
-      }
-  }
-  /* Collect first: removal renumbers module->computations. */
-  int32_t n_dead = 0;
-  for (int32_t k = 0; k < nc; k++)
-    if (!live[m->computations[k]->index]) stack[n_dead++] = m->computations[k];
-  for (int32_t k = 0; k < n_dead; k++) hk_module_remove_computation(m, stack[k]);
-  free(live);
-  free(stack);
-  return n_dead > 0;
-}
-
 static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                           bool *changed) {
   stock_pass *p = (stock_pass *)self;
   bool any = false, collectives = p->flag[0];
   int32_t nc = m->n_computations;
-  callees *calls = calloc((size_t)nc + 1, sizeof *calls);
+  stock_callees *calls = calloc((size_t)nc + 1, sizeof *calls);
   if (!calls) abort();
   for (int32_t k = 0; k < nc; k++) {
     hk_computation *c = m->computations[k];
@@ -138,7 +104,7 @@ static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
       scan(c, false, collectives, &calls[c->index]);   /* removed call sites */
     }
   }
-  if (m->entry) any |= remove_unreachable(m, calls);
+  any |= stock_remove_unreachable_by_callees(m, calls);
   for (int32_t k = 0; k < nc; k++) free(calls[k].v);
   free(calls);
   *changed = any;

@@ -25,6 +25,14 @@ hk_computation *stock_clone_computation(hk_computation *src);
 /* Removes computations not reachable from the entry through called
  * computations.  Returns true when any was removed. */
 bool stock_remove_unreachable_computations(hk_module *m);
+/* The computations one computation calls, in call-site order. */
+typedef struct stock_callees {
+  hk_computation **v;
+  int32_t n, cap;
+} stock_callees;
+/* The same, reading computation c's callees from calls[c->index] (indexed
+ * by computation index) instead of walking its instructions again. */
+bool stock_remove_unreachable_by_callees(hk_module *m, const stock_callees *calls);
 /* Removes i and then every operand that became dead (no users, not root,
  * no side effect, not a parameter, no control edges). */
 void stock_remove_with_dead_operands(hk_instr *i);

@@ -109,25 +109,31 @@ hk_computation *stock_clone_computation(hk_computation *src) {
   return dst;
 }
 
-bool stock_remove_unreachable_computations(hk_module *m) {
+static void mark_live(bool *live, hk_computation **stack, int32_t *sp, hk_computation *c) {
+  if (live[c->index]) return;
+  live[c->index] = true;
+  stack[(*sp)++] = c;
+}
+
+/* The walk behind both entry points: callees come from calls[c->index]
+ * when calls is given, else from c's instructions. */
+static bool remove_unreachable(hk_module *m, const stock_callees *calls) {
   if (!m->entry) return false;
   int32_t nc = m->n_computations;
   bool *live = calloc((size_t)nc + 1, sizeof *live);
   hk_computation **stack = malloc(((size_t)nc + 1) * sizeof *stack);
   if (!live || !stack) abort();
   int32_t sp = 0;
-  live[m->entry->index] = true;
-  stack[sp++] = m->entry;
+  mark_live(live, stack, &sp, m->entry);
   while (sp) {
     hk_computation *c = stack[--sp];
-    for (hk_instr *i = c->first; i; i = i->next)
-      for (int32_t k = 0; k < i->n_called; k++) {
-        hk_computation *callee = i->called[k];
-        if (!live[callee->index]) {
-          live[callee->index] = true;
-          stack[sp++] = callee;
-        }
-      }
+    if (calls) {
+      for (int32_t k = 0; k < calls[c->index].n; k++)
+        mark_live(live, stack, &sp, calls[c->index].v[k]);
+    } else {
+      for (hk_instr *i = c->first; i; i = i->next)
+        for (int32_t k = 0; k < i->n_called; k++) mark_live(live, stack, &sp, i->called[k]);
+    }
   }
   /* Collect first: removal renumbers module->computations. */
   int32_t n_dead = 0;
@@ -137,6 +143,12 @@ bool stock_remove_unreachable_computations(hk_module *m) {
   free(live);
   free(stack);
   return n_dead > 0;
+}
+
+bool stock_remove_unreachable_computations(hk_module *m) { return remove_unreachable(m, NULL); }
+
+bool stock_remove_unreachable_by_callees(hk_module *m, const stock_callees *calls) {
+  return remove_unreachable(m, calls);
 }
 
 hk_status *stock_parse_type_pairs(const char *pass, const char *option, const char *text,
