@@ -24,18 +24,16 @@
 
 #define MAX_RUNS 1000
 
-static double now(void) {
+static double clock_s(clockid_t id) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(id, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
+static double now(void) { return clock_s(CLOCK_MONOTONIC); }
+
 /* CPU time of this process (user + system), immune to other load on the machine. */
-static double cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+static double cpu_now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;

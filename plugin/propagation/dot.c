@@ -86,6 +86,24 @@ static void dot_dims_of_conv(const hk_instr *i, dot_dims *dd) {
 
 static int64_t side(const dim3 *d, int k) { return k == 0 ? d->lhs : d->rhs; }
 
+/* The dimension maps between the output and operand k, through the batch
+ * dimensions and k's own non-contracting ones (-1 where none). */
+static void out_op_maps(const hk_instr *i, const dot_dims *dd, int k, int64_t *out_to_op,
+                        int64_t *op_to_out) {
+  for (int d = 0; d < i->shape->rank; d++) out_to_op[d] = -1;
+  for (int d = 0; d < i->operands[k]->shape->rank; d++) op_to_out[d] = -1;
+  for (int c = 0; c < dd->nb; c++) {
+    out_to_op[dd->batch[c].out] = side(&dd->batch[c], k);
+    op_to_out[side(&dd->batch[c], k)] = dd->batch[c].out;
+  }
+  const dim3 *mine = k == 0 ? dd->lnc : dd->rnc;
+  int nmine = k == 0 ? dd->nl : dd->nr;
+  for (int c = 0; c < nmine; c++) {
+    out_to_op[mine[c].out] = side(&mine[c], k);
+    op_to_out[side(&mine[c], k)] = mine[c].out;
+  }
+}
+
 /* The output sharding implied by operand k. */
 static const hk_sharding *from_operand(prop_ctx *cx, const hk_instr *i, const dot_dims *dd, int k) {
   const hk_instr *op = i->operands[k];
@@ -101,18 +119,7 @@ static const hk_sharding *from_operand(prop_ctx *cx, const hk_instr *i, const do
   s = hk_sharding_replicate_dims(cx->m, s, nrep, rep);
   if (!s || s->kind != HK_SHARDING_TILED) return s;
   int64_t out_to_op[HK_MAX_RANK], op_to_out[HK_MAX_RANK];
-  for (int d = 0; d < i->shape->rank; d++) out_to_op[d] = -1;
-  for (int d = 0; d < op->shape->rank; d++) op_to_out[d] = -1;
-  for (int c = 0; c < dd->nb; c++) {
-    out_to_op[dd->batch[c].out] = side(&dd->batch[c], k);
-    op_to_out[side(&dd->batch[c], k)] = dd->batch[c].out;
-  }
-  const dim3 *mine = k == 0 ? dd->lnc : dd->rnc;
-  int nmine = k == 0 ? dd->nl : dd->nr;
-  for (int c = 0; c < nmine; c++) {
-    out_to_op[mine[c].out] = side(&mine[c], k);
-    op_to_out[side(&mine[c], k)] = mine[c].out;
-  }
+  out_op_maps(i, dd, k, out_to_op, op_to_out);
   return sa_transpose_collapsed(cx->m, s, op->shape->rank, op_to_out, i->shape->rank, out_to_op);
 }
 
@@ -207,16 +214,7 @@ static const hk_sharding *dot_operand_sharding(prop_ctx *cx, const hk_instr *i, 
   if (s->kind == HK_SHARDING_TILED) {
     s = hk_sharding_replicate_dims(cx->m, s, nout, out_rep);
     int64_t out_to_op[HK_MAX_RANK], op_to_out[HK_MAX_RANK];
-    for (int d = 0; d < i->shape->rank; d++) out_to_op[d] = -1;
-    for (int d = 0; d < op->shape->rank; d++) op_to_out[d] = -1;
-    for (int c = 0; c < dd->nb; c++) {
-      out_to_op[dd->batch[c].out] = side(&dd->batch[c], k);
-      op_to_out[side(&dd->batch[c], k)] = dd->batch[c].out;
-    }
-    for (int c = 0; c < nmine; c++) {
-      out_to_op[mine[c].out] = side(&mine[c], k);
-      op_to_out[side(&mine[c], k)] = mine[c].out;
-    }
+    out_op_maps(i, dd, k, out_to_op, op_to_out);
     if (s && s->kind == HK_SHARDING_TILED)
       s = sa_transpose_collapsed(cx->m, s, i->shape->rank, out_to_op, op->shape->rank, op_to_out);
     else if (s)
