@@ -68,7 +68,7 @@ static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
                               const hk_shape *shape, int n_operands,
                               hk_instr *const *operands, const char *name) {
   hk_module *m = c->module;
-  hk_instr *i = hk_alloc_aligned(m, sizeof *i, 8);
+  hk_instr *i = hk_arena_alloc(&m->impl->instr_arena, sizeof *i, 8);
   i->opcode = (uint16_t)op;
   i->shape = shape;
   i->parent = c;

@@ -120,6 +120,7 @@ void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len);
 /* ---- the module's private part --------------------------------------------- */
 struct hk_module_impl {
   hk_arena arena;
+  hk_arena instr_arena;            /* hk_instr structs only: walks stay sequential */
   hk_strmap strings;              /* hk_intern */
   hk_namespace instr_names;
   hk_namespace comp_names;

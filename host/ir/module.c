@@ -10,6 +10,7 @@ hk_module *hk_module_new(const char *name) {
   m->impl = calloc(1, sizeof *m->impl);
   if (!m->impl) abort();
   hk_arena_init(&m->impl->arena);
+  hk_arena_init(&m->impl->instr_arena);
   m->name = hk_intern_cstr(m, name ? name : "module");
   m->config.num_partitions = 1;
   m->config.replica_count = 1;
@@ -25,6 +26,7 @@ void hk_module_free(hk_module *m) {
   for (int t = 0; t < HK_HC_COUNT; t++)
     if (impl->hc[t].slots) hk_big_free(impl->hc[t].slots, (impl->hc[t].mask + 1) * sizeof(hk_hc_entry));
   hk_arena_release(&impl->arena);
+  hk_arena_release(&impl->instr_arena);
   free(m->computations);
   free(impl);
   free(m);

@@ -397,9 +397,11 @@ static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threa
     if (k == n - 1 && !dirty) break;
     bool changed;
     HK_TRY(run_pass_changed(p, passes[k], m, threads, &changed));
+    spmd_phase_done(&p->clock, passes[k]);
     dirty |= changed && leaves_dead_code[k];
   }
   clear_shardings(m);
+  spmd_phase_done(&p->clock, "clear shardings");
   return NULL;
 }
 
@@ -422,10 +424,12 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
   free(ps);
   if (cg) hk_call_graph_free(cg);
   if (st) return st;
+  spmd_phase_done(&p->clock, "partition computations");
   hk_module_set_entry(m, ne);
   remove_unreachable(m);
   restore_names(p, m);
   hk_module_sort_computations(m);
+  spmd_phase_done(&p->clock, "drop replaced computations");
   return NULL;
 }
 
@@ -445,16 +449,21 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   p->n_new_comps = 0;
   spmd_memo_clear(&p->memo);   /* shardings of the module run before */
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
+  spmd_phase_clock_start(&p->clock);
   /* Phase A */
   HK_TRY(vt->preprocess_sharding(self, m, threads));
+  spmd_phase_done(&p->clock, "preprocess sharding");
   HK_TRY(spmd_preprocess_hlos(p, m, threads));
+  spmd_phase_done(&p->clock, "preprocess hlos");
   /* Phase B */
   log_report(&p->before_report, m, "before", p->options.report_instruction_count, NULL);
   record_inputs_outputs_sharding(m);
   /* Phase C */
   HK_TRY(run_named_pass(p, "flatten-call-graph", m, threads));
+  spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
   p->next_channel_id = hk_module_next_channel_id(m);
+  spmd_phase_done(&p->clock, "next channel id");
   /* Phase D */
   HK_TRY(partition_entry(p, m));
   *changed = true;
@@ -462,6 +471,7 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   HK_TRY(relayout_and_verify(p, m, &saved));
   /* Phase F */
   log_report(&p->after_report, m, "after", p->options.report_instruction_count, p);
+  spmd_phase_done(&p->clock, "relayout, verify, report");
   return cleanup(p, m, threads);
 }
 

@@ -16,6 +16,15 @@ typedef struct spmd_memo {
   size_t mask, n;
 } spmd_memo;
 
+/* The phase clock of a run (phase_times.c). */
+typedef struct spmd_phase_clock {
+  bool on;       /* HLOKIT_SPMD_TIMES is set */
+  double last;   /* when the previous phase ended */
+} spmd_phase_clock;
+
+void spmd_phase_clock_start(spmd_phase_clock *c);
+void spmd_phase_done(spmd_phase_clock *c, const char *phase);
+
 /* The pass object (SpmdPartitioner). */
 typedef struct spmd_partitioner {
   hk_pass pass;                    /* FIRST: vt is a hk_spmd_partitioner_vtable */
@@ -40,6 +49,7 @@ typedef struct spmd_partitioner {
   int64_t n_new_comps, cap_new_comps;
   char *before_report;             /* malloc'ed */
   char *after_report;
+  spmd_phase_clock clock;
 } spmd_partitioner;
 
 static inline const hk_spmd_partitioner_vtable *spmd_vt(const spmd_partitioner *p) {
