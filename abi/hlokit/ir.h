@@ -236,6 +236,10 @@ struct hk_computation {
   int32_t index;                   /* position in module->computations */
   void *scratch;
   int32_t cap_params;              /* allocated length of params */
+  /* Appended (ABI 1.2): instructions of c that own their names, so removing
+   * a computation whose names were all taken (hk_instr_take_name) need not
+   * visit its instructions.  Host-maintained; read-only for passes. */
+  int64_t n_named_instrs;
 };
 
 /* ---- modules ------------------------------------------------------------ */
@@ -398,6 +402,33 @@ hk_instr *hk_build_broadcast_scalar(hk_computation *c, hk_instr *before, hk_inst
  * Each instruction's users must all come before it in v; none may be a
  * root or listed twice.  On error nothing is removed. */
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n);
+
+/* ---- appended (host/ir/instr.c, clone.c): names handed to a replacement ---- */
+/* `to` takes `from`'s name exactly (no uniquing) at the cost of one probe
+ * of the name map: lookups by that name find `to` from then on.  `from`
+ * keeps pointing at the same string but no longer owns it, so removing
+ * `from`, or its whole computation, leaves the name alone (and removing a
+ * computation whose names were all taken visits none of its instructions).
+ * to's previous name is retired as hk_instr_set_name would.  For passes
+ * that rebuild a computation and want each new instruction to carry the
+ * name of the one it replaces: until `from` goes, two instructions share
+ * one name, so remove it (or its computation) before printing.  A later
+ * request for the same name (hk_instr_new, hk_module_unique_name, ...)
+ * still gets a fresh one.  Both must be in the same module. */
+void hk_instr_take_name(hk_instr *to, hk_instr *from);
+/* hk_instr_clone(c, src, shape, n_operands, operands, NULL), except that the
+ * copy takes src's name as hk_instr_take_name does instead of getting a
+ * uniqued one of its own.  When src is in another module the copy gets a
+ * uniqued name as hk_instr_clone would. */
+hk_instr *hk_instr_clone_taking_name(hk_computation *c, hk_instr *src, const hk_shape *shape,
+                                     int n_operands, hk_instr *const *operands);
+
+/* ---- appended (host/ir/computation.c): calling instructions ------------------- */
+/* The instructions of c that call computations (n_called > 0), in list
+ * order, found in one sequential walk: a malloc'ed array (caller frees;
+ * NULL when there are none), *n the count.  For whole-module call-graph
+ * scans, which then visit only these. */
+hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n);
 
 #ifdef __cplusplus
 }

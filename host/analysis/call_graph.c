@@ -28,22 +28,38 @@ hk_call_graph_node *hk_call_graph_node_of(hk_call_graph *g, const hk_computation
   return NULL;
 }
 
-/* Call sites of instruction i, one per called computation (XLA records a
- * caller call site per callee, so a computation named twice by one
- * conditional has two). */
-static int sites_of(const hk_instr *i) { return i->n_called; }
+/* Each computation's calling instructions (one walk of each list): the
+ * sites are counted and recorded from these alone. */
+typedef struct calling_instrs {
+  hk_instr **v;
+  int64_t n;
+} calling_instrs;
 
-static void count_sites(hk_call_graph *g) {
-  for (int32_t k = 0; k < g->n_nodes; k++) {
-    hk_computation *c = g->nodes[k].comp;
-    for (hk_instr *i = c->first; i; i = i->next) {
-      g->nodes[k].n_callees += sites_of(i);
+static calling_instrs *collect_calling(const hk_call_graph *g) {
+  calling_instrs *ci = calloc((size_t)g->n_nodes + 1, sizeof *ci);
+  if (!ci) return NULL;
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    ci[k].v = hk_computation_calling_instrs(g->nodes[k].comp, &ci[k].n);
+  return ci;
+}
+
+static void free_calling(calling_instrs *ci, int32_t n) {
+  for (int32_t k = 0; k < n; k++) free(ci[k].v);
+  free(ci);
+}
+
+/* One call site per called computation (XLA records a caller call site per
+ * callee, so a computation named twice by one conditional has two). */
+static void count_sites(hk_call_graph *g, const calling_instrs *ci) {
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int64_t r = 0; r < ci[k].n; r++) {
+      const hk_instr *i = ci[k].v[r];
+      g->nodes[k].n_callees += i->n_called;
       for (int j = 0; j < i->n_called; j++) {
         hk_call_graph_node *callee = hk_call_graph_node_of(g, i->called[j]);
         if (callee) callee->n_callers++;
       }
     }
-  }
 }
 
 static bool allocate_sites(hk_call_graph *g) {
@@ -57,10 +73,11 @@ static bool allocate_sites(hk_call_graph *g) {
   return true;
 }
 
-static void record_sites(hk_call_graph *g) {
+static void record_sites(hk_call_graph *g, const calling_instrs *ci) {
   for (int32_t k = 0; k < g->n_nodes; k++) {
     hk_call_graph_node *n = &g->nodes[k];
-    for (hk_instr *i = n->comp->first; i; i = i->next) {
+    for (int64_t r = 0; r < ci[k].n; r++) {
+      hk_instr *i = ci[k].v[r];
       hk_call_context ctx = hk_opcode_call_context((hk_opcode)i->opcode);
       for (int j = 0; j < i->n_called; j++) {
         hk_call_site site = {i, i->called[j], ctx};
@@ -118,8 +135,14 @@ hk_call_graph *hk_call_graph_build(hk_module *m) {
     return NULL;
   }
   for (int32_t k = 0; k < g->n_nodes; k++) g->nodes[k].comp = m->computations[k];
-  count_sites(g);
-  if (!allocate_sites(g) || (record_sites(g), !set_contexts(g))) {
+  calling_instrs *ci = collect_calling(g);
+  bool ok = ci != NULL;
+  if (ok) count_sites(g, ci);
+  ok = ok && allocate_sites(g);
+  if (ok) record_sites(g, ci);
+  ok = ok && set_contexts(g);
+  if (ci) free_calling(ci, g->n_nodes);
+  if (!ok) {
     hk_call_graph_free(g);
     return NULL;
   }

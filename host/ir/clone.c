@@ -323,17 +323,49 @@ static hk_attrs *attrs_copy(hk_module *m, const hk_attrs *a, const clone_map *ma
 
 /* ---- single instruction ---------------------------------------------------------------------- */
 
+/* The attributes of a copy in the same module: what the block points to
+ * is const and shared (strings are the module's already), the literal is
+ * the copy's own, control edges are not copied. */
+static hk_attrs *attrs_copy_local(hk_module *m, const hk_attrs *a) {
+  hk_attrs *c = hk_alloc(m, sizeof *c);
+  *c = *a;
+  c->literal = hk_literal_copy(m, a->literal);
+  c->n_control_preds = c->n_control_succs = 0;
+  c->control_preds = c->control_succs = NULL;
+  return c;
+}
+
+/* Everything of src but operands and name, onto i. */
+static void clone_fill(hk_module *m, hk_instr *i, const hk_instr *src) {
+  bool same_module = src->parent && src->parent->module == m;
+  if (src->n_dims) hk_instr_set_dims(i, src->n_dims, src->dims);
+  if (src->n_called) hk_instr_set_called(i, src->n_called, src->called);
+  if (same_module) {
+    i->sharding = src->sharding;
+    i->attrs = src->attrs ? attrs_copy_local(m, src->attrs) : NULL;
+  } else {
+    i->sharding = sharding_copy(m, src->sharding);
+    i->attrs = attrs_copy(m, src->attrs, NULL);
+  }
+}
+
 hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape *shape,
                          int n_operands, hk_instr *const *operands, const char *name) {
   hk_module *m = c->module;
-  bool same_module = src->parent && src->parent->module == m;
   if (!shape) shape = hk_shape_intern(m, src->shape);
-  hk_instr *i = hk_instr_new(c, (hk_opcode)src->opcode, shape, n_operands, operands,
-                             name ? name : src->name);
-  if (src->n_dims) hk_instr_set_dims(i, src->n_dims, src->dims);
-  if (src->n_called) hk_instr_set_called(i, src->n_called, src->called);
-  i->sharding = same_module ? src->sharding : sharding_copy(m, src->sharding);
-  i->attrs = attrs_copy(m, src->attrs, NULL);
+  hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
+                                name ? name : src->name, NULL);
+  clone_fill(m, i, src);
+  return i;
+}
+
+hk_instr *hk_instr_clone_taking_name(hk_computation *c, hk_instr *src, const hk_shape *shape,
+                                     int n_operands, hk_instr *const *operands) {
+  hk_module *m = c->module;
+  if (!shape) shape = hk_shape_intern(m, src->shape);
+  hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
+                                NULL, src);
+  clone_fill(m, i, src);
   return i;
 }
 
@@ -399,16 +431,30 @@ static hk_computation *computation_shell(hk_module *m, const hk_computation *s) 
   return c;
 }
 
+/* i gets si's name: registered with i as owner, unless si had lent it to
+ * another instruction (that one registers it when its copy is made, or it
+ * was retired and namespace_copy brings that over). */
+static void instr_name_copy(hk_module *m, hk_instr *i, const hk_instr *si) {
+  const hk_strhdr *h = hk_str_hdr(si->name);
+  if (si->flags & HK_IFLAG_NAME_LENT) {
+    i->name = hk_str_new(&m->impl->arena, si->name, h->len, h->hash);
+    i->flags |= HK_IFLAG_NAME_LENT;
+    return;
+  }
+  i->name = hk_ns_claim(m, &m->impl->instr_names, si->name, h->len, i);
+  i->parent->n_named_instrs++;
+}
+
 /* Creates c's instructions (no operands yet), in list order. */
 static void instrs_shell(hk_module *m, hk_computation *c, const hk_computation *s,
                          clone_map *map) {
   for (const hk_instr *si = s->first; si; si = si->next) {
-    hk_instr *i = hk_alloc_aligned(m, sizeof *i, 8);
+    hk_instr *i = hk_arena_alloc(&m->impl->instr_arena, sizeof *i, 8);
     i->opcode = si->opcode;
     i->id = si->id;
     i->shape = hk_shape_intern(m, si->shape);
     i->parent = c;
-    i->name = hk_ns_claim(m, &m->impl->instr_names, si->name, strlen(si->name), i);
+    instr_name_copy(m, i, si);
     i->n_dims = si->n_dims;
     i->dims = arr_copy(m, si->dims, (size_t)si->n_dims, sizeof(int64_t));
     i->sharding = sharding_copy(m, si->sharding);

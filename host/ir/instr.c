@@ -64,19 +64,16 @@ static void list_insert_before(hk_computation *c, hk_instr *i, hk_instr *before)
 
 /* ---- creation ------------------------------------------------------------------ */
 
-static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
-                              const hk_shape *shape, int n_operands,
-                              hk_instr *const *operands, const char *name) {
+/* The instruction, linked to its operands and into c's list, without a name. */
+static hk_instr *instr_link_new(hk_computation *c, hk_instr *before, hk_opcode op,
+                                const hk_shape *shape, int n_operands,
+                                hk_instr *const *operands) {
   hk_module *m = c->module;
   hk_instr *i = hk_arena_alloc(&m->impl->instr_arena, sizeof *i, 8);
   i->opcode = (uint16_t)op;
   i->shape = shape;
   i->parent = c;
   i->id = m->next_id++;
-  /* The name goes right after the struct: lookups by name then touch
-   * neighbouring cache lines. */
-  const char *want = name ? name : hk_opcode_name(op);
-  i->name = hk_ns_unique(m, &m->impl->instr_names, want, strlen(want), i);
   i->n_operands = i->cap_operands = n_operands;
   i->operands = ptrs_alloc(m, n_operands);
   for (int k = 0; k < n_operands; k++) {
@@ -89,15 +86,36 @@ static hk_instr *instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
   return i;
 }
 
+static void take_entry(hk_strmap_entry *e, hk_instr *to, hk_instr *from);
+
+hk_instr *hk_instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
+                          const hk_shape *shape, int n_operands, hk_instr *const *operands,
+                          const char *name, hk_instr *name_from) {
+  hk_module *m = c->module;
+  hk_namespace *ns = &m->impl->instr_names;
+  bool take = name_from && name_from->parent && name_from->parent->module == m;
+  if (take) hk_ns_prefetch_entry(ns, name_from->name);
+  else if (name_from) name = name_from->name;
+  hk_instr *i = instr_link_new(c, before, op, shape, n_operands, operands);
+  if (take) {
+    take_entry(hk_ns_entry(ns, name_from->name), i, name_from);
+    return i;
+  }
+  const char *want = name ? name : hk_opcode_name(op);
+  i->name = hk_ns_unique(m, ns, want, strlen(want), i);
+  c->n_named_instrs++;
+  return i;
+}
+
 hk_instr *hk_instr_new(hk_computation *c, hk_opcode op, const hk_shape *shape,
                        int n_operands, hk_instr *const *operands, const char *name) {
-  return instr_create(c, NULL, op, shape, n_operands, operands, name);
+  return hk_instr_create(c, NULL, op, shape, n_operands, operands, name, NULL);
 }
 
 hk_instr *hk_instr_new_before(hk_instr *before, hk_opcode op, const hk_shape *shape,
                               int n_operands, hk_instr *const *operands,
                               const char *name) {
-  return instr_create(before->parent, before, op, shape, n_operands, operands, name);
+  return hk_instr_create(before->parent, before, op, shape, n_operands, operands, name, NULL);
 }
 
 hk_attrs *hk_instr_attrs(hk_instr *i) {
@@ -115,12 +133,64 @@ void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
   i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
 }
 
+/* Gives up i's name: retired when i owns it; a taken name is left alone.
+ * Afterwards i owns no name. */
+static void drop_name(hk_instr *i) {
+  if (i->flags & HK_IFLAG_NAME_LENT) {
+    i->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
+    return;
+  }
+  hk_computation *c = i->parent;
+  hk_strmap_entry *e = hk_ns_entry(&c->module->impl->instr_names, i->name);
+  if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
+  c->n_named_instrs--;
+}
+
 void hk_instr_set_name(hk_instr *i, const char *name) {
   hk_module *m = instr_module(i);
   if (name && i->name && strcmp(name, i->name) == 0) return;
-  if (i->name) hk_ns_retire(&m->impl->instr_names, i->name);
+  drop_name(i);
   const char *want = name ? name : hk_opcode_name((hk_opcode)i->opcode);
   i->name = hk_ns_unique(m, &m->impl->instr_names, want, strlen(want), i);
+  i->parent->n_named_instrs++;
+}
+
+/* The instruction holding a name-map entry, or NULL for a reserved or
+ * retired name. */
+static hk_instr *entry_owner(const hk_strmap_entry *e) {
+  void *v = hk_strmap_value(e);
+  return v == HK_NAME_RESERVED || v == HK_NAME_RETIRED ? NULL : v;
+}
+
+/* Makes `to` the owner of entry e (the entry of from's name), marking the
+ * previous owner as having lent it. */
+static void take_entry(hk_strmap_entry *e, hk_instr *to, hk_instr *from) {
+  if (!e) {   /* not expected: every instruction's name is registered */
+    hk_module *m = to->parent->module;
+    hk_ns_claim(m, &m->impl->instr_names, from->name, strlen(from->name), to);
+    e = hk_ns_entry(&m->impl->instr_names, from->name);
+  }
+  hk_instr *prev = entry_owner(e);
+  if (prev && prev != to) {
+    prev->flags |= HK_IFLAG_NAME_LENT;
+    if (prev->parent) prev->parent->n_named_instrs--;
+  }
+  hk_strmap_set_value(e, to);
+  to->name = from->name;
+  to->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
+  to->parent->n_named_instrs++;
+}
+
+void hk_instr_take_name(hk_instr *to, hk_instr *from) {
+  if (to == from || to->name == from->name) return;
+  hk_module *m = instr_module(to);
+  if (!from->parent || from->parent->module != m) {   /* not a name of this module */
+    hk_instr_set_name(to, from->name);
+    return;
+  }
+  hk_namespace *ns = &m->impl->instr_names;
+  drop_name(to);
+  take_entry(hk_ns_entry(ns, from->name), to, from);
 }
 
 /* ---- operands and users -------------------------------------------------------------- */
@@ -257,7 +327,7 @@ void hk_instr_detach(hk_instr *i) {
   hk_instr_remove_control_deps(i);
   forget_param(c, i);
   list_unlink(c, i);
-  hk_ns_retire(&c->module->impl->instr_names, i->name);
+  drop_name(i);
   i->parent = NULL;
 }
 

@@ -109,6 +109,13 @@ const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t
                         void *owner);
 void *hk_ns_lookup(const hk_namespace *ns, const char *name);
 void hk_ns_retire(hk_namespace *ns, const char *name);
+/* The map entry of a name the namespace holds (a string it returned, or one
+ * sharing its header), found by the hash stored before the characters. */
+hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name);
+/* Starts loading the map slot where hk_ns_entry(ns, name) begins. */
+static inline void hk_ns_prefetch_entry(const hk_namespace *ns, const char *name) {
+  if (ns->names.slots) __builtin_prefetch(&ns->names.slots[hk_str_hdr(name)->hash & ns->names.mask]);
+}
 void hk_ns_free(hk_namespace *ns);
 
 /* Hints from a producer that knows what is coming (the text parser):
@@ -140,11 +147,21 @@ static inline void *hk_alloc_aligned(hk_module *m, size_t n, size_t align) {
  * computation's list and retires its name. */
 void hk_instr_detach(hk_instr *i);
 
+/* Creates an instruction (hk_instr_new / hk_instr_new_before when before
+ * is non-NULL).  Named from name_from when it is given: it takes that
+ * instruction's name (hk_instr_take_name) when both are in one module, and
+ * a uniqued copy of it otherwise; else named `name`, uniqued. */
+hk_instr *hk_instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
+                          const hk_shape *shape, int n_operands, hk_instr *const *operands,
+                          const char *name, hk_instr *name_from);
+
 /* Deep copies used by cloning (clone.c). */
 hk_literal *hk_literal_copy(hk_module *m, const hk_literal *src);
 
 /* Host-private bits of hk_instr.flags. */
 #define HK_IFLAG_VISIT_MASK 3u      /* post-order DFS state */
 #define HK_IFLAG_MARK 4u            /* scratch mark inside one mutation */
+#define HK_IFLAG_NAME_LENT 8u       /* another instruction took this one's name
+                                       (hk_instr_take_name): not its to retire */
 
 #endif

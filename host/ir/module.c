@@ -86,6 +86,18 @@ void hk_module_set_entry(hk_module *m, hk_computation *c) {
   if (c) c->is_entry = true;
 }
 
+/* Retires the names c's instructions own; none are visited when every
+ * name was taken by a replacement (hk_instr_take_name). */
+static void retire_instr_names(hk_module *m, hk_computation *c) {
+  hk_namespace *ns = &m->impl->instr_names;
+  for (hk_instr *i = c->first; i && c->n_named_instrs > 0; i = i->next) {
+    if (i->flags & HK_IFLAG_NAME_LENT) continue;
+    hk_strmap_entry *e = hk_ns_entry(ns, i->name);
+    if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
+    c->n_named_instrs--;
+  }
+}
+
 void hk_module_remove_computation(hk_module *m, hk_computation *c) {
   int32_t at = -1;
   for (int32_t i = 0; i < m->n_computations; i++)
@@ -95,7 +107,7 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c) {
           (size_t)(m->n_computations - at - 1) * sizeof *m->computations);
   m->n_computations--;
   for (int32_t i = at; i < m->n_computations; i++) m->computations[i]->index = i;
-  for (hk_instr *i = c->first; i; i = i->next) hk_ns_retire(&m->impl->instr_names, i->name);
+  retire_instr_names(m, c);
   hk_ns_retire(&m->impl->comp_names, c->name);
   if (m->entry == c) m->entry = NULL;
   c->index = -1;
@@ -106,19 +118,30 @@ const char *hk_module_unique_name(hk_module *m, const char *prefix) {
   return hk_ns_unique(m, &m->impl->instr_names, p, strlen(p), HK_NAME_RESERVED);
 }
 
+/* One sequential walk: instructions lie in list order in their arena, so
+ * loading a few ahead keeps the memory busy (the walk is bound by it). */
 int64_t hk_module_next_channel_id(const hk_module *m) {
   int64_t next = 1;
   for (int32_t k = 0; k < m->n_computations; k++)
-    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
+      __builtin_prefetch((const char *)i + 4 * sizeof *i);
       if (i->attrs && i->attrs->channel_id >= next) next = i->attrs->channel_id + 1;
+    }
   return next;
 }
 
 /* ---- call-graph order (XLA's MakeComputationPostOrder) ------------------------ */
+/* Every computation's list is walked once, for its calling instructions;
+ * the order is then made from those alone. */
+
+typedef struct comp_calls {
+  hk_instr **v;            /* the computation's calling instructions, in list order */
+  int64_t n;
+} comp_calls;
 
 typedef struct comp_frame {
   hk_computation *c;
-  hk_instr *next;          /* next instruction to look at */
+  int64_t next;            /* next calling instruction to look at */
 } comp_frame;
 
 typedef struct comp_stack {
@@ -133,7 +156,7 @@ static void comp_stack_push(comp_stack *s, hk_computation *c) {
     if (!s->v) abort();
   }
   s->v[s->n].c = c;
-  s->v[s->n].next = c->first;
+  s->v[s->n].next = 0;
   s->n++;
 }
 
@@ -155,14 +178,17 @@ static void push_callees(comp_stack *s, const hk_instr *i, uint8_t *seen) {
 
 /* XLA's MakeEmbeddedComputationsList for root, appended to out (deduplicated
  * through added[]). */
-static void embedded_post_order(hk_computation *root, uint8_t *seen, uint8_t *added,
-                                hk_computation **out, int32_t *n_out, comp_stack *s) {
+static void embedded_post_order(hk_computation *root, const comp_calls *calls, uint8_t *seen,
+                                uint8_t *added, hk_computation **out, int32_t *n_out,
+                                comp_stack *s) {
   s->n = 0;
-  for (const hk_instr *i = root->first; i; i = i->next) {
-    push_callees(s, i, seen);
+  const comp_calls *rc = &calls[root->index];
+  for (int64_t r = 0; r < rc->n; r++) {
+    push_callees(s, rc->v[r], seen);
     while (s->n) {
       comp_frame *f = &s->v[s->n - 1];
-      if (!f->next) {
+      const comp_calls *fc = &calls[f->c->index];
+      if (f->next == fc->n) {
         hk_computation *done = f->c;
         s->n--;
         if (!added[done->index]) {
@@ -171,11 +197,26 @@ static void embedded_post_order(hk_computation *root, uint8_t *seen, uint8_t *ad
         }
         continue;
       }
-      hk_instr *cur = f->next;
-      f->next = cur->next;
-      push_callees(s, cur, seen);   /* may move s->v; f is not used after */
+      push_callees(s, fc->v[f->next++], seen);   /* may move s->v; f is not used after */
     }
   }
+}
+
+/* Each computation's calling instructions; called[k] set for every
+ * computation some instruction calls. */
+static comp_calls *collect_calls(hk_module *m, uint8_t *called) {
+  int32_t n = m->n_computations;
+  comp_calls *calls = calloc((size_t)n, sizeof *calls);
+  if (!calls) abort();
+  for (int32_t k = 0; k < n; k++) {
+    calls[k].v = hk_computation_calling_instrs(m->computations[k], &calls[k].n);
+    for (int64_t r = 0; r < calls[k].n; r++) {
+      const hk_instr *i = calls[k].v[r];
+      for (int32_t j = 0; j < i->n_called; j++)
+        if (owned(m, i->called[j])) called[i->called[j]->index] = 1;
+    }
+  }
+  return calls;
 }
 
 void hk_module_sort_computations(hk_module *m) {
@@ -186,17 +227,14 @@ void hk_module_sort_computations(hk_module *m) {
   hk_computation **out = malloc((size_t)n * sizeof *out);
   if (!called || !out) abort();
   uint8_t *seen = called + n, *added = called + 2 * n;
-  for (int32_t k = 0; k < n; k++)
-    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
-      for (int32_t j = 0; j < i->n_called; j++)
-        if (owned(m, i->called[j])) called[i->called[j]->index] = 1;
+  comp_calls *calls = collect_calls(m, called);
   comp_stack s = {0};
   int32_t n_out = 0;
   for (int32_t k = 0; k < n; k++) {
     hk_computation *c = m->computations[k];
     if (called[k]) continue;
     memset(seen, 0, (size_t)n);
-    embedded_post_order(c, seen, added, out, &n_out, &s);
+    embedded_post_order(c, calls, seen, added, out, &n_out, &s);
     if (!added[k]) {
       added[k] = 1;
       out[n_out++] = c;
@@ -206,7 +244,11 @@ void hk_module_sort_computations(hk_module *m) {
   for (int32_t k = 0; k < n; k++)
     if (!added[k]) out[n_out++] = m->computations[k];
   memcpy(m->computations, out, (size_t)n * sizeof *out);
-  for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
+  for (int32_t k = 0; k < n; k++) {
+    m->computations[k]->index = k;
+    free(calls[k].v);
+  }
+  free(calls);
   free(s.v);
   free(out);
   free(called);

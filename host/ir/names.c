@@ -334,6 +334,11 @@ void hk_ns_retire(hk_namespace *ns, const char *name) {
   if (e) hk_strmap_set_value(e, HK_NAME_RETIRED);
 }
 
+hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name) {
+  const hk_strhdr *h = hk_str_hdr(name);
+  return hk_strmap_find(&ns->names, name, h->len, h->hash);
+}
+
 void hk_ns_free(hk_namespace *ns) {
   hk_strmap_free(&ns->names);
   hk_strmap_free(&ns->counters);

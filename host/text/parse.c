@@ -117,7 +117,7 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
  * already defines it. */
 static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
   remember(P, i, s, len);
-  if (strlen(i->name) == len && memcmp(i->name, s, len) == 0) return true;
+  if (strncmp(i->name, s, len) == 0 && i->name[len] == 0) return true;
   bool existed;
   tx_slot *slot = tx_table_claim(P->scope, s, len, &existed);
   if (existed) return false;

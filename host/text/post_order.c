@@ -61,7 +61,9 @@ static int64_t operand_position(const tx_post_order *po, const hk_instr *o, uint
 
 /* Positions, operand positions (operands in c only) and the instructions
  * without users, in one forward walk; false if the DFS must see the
- * instructions themselves (control edges, an operand listed late). */
+ * instructions themselves (an operand listed late).  Control edges are not
+ * looked at (they live in the attributes, a cache miss apiece): the caller
+ * checks them. */
 static bool build_graph(const hk_computation *c, tx_post_order *po) {
   size_t n = (size_t)c->n_instrs, n_ops = 0;
   po->n_calls = 0;
@@ -71,7 +73,6 @@ static bool build_graph(const hk_computation *c, tx_post_order *po) {
   po->n_roots = 0;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
     if (pos >= n || x->id < 0 || x->id >= po->n_ids) return false;
-    if (x->attrs && (x->attrs->n_control_preds || x->attrs->n_control_succs)) return false;
     if (x->next) __builtin_prefetch(x->next);
     po->at[pos] = (hk_instr *)x;
     po->first[pos] = (uint32_t)n_ops;

@@ -804,15 +804,49 @@ static void emit_order(printer *pr, size_t n, hk_buf *out) {
  * Usually computed over list positions (post_order.c); the DFS over the
  * instructions below handles control edges and operands listed late.
  * Ids are unique in the module, so the state array is never reset. */
+static bool has_control_edges(const hk_instr *i) {
+  return i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs);
+}
+
+/* Starts loading what printing order[k] will read: the instruction a few
+ * ahead, then its name, attributes and operand list. */
+static void prefetch_ahead(hk_instr *const *order, size_t k, size_t n) {
+  if (k + 12 < n) {
+    const char *x = (const char *)order[k + 12];
+    __builtin_prefetch(x);
+    __builtin_prefetch(x + 64);
+  }
+  if (k + 6 < n) {
+    const hk_instr *x = order[k + 6];
+    __builtin_prefetch(x->name);
+    __builtin_prefetch(x->operands);
+    if (x->attrs) __builtin_prefetch(x->attrs);
+  }
+}
+
+/* Prints the list post order of pr->po; false, taking back what it
+ * printed, when an instruction has control edges (that order ignored them).
+ * The check costs nothing extra: printing reads the attributes anyway. */
+static bool emit_list_order(printer *pr, hk_buf *out) {
+  size_t start = out->len;
+  hk_instr **order = pr->po.order;
+  size_t n = pr->po.n;
+  for (size_t k = 0; k < n; k++) {
+    prefetch_ahead(order, k, n);
+    if (has_control_edges(order[k])) {
+      out->len = start;
+      if (out->data) out->data[start] = 0;
+      return false;
+    }
+    emit(pr, order[k], out);
+  }
+  return true;
+}
+
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   size_t n = 0;
-  if (tx_list_post_order(c, &pr->po)) {
+  if (tx_list_post_order(c, &pr->po) && emit_list_order(pr, out)) {
     pr->calls_of = c;
-    hk_instr **order = pr->po.order;
-    for (size_t k = 0; k < pr->po.n; k++) {
-      if (k + 4 < pr->po.n) __builtin_prefetch(order[k + 4]);
-      emit(pr, order[k], out);
-    }
     return;
   }
   /* Fast path: everything is reachable from a user-less root, so the root

@@ -4,6 +4,9 @@
 
 #include "hlokit/hlokit.h"
 
+/* Everything declared here is private to libhlokit: direct calls, no PLT. */
+#pragma GCC visibility push(hidden)
+
 /* ---- the parser cursor ------------------------------------------------ */
 
 /* One name -> instruction binding of a computation scope; keys point into
@@ -195,8 +198,9 @@ static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_st
  * instruction without users, in list order, operands in order (XLA's
  * MakeInstructionPostOrder without channel dependencies), over list
  * positions.  tx_list_post_order returns false, computing nothing, when c
- * has control edges or lists an operand after its user: the caller then
- * runs the DFS over the instructions themselves. */
+ * lists an operand after its user: the caller then runs the DFS over the
+ * instructions themselves.  It does not look at control edges: the order
+ * is XLA's only when no instruction of c has any (the caller checks). */
 typedef struct tx_post_order {
   hk_instr **order;           /* the result: n instructions */
   size_t n;
@@ -220,5 +224,7 @@ void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);
 /* A braced value XLA prints without quotes (balanced {...}). */
 bool tx_lexes_as_dict(const char *v);
+
+#pragma GCC visibility pop
 
 #endif

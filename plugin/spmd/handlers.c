@@ -168,12 +168,15 @@ static hk_status *handle_broadcast(spmd_visitor *v, hk_instr *orig) {
     for (int i = 0; i < orig->n_dims; i++) kept = kept || orig->dims[i] == d;
     if (!kept) added[na++] = d;
   }
+  /* The operand takes the output's tiling of the kept dims, replicated
+   * across the tiles of the added ones: each partition broadcasts its
+   * piece straight into its own tile of the output, whatever the output
+   * tiles the added dims by (XLA's HandleBroadcast). */
   const hk_sharding *op_s = na ? spmd_remove_dims(v, s, na, added) : s;
-  const hk_sharding *b_s = na && op_s ? spmd_insert_dims(v, op_s, na, added) : op_s;
-  if (!op_s || !b_s) return spmd_handle_fallback(v, orig);
+  if (!op_s) return spmd_handle_fallback(v, orig);
   hk_instr *op;
   HK_TRY(operand_as(v, orig, 0, op_s, &op));
-  clone_local(v, orig, spmd_local_shape(v, b_s, orig->shape), &op, b_s);
+  clone_local(v, orig, spmd_local_shape(v, s, orig->shape), &op, s);
   return NULL;
 }
 

@@ -33,6 +33,19 @@ typedef struct stock_callees {
 /* The same, reading computation c's callees from calls[c->index] (indexed
  * by computation index) instead of walking its instructions again. */
 bool stock_remove_unreachable_by_callees(hk_module *m, const stock_callees *calls);
+/* Buffers stock_post_order reuses across the computations of one run. */
+typedef struct stock_order_ws {
+  uint32_t *pos_by_id;   /* list position by instruction id (checked, never trusted) */
+  size_t n_ids;
+  uint32_t *first, *low, *roots, *ops;
+  size_t cap, cap_ops, n_roots;
+} stock_order_ws;
+void stock_order_ws_free(stock_order_ws *w);
+/* hk_computation_post_order(c, n), computed from the instruction list in
+ * one walk when the list already is that order (list_order.c); the same
+ * malloc'ed array either way.  w starts zeroed. */
+hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n);
+
 /* Removes i and then every operand that became dead (no users, not root,
  * no side effect, not a parameter, no control edges). */
 void stock_remove_with_dead_operands(hk_instr *i);
