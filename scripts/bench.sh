@@ -130,12 +130,13 @@ bench_partition() {
   echo "   CPU seconds (process clock: wall time on an idle machine), best run; wall: best wall time"
   printf '%9s | %7s %7s %8s %7s | %8s %9s %8s | %9s %6s %6s | %7s\n' instrs "read s" "parse s" \
     "part s" "print s" "total s" "Minstr/s" "wall s" "out instrs" "AR/lyr" "other" "RSS B/i"
-  local first_n="" first_t="" first_p="" last_n="" last_t="" last_p=""
+  local first_n="" first_t="" first_p="" last_n="" last_t="" last_p="" last_n_size=""
   for n in "${sizes[@]}"; do
     local f row
     f=$(gen_module "$n" all)
     row=$(partition_row "$f" "$(runs_for "$n")")
     read -r instrs outi rd ps pp pr tot ar other rss outb wall <<<"$row"
+    last_n_size=$n
     awk -v n="$instrs" -v o="$outi" -v rd="$rd" -v ps="$ps" -v pp="$pp" -v pr="$pr" -v t="$tot" \
         -v ar="$ar" -v ot="$other" -v r="$rss" -v L="$(( (instrs - 10) / 20 ))" -v w="$wall" \
       'BEGIN { printf "%9d | %7.4f %7.4f %8.4f %7.4f | %8.4f %9.3f %8.4f | %10d %6.2f %6d | %7.0f\n",
@@ -146,7 +147,18 @@ bench_partition() {
   awk -v a="$first_n" -v b="$last_n" -v t0="$first_t" -v t1="$last_t" -v p0="$first_p" -v p1="$last_p" \
     'BEGIN { printf "growth (time per instruction at %d vs %d): end to end %.2fx, partition %.2fx; %.3f M instr/s end to end at %d\n",
              b, a, (t1/b)/(t0/a), (p1/b)/(p0/a), b/t1/1e6, b }'
+  bench_partition_phases "$(gen_module "$last_n_size" all)"
   bench_partition_devices
+}
+
+# Where the partitioner's time goes at the largest size: the driver's phase
+# clock (HLOKIT_SPMD_TIMES) over the second of two runs (the first warms up).
+bench_partition_phases() {
+  echo
+  echo "partitioner phases at ${sizes[-1]} instructions (second of two runs, wall ms):"
+  HLOKIT_SPMD_TIMES=1 "$build/hk-bench-partition" "$1" --passes="$PARTITION_PASSES" --runs=2 \
+    2>&1 >/dev/null | sed -n 's/^spmd-partitioning: /  /p' |
+    awk '{ line[NR] = $0 } END { for (k = NR / 2 + 1; k <= NR; k++) print line[k] }'
 }
 
 # The same 1e5-instruction stack over 2..1024 devices: the cost must not

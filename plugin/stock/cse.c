@@ -13,15 +13,24 @@
 
 #include "stock.h"
 
+/* Instructions kept as representatives, in the order they were met. */
 typedef struct cse_entry {
-  uint64_t hash;
-  hk_instr *instr;   /* NULL = empty slot */
+  hk_instr *instr;
   char *key;         /* printed form, made on first need */
 } cse_entry;
 
+/* Open addressing over entry numbers: a slot holds 32 bits of the hash and
+ * entry index + 1 (0 = empty), so probing touches 8 bytes a slot and the
+ * table grows with the representatives, not with the computation. */
+typedef struct cse_slot {
+  uint32_t hash, entry;
+} cse_slot;
+
 typedef struct cse_table {
-  cse_entry *slots;
+  cse_slot *slots;
   size_t mask;
+  cse_entry *entries;
+  size_t n, cap;
   bool layout_sensitive;
 } cse_table;
 
@@ -62,18 +71,34 @@ static char *identity_key(const hk_instr *i, bool layout_sensitive) {
   return text;
 }
 
-static void table_init(cse_table *t, size_t n, bool layout_sensitive) {
-  size_t cap = 16;
-  while (cap < 2 * n + 2) cap *= 2;
-  t->slots = calloc(cap, sizeof *t->slots);
+static void table_init(cse_table *t, bool layout_sensitive) {
+  memset(t, 0, sizeof *t);
+  t->mask = 1023;
+  t->slots = calloc(t->mask + 1, sizeof *t->slots);
   if (!t->slots) abort();
-  t->mask = cap - 1;
   t->layout_sensitive = layout_sensitive;
 }
 
 static void table_free(cse_table *t) {
-  for (size_t k = 0; k <= t->mask; k++) free(t->slots[k].key);
+  for (size_t k = 0; k < t->n; k++) free(t->entries[k].key);
+  free(t->entries);
   free(t->slots);
+}
+
+/* Doubles the slots once they are half full; entries keep their numbers. */
+static void table_grow(cse_table *t) {
+  size_t cap = 2 * (t->mask + 1);
+  cse_slot *slots = calloc(cap, sizeof *slots);
+  if (!slots) abort();
+  for (size_t k = 0; k <= t->mask; k++) {
+    if (!t->slots[k].entry) continue;
+    size_t j = t->slots[k].hash & (cap - 1);
+    while (slots[j].entry) j = (j + 1) & (cap - 1);
+    slots[j] = t->slots[k];
+  }
+  free(t->slots);
+  t->slots = slots;
+  t->mask = cap - 1;
 }
 
 static bool same_literal(const hk_literal *a, const hk_literal *b) {
@@ -108,19 +133,32 @@ static bool identical(cse_table *t, cse_entry *e, const hk_instr *i, char **i_ke
   return strcmp(e->key, *i_key) == 0;
 }
 
+static void table_add(cse_table *t, size_t slot, uint32_t h, hk_instr *i, char *key) {
+  if (t->n == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 1024;
+    t->entries = realloc(t->entries, t->cap * sizeof *t->entries);
+    if (!t->entries) abort();
+  }
+  t->entries[t->n++] = (cse_entry){i, key};
+  t->slots[slot] = (cse_slot){h, (uint32_t)t->n};
+}
+
 /* Returns the earlier instruction identical to i, or records i and
- * returns NULL.  The table holds at most one entry per instruction of the
- * computation, so it never fills. */
+ * returns NULL. */
 static hk_instr *table_find_or_add(cse_table *t, hk_instr *i) {
-  uint64_t h = structural_hash(i);
+  if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
+  uint32_t h = (uint32_t)(structural_hash(i) >> 32);
   char *key = NULL;
-  size_t k = (size_t)h & t->mask;
-  for (; t->slots[k].instr; k = (k + 1) & t->mask)
-    if (t->slots[k].hash == h && identical(t, &t->slots[k], i, &key)) {
+  size_t k = h & t->mask;
+  for (; t->slots[k].entry; k = (k + 1) & t->mask) {
+    if (t->slots[k].hash != h) continue;
+    cse_entry *e = &t->entries[t->slots[k].entry - 1];
+    if (identical(t, e, i, &key)) {
       free(key);
-      return t->slots[k].instr;
+      return e->instr;
     }
-  t->slots[k] = (cse_entry){h, i, key};
+  }
+  table_add(t, k, h, i, key);
   return NULL;
 }
 
@@ -131,17 +169,22 @@ static bool cse_candidate(const hk_instr *i, bool only_scalars) {
   return true;
 }
 
-static bool cse_computation(hk_computation *c, bool layout_sensitive, bool only_scalars) {
+static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_sensitive,
+                            bool only_scalars) {
   int64_t n = 0;
-  hk_instr **order = hk_computation_post_order(c, &n);
+  hk_instr **order = stock_post_order(c, ws, &n);
   cse_table t;
-  table_init(&t, (size_t)n, layout_sensitive);
+  table_init(&t, layout_sensitive);
   bool changed = false;
   int64_t n_dead = 0;   /* replaced instructions, removed together below */
   /* Post order: an instruction's operands were already replaced by their
    * earlier twins, so equal expressions have the very same operands. */
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
+    if (k + 8 < n) {
+      __builtin_prefetch(order[k + 8]);
+      __builtin_prefetch((char *)order[k + 8] + 64);
+    }
     if (!cse_candidate(i, only_scalars)) continue;
     hk_instr *prev = table_find_or_add(&t, i);
     if (!prev) continue;
@@ -162,10 +205,12 @@ static hk_status *cse_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
                           bool *changed) {
   stock_pass *p = (stock_pass *)self;
   bool any = false;
+  stock_order_ws ws = {0};
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
-    if (hk_exec_threads_include(threads, c)) any |= cse_computation(c, p->flag[0], p->flag[1]);
+    if (hk_exec_threads_include(threads, c)) any |= cse_computation(c, &ws, p->flag[0], p->flag[1]);
   }
+  stock_order_ws_free(&ws);
   *changed = any;
   return NULL;
 }
