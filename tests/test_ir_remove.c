@@ -115,12 +115,63 @@ START_TEST(shared_operand_many_users) {
 }
 END_TEST
 
+/* k has more users than a list that is searched (it gets indexed), p
+ * fewer; both end exactly as after one removal at a time. */
+/* odd_ids: 0 as parsed, 1 users of k share ids, 2 ids beyond next_id
+ * (ids set from outside, as an imported module may have them). */
+static void long_lists_case(int odd_ids) {
+  char text[8192];
+  size_t n = (size_t)snprintf(text, sizeof text,
+                              "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                              "  k = f32[4] constant({1, 2, 3, 4})\n");
+  for (int a = 0; a < 80; a++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "  a%d = f32[4] add(k, %s)\n", a,
+                          a % 8 == 0 ? "p" : "k");
+  snprintf(text + n, sizeof text - n, "  ROOT r = f32[4] add(p, p)\n}\n");
+  hk_module *one = hk_test_parse(text), *many = hk_test_parse(text);
+  hk_instr *kk = find(many, "k");
+  for (int32_t u = 0; odd_ids && u < kk->n_users; u++)
+    kk->users[u]->id = odd_ids == 1 ? 7 + u % 3 : ((int64_t)1 << 40) + u;
+  hk_instr *v[40];
+  int nv = 0;
+  for (int a = 79; a >= 0; a -= 2) {
+    char name[16];
+    snprintf(name, sizeof name, "a%d", (a * 7) % 80);
+    ck_assert_ok(hk_instr_remove(find(one, name)));
+    v[nv++] = find(many, name);
+  }
+  ck_assert_ok(hk_instrs_remove(v, nv));
+  char x[2048], y[2048];
+  users_text(find(one, "k"), x, sizeof x);
+  users_text(find(many, "k"), y, sizeof y);
+  ck_assert_str_eq(x, y);
+  users_text(find(one, "p"), x, sizeof x);
+  users_text(find(many, "p"), y, sizeof y);
+  ck_assert_str_eq(x, y);
+  list_text(one->entry, x, sizeof x);
+  list_text(many->entry, y, sizeof y);
+  ck_assert_str_eq(x, y);
+  ck_assert_int_eq(find(many, "k")->n_users, 40);
+  for (int k = 0; k < nv; k++) ck_assert_int_eq(v[k]->flags & 4, 0);   /* marks cleared */
+  ck_assert_int_eq(kk->flags & 16, 0);
+  hk_module_free(one);
+  hk_module_free(many);
+}
+
+START_TEST(long_and_short_lists_match_one_by_one) {
+  long_lists_case(0);
+  long_lists_case(1);
+  long_lists_case(2);
+}
+END_TEST
+
 static Suite *ir_remove_suite(void) {
   Suite *s = suite_create("ir_remove");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, batch_matches_one_by_one);
   tcase_add_test(tc, refuses_and_removes_nothing);
   tcase_add_test(tc, shared_operand_many_users);
+  tcase_add_test(tc, long_and_short_lists_match_one_by_one);
   suite_add_tcase(s, tc);
   return s;
 }

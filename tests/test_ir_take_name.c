@@ -218,6 +218,51 @@ START_TEST(clone_attrs_in_module) {
 }
 END_TEST
 
+/* A partitioner's pattern at scale: a long chain rebuilt instruction by
+ * instruction with taken names, the original dropped, its memory given
+ * back; the rebuilt chain is untouched. */
+START_TEST(release_removed_after_rebuild) {
+  enum { N = 6000 };
+  hk_module *m = hk_module_new("m");
+  hk_computation *old = hk_computation_new(m, "old");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *x = hk_instr_new(old, HK_OP_PARAMETER, s, 0, NULL, "x");
+  hk_computation_register_param(old, x);
+  for (int k = 0; k < N; k++) x = hk_instr_new(old, HK_OP_NEGATE, s, 1, &x, "neg");
+  hk_computation_set_root(old, x);
+  hk_computation *fresh = hk_computation_new(m, "fresh");
+  hk_instr *y = NULL;
+  for (hk_instr *i = old->first; i; i = i->next)
+    y = hk_instr_clone_taking_name(fresh, i, NULL, i->n_operands, y ? &y : NULL);
+  hk_computation_set_root(fresh, y);
+  hk_module_set_entry(m, fresh);
+  ck_assert_int_eq(old->n_named_instrs, 0);
+  hk_module_remove_computation(m, old);
+  size_t released = hk_module_release_removed(m);
+  ck_assert_uint_ge(released, (size_t)(N - 1000) * sizeof(hk_instr));
+  ck_assert_uint_le(released, (size_t)(N + 1) * sizeof(hk_instr));
+  ck_assert_int_eq(fresh->n_instrs, N + 1);
+  int64_t n = 0;
+  for (hk_instr *i = fresh->first; i; i = i->next, n++) {
+    ck_assert_ptr_eq(i->parent, fresh);
+    ck_assert_int_eq(i->n_operands, n ? 1 : 0);
+  }
+  ck_assert_int_eq(n, N + 1);
+  hk_instr *mid = hk_computation_find_instr(fresh, "neg.4321");
+  ck_assert_ptr_nonnull(mid);
+  ck_assert_ptr_eq(mid->parent, fresh);
+  ck_assert_str_eq(mid->operands[0]->name, "neg.4320");
+  ck_assert_ptr_eq(hk_computation_find_instr(fresh, "x"), fresh->first);
+  ck_assert_str_eq(hk_instr_new(fresh, HK_OP_NEGATE, s, 1, &y, "neg")->name, "neg.6000");
+  ck_assert_uint_eq(hk_module_release_removed(m), released);   /* the same pages again */
+  ck_assert_int_eq(fresh->n_instrs, N + 2);
+  hk_module *copy = hk_module_clone(m);
+  ck_assert_int_eq(copy->entry->n_instrs, N + 2);
+  hk_module_free(copy);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *take_name_suite(void) {
   Suite *s = suite_create("ir_take_name");
   TCase *tc = tcase_create("core");
@@ -229,6 +274,7 @@ static Suite *take_name_suite(void) {
   tcase_add_test(tc, module_clone_keeps_owner);
   tcase_add_test(tc, clone_taking_name_across_modules);
   tcase_add_test(tc, clone_attrs_in_module);
+  tcase_add_test(tc, release_removed_after_rebuild);
   suite_add_tcase(s, tc);
   return s;
 }

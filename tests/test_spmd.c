@@ -303,6 +303,48 @@ START_TEST(megatron_mlp_one_all_reduce_per_layer) {
 }
 END_TEST
 
+/* Each instruction's partitioned form carries its name; the collectives
+ * and slices the partitioner adds get fresh ones; the text re-parses. */
+START_TEST(partitioned_instructions_keep_their_names) {
+  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                               "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                               "  neg.3 = f32[8,6] negate(p), sharding={devices=[4,1]<=[4]}\n"
+                               "  ROOT r = f32[8,6] exponential(neg.3), sharding={replicated}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_instr *p = hk_test_find(m, "p"), *neg = hk_test_find(m, "neg.3"), *r = hk_test_find(m, "r");
+  ck_assert_int_eq(p->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(p->shape->dims[0], 2);
+  ck_assert_int_eq(neg->opcode, HK_OP_NEGATE);
+  ck_assert_ptr_eq(neg->operands[0], p);
+  ck_assert_int_eq(r->opcode, HK_OP_EXP);
+  ck_assert_int_eq(r->operands[0]->opcode, HK_OP_ALL_GATHER);
+  ck_assert_str_eq(r->operands[0]->name, "all-gather");
+  char *text = hk_module_to_string(m, HK_PRINT_LONG);
+  hk_module *again = hk_test_parse(text);
+  ck_assert_int_eq(again->entry->n_instrs, m->entry->n_instrs);
+  hk_module_free(again);
+  free(text);
+  hk_module_free(m);
+  /* A variadic reduce over a sharded dim is cloned twice (local reduce,
+   * then the reduce of the gathered partials): one name each. */
+  m = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nargmax {\n  a = f32[] parameter(0)\n"
+      "  ai = s32[] parameter(1)\n  b = f32[] parameter(2)\n  bi = s32[] parameter(3)\n"
+      "  ge = pred[] compare(a, b), direction=GE\n  v = f32[] select(ge, a, b)\n"
+      "  i = s32[] select(ge, ai, bi)\n  ROOT t = (f32[], s32[]) tuple(v, i)\n}\n\nENTRY e {\n"
+      "  p = f32[4,8] parameter(0), sharding={devices=[1,2]<=[2]}\n"
+      "  q = s32[4,8] parameter(1), sharding={devices=[1,2]<=[2]}\n"
+      "  z = f32[] constant(-inf)\n  zi = s32[] constant(0)\n"
+      "  ROOT r = (f32[4], s32[4]) reduce(p, q, z, zi), dimensions={1}, to_apply=argmax,"
+      " sharding={{replicated}, {replicated}}\n}\n");
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  ck_assert_int_ge(hk_test_count_op(m, HK_OP_REDUCE), 2);
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &vo));
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reshard_replicated_to_tiled_is_local_slice) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
                                "  p = f32[8,6] parameter(0), sharding={replicated}\n"
@@ -728,6 +770,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, subgroup_manual_all_reduce_must_stay_in_its_subgroup);
   tcase_add_test(r, uneven_reduce_masks_padding_and_variadic_reduce_gathers);
   tcase_add_test(r, bad_sharding_for_partition_count_is_an_error);
+  tcase_add_test(r, partitioned_instructions_keep_their_names);
   suite_add_tcase(s, r);
   return s;
 }

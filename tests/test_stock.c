@@ -210,6 +210,80 @@ START_TEST(cse_keeps_side_effects_apart) {
 }
 END_TEST
 
+/* The earlier twin is the earlier one in post order, not in the list:
+ * here the DFS from the root reaches y (through uy) before x. */
+START_TEST(cse_keeps_the_post_order_first_twin) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+      "  x = f32[4] negate(p)\n  y = f32[4] negate(p)\n"
+      "  uy = f32[4] exponential(y)\n  ux = f32[4] exponential(x)\n"
+      "  ROOT r = (f32[4], f32[4]) tuple(uy, ux)\n}\n");
+  ck_assert(run_pass(m, "hlo-cse", NULL));
+  ck_assert(has_instr(m, "y"));
+  ck_assert(!has_instr(m, "x"));
+  ck_assert(has_instr(m, "uy"));
+  ck_assert(!has_instr(m, "ux"));
+  hk_instr *r = m->entry->root;
+  ck_assert_str_eq(r->operands[0]->name, "uy");
+  ck_assert_ptr_eq(r->operands[0], r->operands[1]);
+  ck_assert_int_eq(m->entry->n_instrs, 4);
+  hk_module_free(m);
+}
+END_TEST
+
+/* A list that uses a value before defining it is not a post order: the
+ * twin the DFS meets first (e1) stays, though e0 is listed first. */
+START_TEST(cse_handles_a_list_that_is_not_topological) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  a1 = f32[4] negate(p)\n"
+      "  e1 = f32[4] exponential(a1)\n"
+      "  ROOT r = (f32[4], f32[4]) tuple(e1, a1)\n}\n");
+  hk_instr *p = hk_computation_find_instr(m->entry, "p");
+  hk_instr *a1 = hk_computation_find_instr(m->entry, "a1");
+  hk_instr *e0 = hk_instr_new_before(p, HK_OP_EXP, a1->shape, 1, &a1, "e0");
+  hk_instr_set_operand(m->entry->root, 1, e0);
+  ck_assert_ptr_eq(m->entry->first, e0);
+  ck_assert(run_pass(m, "hlo-cse", NULL));
+  ck_assert(has_instr(m, "e1"));
+  ck_assert(!has_instr(m, "e0"));
+  hk_instr *r = m->entry->root;
+  ck_assert_str_eq(r->operands[0]->name, "e1");
+  ck_assert_ptr_eq(r->operands[0], r->operands[1]);
+  ck_assert_int_eq(a1->n_users, 1);
+  hk_module_free(m);
+}
+END_TEST
+
+/* Twins are found through their first operand's users until it has many
+ * users, then through the table: here a1 gains the users of its twins
+ * a2..a20 one by one, and the exponentials of it must still all merge. */
+START_TEST(cse_merges_across_a_first_operand_that_grows_popular) {
+  char text[4096];
+  int len = snprintf(text, sizeof text, "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n");
+  for (int k = 1; k <= 20; k++)
+    len += snprintf(text + len, sizeof text - (size_t)len,
+                    "  a%d = f32[4] negate(p)\n  b%d = f32[4] exponential(a%d)\n", k, k, k);
+  len += snprintf(text + len, sizeof text - (size_t)len, "  ROOT r = (");
+  for (int k = 1; k <= 20; k++)
+    len += snprintf(text + len, sizeof text - (size_t)len, "%sf32[4]", k > 1 ? ", " : "");
+  len += snprintf(text + len, sizeof text - (size_t)len, ") tuple(");
+  for (int k = 1; k <= 20; k++)
+    len += snprintf(text + len, sizeof text - (size_t)len, "%sb%d", k > 1 ? ", " : "", k);
+  snprintf(text + len, sizeof text - (size_t)len, ")\n}\n");
+  hk_module *m = hk_test_parse(text);
+  ck_assert(run_pass(m, "hlo-cse", NULL));
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_EXP), 1);
+  hk_instr *r = m->entry->root;
+  for (int k = 0; k < 20; k++) ck_assert_str_eq(r->operands[k]->name, "b1");
+  hk_instr *a1 = hk_computation_find_instr(m->entry, "a1");
+  ck_assert_int_eq(a1->n_users, 1);
+  ck_assert_int_eq(m->entry->n_instrs, 4);
+  ck_assert(!run_pass(m, "hlo-cse", NULL));
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(call_inliner_inlines_every_call) {
   hk_module *m = hk_test_parse(two_calls);
   ck_assert(run_pass(m, "call-inliner", NULL));
@@ -399,6 +473,9 @@ static Suite *stock_suite(void) {
   tcase_add_test(tc, cse_merges_identical_instructions);
   tcase_add_test(tc, cse_keeps_side_effects_apart);
   tcase_add_test(tc, cse_compares_attributes_by_value);
+  tcase_add_test(tc, cse_keeps_the_post_order_first_twin);
+  tcase_add_test(tc, cse_handles_a_list_that_is_not_topological);
+  tcase_add_test(tc, cse_merges_across_a_first_operand_that_grows_popular);
   tcase_add_test(tc, dce_removes_dead_chains_of_a_shared_value);
   tcase_add_test(tc, dce_removes_computations_only_dead_calls_reach);
   tcase_add_test(tc, call_inliner_inlines_every_call);

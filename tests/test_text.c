@@ -375,6 +375,36 @@ START_TEST(test_print_order) {
 }
 END_TEST
 
+/* A control predecessor is visited before the operands of its successor,
+ * so it can move ahead of an instruction listed (and printed, as the
+ * printer walks the list) before it. */
+START_TEST(test_print_order_control_edges) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = hk_computation_new(m, "e");
+  hk_module_set_entry(m, c);
+  const hk_shape *f = hk_shape_scalar(m, HK_F32);
+  hk_instr *a = hk_instr_new(c, HK_OP_PARAMETER, f, 0, NULL, "a");
+  hk_instr_attrs(a)->parameter_number = 0;
+  hk_computation_register_param(c, a);
+  hk_instr *x = hk_instr_new(c, HK_OP_NEGATE, f, 1, &a, "x");
+  hk_instr *y = hk_instr_new(c, HK_OP_EXP, f, 1, &a, "y");
+  hk_instr *xy[2] = {x, y};
+  hk_instr *t = hk_instr_new(c, HK_OP_ADD, f, 2, xy, "t");
+  hk_computation_set_root(c, t);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_nonnull(strstr(out, "ENTRY e {\n  a = f32[] parameter(0)\n  x = f32[] negate(a)\n"
+                                    "  y = f32[] exponential(a)\n  ROOT t = f32[] add(x, y)\n}\n\n"));
+  free(out);
+  hk_instr_add_control_dep(y, x);
+  out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_nonnull(strstr(out, "ENTRY e {\n  a = f32[] parameter(0)\n  y = f32[] exponential(a)\n"
+                                    "  x = f32[] negate(a), control-predecessors={y}\n"
+                                    "  ROOT t = f32[] add(x, y)\n}\n\n"));
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *text_suite(void) {
   Suite *s = suite_create("text");
   TCase *tc = tcase_create("core");
@@ -391,6 +421,7 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_spmd_header);
   tcase_add_test(tc, test_single_instruction_text);
   tcase_add_test(tc, test_print_order);
+  tcase_add_test(tc, test_print_order_control_edges);
   suite_add_tcase(s, tc);
   return s;
 }

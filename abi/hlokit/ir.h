@@ -324,7 +324,11 @@ void hk_computation_set_root(hk_computation *c, hk_instr *root);
  * each instruction without users, in list order, visiting control
  * predecessors, then operands in order, then earlier collectives with the
  * same channel id.  Returns a malloc'ed array (caller frees); *n gets the
- * count.  Iterative; concurrent calls are serialised. */
+ * count.  Iterative.  A big computation whose list already has every
+ * operand and control predecessor before its user (what the parser and
+ * most rewrites make) is walked once in list order and the DFS runs over
+ * list positions: cost about two list walks, no lock.  Otherwise the DFS
+ * marks instructions, and such concurrent calls are serialised. */
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
 /* Computes the program shape (params by number, root shape). */
 hk_program_shape hk_computation_program_shape(hk_computation *c);
@@ -404,17 +408,21 @@ hk_instr *hk_build_broadcast_scalar(hk_computation *c, hk_instr *before, hk_inst
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n);
 
 /* ---- appended (host/ir/instr.c, clone.c): names handed to a replacement ---- */
-/* `to` takes `from`'s name exactly (no uniquing) at the cost of one probe
- * of the name map: lookups by that name find `to` from then on.  `from`
- * keeps pointing at the same string but no longer owns it, so removing
- * `from`, or its whole computation, leaves the name alone (and removing a
- * computation whose names were all taken visits none of its instructions).
- * to's previous name is retired as hk_instr_set_name would.  For passes
- * that rebuild a computation and want each new instruction to carry the
- * name of the one it replaces: until `from` goes, two instructions share
- * one name, so remove it (or its computation) before printing.  A later
- * request for the same name (hk_instr_new, hk_module_unique_name, ...)
- * still gets a fresh one.  Both must be in the same module. */
+/* `to` takes `from`'s name exactly (no uniquing, no new string): lookups
+ * by that name find `to` from then on.  It costs at most one probe of the
+ * name map, and less in a run: the entries of names taken one after
+ * another are updated together, probes overlapped, before the next lookup
+ * or removal reads them.  `from` keeps pointing at the same string but no
+ * longer owns it, so removing `from`, or its whole computation, leaves the
+ * name alone (and removing a computation whose names were all taken visits
+ * none of its instructions).  to's previous name is retired as
+ * hk_instr_set_name would.  For passes that rebuild a computation and want
+ * each new instruction to carry the name of the one it replaces: until
+ * `from` goes, two instructions share one name, so remove it (or its
+ * computation) before printing.  A later request for the same name
+ * (hk_instr_new, hk_module_unique_name, ...) still gets a fresh one.  When
+ * `from` is in another module (or removed), `to` gets a uniqued copy of
+ * its name, as hk_instr_set_name would. */
 void hk_instr_take_name(hk_instr *to, hk_instr *from);
 /* hk_instr_clone(c, src, shape, n_operands, operands, NULL), except that the
  * copy takes src's name as hk_instr_take_name does instead of getting a
@@ -422,6 +430,19 @@ void hk_instr_take_name(hk_instr *to, hk_instr *from);
  * uniqued name as hk_instr_clone would. */
 hk_instr *hk_instr_clone_taking_name(hk_computation *c, hk_instr *src, const hk_shape *shape,
                                      int n_operands, hk_instr *const *operands);
+
+/* ---- appended (host/ir/module.c): memory of removed instructions ---------- */
+/* An exception to "nothing is freed individually", for a pass that has just
+ * dropped a big computation (a partitioner replacing the original one):
+ * gives the memory of removed instructions' structs back to the system
+ * where whole pages hold nothing else.  Costs a read of every instruction
+ * struct the module ever made (about 20 ns each).  Afterwards no removed
+ * instruction (hk_instr_remove, hk_instrs_remove, or in a computation
+ * removed with hk_module_remove_computation) may be read again: its fields
+ * may read as zeros.  Their names, attributes and operand lists stay.
+ * Returns the bytes of the pages given back (pages given back by an
+ * earlier call count again). */
+size_t hk_module_release_removed(hk_module *m);
 
 /* ---- appended (host/ir/computation.c): calling instructions ------------------- */
 /* The instructions of c that call computations (n_called > 0), in list

@@ -28,65 +28,53 @@ hk_call_graph_node *hk_call_graph_node_of(hk_call_graph *g, const hk_computation
   return NULL;
 }
 
-/* Each computation's calling instructions (one walk of each list): the
- * sites are counted and recorded from these alone. */
-typedef struct calling_instrs {
-  hk_instr **v;
-  int64_t n;
-} calling_instrs;
-
-static calling_instrs *collect_calling(const hk_call_graph *g) {
-  calling_instrs *ci = calloc((size_t)g->n_nodes + 1, sizeof *ci);
-  if (!ci) return NULL;
-  for (int32_t k = 0; k < g->n_nodes; k++)
-    ci[k].v = hk_computation_calling_instrs(g->nodes[k].comp, &ci[k].n);
-  return ci;
-}
-
-static void free_calling(calling_instrs *ci, int32_t n) {
-  for (int32_t k = 0; k < n; k++) free(ci[k].v);
-  free(ci);
-}
-
-/* One call site per called computation (XLA records a caller call site per
- * callee, so a computation named twice by one conditional has two). */
-static void count_sites(hk_call_graph *g, const calling_instrs *ci) {
-  for (int32_t k = 0; k < g->n_nodes; k++)
-    for (int64_t r = 0; r < ci[k].n; r++) {
-      const hk_instr *i = ci[k].v[r];
-      g->nodes[k].n_callees += i->n_called;
-      for (int j = 0; j < i->n_called; j++) {
-        hk_call_graph_node *callee = hk_call_graph_node_of(g, i->called[j]);
-        if (callee) callee->n_callers++;
+/* A node's call sites, from its computation's calling instructions (one
+ * walk of its list): one site per called computation (XLA records a caller
+ * call site per callee, so a computation named twice by one conditional
+ * has two). */
+static bool record_callees(hk_call_graph_node *n) {
+  int64_t n_calls = 0;
+  hk_instr **calls = hk_computation_calling_instrs(n->comp, &n_calls);
+  size_t cap = (size_t)n_calls + 1;   /* grown for instructions calling several */
+  n->callees = malloc(cap * sizeof(hk_call_site));
+  bool ok = n->callees != NULL;
+  for (int64_t r = 0; r < n_calls && ok; r++) {
+    hk_instr *i = calls[r];
+    hk_call_context ctx = hk_opcode_call_context((hk_opcode)i->opcode);
+    for (int j = 0; j < i->n_called && ok; j++) {
+      if ((size_t)n->n_callees + 1 == cap) {
+        cap *= 2;
+        hk_call_site *v = cap <= INT32_MAX ? realloc(n->callees, cap * sizeof *v) : NULL;
+        if (!v) ok = false;
+        else n->callees = v;
       }
+      if (ok) n->callees[n->n_callees++] = (hk_call_site){i, i->called[j], ctx};
     }
+  }
+  free(calls);
+  return ok;
 }
 
-static bool allocate_sites(hk_call_graph *g) {
+/* Every callee's callers, in the order of the callers' call sites. */
+static bool record_callers(hk_call_graph *g) {
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t s = 0; s < g->nodes[k].n_callees; s++) {
+      hk_call_graph_node *callee = hk_call_graph_node_of(g, g->nodes[k].callees[s].callee);
+      if (callee) callee->n_callers++;
+    }
   for (int32_t k = 0; k < g->n_nodes; k++) {
     hk_call_graph_node *n = &g->nodes[k];
     n->callers = calloc((size_t)n->n_callers + 1, sizeof(hk_call_site));
-    n->callees = calloc((size_t)n->n_callees + 1, sizeof(hk_call_site));
-    if (!n->callers || !n->callees) return false;
-    n->n_callers = n->n_callees = 0;
+    if (!n->callers) return false;
+    n->n_callers = 0;
   }
-  return true;
-}
-
-static void record_sites(hk_call_graph *g, const calling_instrs *ci) {
-  for (int32_t k = 0; k < g->n_nodes; k++) {
-    hk_call_graph_node *n = &g->nodes[k];
-    for (int64_t r = 0; r < ci[k].n; r++) {
-      hk_instr *i = ci[k].v[r];
-      hk_call_context ctx = hk_opcode_call_context((hk_opcode)i->opcode);
-      for (int j = 0; j < i->n_called; j++) {
-        hk_call_site site = {i, i->called[j], ctx};
-        n->callees[n->n_callees++] = site;
-        hk_call_graph_node *callee = hk_call_graph_node_of(g, i->called[j]);
-        if (callee) callee->callers[callee->n_callers++] = site;
-      }
+  for (int32_t k = 0; k < g->n_nodes; k++)
+    for (int32_t s = 0; s < g->nodes[k].n_callees; s++) {
+      const hk_call_site *site = &g->nodes[k].callees[s];
+      hk_call_graph_node *callee = hk_call_graph_node_of(g, site->callee);
+      if (callee) callee->callers[callee->n_callers++] = *site;
     }
-  }
+  return true;
 }
 
 static uint8_t union_context(uint8_t a, uint8_t b) {
@@ -135,14 +123,9 @@ hk_call_graph *hk_call_graph_build(hk_module *m) {
     return NULL;
   }
   for (int32_t k = 0; k < g->n_nodes; k++) g->nodes[k].comp = m->computations[k];
-  calling_instrs *ci = collect_calling(g);
-  bool ok = ci != NULL;
-  if (ok) count_sites(g, ci);
-  ok = ok && allocate_sites(g);
-  if (ok) record_sites(g, ci);
-  ok = ok && set_contexts(g);
-  if (ci) free_calling(ci, g->n_nodes);
-  if (!ok) {
+  bool ok = true;
+  for (int32_t k = 0; k < g->n_nodes && ok; k++) ok = record_callees(&g->nodes[k]);
+  if (!ok || !record_callers(g) || !set_contexts(g)) {
     hk_call_graph_free(g);
     return NULL;
   }

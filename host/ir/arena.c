@@ -113,3 +113,40 @@ void *hk_arena_alloc(hk_arena *a, size_t n, size_t align) {
 }
 
 size_t hk_arena_bytes(const hk_arena *a) { return a->bytes; }
+
+/* Gives back the whole pages inside [from, to). */
+static size_t release_pages(char *from, char *to) {
+  const uintptr_t page = 4096;
+  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
+  if (e <= a) return 0;
+  if (madvise((void *)a, e - a, MADV_DONTNEED) != 0) return 0;
+  return e - a;
+}
+
+/* The items of one chunk: packed from its start up to `used` bytes. */
+static size_t release_chunk_items(char *data, size_t used, size_t item,
+                                  bool (*dead)(const void *item)) {
+  size_t released = 0;
+  char *run = NULL;   /* start of the current run of dead items */
+  char *end = data + used / item * item;
+  for (char *p = data; p < end; p += item) {
+    if (dead(p)) {
+      if (!run) run = p;
+    } else if (run) {
+      released += release_pages(run, p);
+      run = NULL;
+    }
+  }
+  if (run) released += release_pages(run, end);
+  return released;
+}
+
+size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void *item)) {
+  size_t released = 0;
+  for (hk_arena_chunk *c = a->chunks; c; c = c->next) {
+    bool current = c == a->chunks && a->cur >= c->data && a->cur <= c->data + c->size;
+    size_t used = current ? (size_t)(a->cur - c->data) : c->size;
+    released += release_chunk_items(c->data, used, item, dead);
+  }
+  return released;
+}

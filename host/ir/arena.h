@@ -2,7 +2,9 @@
 #ifndef HLOKIT_IR_ARENA_H
 #define HLOKIT_IR_ARENA_H
 
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct hk_arena_chunk hk_arena_chunk;
 
@@ -17,7 +19,21 @@ void hk_arena_init(hk_arena *a);
 void hk_arena_release(hk_arena *a);
 /* n zeroed bytes aligned to `align` (a power of two, at most 16). */
 void *hk_arena_alloc(hk_arena *a, size_t n, size_t align);
+/* The same; the common case (room in the current chunk) inline. */
+static inline void *hk_arena_take(hk_arena *a, size_t n, size_t align) {
+  uintptr_t p = ((uintptr_t)a->cur + (align - 1)) & ~(uintptr_t)(align - 1);
+  if (n && a->cur && p + n <= (uintptr_t)a->end) {
+    a->cur = (char *)(p + n);
+    return (void *)p;
+  }
+  return hk_arena_alloc(a, n, align);
+}
 size_t hk_arena_bytes(const hk_arena *a);
+/* For an arena that only ever holds items of one size (a multiple of their
+ * alignment, so they lie packed from each chunk's start): gives the pages
+ * lying wholly inside runs of items dead(item) says are unused back to the
+ * system; they read as zeros afterwards.  Returns the bytes given back. */
+size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void *item));
 
 /* Zeroed memory for big tables and chunks, freed with the same size (one
  * place to change how big blocks are obtained: blocks of 1 MiB and more

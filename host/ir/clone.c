@@ -335,7 +335,8 @@ static hk_attrs *attrs_copy_local(hk_module *m, const hk_attrs *a) {
   return c;
 }
 
-/* Everything of src but operands and name, onto i. */
+/* Everything of src but operands and name, onto i (dims and called
+ * lists are the copy's own: passes may change them in place). */
 static void clone_fill(hk_module *m, hk_instr *i, const hk_instr *src) {
   bool same_module = src->parent && src->parent->module == m;
   if (src->n_dims) hk_instr_set_dims(i, src->n_dims, src->dims);

@@ -50,7 +50,7 @@ hk_program_shape hk_computation_program_shape(hk_computation *c) {
  * the instructions lie in list order in their arena, so loading a few
  * ahead keeps the memory busy while this one is looked at. */
 static inline void prefetch_ahead(const hk_instr *i) {
-  __builtin_prefetch((const char *)i + 4 * sizeof *i);
+  __builtin_prefetch((const void *)((uintptr_t)i + 4 * sizeof *i));
 }
 
 hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n) {

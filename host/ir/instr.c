@@ -69,7 +69,7 @@ static hk_instr *instr_link_new(hk_computation *c, hk_instr *before, hk_opcode o
                                 const hk_shape *shape, int n_operands,
                                 hk_instr *const *operands) {
   hk_module *m = c->module;
-  hk_instr *i = hk_arena_alloc(&m->impl->instr_arena, sizeof *i, 8);
+  hk_instr *i = hk_arena_take(&m->impl->instr_arena, sizeof *i, 8);
   i->opcode = (uint16_t)op;
   i->shape = shape;
   i->parent = c;
@@ -86,7 +86,7 @@ static hk_instr *instr_link_new(hk_computation *c, hk_instr *before, hk_opcode o
   return i;
 }
 
-static void take_entry(hk_strmap_entry *e, hk_instr *to, hk_instr *from);
+static void pass_name(hk_namespace *ns, hk_instr *to, hk_instr *from);
 
 hk_instr *hk_instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
                           const hk_shape *shape, int n_operands, hk_instr *const *operands,
@@ -94,11 +94,10 @@ hk_instr *hk_instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
   hk_module *m = c->module;
   hk_namespace *ns = &m->impl->instr_names;
   bool take = name_from && name_from->parent && name_from->parent->module == m;
-  if (take) hk_ns_prefetch_entry(ns, name_from->name);
-  else if (name_from) name = name_from->name;
+  if (name_from && !take) name = name_from->name;
   hk_instr *i = instr_link_new(c, before, op, shape, n_operands, operands);
   if (take) {
-    take_entry(hk_ns_entry(ns, name_from->name), i, name_from);
+    pass_name(ns, i, name_from);
     return i;
   }
   const char *want = name ? name : hk_opcode_name(op);
@@ -133,15 +132,17 @@ void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
   i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
 }
 
-/* Gives up i's name: retired when i owns it; a taken name is left alone.
- * Afterwards i owns no name. */
+/* Gives up i's name: retired when i holds it; a name it passed on is left
+ * alone.  Afterwards i holds no name. */
 static void drop_name(hk_instr *i) {
   if (i->flags & HK_IFLAG_NAME_LENT) {
     i->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
     return;
   }
   hk_computation *c = i->parent;
-  hk_strmap_entry *e = hk_ns_entry(&c->module->impl->instr_names, i->name);
+  hk_namespace *ns = &c->module->impl->instr_names;
+  hk_ns_settle_taken(ns);
+  hk_strmap_entry *e = hk_ns_entry(ns, i->name);
   if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
   c->n_named_instrs--;
 }
@@ -155,30 +156,28 @@ void hk_instr_set_name(hk_instr *i, const char *name) {
   i->parent->n_named_instrs++;
 }
 
-/* The instruction holding a name-map entry, or NULL for a reserved or
- * retired name. */
-static hk_instr *entry_owner(const hk_strmap_entry *e) {
-  void *v = hk_strmap_value(e);
+/* The instruction holding from's name: from itself unless it passed the
+ * name on (then the map says, once settled); NULL when nobody does. */
+static hk_instr *name_holder(hk_namespace *ns, hk_instr *from) {
+  if (!(from->flags & HK_IFLAG_NAME_LENT)) return from;
+  hk_ns_settle_taken(ns);
+  hk_strmap_entry *e = hk_ns_entry(ns, from->name);
+  void *v = e ? hk_strmap_value(e) : NULL;
   return v == HK_NAME_RESERVED || v == HK_NAME_RETIRED ? NULL : v;
 }
 
-/* Makes `to` the owner of entry e (the entry of from's name), marking the
- * previous owner as having lent it. */
-static void take_entry(hk_strmap_entry *e, hk_instr *to, hk_instr *from) {
-  if (!e) {   /* not expected: every instruction's name is registered */
-    hk_module *m = to->parent->module;
-    hk_ns_claim(m, &m->impl->instr_names, from->name, strlen(from->name), to);
-    e = hk_ns_entry(&m->impl->instr_names, from->name);
+/* `to` (holding no name) takes from's: the holder is marked as having
+ * passed it on, and the map entry follows when the namespace settles. */
+static void pass_name(hk_namespace *ns, hk_instr *to, hk_instr *from) {
+  hk_instr *holder = name_holder(ns, from);
+  if (holder && holder != to) {
+    holder->flags |= HK_IFLAG_NAME_LENT;
+    if (holder->parent) holder->parent->n_named_instrs--;
   }
-  hk_instr *prev = entry_owner(e);
-  if (prev && prev != to) {
-    prev->flags |= HK_IFLAG_NAME_LENT;
-    if (prev->parent) prev->parent->n_named_instrs--;
-  }
-  hk_strmap_set_value(e, to);
   to->name = from->name;
   to->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
   to->parent->n_named_instrs++;
+  hk_ns_note_taken(ns, to);
 }
 
 void hk_instr_take_name(hk_instr *to, hk_instr *from) {
@@ -188,9 +187,8 @@ void hk_instr_take_name(hk_instr *to, hk_instr *from) {
     hk_instr_set_name(to, from->name);
     return;
   }
-  hk_namespace *ns = &m->impl->instr_names;
   drop_name(to);
-  take_entry(hk_ns_entry(ns, from->name), to, from);
+  pass_name(&m->impl->instr_names, to, from);
 }
 
 /* ---- operands and users -------------------------------------------------------------- */

@@ -91,6 +91,12 @@ typedef struct hk_namespace {
   hk_strmap counters;   /* root -> next id to try (only roots that collided) */
   hk_strmap roots;      /* root -> hk_root_ids: what ids names with that root use */
   bool has_dot_zero;    /* some name ends in ".0" */
+  /* Instructions that took a name (hk_instr_take_name) whose map entry
+   * still names an earlier holder: entries are updated in one pass, with
+   * the probes overlapped, before anything reads an owner from the map.
+   * Uniquing needs no owners (a taken name stays taken either way). */
+  struct hk_instr **taken;
+  size_t n_taken, cap_taken;
 } hk_namespace;
 
 /* Per root, a summary of the ids its names use ("add.7": root "add", id 7;
@@ -107,11 +113,16 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
 /* Registers an exact name (already known to be free); returns the stored copy. */
 const char *hk_ns_claim(hk_module *m, hk_namespace *ns, const char *name, size_t len,
                         void *owner);
-void *hk_ns_lookup(const hk_namespace *ns, const char *name);
+void *hk_ns_lookup(hk_namespace *ns, const char *name);
 void hk_ns_retire(hk_namespace *ns, const char *name);
 /* The map entry of a name the namespace holds (a string it returned, or one
  * sharing its header), found by the hash stored before the characters. */
 hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name);
+/* Records that `to` took its name; its map entry is updated later. */
+void hk_ns_note_taken(hk_namespace *ns, struct hk_instr *to);
+/* Points the map entries of names taken since the last call at their
+ * holders (instructions that still hold them). */
+void hk_ns_settle_taken(hk_namespace *ns);
 /* Starts loading the map slot where hk_ns_entry(ns, name) begins. */
 static inline void hk_ns_prefetch_entry(const hk_namespace *ns, const char *name) {
   if (ns->names.slots) __builtin_prefetch(&ns->names.slots[hk_str_hdr(name)->hash & ns->names.mask]);
@@ -139,7 +150,7 @@ static inline hk_arena *hk_module_arena(hk_module *m) { return &m->impl->arena; 
 
 /* Arena allocation with a smaller alignment (pointer arrays, strings). */
 static inline void *hk_alloc_aligned(hk_module *m, size_t n, size_t align) {
-  return hk_arena_alloc(&m->impl->arena, n, align);
+  return hk_arena_take(&m->impl->arena, n, align);
 }
 
 /* The last step of removing i (its users and operand edges already gone):
@@ -163,5 +174,7 @@ hk_literal *hk_literal_copy(hk_module *m, const hk_literal *src);
 #define HK_IFLAG_MARK 4u            /* scratch mark inside one mutation */
 #define HK_IFLAG_NAME_LENT 8u       /* another instruction took this one's name
                                        (hk_instr_take_name): not its to retire */
+#define HK_IFLAG_LONG_USERS 16u     /* inside hk_instrs_remove: drops from this
+                                       operand's user list are replayed later */
 
 #endif

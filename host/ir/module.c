@@ -32,7 +32,7 @@ void hk_module_free(hk_module *m) {
   free(m);
 }
 
-void *hk_alloc(hk_module *m, size_t n) { return hk_arena_alloc(&m->impl->arena, n, 16); }
+void *hk_alloc(hk_module *m, size_t n) { return hk_arena_take(&m->impl->arena, n, 16); }
 
 void *hk_memdup(hk_module *m, const void *p, size_t n) {
   if (!p) return NULL;
@@ -86,11 +86,30 @@ void hk_module_set_entry(hk_module *m, hk_computation *c) {
   if (c) c->is_entry = true;
 }
 
+/* How far ahead of the retiring walk names start loading: the name
+ * header RETIRE_AHEAD instructions on, the map slot half that. */
+#define RETIRE_AHEAD 16
+
+static const hk_instr *skip(const hk_instr *i, int n) {
+  while (i && n--) i = i->next;
+  return i;
+}
+
 /* Retires the names c's instructions own; none are visited when every
  * name was taken by a replacement (hk_instr_take_name). */
 static void retire_instr_names(hk_module *m, hk_computation *c) {
   hk_namespace *ns = &m->impl->instr_names;
+  if (c->n_named_instrs > 0) hk_ns_settle_taken(ns);
+  const hk_instr *near = skip(c->first, RETIRE_AHEAD / 2), *far = skip(near, RETIRE_AHEAD / 2);
   for (hk_instr *i = c->first; i && c->n_named_instrs > 0; i = i->next) {
+    if (far) {
+      __builtin_prefetch(hk_str_hdr(far->name));
+      far = far->next;
+    }
+    if (near) {
+      hk_ns_prefetch_entry(ns, near->name);
+      near = near->next;
+    }
     if (i->flags & HK_IFLAG_NAME_LENT) continue;
     hk_strmap_entry *e = hk_ns_entry(ns, i->name);
     if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
@@ -113,6 +132,18 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c) {
   c->index = -1;
 }
 
+/* Removed: taken out of its computation, or its computation taken out of
+ * the module (a released struct reads as zeros: removed too). */
+static bool instr_struct_removed(const void *p) {
+  const hk_instr *i = p;
+  return !i->parent || i->parent->index < 0;
+}
+
+size_t hk_module_release_removed(hk_module *m) {
+  hk_ns_settle_taken(&m->impl->instr_names);   /* it may point at removed ones */
+  return hk_arena_release_items(&m->impl->instr_arena, sizeof(hk_instr), instr_struct_removed);
+}
+
 const char *hk_module_unique_name(hk_module *m, const char *prefix) {
   const char *p = prefix ? prefix : "";
   return hk_ns_unique(m, &m->impl->instr_names, p, strlen(p), HK_NAME_RESERVED);
@@ -124,7 +155,7 @@ int64_t hk_module_next_channel_id(const hk_module *m) {
   int64_t next = 1;
   for (int32_t k = 0; k < m->n_computations; k++)
     for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
-      __builtin_prefetch((const char *)i + 4 * sizeof *i);
+      __builtin_prefetch((const void *)((uintptr_t)i + 4 * sizeof *i));
       if (i->attrs && i->attrs->channel_id >= next) next = i->attrs->channel_id + 1;
     }
   return next;

@@ -321,7 +321,8 @@ void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
   hk_strmap_prefetch(&m->impl->instr_names.names, hk_str_hash(name, len));
 }
 
-void *hk_ns_lookup(const hk_namespace *ns, const char *name) {
+void *hk_ns_lookup(hk_namespace *ns, const char *name) {
+  hk_ns_settle_taken(ns);
   size_t len = strlen(name);
   hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));
   void *v = e ? hk_strmap_value(e) : NULL;
@@ -339,7 +340,44 @@ hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name) {
   return hk_strmap_find(&ns->names, name, h->len, h->hash);
 }
 
+void hk_ns_note_taken(hk_namespace *ns, hk_instr *to) {
+  if (ns->n_taken == ns->cap_taken) {
+    size_t cap = ns->cap_taken ? 2 * ns->cap_taken : 256;
+    hk_instr **v = realloc(ns->taken, cap * sizeof *v);
+    if (!v) abort();
+    ns->taken = v;
+    ns->cap_taken = cap;
+  }
+  ns->taken[ns->n_taken++] = to;
+}
+
+/* How far ahead the settling loop loads: the name header of instruction
+ * k + 2 * AHEAD, then the map slot of instruction k + AHEAD, so the probe
+ * of instruction k finds its slot in cache. */
+#define SETTLE_AHEAD 16
+
+void hk_ns_settle_taken(hk_namespace *ns) {
+  size_t n = ns->n_taken;
+  if (!n) return;
+  hk_instr *const *v = ns->taken;
+  for (size_t k = 0; k < n; k++) {
+    if (k + 2 * SETTLE_AHEAD < n)
+      __builtin_prefetch(hk_str_hdr(v[k + 2 * SETTLE_AHEAD]->name));
+    if (k + SETTLE_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + SETTLE_AHEAD]->name);
+    hk_instr *to = v[k];
+    if (!to->parent || (to->flags & HK_IFLAG_NAME_LENT)) continue;   /* passed on since */
+    hk_strmap_entry *e = hk_ns_entry(ns, to->name);
+    if (e) hk_strmap_set_value(e, to);
+  }
+  free(ns->taken);
+  ns->taken = NULL;
+  ns->n_taken = ns->cap_taken = 0;
+}
+
 void hk_ns_free(hk_namespace *ns) {
+  free(ns->taken);
+  ns->taken = NULL;
+  ns->n_taken = ns->cap_taken = 0;
   hk_strmap_free(&ns->names);
   hk_strmap_free(&ns->counters);
   hk_strmap_free(&ns->roots);

@@ -310,7 +310,7 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   if (!g->at || !g->first || !g->roots || !g->pos_of_id || !g->edges) abort();
   uint32_t pos = 0;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
-    __builtin_prefetch((const char *)x + 4 * sizeof *x);   /* instructions lie in list order */
+    __builtin_prefetch((const void *)((uintptr_t)x + 4 * sizeof *x));   /* in list order */
     if (pos == cap || x->id < 0 || x->id >= g->n_ids) return false;
     g->at[pos] = (hk_instr *)x;
     g->first[pos] = (uint32_t)g->n_edges;

@@ -4,135 +4,215 @@
 #include "intern.h"
 #include "irpriv.h"
 
-/* One (a, b) -> position map for the whole batch.  Keys:
- *   (instr, IN_BATCH)  the instruction is in the batch;
- *   (op, INDEXED)      op's users are indexed;
- *   (op, user)         user's position in op->users (-1 once dropped). */
-#define IN_BATCH ((const void *)1)
-#define INDEXED ((const void *)2)
+/* Batch membership is a mark bit on the instructions.  An operand with a
+ * short user list drops a removed user by searching that list, as
+ * hk_instr_remove does.  Drops from long lists (a constant shared by a
+ * million users) are gathered per operand, in batch order, and replayed
+ * through a position table indexed by user id, so each costs O(1): the
+ * final lists are exactly those of one removal at a time, since an
+ * operand's list depends only on the order of its own drops. */
+#define SHORT_USER_LIST 32
 
-typedef struct pair_slot {
-  const void *a, *b;   /* a == NULL: empty */
-  int64_t pos;
-} pair_slot;
+/* One operand with a long user list, and where its drops go. */
+typedef struct long_op {
+  hk_instr *op;
+  int64_t n_drops, start;
+} long_op;
 
-typedef struct pair_map {
-  pair_slot *slots;
-  size_t mask, n;
-} pair_map;
+typedef struct drop {
+  int64_t group;        /* index into long_ops.v */
+  const hk_instr *user;
+} drop;
 
-static size_t pair_hash(const void *a, const void *b) {
-  return (size_t)hk_hash_combine(hk_hash_combine((uint64_t)(uintptr_t)a, 0x9e37),
-                                 (uint64_t)(uintptr_t)b);
+typedef struct long_ops {
+  long_op *v;
+  size_t n, cap;
+  int64_t *slots;       /* op -> index + 1, open addressing */
+  size_t mask;
+  drop *drops;
+  size_t n_drops, cap_drops;
+} long_ops;
+
+static size_t op_slot(const long_ops *t, const hk_instr *op) {
+  size_t h = (size_t)hk_hash_combine((uint64_t)(uintptr_t)op, 0x51ed) & t->mask;
+  while (t->slots[h] && t->v[t->slots[h] - 1].op != op) h = (h + 1) & t->mask;
+  return h;
 }
 
-static pair_slot *pair_find(const pair_map *m, const void *a, const void *b) {
-  for (size_t h = pair_hash(a, b) & m->mask;; h = (h + 1) & m->mask) {
-    pair_slot *s = &m->slots[h];
-    if (!s->a || (s->a == a && s->b == b)) return s;
+static void slots_grow(long_ops *t) {
+  size_t cap = t->slots ? 2 * (t->mask + 1) : 64;
+  free(t->slots);
+  t->slots = calloc(cap, sizeof *t->slots);
+  if (!t->slots) abort();
+  t->mask = cap - 1;
+  for (size_t k = 0; k < t->n; k++) t->slots[op_slot(t, t->v[k].op)] = (int64_t)k + 1;
+}
+
+static int64_t group_of(long_ops *t, hk_instr *op) {
+  if (op->flags & HK_IFLAG_LONG_USERS) return t->slots[op_slot(t, op)] - 1;
+  if (2 * (t->n + 1) > (t->slots ? t->mask + 1 : 0)) slots_grow(t);
+  if (t->n == t->cap) {
+    t->cap = t->cap ? 2 * t->cap : 16;
+    t->v = realloc(t->v, t->cap * sizeof *t->v);
+    if (!t->v) abort();
   }
+  t->v[t->n] = (long_op){op, 0, 0};
+  t->slots[op_slot(t, op)] = (int64_t)t->n + 1;
+  op->flags |= HK_IFLAG_LONG_USERS;
+  return (int64_t)t->n++;
 }
 
-static void pair_init(pair_map *m, size_t expect) {
-  size_t cap = 64;
-  while (cap < 2 * expect) cap *= 2;
-  m->slots = calloc(cap, sizeof *m->slots);
-  if (!m->slots) abort();
-  m->mask = cap - 1;
-  m->n = 0;
-}
-
-static void pair_put(pair_map *m, const void *a, const void *b, int64_t pos);
-
-static void pair_grow(pair_map *m) {
-  pair_map bigger;
-  pair_init(&bigger, 2 * (m->mask + 1));
-  for (size_t k = 0; k <= m->mask; k++)
-    if (m->slots[k].a) pair_put(&bigger, m->slots[k].a, m->slots[k].b, m->slots[k].pos);
-  free(m->slots);
-  *m = bigger;
-}
-
-static void pair_put(pair_map *m, const void *a, const void *b, int64_t pos) {
-  if (2 * (m->n + 1) > m->mask + 1) pair_grow(m);
-  pair_slot *s = pair_find(m, a, b);
-  if (!s->a) {
-    s->a = a;
-    s->b = b;
-    m->n++;
+static void add_drop(long_ops *t, hk_instr *op, const hk_instr *user) {
+  int64_t g = group_of(t, op);
+  if (t->n_drops == t->cap_drops) {
+    t->cap_drops = t->cap_drops ? 2 * t->cap_drops : 256;
+    t->drops = realloc(t->drops, t->cap_drops * sizeof *t->drops);
+    if (!t->drops) abort();
   }
-  s->pos = pos;
+  t->drops[t->n_drops++] = (drop){g, user};
+  t->v[g].n_drops++;
 }
 
-static bool pair_has(const pair_map *m, const void *a, const void *b) {
-  return pair_find(m, a, b)->a != NULL;
+static bool in_batch(const hk_instr *i) { return i->flags & HK_IFLAG_MARK; }
+
+static void unmark(hk_instr *const *v, int64_t n) {
+  for (int64_t k = 0; k < n; k++) v[k]->flags &= (uint16_t)~HK_IFLAG_MARK;
 }
 
-/* Whether removing v[0..n) one after another would succeed; records the
- * batch members in m. */
-static hk_status *check_batch(pair_map *m, hk_instr *const *v, int64_t n) {
-  for (int64_t k = 0; k < n; k++) {
+/* Whether removing v[0..n) one after another would succeed; marks the
+ * batch members (and unmarks them again on failure). */
+static hk_status *check_batch(hk_instr *const *v, int64_t n) {
+  hk_status *st = NULL;
+  int64_t k = 0;
+  for (; k < n && !st; k++) {
     hk_instr *i = v[k];
     hk_computation *c = i->parent;
     if (!c)
-      return hk_error(HK_FAILED_PRECONDITION, "instruction %s is not in a computation", i->name);
-    if (pair_has(m, i, IN_BATCH))
-      return hk_error(HK_FAILED_PRECONDITION, "instruction %s is listed twice", i->name);
-    if (c->root == i)
-      return hk_error(HK_FAILED_PRECONDITION, "cannot remove %s: it is the root of %s", i->name,
-                      c->name);
-    for (int32_t u = 0; u < i->n_users; u++)
-      if (!pair_has(m, i->users[u], IN_BATCH))
-        return hk_error(HK_FAILED_PRECONDITION, "cannot remove %s: it still has %d user(s)",
-                        i->name, i->n_users);
-    pair_put(m, i, IN_BATCH, 0);
+      st = hk_error(HK_FAILED_PRECONDITION, "instruction %s is not in a computation", i->name);
+    else if (in_batch(i))
+      st = hk_error(HK_FAILED_PRECONDITION, "instruction %s is listed twice", i->name);
+    else if (c->root == i)
+      st = hk_error(HK_FAILED_PRECONDITION, "cannot remove %s: it is the root of %s", i->name,
+                    c->name);
+    for (int32_t u = 0; !st && u < i->n_users; u++)
+      if (!in_batch(i->users[u]))
+        st = hk_error(HK_FAILED_PRECONDITION, "cannot remove %s: it still has %d user(s)",
+                      i->name, i->n_users);
+    if (!st) i->flags |= HK_IFLAG_MARK;
   }
-  return NULL;
+  if (st) unmark(v, k - 1);   /* v[k - 1] failed and was not marked */
+  return st;
 }
 
-static void index_users(pair_map *m, const hk_instr *op) {
-  if (pair_has(m, op, INDEXED)) return;
-  pair_put(m, op, INDEXED, 0);
-  for (int32_t u = 0; u < op->n_users; u++) pair_put(m, op, op->users[u], u);
+/* Drops user from a short op->users by searching it, as hk_instr_remove
+ * does (absent after a repeated operand's first drop). */
+static void drop_listed_user(hk_instr *op, const hk_instr *user) {
+  for (int32_t k = op->n_users; k-- > 0;) {
+    if (op->users[k] != user) continue;
+    op->users[k] = op->users[--op->n_users];
+    return;
+  }
 }
 
-/* Drops user from op->users as hk_instr_remove does (the last user takes
- * its slot), in O(1) through the index; a repeated operand is dropped once. */
-static void drop_user(pair_map *m, hk_instr *op, const hk_instr *user) {
-  index_users(m, op);
-  pair_slot *s = pair_find(m, op, user);
-  if (!s->a || s->pos < 0) return;
-  int64_t pos = s->pos;
-  s->pos = -1;
-  hk_instr *last = op->users[--op->n_users];
-  if (last != user) {
-    op->users[pos] = last;
-    pair_find(m, op, last)->pos = pos;
+/* Fills pos[id] with each user's position; false when ids do not index
+ * the users one to one (a module with ids set from outside). */
+static bool index_by_id(const hk_instr *op, int32_t *pos, int64_t n_ids) {
+  for (int32_t u = 0; u < op->n_users; u++) {
+    int64_t id = op->users[u]->id;
+    if (id < 0 || id >= n_ids) return false;
+    pos[id] = u;
   }
+  for (int32_t u = 0; u < op->n_users; u++)
+    if (pos[op->users[u]->id] != u) return false;
+  return true;
+}
+
+/* Replays op's drops (users[0..n), in batch order) as hk_instr_remove
+ * would: the last user takes the freed slot. */
+static void replay_drops(hk_instr *op, const hk_instr *const *users, int64_t n, int32_t *pos,
+                         int64_t n_ids) {
+  if (!index_by_id(op, pos, n_ids)) {
+    for (int64_t k = 0; k < n; k++) drop_listed_user(op, users[k]);
+    return;
+  }
+  for (int64_t k = 0; k < n; k++) {
+    const hk_instr *user = users[k];
+    int32_t p = pos[user->id];
+    if (p < 0 || p >= op->n_users || op->users[p] != user) continue;   /* dropped already */
+    hk_instr *last = op->users[--op->n_users];
+    op->users[p] = last;
+    pos[last->id] = p;
+    pos[user->id] = -1;
+  }
+}
+
+/* Replays every long list's drops, grouped per operand (counting sort). */
+static void replay_long_lists(long_ops *t, int64_t n_ids) {
+  if (!t->n) return;
+  const hk_instr **sorted = malloc(t->n_drops * sizeof *sorted);
+  int32_t *pos = calloc((size_t)(n_ids > 0 ? n_ids : 1), sizeof *pos);
+  if (!sorted || !pos) abort();
+  int64_t at = 0;
+  for (size_t g = 0; g < t->n; g++) {
+    t->v[g].start = at;
+    at += t->v[g].n_drops;
+    t->v[g].n_drops = 0;
+  }
+  for (size_t k = 0; k < t->n_drops; k++) {
+    long_op *g = &t->v[t->drops[k].group];
+    sorted[g->start + g->n_drops++] = t->drops[k].user;
+  }
+  for (size_t g = 0; g < t->n; g++) {
+    replay_drops(t->v[g].op, sorted + t->v[g].start, t->v[g].n_drops, pos, n_ids);
+    t->v[g].op->flags &= (uint16_t)~HK_IFLAG_LONG_USERS;
+  }
+  free(pos);
+  free(sorted);
+}
+
+static void long_ops_free(long_ops *t) {
+  free(t->v);
+  free(t->slots);
+  free(t->drops);
+}
+
+/* Detaching retires each name with a probe of a big map: the name header
+ * of v[k + 2 * AHEAD] and the map slot of v[k + AHEAD] start loading while
+ * v[k] is detached. */
+#define NAME_AHEAD 16
+
+static void prefetch_name_slots(const hk_namespace *ns, hk_instr *const *v, int64_t n,
+                                int64_t k) {
+  if (k + 2 * NAME_AHEAD < n) __builtin_prefetch(hk_str_hdr(v[k + 2 * NAME_AHEAD]->name));
+  if (k + NAME_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + NAME_AHEAD]->name);
 }
 
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   if (n <= 0) return NULL;
   if (n == 1) return hk_instr_remove(v[0]);
-  pair_map m;
-  pair_init(&m, (size_t)n + 64);   /* grows with the indexed user lists */
-  hk_status *st = check_batch(&m, v, n);
-  if (st) {
-    free(m.slots);
-    return st;
-  }
+  hk_status *st = check_batch(v, n);
+  if (st) return st;
+  hk_module *m = v[0]->parent->module;
+  long_ops t = {0};
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = v[k];
     for (int32_t j = 0; j < i->n_operands; j++) {
       hk_instr *op = i->operands[j];
-      if (!pair_has(&m, op, IN_BATCH)) drop_user(&m, op, i);
+      if (in_batch(op)) continue;
+      if ((op->flags & HK_IFLAG_LONG_USERS) || op->n_users > SHORT_USER_LIST) add_drop(&t, op, i);
+      else drop_listed_user(op, i);
     }
   }
+  replay_long_lists(&t, m->next_id);
+  long_ops_free(&t);
+  hk_namespace *ns = &m->impl->instr_names;
+  hk_ns_settle_taken(ns);
   for (int64_t k = 0; k < n; k++) {
+    prefetch_name_slots(ns, v, n, k);
     hk_instr *i = v[k];
     i->n_users = 0;   /* its users were all removed with it */
+    i->flags &= (uint16_t)~HK_IFLAG_MARK;
     hk_instr_detach(i);
   }
-  free(m.slots);
   return NULL;
 }

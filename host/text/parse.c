@@ -82,22 +82,62 @@ static bool parse_opcode(tx_parser *P, tx_pending *pi) {
 /* Names are looked up in the IR's name table; the few instructions the IR
  * had to rename (a name used in two computations, a name that spells a
  * type) are found through P->scope by their source name. */
-static inline uint32_t recent_slot(const char *s, size_t len) {
-  uint32_t h = (uint32_t)len * 2654435761u;
-  for (size_t k = 0; k < len; k++) h = (h ^ (unsigned char)s[k]) * 16777619u;
-  return (h ^ (h >> 15)) & 1023;
+/* The first 16 bytes of a name, zero padded: compared instead of the name
+ * (whose defining line is far back in the text, mostly) and hashed.  Reads
+ * 16 bytes at s when the text has them (the tail is masked off). */
+typedef struct name_key {
+  uint64_t w[2];
+  uint32_t len;
+} name_key;
+
+static inline name_key make_key(const char *s, size_t len, const char *end) {
+  name_key k = {{0, 0}, (uint32_t)len};
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+  if (end - s >= 16) {
+    memcpy(k.w, s, 16);
+    if (len < 8) {
+      k.w[0] &= ((uint64_t)1 << (8 * len)) - 1;
+      k.w[1] = 0;
+    } else if (len < 16) {
+      k.w[1] &= ((uint64_t)1 << (8 * (len - 8))) - 1;
+    }
+    return k;
+  }
+#endif
+  (void)end;
+  memcpy(k.w, s, len < 16 ? len : 16);
+  return k;
 }
 
-static void remember(tx_parser *P, hk_instr *i, const char *s, size_t len) {
-  struct tx_recent *r = &P->recent[recent_slot(s, len)];
+static inline uint32_t recent_slot(const name_key *k, const char *s) {
+  uint64_t h = (k->w[0] * 0x9e3779b97f4a7c15ull) ^ (k->w[1] * 0xc2b2ae3d27d4eb4full) ^ k->len;
+  if (k->len > 16) {
+    uint64_t t;
+    memcpy(&t, s + k->len - 8, 8);
+    h ^= t * 0xff51afd7ed558ccdull;
+  }
+  return (uint32_t)(h >> 54);   /* 1024 slots */
+}
+
+static void remember_key(tx_parser *P, hk_instr *i, const char *s, const name_key *k) {
+  struct tx_recent *r = &P->recent[recent_slot(k, s)];
   r->key = s;
-  r->len = (uint32_t)len;
+  r->len = k->len;
+  r->head[0] = k->w[0];
+  r->head[1] = k->w[1];
   r->instr = i;
 }
 
+static void remember(tx_parser *P, hk_instr *i, const char *s, size_t len, const char *end) {
+  name_key k = make_key(s, len, end);
+  remember_key(P, i, s, &k);
+}
+
 hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
-  struct tx_recent *r = &P->recent[recent_slot(s, len)];
-  if (r->key && r->len == len && r->instr->parent == P->comp && memcmp(r->key, s, len) == 0)
+  name_key k = make_key(s, len, P->end);
+  struct tx_recent *r = &P->recent[recent_slot(&k, s)];
+  if (r->key && r->len == len && r->head[0] == k.w[0] && r->head[1] == k.w[1] &&
+      r->instr->parent == P->comp && (len <= 16 || memcmp(r->key, s, len) == 0))
     return r->instr;
   if (P->scope->n) {
     hk_instr *i = tx_table_get(P->scope, s, len);
@@ -109,15 +149,24 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   buf[len] = 0;
   hk_instr *i = hk_computation_find_instr(P->comp, buf);
   if (buf != stackbuf) free(buf);
-  if (i && strlen(i->name) == len) remember(P, i, i->name, len);   /* used again, likely */
+  /* used again, likely */
+  if (i && strlen(i->name) == len) remember(P, i, i->name, len, i->name + len);
   return i;
 }
 
 /* Records the source name of a new instruction; false if the computation
  * already defines it. */
+/* name (NUL-terminated) spells s[0..len)?  Byte by byte: name was just
+ * written, and wide loads of fresh stores stall. */
+static bool spells(const char *name, const char *s, size_t len) {
+  for (size_t k = 0; k < len; k++)
+    if (name[k] != s[k]) return false;
+  return name[len] == 0;
+}
+
 static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
-  remember(P, i, s, len);
-  if (strncmp(i->name, s, len) == 0 && i->name[len] == 0) return true;
+  remember(P, i, s, len, P->end);
+  if (spells(i->name, s, len)) return true;
   bool existed;
   tx_slot *slot = tx_table_claim(P->scope, s, len, &existed);
   if (existed) return false;
@@ -407,6 +456,7 @@ static void set_called(tx_parser *P, hk_instr *i, tx_pending *pi) {
 static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_only,
                         bool specific_only) {
   if (pi->has_attrs || pi->n_raw) {
+    bool fresh = !i->attrs;   /* new attributes have no control edges to keep */
     hk_attrs *a = hk_instr_attrs(i);
     hk_attrs src = pi->a;
     if (generic_only) {
@@ -424,11 +474,17 @@ static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_
       src.frontend_attributes = NULL;
       src.backend_config = NULL;
     }
-    int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
-    hk_instr **cp = a->control_preds, **cs = a->control_succs;
-    *a = src;
-    a->n_control_preds = ncp, a->control_preds = cp;
-    a->n_control_succs = ncs, a->control_succs = cs;
+    if (fresh) {
+      src.n_control_preds = src.n_control_succs = 0;
+      src.control_preds = src.control_succs = NULL;
+      *a = src;
+    } else {
+      int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
+      hk_instr **cp = a->control_preds, **cs = a->control_succs;
+      *a = src;
+      a->n_control_preds = ncp, a->control_preds = cp;
+      a->n_control_succs = ncs, a->control_succs = cs;
+    }
     if (!generic_only && pi->n_raw) {
       /* statistics stays with the outer instruction of async sugar; fine */
       a->n_raw = pi->n_raw;

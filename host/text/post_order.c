@@ -1,4 +1,4 @@
-/* post_order.c - the printer's instruction order (XLA's post order) computed over list positions, so its DFS does not chase instruction pointers through a big module. */
+/* post_order.c - the printer's instruction order (XLA's post order) computed over list positions, so its DFS does not chase instruction pointers through a big module; one forward walk also hands each instruction to the caller (the printer prints it then). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,7 +20,6 @@ void tx_post_order_free(tx_post_order *po) {
   free(po->stack);
   free(po->state);
   free(po->order);
-  free(po->calls);
   memset(po, 0, sizeof *po);
 }
 
@@ -59,21 +58,32 @@ static int64_t operand_position(const tx_post_order *po, const hk_instr *o, uint
   return p < pos && po->at[p] == o ? (int64_t)p : -1;
 }
 
+/* Starts loading the instruction after next and the parts of the next one
+ * a visitor reads (the next one itself was started a step ago). */
+static void prefetch_next(const hk_instr *x) {
+  const hk_instr *y = x->next;
+  if (!y) return;
+  if (y->next) __builtin_prefetch(y->next);
+  __builtin_prefetch(y->operands);
+  __builtin_prefetch(y->name);
+  if (y->attrs) __builtin_prefetch(y->attrs);
+}
+
 /* Positions, operand positions (operands in c only) and the instructions
  * without users, in one forward walk; false if the DFS must see the
  * instructions themselves (an operand listed late).  Control edges are not
  * looked at (they live in the attributes, a cache miss apiece): the caller
  * checks them. */
-static bool build_graph(const hk_computation *c, tx_post_order *po) {
+static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
+                        void *ctx) {
   size_t n = (size_t)c->n_instrs, n_ops = 0;
-  po->n_calls = 0;
   if (c->n_instrs < 0 || c->n_instrs >= (int64_t)UINT32_MAX) return false;
   reserve_positions(po, n);
   uint32_t pos = 0;
   po->n_roots = 0;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
     if (pos >= n || x->id < 0 || x->id >= po->n_ids) return false;
-    if (x->next) __builtin_prefetch(x->next);
+    prefetch_next(x);
     po->at[pos] = (hk_instr *)x;
     po->first[pos] = (uint32_t)n_ops;
     po->state[pos] = 0;
@@ -85,11 +95,8 @@ static bool build_graph(const hk_computation *c, tx_post_order *po) {
       add_op(po, &n_ops, (uint32_t)p);
     }
     if (!x->n_users) po->roots[po->n_roots++] = pos;
-    if (x->n_called) {
-      po->calls = grow(po->calls, &po->cap_calls, po->n_calls + 1, sizeof *po->calls);
-      po->calls[po->n_calls++] = (hk_instr *)x;
-    }
     po->pos_by_id[x->id] = pos;
+    if (visit && !visit(ctx, x, pos)) return false;
   }
   if (pos != n) return false;
   po->first[n] = (uint32_t)n_ops;
@@ -108,7 +115,8 @@ static void dfs_positions(tx_post_order *po, uint32_t r) {
       sp--;
       if (po->state[cur] == 1) {
         po->state[cur] = 2;
-        po->order[po->n++] = po->at[cur];
+        po->listed &= cur == po->n;
+        po->order[po->n++] = cur;
       }
       continue;
     }
@@ -117,16 +125,19 @@ static void dfs_positions(tx_post_order *po, uint32_t r) {
   }
 }
 
-bool tx_list_post_order(const hk_computation *c, tx_post_order *po) {
+bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
+                        void *ctx) {
   po->n = 0;
-  if (!build_graph(c, po)) return false;
+  po->listed = true;
+  if (!build_graph(c, po, visit, ctx)) return false;
   for (size_t k = 0; k < po->n_roots; k++)
     if (!po->state[po->roots[k]]) dfs_positions(po, po->roots[k]);
   /* only reachable through a cycle: what is left, in list order */
   for (size_t p = 0; po->n < (size_t)c->n_instrs && p < (size_t)c->n_instrs; p++)
     if (po->state[p] != 2) {
       po->state[p] = 2;
-      po->order[po->n++] = po->at[p];
+      po->listed &= p == po->n;
+      po->order[po->n++] = (uint32_t)p;
     }
   return true;
 }

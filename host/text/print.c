@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/arena.h"
 #include "sharding/metadata.h"
 #include "text/text_internal.h"
 
@@ -30,11 +31,17 @@ typedef struct printer {
   uint8_t *state;           /* post-order DFS state by instruction id */
   int64_t n_state;
   tx_post_order po;         /* post order over list positions */
-  const hk_computation *calls_of;   /* whose instructions po.calls lists */
+  const hk_computation *calls_of;   /* whose callees print_listed added to g */
+  struct callgraph *g;      /* call graph being collected (print_in_module_order) */
+  const hk_module *gm;
   hk_instr **stack;
   size_t cap_stack;
   hk_instr **order;
   size_t cap_order;
+  size_t *line_at;          /* output offset of each list position's line */
+  size_t cap_line_at;
+  hk_buf *walk_out;         /* where print_listed prints, */
+  size_t walk_start, walk_n;    /* from where, how many lines */
   bool scheduled;
 } printer;
 
@@ -55,6 +62,7 @@ static void printer_free(printer *pr) {
   tx_post_order_free(&pr->po);
   free(pr->stack);
   free(pr->order);
+  free(pr->line_at);
 }
 
 static size_t hash_ptr(uintptr_t k) {
@@ -808,44 +816,87 @@ static bool has_control_edges(const hk_instr *i) {
   return i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs);
 }
 
-/* Starts loading what printing order[k] will read: the instruction a few
- * ahead, then its name, attributes and operand list. */
-static void prefetch_ahead(hk_instr *const *order, size_t k, size_t n) {
-  if (k + 12 < n) {
-    const char *x = (const char *)order[k + 12];
-    __builtin_prefetch(x);
-    __builtin_prefetch(x + 64);
-  }
-  if (k + 6 < n) {
-    const hk_instr *x = order[k + 6];
-    __builtin_prefetch(x->name);
-    __builtin_prefetch(x->operands);
-    if (x->attrs) __builtin_prefetch(x->attrs);
-  }
+static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const hk_instr *i);
+
+/* Lines printed before the output buffer is sized for a whole big
+ * computation, from their average length. */
+#define SIZE_SAMPLE_LINES 4096
+
+/* Grows out once to about what the n - pos lines still to print need (5%
+ * more than the lines printed since start average), so a big print does
+ * not double the buffer past the end: every page of it is made present,
+ * the main cost of fresh memory.  A short guess only means the usual
+ * doubling later. */
+static void size_for_rest(hk_buf *out, size_t start, size_t pos, size_t n) {
+  size_t per = (out->len - start) / pos + 1;
+  size_t need = out->len + (n - pos) * per + (n - pos) * per / 20 + 4096;
+  if (need <= out->cap) return;
+  char *d = realloc(out->data, need);
+  if (!d) abort();
+  hk_populate(d + out->len, d + need);
+  out->data = d;
+  out->cap = need;
 }
 
-/* Prints the list post order of pr->po; false, taking back what it
- * printed, when an instruction has control edges (that order ignored them).
- * The check costs nothing extra: printing reads the attributes anyway. */
-static bool emit_list_order(printer *pr, hk_buf *out) {
-  size_t start = out->len;
-  hk_instr **order = pr->po.order;
-  size_t n = pr->po.n;
+/* tx_list_post_order's visitor: prints x as it is met in list order (the
+ * post order, usually), notes where its line starts and adds its callees
+ * to the call graph being collected; false at a control edge (the list
+ * order ignored it).  Printing reads the attributes and callees anyway, so
+ * the check and the call graph cost nothing more. */
+static bool print_listed(void *ctx, const hk_instr *x, uint32_t pos) {
+  printer *pr = ctx;
+  if (has_control_edges(x)) return false;
+  if (pos == SIZE_SAMPLE_LINES && pr->walk_n > 4 * SIZE_SAMPLE_LINES)
+    size_for_rest(pr->walk_out, pr->walk_start, pos, pr->walk_n);
+  pr->line_at[pos] = pr->walk_out->len;
+  emit(pr, x, pr->walk_out);
+  if (x->n_called && pr->g) callgraph_add_calls(pr->g, pr->gm, x);
+  return true;
+}
+
+/* The n lines printed from start in list order, put in post order. */
+static void reorder_lines(printer *pr, hk_buf *out, size_t start, size_t n) {
+  pr->line_at[n] = out->len;
+  size_t len = out->len - start;
+  char *copy = malloc(len ? len : 1);
+  if (!copy) abort();
+  memcpy(copy, out->data + start, len);
+  out->len = start;
   for (size_t k = 0; k < n; k++) {
-    prefetch_ahead(order, k, n);
-    if (has_control_edges(order[k])) {
-      out->len = start;
-      if (out->data) out->data[start] = 0;
-      return false;
-    }
-    emit(pr, order[k], out);
+    uint32_t p = pr->po.order[k];
+    tx_put(out, copy + (pr->line_at[p] - start), pr->line_at[p + 1] - pr->line_at[p]);
   }
+  free(copy);
+}
+
+/* Prints c's instructions in post order, computed over list positions
+ * while they are printed in list order; false, taking back what it
+ * printed, when the instructions themselves must be walked instead. */
+static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
+  if (c->n_instrs < 0 || c->n_instrs >= (int64_t)UINT32_MAX) return false;
+  size_t n = (size_t)c->n_instrs;
+  if (n + 1 > pr->cap_line_at) {
+    pr->cap_line_at = n + 1;
+    free(pr->line_at);
+    pr->line_at = malloc(pr->cap_line_at * sizeof *pr->line_at);
+    if (!pr->line_at) abort();
+  }
+  size_t start = out->len;
+  pr->walk_out = out;
+  pr->walk_start = start;
+  pr->walk_n = n;
+  if (!tx_list_post_order(c, &pr->po, print_listed, pr)) {
+    out->len = start;
+    if (out->data) out->data[start] = 0;
+    return false;
+  }
+  if (!pr->po.listed) reorder_lines(pr, out, start, n);
   return true;
 }
 
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   size_t n = 0;
-  if (tx_list_post_order(c, &pr->po) && emit_list_order(pr, out)) {
+  if (print_list_post_order(pr, c, out)) {
     pr->calls_of = c;
     return;
   }
@@ -1015,7 +1066,7 @@ static void callgraph_init(callgraph *g, int n) {
 
 /* Appends the computations instruction i calls (callees of the computation
  * being added). */
-static void callgraph_add_calls(callgraph *g, const hk_module *m, const hk_instr *i) {
+static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const hk_instr *i) {
   for (int j = 0; j < i->n_called; j++) {
     const hk_computation *c = i->called[j];
     if (!c || c->index < 0 || c->index >= g->n || m->computations[c->index] != c) continue;
@@ -1063,17 +1114,20 @@ static void visit_all(printer *pr, callgraph *g, const hk_module *m, hk_buf *out
  * is the order XLA prints them in (a parsed module's usually is). */
 static bool print_in_module_order(printer *pr, const hk_module *m, callgraph *g, hk_buf *out) {
   callgraph_init(g, m->n_computations);
+  pr->g = g;
+  pr->gm = m;
   for (int k = 0; k < g->n; k++) {
     const hk_computation *c = m->computations[k];
     g->start[k] = (int)g->len;
     pr->calls_of = NULL;
     print_computation(pr, c, out);
-    if (pr->calls_of == c) {
-      for (size_t j = 0; j < pr->po.n_calls; j++) callgraph_add_calls(g, m, pr->po.calls[j]);
-    } else {
+    if (pr->calls_of != c) {
+      /* printed another way: drop what a list walk given up added */
+      g->len = (size_t)g->start[k];
       for (const hk_instr *i = c->first; i; i = i->next) callgraph_add_calls(g, m, i);
     }
   }
+  pr->g = NULL;
   g->start[g->n] = (int)g->len;
   int *seq = malloc(((size_t)g->n + 1) * sizeof *seq), n_seq = 0;
   visit_all(pr, g, m, NULL, seq, &n_seq);

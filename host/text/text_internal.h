@@ -54,6 +54,7 @@ typedef struct tx_parser {
   struct tx_recent {          /* recently defined names (operands mostly refer to them) */
     const char *key;
     uint32_t len;
+    uint64_t head[2];         /* the first 16 bytes of key, zero padded */
     hk_instr *instr;
   } recent[1024];
   int64_t *ints;              /* scratch integer list */
@@ -198,26 +199,28 @@ static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_st
  * instruction without users, in list order, operands in order (XLA's
  * MakeInstructionPostOrder without channel dependencies), over list
  * positions.  tx_list_post_order returns false, computing nothing, when c
- * lists an operand after its user: the caller then runs the DFS over the
- * instructions themselves.  It does not look at control edges: the order
- * is XLA's only when no instruction of c has any (the caller checks). */
+ * lists an operand after its user or visit returned false: the caller
+ * then runs the DFS over the instructions themselves.  It does not look at
+ * control edges: the order is XLA's only when no instruction of c has any
+ * (the caller checks, in visit).  visit (may be NULL) sees each
+ * instruction and its list position in list order, during the one walk
+ * over them. */
+typedef bool (*tx_visit_fn)(void *ctx, const hk_instr *x, uint32_t pos);
 typedef struct tx_post_order {
-  hk_instr **order;           /* the result: n instructions */
+  uint32_t *order;            /* the result: n list positions (at[] has the instructions) */
   size_t n;
+  bool listed;                /* order is the list order (order[k] == k) */
   uint32_t *pos_by_id;        /* scratch, reused across computations */
   int64_t n_ids;
   hk_instr **at;
   uint32_t *first, *ops, *roots, *stack;
   uint8_t *state;
   size_t cap, cap_ops, cap_stack, n_roots;
-  hk_instr **calls;           /* instructions that call computations, in list order */
-  size_t n_calls, cap_calls;
 } tx_post_order;
 void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
 void tx_post_order_free(tx_post_order *po);
-bool tx_list_post_order(const hk_computation *c, tx_post_order *po);
-/* After tx_list_post_order returned true, po->calls lists c's
- * instructions with called computations (n_called > 0), in list order. */
+bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
+                        void *ctx);
 
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);

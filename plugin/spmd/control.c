@@ -15,7 +15,7 @@ static hk_status *handle_while(spmd_visitor *v, hk_instr *orig) {
                                 ? cond->root->sharding
                                 : spmd_replicated_like(v, spmd_sharding_of(v, cond->root), NULL);
   HK_TRY(spmd_partition_computation(v->p, cond, 1, &s, pred, v->cg, &nc));
-  hk_instr *w = hk_instr_clone(v->comp, orig, op->shape, 1, &op, NULL);
+  hk_instr *w = spmd_clone(v, orig, op->shape, 1, &op);
   hk_computation *called[2] = {nc, nb};
   hk_instr_set_called(w, 2, called);
   spmd_set(v, orig, w, s);
@@ -46,8 +46,8 @@ static hk_status *handle_conditional(spmd_visitor *v, hk_instr *orig) {
     if (!st) st = spmd_partition_computation(v->p, br, 1, &ps, s, v->cg, &called[b]);
   }
   if (!st) {
-    hk_instr *c = hk_instr_clone(v->comp, orig, spmd_local_shape(v, s, orig->shape),
-                                 orig->n_operands, ops, NULL);
+    hk_instr *c = spmd_clone(v, orig, spmd_local_shape(v, s, orig->shape),
+                                 orig->n_operands, ops);
     hk_instr_set_called(c, orig->n_called, called);
     spmd_set(v, orig, c, s);
   }
@@ -71,7 +71,7 @@ static hk_status *handle_call(spmd_visitor *v, hk_instr *orig) {
   hk_computation *nc = NULL;
   if (!st) st = spmd_partition_computation(v->p, callee, n, ps, s, v->cg, &nc);
   if (!st) {
-    hk_instr *c = hk_instr_clone(v->comp, orig, nc->root->shape, n, ops, NULL);
+    hk_instr *c = spmd_clone(v, orig, nc->root->shape, n, ops);
     hk_instr_set_called(c, 1, &nc);
     spmd_set(v, orig, c, s);
   }

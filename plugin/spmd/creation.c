@@ -10,7 +10,7 @@ hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig) {
       spmd_is_subgroup_manual(s))
     return spmd_handle_fallback(v, orig);
   const hk_shape *local = spmd_local_shape(v, s, orig->shape);
-  hk_instr *iota = hk_instr_clone(v->comp, orig, local, 0, NULL, NULL);
+  hk_instr *iota = spmd_clone(v, orig, local, 0, NULL);
   int d = (int)orig->dims[0];
   if (hk_sharding_dim_partitions(s, d) > 1) {
     hk_instr *off = spmd_tile_offset(v, s, orig->shape, d);
@@ -28,6 +28,6 @@ hk_status *spmd_handle_constant(spmd_visitor *v, hk_instr *orig) {
   /* Kept whole: each user cuts the piece it needs (a local slice, cached
    * per sharding), so a user that wants it replicated pays nothing. */
   const hk_sharding *whole = spmd_replicated_like(v, spmd_sharding_of(v, orig), orig->shape);
-  spmd_set(v, orig, hk_instr_clone(v->comp, orig, orig->shape, 0, NULL, NULL), whole);
+  spmd_set(v, orig, spmd_clone(v, orig, orig->shape, 0, NULL), whole);
   return NULL;
 }

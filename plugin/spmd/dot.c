@@ -416,8 +416,7 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   hk_instr *ops[2];
   HK_TRY(spmd_reshard(v, lv, p->lhs, &ops[0]));
   HK_TRY(spmd_reshard(v, rv, p->rhs, &ops[1]));
-  hk_instr *d = hk_instr_clone(v->comp, orig, spmd_local_shape(v, p->out, orig->shape), 2, ops,
-                               NULL);
+  hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), 2, ops);
   if (p->n_reduce) {
     int64_t n_groups, gsize;
     int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
@@ -568,8 +567,7 @@ static hk_status *partition_grouped_conv(spmd_visitor *v, hk_instr *orig, bool *
   hk_instr *ops[2];
   HK_TRY(spmd_reshard(v, lv, best.lhs, &ops[0]));
   HK_TRY(spmd_reshard(v, rv, best.rhs, &ops[1]));
-  hk_instr *c = hk_instr_clone(v->comp, orig, spmd_local_shape(v, best.out, orig->shape), 2, ops,
-                               NULL);
+  hk_instr *c = spmd_clone(v, orig, spmd_local_shape(v, best.out, orig->shape), 2, ops);
   int64_t parts = hk_sharding_is_tiled(best.out)
                       ? hk_sharding_dim_partitions(best.out, (int)orig->attrs->conv->output_feature)
                       : 1;

@@ -26,7 +26,7 @@ static const hk_sharding *replicated_for(spmd_visitor *v, const hk_shape *shape)
 /* Clones orig with local operands and a local shape; records it. */
 static hk_instr *clone_local(spmd_visitor *v, hk_instr *orig, const hk_shape *shape,
                              hk_instr **ops, const hk_sharding *s) {
-  hk_instr *c = hk_instr_clone(v->comp, orig, shape, orig->n_operands, ops, NULL);
+  hk_instr *c = spmd_clone(v, orig, shape, orig->n_operands, ops);
   spmd_set(v, orig, c, s);
   return c;
 }
@@ -474,7 +474,7 @@ static hk_status *handle_gte(spmd_visitor *v, hk_instr *orig) {
       val->sharding ? hk_sharding_subsharding_shape(v->m, val->sharding, val->base_shape, 1, &idx)
                     : NULL;
   hk_instr *op = val->hlo;
-  hk_instr *g = hk_instr_clone(v->comp, orig, op->shape->tuple[idx], 1, &op, NULL);
+  hk_instr *g = spmd_clone(v, orig, op->shape->tuple[idx], 1, &op);
   spmd_set(v, orig, g, es);
   return NULL;
 }

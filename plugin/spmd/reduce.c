@@ -62,7 +62,7 @@ static void combine_partials(spmd_visitor *v, hk_instr *orig, const hk_sharding 
     shapes[k] = ps;
   }
   free(groups);
-  hk_instr *red = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops, NULL);
+  hk_instr *red = spmd_clone(v, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops);
   int64_t zero = 0;
   hk_instr_set_dims(red, 1, &zero);
   for (int k = 0; k < n; k++) parts[k] = spmd_gte(v->comp, red, k);
@@ -98,11 +98,11 @@ hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
                                  : os;
   hk_instr *parts[HK_MAX_RANK];
   if (n == 1) {
-    parts[0] = hk_instr_clone(v->comp, orig, spmd_local_shape(v, out_s, orig->shape), 2, ops, NULL);
+    parts[0] = spmd_clone(v, orig, spmd_local_shape(v, out_s, orig->shape), 2, ops);
   } else {
     const hk_shape *shapes[HK_MAX_RANK];
     for (int k = 0; k < n; k++) shapes[k] = spmd_local_shape(v, out_s, orig->shape->tuple[k]);
-    hk_instr *red = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops, NULL);
+    hk_instr *red = spmd_clone(v, orig, hk_shape_tuple(v->m, n, shapes), 2 * n, ops);
     for (int k = 0; k < n; k++) parts[k] = spmd_gte(v->comp, red, k);
   }
   if (np) combine_partials(v, orig, os, np, part, n, parts, inits);

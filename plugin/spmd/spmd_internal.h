@@ -81,6 +81,7 @@ typedef struct spmd_visitor {
   /* orig instr -> value: the values live in blocks that never move, and
    * orig->scratch points at its value (checked before use). */
   struct spmd_value_block *values;
+  const hk_instr *named;           /* the last original whose name was taken */
   hk_instr *partition_id;          /* cached per computation */
   hk_instr *zero_index;            /* s32[] 0, the start of unsliced dims */
   /* The partition's tile offsets made in this computation (reshard.c). */
@@ -132,6 +133,12 @@ const hk_sharding *spmd_regroup_memo(spmd_visitor *v, const hk_sharding *s, int 
 /* ---- visitor.c ---- */
 spmd_value *spmd_lookup(spmd_visitor *v, const hk_instr *orig);
 spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const hk_sharding *s);
+/* hk_instr_clone of orig into the partitioned computation.  The first
+ * instruction made for orig (before orig has a partitioned form) takes
+ * orig's name, so names survive partitioning at one name-map probe; later
+ * ones get fresh names. */
+hk_instr *spmd_clone(spmd_visitor *v, hk_instr *orig, const hk_shape *shape, int n_operands,
+                     hk_instr *const *operands);
 hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig,
                                       int n_params, const hk_sharding *const *param_shardings,
                                       const hk_sharding *root_sharding, hk_call_graph *cg,

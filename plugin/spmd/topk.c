@@ -57,8 +57,8 @@ hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig) {
   /* Each partition's own top k: the other dims local, k whole. */
   const hk_shape *lv = spmd_local_shape(v, out_s, os->tuple[0]);
   const hk_shape *li = spmd_local_shape(v, out_s, os->tuple[1]);
-  hk_instr *local = hk_instr_clone(v->comp, orig, hk_shape_tuple(v->m, 2, (const hk_shape *[]){lv, li}),
-                                   1, &x, NULL);
+  hk_instr *local = spmd_clone(v, orig, hk_shape_tuple(v->m, 2, (const hk_shape *[]){lv, li}),
+                                   1, &x);
   if (parts > 1) {
     hk_instr *vals = spmd_gte(v->comp, local, 0), *idx = spmd_gte(v->comp, local, 1);
     hk_instr *off = spmd_tile_offset(v, s, xs, last);

@@ -60,6 +60,16 @@ spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const
   return val;
 }
 
+hk_instr *spmd_clone(spmd_visitor *v, hk_instr *orig, const hk_shape *shape, int n_operands,
+                     hk_instr *const *operands) {
+  /* A handler may clone orig more than once before recording its form
+   * (variadic reduce): only the first takes the name. */
+  if (v->named == orig || spmd_lookup(v, orig))
+    return hk_instr_clone(v->comp, orig, shape, n_operands, operands, NULL);
+  v->named = orig;
+  return hk_instr_clone_taking_name(v->comp, orig, shape, n_operands, operands);
+}
+
 static void visitor_free(spmd_visitor *v) {
   for (struct spmd_value_block *b = v->values; b;) {
     struct spmd_value_block *nx = b->next;
@@ -126,10 +136,12 @@ hk_status *spmd_default_handle(spmd_visitor *v, hk_instr *orig) {
 }
 
 /* A new parameter with the local shape of sharding s. */
-static hk_instr *new_param(spmd_visitor *v, const hk_instr *orig, const hk_sharding *s) {
+static hk_instr *new_param(spmd_visitor *v, hk_instr *orig, const hk_sharding *s) {
   const hk_shape *ls = s && s->kind == HK_SHARDING_MANUAL ? orig->shape
                                                           : spmd_local_shape(v, s, orig->shape);
-  hk_instr *p = hk_instr_new(v->comp, HK_OP_PARAMETER, ls, 0, NULL, orig->name);
+  hk_instr *p = hk_instr_new(v->comp, HK_OP_PARAMETER, ls, 0, NULL, NULL);
+  hk_instr_take_name(p, orig);
+  v->named = orig;
   hk_attrs *a = hk_instr_attrs(p);
   a->parameter_number = hk_instr_parameter_number(orig);
   if (orig->attrs) {

@@ -1,13 +1,16 @@
 /* cse.c - hlo-cse: XLA's HloCSE.  Within a computation, an instruction
  * identical to an earlier one (same opcode, operands, shape, attributes,
  * called computations, sharding) and free of side effects is replaced by
- * it.  Candidates are found by a structural hash (opcode, interned shape,
- * operands, dims, called computations, interned sharding); only when two
- * instructions agree on all of that and carry attributes are their printed
- * forms compared, which covers every attribute the printer knows, raw ones
- * included, unless their attribute blocks are byte-identical (literals and
- * dynamic-slice sizes compared by value).  So the common case prints
- * nothing. */
+ * it, visiting the instructions in post order.  Equal instructions have
+ * the same first operand, so the earlier twin is looked for among that
+ * operand's users, which sit in cache next to it; only a first operand
+ * with many users (a shared constant) or none sends the lookup to a hash
+ * table over (opcode, interned shape, operands, dims, called computations,
+ * interned sharding).  Either way, only when two instructions agree on all
+ * of that and carry attributes are their printed forms compared, which
+ * covers every attribute the printer knows, raw ones included, unless
+ * their attribute blocks are byte-identical (literals and dynamic-slice
+ * sizes compared by value).  So the common case prints nothing. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -124,15 +127,18 @@ static bool attrs_same_bytes(const hk_attrs *a, const hk_attrs *b) {
   return memcmp(&x, a, sizeof x) == 0;
 }
 
-/* Same instruction modulo name: structure, then (if any) attributes. */
-static bool identical(cse_table *t, cse_entry *e, const hk_instr *i, char **i_key) {
-  if (!structurally_equal(e->instr, i)) return false;
-  if (!i->attrs || attrs_same_bytes(e->instr->attrs, i->attrs)) return true;
-  if (!e->key) e->key = identity_key(e->instr, t->layout_sensitive);
-  if (!*i_key) *i_key = identity_key(i, t->layout_sensitive);
-  return strcmp(e->key, *i_key) == 0;
+/* Same instruction modulo name: structure, then (if any) attributes;
+ * printed forms are made on first need and kept in *a_key, *b_key. */
+static bool identical(const hk_instr *a, char **a_key, const hk_instr *b, char **b_key,
+                      bool layout_sensitive) {
+  if (!structurally_equal(a, b)) return false;
+  if (!b->attrs || attrs_same_bytes(a->attrs, b->attrs)) return true;
+  if (!*a_key) *a_key = identity_key(a, layout_sensitive);
+  if (!*b_key) *b_key = identity_key(b, layout_sensitive);
+  return strcmp(*a_key, *b_key) == 0;
 }
 
+/* Records representative i (printed form key, or NULL) at empty slot. */
 static void table_add(cse_table *t, size_t slot, uint32_t h, hk_instr *i, char *key) {
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 1024;
@@ -143,23 +149,116 @@ static void table_add(cse_table *t, size_t slot, uint32_t h, hk_instr *i, char *
   t->slots[slot] = (cse_slot){h, (uint32_t)t->n};
 }
 
-/* Returns the earlier instruction identical to i, or records i and
- * returns NULL. */
+static uint32_t table_hash(const hk_instr *i) { return (uint32_t)(structural_hash(i) >> 32); }
+
+/* Returns the representative identical to i, or records i and returns
+ * NULL. */
 static hk_instr *table_find_or_add(cse_table *t, hk_instr *i) {
   if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
-  uint32_t h = (uint32_t)(structural_hash(i) >> 32);
+  uint32_t h = table_hash(i);
   char *key = NULL;
   size_t k = h & t->mask;
   for (; t->slots[k].entry; k = (k + 1) & t->mask) {
     if (t->slots[k].hash != h) continue;
     cse_entry *e = &t->entries[t->slots[k].entry - 1];
-    if (identical(t, e, i, &key)) {
+    if (identical(e->instr, &e->key, i, &key, t->layout_sensitive)) {
       free(key);
       return e->instr;
     }
   }
   table_add(t, k, h, i, key);
   return NULL;
+}
+
+/* Records representative i, known to have no twin in the table. */
+static void table_insert(cse_table *t, hk_instr *i) {
+  if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
+  uint32_t h = table_hash(i);
+  size_t k = h & t->mask;
+  while (t->slots[k].entry) k = (k + 1) & t->mask;
+  table_add(t, k, h, i, NULL);
+}
+
+/* Per-instruction state, by post-order position. */
+enum {
+  ST_REP = 1,       /* visited and kept: a representative */
+  ST_DECIDED = 2,   /* as a first operand: whether it is a hub is decided */
+  ST_HUB = 4,       /* as a first operand: its users are looked up in the table */
+};
+/* A first operand with more users than this is a hub. */
+#define HUB_USERS 16
+
+/* One computation's run: the order, positions and states. */
+typedef struct cse_walk {
+  cse_table t;
+  hk_instr **order;
+  int64_t n;
+  const stock_order_ws *ws;   /* pos_by_id gives positions in order */
+  uint8_t *st;
+} cse_walk;
+
+/* i's position in the order, or -1 if it is not in it. */
+static int64_t position_of(const cse_walk *w, const hk_instr *i) {
+  if (i->id < 0 || (size_t)i->id >= w->ws->n_ids) return -1;
+  uint32_t q = w->ws->pos_by_id[i->id];
+  return (int64_t)q < w->n && w->order[q] == i ? (int64_t)q : -1;
+}
+
+static bool is_rep(const cse_walk *w, const hk_instr *i) {
+  int64_t q = position_of(w, i);
+  return q >= 0 && (w->st[q] & ST_REP);
+}
+
+/* Operand o turns into a hub: the representatives found through it so far
+ * (those whose first operand it is) move to the table. */
+static void make_hub(cse_walk *w, const hk_instr *o) {
+  for (int32_t u = 0; u < o->n_users; u++) {
+    hk_instr *x = o->users[u];
+    if (x->n_operands && x->operands[0] == o && is_rep(w, x)) table_insert(&w->t, x);
+  }
+}
+
+/* Whether first operand o (at position q) is a hub: decided when first
+ * met, and turned into one once its users outgrow HUB_USERS.  Twins share
+ * their first operand, so they always look in the same place. */
+static bool first_operand_is_hub(cse_walk *w, const hk_instr *o, int64_t q) {
+  uint8_t *s = &w->st[q];
+  if (!(*s & ST_DECIDED)) {
+    *s |= ST_DECIDED | (o->n_users > HUB_USERS ? ST_HUB : 0);
+  } else if (!(*s & ST_HUB) && o->n_users > HUB_USERS) {
+    make_hub(w, o);
+    *s |= ST_HUB;
+  }
+  return *s & ST_HUB;
+}
+
+/* The representative among o's users identical to i, or NULL. */
+static hk_instr *find_among_users(cse_walk *w, const hk_instr *o, hk_instr *i) {
+  char *key = NULL;
+  hk_instr *found = NULL;
+  for (int32_t u = 0; u < o->n_users && !found; u++) {
+    hk_instr *x = o->users[u];
+    if (x == i || !is_rep(w, x)) continue;
+    char *x_key = NULL;
+    if (identical(x, &x_key, i, &key, w->t.layout_sensitive)) found = x;
+    free(x_key);
+  }
+  free(key);
+  return found;
+}
+
+/* Returns the representative identical to i (at position pos), or makes
+ * i one and returns NULL.  At most one representative is identical to i:
+ * a second one would have been replaced by the first. */
+static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
+  hk_instr *found;
+  int64_t q = i->n_operands ? position_of(w, i->operands[0]) : -1;
+  if (q < 0 || first_operand_is_hub(w, i->operands[0], q))
+    found = table_find_or_add(&w->t, i);
+  else
+    found = find_among_users(w, i->operands[0], i);
+  if (!found) w->st[pos] |= ST_REP;
+  return found;
 }
 
 static bool cse_candidate(const hk_instr *i, bool only_scalars) {
@@ -169,35 +268,50 @@ static bool cse_candidate(const hk_instr *i, bool only_scalars) {
   return true;
 }
 
+/* Two stages ahead of the walk: the instruction 16 on, then what the
+ * walk reads behind the pointers of the one 8 on (loaded by then). */
+static void prefetch_ahead(hk_instr *const *order, int64_t n, int64_t k) {
+  if (k + 16 < n) {
+    __builtin_prefetch(order[k + 16]);
+    __builtin_prefetch((char *)order[k + 16] + 64);
+  }
+  if (k + 8 < n) {
+    const hk_instr *x = order[k + 8];
+    if (x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
+    if (x->n_operands) __builtin_prefetch(x->operands);
+  }
+}
+
 static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_sensitive,
                             bool only_scalars) {
-  int64_t n = 0;
-  hk_instr **order = stock_post_order(c, ws, &n);
-  cse_table t;
-  table_init(&t, layout_sensitive);
+  cse_walk w = {.ws = ws};
+  w.order = stock_post_order(c, ws, &w.n);
+  w.st = calloc((size_t)w.n + 1, 1);
+  hk_instr **dead = malloc(((size_t)w.n + 1) * sizeof *dead);
+  if (!w.st || !dead) abort();
+  table_init(&w.t, layout_sensitive);
   bool changed = false;
   int64_t n_dead = 0;   /* replaced instructions, removed together below */
   /* Post order: an instruction's operands were already replaced by their
    * earlier twins, so equal expressions have the very same operands. */
-  for (int64_t k = 0; k < n; k++) {
-    hk_instr *i = order[k];
-    if (k + 8 < n) {
-      __builtin_prefetch(order[k + 8]);
-      __builtin_prefetch((char *)order[k + 8] + 64);
-    }
+  for (int64_t k = 0; k < w.n; k++) {
+    hk_instr *i = w.order[k];
+    prefetch_ahead(w.order, w.n, k);
     if (!cse_candidate(i, only_scalars)) continue;
-    hk_instr *prev = table_find_or_add(&t, i);
+    hk_instr *prev = find_or_add(&w, i, k);
     if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
-    if (stock_is_removable(i)) order[n_dead++] = i;   /* k >= n_dead: order[k] was read */
+    if (stock_is_removable(i)) dead[n_dead++] = i;
     changed = true;
   }
-  table_free(&t);
+  table_free(&w.t);
   /* All at once: a constant shared by many replaced instructions costs its
    * user count once, not once per removal. */
-  hk_status *st = hk_instrs_remove(order, n_dead);
+  hk_status *st = hk_instrs_remove(dead, n_dead);
   if (st) hk_status_free(st);
-  free(order);
+  free(dead);
+  free(w.st);
+  free(w.order);
   return changed;
 }
 

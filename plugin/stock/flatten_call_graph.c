@@ -25,6 +25,8 @@ typedef struct use_counts {
   int32_t *n;
   call_sites *sites;
   size_t cap;
+  bool control_flow;   /* some call site is a control-flow one */
+  stock_order_ws ws;   /* for cloning */
 } use_counts;
 
 static void use_reserve(use_counts *u, int32_t index) {
@@ -59,8 +61,10 @@ static void add_site(use_counts *u, int32_t index, hk_instr *i) {
 /* Counts the calls c makes and records c's calling instructions. */
 static void count_calls_in(use_counts *u, hk_computation *c) {
   for (hk_instr *i = c->first; i; i = i->next) {
+    stock_prefetch_list(i);
     if (!i->n_called) continue;
     add_site(u, c->index, i);
+    u->control_flow |= is_control_flow((hk_opcode)i->opcode);
     for (int32_t j = 0; j < i->n_called; j++) (*use_slot(u, i->called[j]->index))++;
   }
 }
@@ -69,6 +73,7 @@ static void use_counts_free(use_counts *u) {
   for (size_t s = 0; s < u->cap; s++) free(u->sites[s].v);
   free(u->sites);
   free(u->n);
+  stock_order_ws_free(&u->ws);
 }
 
 /* Gives each control-flow call of instruction i its own callee when the
@@ -79,7 +84,7 @@ static bool flatten_calls_of(use_counts *u, hk_instr *i) {
   for (int32_t j = 0; j < i->n_called; j++) {
     hk_computation *callee = i->called[j];
     if (*use_slot(u, callee->index) <= 1) continue;
-    hk_computation *copy = stock_clone_computation(callee);
+    hk_computation *copy = stock_clone_computation(callee, &u->ws);
     i->called[j] = copy;
     (*use_slot(u, callee->index))--;
     *use_slot(u, copy->index) = 1;
@@ -127,8 +132,12 @@ static hk_status *flatten_run(hk_pass *self, hk_module *m, const hk_exec_threads
    * module, so they are visited too.  Each computation's instruction list is
    * walked once, to count its calls and note its calling instructions. */
   comp_queue q = {0};
-  use_counts uses = {NULL, NULL, 0};
+  use_counts uses = {0};
   for (int32_t k = 0; k < m->n_computations; k++) count_calls_in(&uses, m->computations[k]);
+  if (!uses.control_flow) {   /* only control-flow call sites are ever cloned */
+    use_counts_free(&uses);
+    return NULL;
+  }
   queue_push(&q, m->entry, m->n_computations);
   q.seen[m->entry->index] = 0;   /* the entry may be called too: queue it again then */
   while (q.head < q.tail) {

@@ -35,11 +35,12 @@ void stock_order_ws_free(stock_order_ws *w) {
 /* Room for ids below n_ids (new entries zeroed: stale or zero entries are
  * never trusted, see operand_position) and for n instructions. */
 static void reserve(stock_order_ws *w, int64_t n_ids, size_t n) {
-  if (n_ids > 0 && (size_t)n_ids > w->n_ids) {
-    w->pos_by_id = realloc(w->pos_by_id, (size_t)n_ids * sizeof *w->pos_by_id);
+  if (n_ids > 0 && (size_t)n_ids > w->n_ids) {   /* clones keep adding ids: grow geometrically */
+    size_t want = w->n_ids && 2 * w->n_ids > (size_t)n_ids ? 2 * w->n_ids : (size_t)n_ids;
+    w->pos_by_id = realloc(w->pos_by_id, want * sizeof *w->pos_by_id);
     if (!w->pos_by_id) abort();
-    memset(w->pos_by_id + w->n_ids, 0, ((size_t)n_ids - w->n_ids) * sizeof *w->pos_by_id);
-    w->n_ids = (size_t)n_ids;
+    memset(w->pos_by_id + w->n_ids, 0, (want - w->n_ids) * sizeof *w->pos_by_id);
+    w->n_ids = want;
   }
   size_t c1 = w->cap, c2 = w->cap, c3 = w->cap;
   w->first = grow(w->first, &c1, n + 1, sizeof *w->first);
@@ -72,6 +73,14 @@ static uint32_t operand_position(const stock_order_ws *w, hk_instr *const *at,
   return q < p && at[q] == o ? q : UNSET;
 }
 
+/* Starts loading what the walk reads of x beyond x itself: the memory
+ * latency of the next step overlaps this one. */
+static void prefetch_parts(const hk_instr *x) {
+  if (!x) return;
+  if (x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
+  if (x->n_operands) __builtin_prefetch(x->operands);
+}
+
 /* One walk: at[] (the list), each instruction's operand positions and the
  * instructions without users.  False when the list cannot be the post
  * order or the DFS would follow edges this check does not model: control
@@ -84,6 +93,8 @@ static bool walk_list(const hk_computation *c, stock_order_ws *w, hk_instr **at,
   int64_t last_channel = 0;
   w->n_roots = 0;
   for (hk_instr *x = c->first; x; x = x->next, p++) {
+    prefetch_parts(x->next);
+    stock_prefetch_list(x);
     if (p >= n || x->id < 0 || (size_t)x->id >= w->n_ids) return false;
     if (x->attrs) {
       if (x->attrs->n_control_preds || x->attrs->n_control_succs) return false;
@@ -140,6 +151,16 @@ static bool list_is_post_order(stock_order_ws *w, size_t n) {
   return true;
 }
 
+/* pos_by_id for an order the DFS made. */
+static void note_positions(stock_order_ws *w, hk_instr *const *order, int64_t n) {
+  int64_t max_id = 0;
+  for (int64_t k = 0; k < n; k++)
+    if (order[k]->id >= max_id) max_id = order[k]->id + 1;
+  reserve(w, max_id, 0);
+  for (int64_t k = 0; k < n; k++)
+    if (order[k]->id >= 0) w->pos_by_id[order[k]->id] = (uint32_t)k;
+}
+
 hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n) {
   size_t len = c->n_instrs > 0 ? (size_t)c->n_instrs : 0;
   hk_instr **at = malloc((len + 1) * sizeof *at);
@@ -152,5 +173,7 @@ hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t 
     }
   }
   free(at);
-  return hk_computation_post_order(c, n);
+  hk_instr **order = hk_computation_post_order(c, n);
+  note_positions(w, order, *n);
+  return order;
 }

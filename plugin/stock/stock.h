@@ -18,10 +18,25 @@ typedef struct stock_pass {
 hk_pass *stock_pass_new(const hk_pass_vtable *vt, hk_status **err);
 void stock_pass_destroy(hk_pass *self);
 
+/* Buffers stock_post_order reuses across the computations of one run. */
+typedef struct stock_order_ws {
+  uint32_t *pos_by_id;   /* list position by instruction id (checked, never trusted) */
+  size_t n_ids;
+  uint32_t *first, *low, *roots, *ops;
+  size_t cap, cap_ops, n_roots;
+} stock_order_ws;
+void stock_order_ws_free(stock_order_ws *w);
+/* hk_computation_post_order(c, n), computed from the instruction list in
+ * one walk when the list already is that order (list_order.c); the same
+ * malloc'ed array either way.  Afterwards w->pos_by_id[id] is the position
+ * in it of the instruction with that id; entries of other ids are stale,
+ * so check order[pos] before trusting one.  w starts zeroed. */
+hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n);
+
 /* Deep-copies computation src (and nothing it calls) into the same module
  * under a unique name derived from src's; instruction names get a
- * ".clone" suffix made unique. */
-hk_computation *stock_clone_computation(hk_computation *src);
+ * ".clone" suffix made unique.  ws: buffers for stock_post_order. */
+hk_computation *stock_clone_computation(hk_computation *src, stock_order_ws *ws);
 /* Removes computations not reachable from the entry through called
  * computations.  Returns true when any was removed. */
 bool stock_remove_unreachable_computations(hk_module *m);
@@ -33,18 +48,13 @@ typedef struct stock_callees {
 /* The same, reading computation c's callees from calls[c->index] (indexed
  * by computation index) instead of walking its instructions again. */
 bool stock_remove_unreachable_by_callees(hk_module *m, const stock_callees *calls);
-/* Buffers stock_post_order reuses across the computations of one run. */
-typedef struct stock_order_ws {
-  uint32_t *pos_by_id;   /* list position by instruction id (checked, never trusted) */
-  size_t n_ids;
-  uint32_t *first, *low, *roots, *ops;
-  size_t cap, cap_ops, n_roots;
-} stock_order_ws;
-void stock_order_ws_free(stock_order_ws *w);
-/* hk_computation_post_order(c, n), computed from the instruction list in
- * one walk when the list already is that order (list_order.c); the same
- * malloc'ed array either way.  w starts zeroed. */
-hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n);
+
+/* List walks: instruction structs mostly sit in list order in memory, so
+ * the one a few structs on is the one the walk will need soon; a hint
+ * (never dereferenced), which keeps the memory busy during this step. */
+static inline void stock_prefetch_list(const hk_instr *i) {
+  __builtin_prefetch((const char *)i + 4 * sizeof *i);
+}
 
 /* Removes i and then every operand that became dead (no users, not root,
  * no side effect, not a parameter, no control edges). */

@@ -37,15 +37,17 @@ static hk_instr *simplified(const hk_instr *i) {
 /* Only tuples and get-tuple-elements are rewritten: a computation without
  * them needs no post order. */
 static bool has_tuple_ops(const hk_computation *c) {
-  for (const hk_instr *i = c->first; i; i = i->next)
+  for (const hk_instr *i = c->first; i; i = i->next) {
+    stock_prefetch_list(i);
     if (i->opcode == HK_OP_TUPLE || i->opcode == HK_OP_GET_TUPLE_ELEMENT) return true;
+  }
   return false;
 }
 
-static bool simplify_computation(hk_computation *c) {
+static bool simplify_computation(hk_computation *c, stock_order_ws *ws) {
   if (!has_tuple_ops(c)) return false;
   int64_t n = 0;
-  hk_instr **order = hk_computation_post_order(c, &n);
+  hk_instr **order = stock_post_order(c, ws, &n);
   bool changed = false;
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
@@ -66,12 +68,14 @@ static hk_status *tuple_simplifier_run(hk_pass *self, hk_module *m,
                                        const hk_exec_threads *threads, bool *changed) {
   stock_pass *p = (stock_pass *)self;
   bool any = false;
+  stock_order_ws ws = {0};
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
     if (p->flag[0] && c == m->entry) continue;
-    any |= simplify_computation(c);
+    any |= simplify_computation(c, &ws);
   }
+  stock_order_ws_free(&ws);
   *changed = any;
   return NULL;
 }
