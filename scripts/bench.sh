@@ -155,7 +155,7 @@ bench_partition() {
 # clock (HLOKIT_SPMD_TIMES) over the second of two runs (the first warms up).
 bench_partition_phases() {
   echo
-  echo "partitioner phases at ${sizes[-1]} instructions (second of two runs, wall ms):"
+  echo "partitioner phases at ${sizes[-1]} instructions (second of two runs):"
   HLOKIT_SPMD_TIMES=1 "$build/hk-bench-partition" "$1" --passes="$PARTITION_PASSES" --runs=2 \
     2>&1 >/dev/null | sed -n 's/^spmd-partitioning: /  /p' |
     awk '{ line[NR] = $0 } END { for (k = NR / 2 + 1; k <= NR; k++) print line[k] }'

@@ -194,26 +194,70 @@ START_TEST(post_order_random_fallbacks) {
 }
 END_TEST
 
-/* A big chain built backwards (each new instruction listed before the one
- * it feeds): no edge points back, the marking DFS runs, same order. */
+/* A copy of c with its instructions listed in c's post order (control
+ * edges copied too): its list then is its own post order. */
+static hk_computation *relisted(hk_computation *c) {
+  hk_computation *d = hk_computation_new(c->module, "relisted");
+  int64_t n = 0;
+  hk_instr **order = hk_computation_post_order(c, &n);
+  for (int64_t k = 0; k < n; k++) {
+    hk_instr *s = order[k], *ops[3];
+    for (int32_t j = 0; j < s->n_operands; j++) ops[j] = s->operands[j]->scratch;
+    hk_instr *x = hk_instr_clone(d, s, NULL, s->n_operands, ops, NULL);
+    if (x->attrs) {
+      x->attrs->n_control_preds = x->attrs->n_control_succs = 0;
+      x->attrs->control_preds = x->attrs->control_succs = NULL;
+    }
+    if (s->opcode == HK_OP_PARAMETER) hk_computation_register_param(d, x);
+    s->scratch = x;
+  }
+  for (int64_t k = 0; k < n; k++)
+    if (order[k]->attrs)
+      for (int32_t j = 0; j < order[k]->attrs->n_control_preds; j++)
+        hk_instr_add_control_dep(order[k]->attrs->control_preds[j]->scratch, order[k]->scratch);
+  hk_computation_set_root(d, c->root->scratch);
+  for (int64_t k = 0; k < n; k++) order[k]->scratch = NULL;
+  free(order);
+  return d;
+}
+
+/* When the list already is the post order, the big case returns it as it
+ * is (no DFS); it must still be the reference order. */
+START_TEST(post_order_list_already_in_order) {
+  rng64 r = {2024};
+  for (int round = 0; round < hk_test_iterations(4); round++) {
+    hk_module *m = hk_module_new("m");
+    dag_spec sp = {.n = 3000, .control_per_mille = 20, .channel_per_mille = 20,
+                   .n_channels = 1000000};
+    hk_computation *d = relisted(random_dag(m, "c", &sp, &r));
+    assert_same_as_reference(d);
+    int64_t n = 0, k = 0;
+    hk_instr **po = hk_computation_post_order(d, &n);
+    for (hk_instr *i = d->first; i; i = i->next, k++) ck_assert_ptr_eq(po[k], i);
+    ck_assert_int_eq(k, n);
+    free(po);
+    hk_module_free(m);
+  }
+}
+END_TEST
+
+/* A big chain listed backwards (each instruction uses the one listed after
+ * it): operands come late, the marking DFS runs, same order. */
 START_TEST(post_order_big_reversed_list) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = hk_computation_new(m, "c");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
   hk_instr *p = param(c, 0, s, "p");
-  hk_instr *x = hk_instr_new(c, HK_OP_NEGATE, s, 1, &p, "root");
-  hk_computation_set_root(c, x);
-  for (int k = 0; k < 1000; k++) {
-    hk_instr *y = hk_instr_new_before(x, HK_OP_NEGATE, s, 1, &p, NULL);
-    hk_instr_set_operand(x, 0, y);
-    x = y;
-  }
+  enum { N = 1000 };
+  hk_instr *x[N];
+  for (int k = 0; k < N; k++) x[k] = hk_instr_new(c, HK_OP_NEGATE, s, 1, &p, NULL);
+  for (int k = 0; k + 1 < N; k++) hk_instr_set_operand(x[k], 0, x[k + 1]);
+  hk_computation_set_root(c, x[0]);
   int64_t n = 0;
   hk_instr **po = hk_computation_post_order(c, &n);
-  ck_assert_int_eq(n, 1002);
+  ck_assert_int_eq(n, N + 1);
   ck_assert_ptr_eq(po[0], p);
-  ck_assert_ptr_eq(po[1], x);
-  ck_assert_ptr_eq(po[1001], c->root);
+  for (int k = 0; k < N; k++) ck_assert_ptr_eq(po[1 + k], x[N - 1 - k]);
   free(po);
   assert_same_as_reference(c);
   hk_module_free(m);
@@ -438,6 +482,7 @@ static Suite *walks_suite(void) {
   tcase_add_test(tc, post_order_random_big);
   tcase_add_test(tc, post_order_random_small);
   tcase_add_test(tc, post_order_random_fallbacks);
+  tcase_add_test(tc, post_order_list_already_in_order);
   tcase_add_test(tc, post_order_big_reversed_list);
   tcase_add_test(tc, post_order_concurrent);
   tcase_add_test(tc, calling_instrs);

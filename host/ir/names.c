@@ -351,16 +351,17 @@ void hk_ns_note_taken(hk_namespace *ns, hk_instr *to) {
   ns->taken[ns->n_taken++] = to;
 }
 
-/* How far ahead the settling loop loads: the name header of instruction
- * k + 2 * AHEAD, then the map slot of instruction k + AHEAD, so the probe
- * of instruction k finds its slot in cache. */
-#define SETTLE_AHEAD 16
+/* How far ahead the settling loop loads: the struct of instruction
+ * k + 3 * AHEAD, the name header of k + 2 * AHEAD, then the map slot of
+ * k + AHEAD, so the probe of instruction k finds its slot in cache. */
+#define SETTLE_AHEAD 8
 
 void hk_ns_settle_taken(hk_namespace *ns) {
   size_t n = ns->n_taken;
   if (!n) return;
   hk_instr *const *v = ns->taken;
   for (size_t k = 0; k < n; k++) {
+    if (k + 3 * SETTLE_AHEAD < n) __builtin_prefetch(&v[k + 3 * SETTLE_AHEAD]->name);
     if (k + 2 * SETTLE_AHEAD < n)
       __builtin_prefetch(hk_str_hdr(v[k + 2 * SETTLE_AHEAD]->name));
     if (k + SETTLE_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + SETTLE_AHEAD]->name);

@@ -198,9 +198,10 @@ static hk_instr **post_order_by_marks(const hk_computation *c, int64_t *n) {
  * the DFS then runs over those few compact arrays instead of chasing
  * instruction pointers through a big module (each instruction is read
  * once, in memory order), needs no marks in the instructions, and so no
- * lock.  It applies when every DFS edge points to an instruction listed
- * earlier (so no cycles) and no two collectives share a channel (so there
- * are no channel edges); otherwise the marking DFS runs. */
+ * lock; when a check over the same arrays proves the list already is the
+ * order, no DFS runs at all.  It applies when every DFS edge points to an
+ * instruction listed earlier (so no cycles) and no two collectives share a
+ * channel (so there are no channel edges); otherwise the marking DFS runs. */
 
 typedef struct pos_graph {
   const hk_computation *c;
@@ -363,6 +364,43 @@ static hk_instr **post_order_by_positions(const pos_graph *g, int64_t *n) {
   return out;
 }
 
+/* Whether the DFS would emit exactly the list (then no DFS runs: the
+ * list is the answer).  Working back from the end, each position's block
+ * of the DFS output is [low, position]: the roots' blocks tile the list,
+ * and a block is the blocks of the instruction's DFS successors not
+ * emitted before it (those at or after low), in visit order, end to end,
+ * then the instruction itself.  If every position gets its block start
+ * exactly once this way, the DFS output is the list, by induction over
+ * positions. */
+static bool list_is_post_order(const pos_graph *g) {
+  uint32_t n = g->n;
+  if (!n) return true;
+  uint32_t *low = malloc((size_t)n * sizeof *low);
+  if (!low) abort();
+  memset(low, 0xff, (size_t)n * sizeof *low);
+  uint32_t next = 0;
+  for (uint32_t k = 0; k < g->n_roots; k++) {
+    low[g->roots[k]] = next;
+    next = g->roots[k] + 1;
+  }
+  bool ok = next == n;
+  for (uint32_t p = n; ok && p-- > 0;) {
+    uint32_t cur = low[p];
+    ok = cur != UINT32_MAX;
+    /* edges are stored in push order: the last is visited first */
+    for (uint32_t k = g->first[p + 1]; ok && k-- > g->first[p];) {
+      uint32_t q = g->edges[k];
+      if (q < cur) continue;   /* emitted before this block */
+      ok = low[q] == UINT32_MAX;
+      low[q] = cur;
+      cur = q + 1;
+    }
+    ok = ok && cur == p;
+  }
+  free(low);
+  return ok;
+}
+
 /* Computations this small stay in cache: the marking DFS is as fast. */
 enum { POS_DFS_MIN_INSTRS = 512 };
 
@@ -378,7 +416,14 @@ hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
   if (use_positions(c)) {
     pos_graph g = {0};
     bool ok = build_pos_graph(&g, c);
-    hk_instr **out = ok ? post_order_by_positions(&g, n) : NULL;
+    hk_instr **out = NULL;
+    if (ok && list_is_post_order(&g)) {   /* the usual case: the list is the order */
+      out = g.at;
+      g.at = NULL;
+      *n = g.n;
+    } else if (ok) {
+      out = post_order_by_positions(&g, n);
+    }
     pos_graph_free(&g);
     if (ok) return out;
   }

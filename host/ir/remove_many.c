@@ -176,13 +176,14 @@ static void long_ops_free(long_ops *t) {
   free(t->drops);
 }
 
-/* Detaching retires each name with a probe of a big map: the name header
- * of v[k + 2 * AHEAD] and the map slot of v[k + AHEAD] start loading while
- * v[k] is detached. */
-#define NAME_AHEAD 16
+/* Detaching retires each name with a probe of a big map: the struct of
+ * v[k + 3 * AHEAD], the name header of v[k + 2 * AHEAD] and the map slot of
+ * v[k + AHEAD] start loading while v[k] is detached. */
+#define NAME_AHEAD 8
 
 static void prefetch_name_slots(const hk_namespace *ns, hk_instr *const *v, int64_t n,
                                 int64_t k) {
+  if (k + 3 * NAME_AHEAD < n) __builtin_prefetch(&v[k + 3 * NAME_AHEAD]->name);
   if (k + 2 * NAME_AHEAD < n) __builtin_prefetch(hk_str_hdr(v[k + 2 * NAME_AHEAD]->name));
   if (k + NAME_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + NAME_AHEAD]->name);
 }

@@ -826,13 +826,15 @@ static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const h
  * more than the lines printed since start average), so a big print does
  * not double the buffer past the end: every page of it is made present,
  * the main cost of fresh memory.  A short guess only means the usual
- * doubling later. */
+ * doubling later; long lines (big literals, say) are no guide, nor is
+ * a failed allocation a failure. */
 static void size_for_rest(hk_buf *out, size_t start, size_t pos, size_t n) {
   size_t per = (out->len - start) / pos + 1;
+  if (per > 512) return;
   size_t need = out->len + (n - pos) * per + (n - pos) * per / 20 + 4096;
   if (need <= out->cap) return;
   char *d = realloc(out->data, need);
-  if (!d) abort();
+  if (!d) return;
   hk_populate(d + out->len, d + need);
   out->data = d;
   out->cap = need;

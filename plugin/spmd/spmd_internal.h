@@ -19,7 +19,8 @@ typedef struct spmd_memo {
 /* The phase clock of a run (phase_times.c). */
 typedef struct spmd_phase_clock {
   bool on;       /* HLOKIT_SPMD_TIMES is set */
-  double last;   /* when the previous phase ended */
+  double last;      /* when the previous phase ended (wall) */
+  double last_cpu;  /* ... and on the process CPU clock */
 } spmd_phase_clock;
 
 void spmd_phase_clock_start(spmd_phase_clock *c);
