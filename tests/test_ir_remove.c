@@ -31,6 +31,20 @@ static void list_text(const hk_computation *c, char *out, size_t cap) {
     n += (size_t)snprintf(out + n, cap - n, "%s ", i->name);
 }
 
+/* one and many end alike: the user lists of k and p, and the entry's list. */
+static void assert_same_lists(hk_module *one, hk_module *many) {
+  char a[2048], b[2048];
+  static const char *const names[] = {"k", "p"};
+  for (int n = 0; n < 2; n++) {
+    users_text(find(one, names[n]), a, sizeof a);
+    users_text(find(many, names[n]), b, sizeof b);
+    ck_assert_str_eq(a, b);
+  }
+  list_text(one->entry, a, sizeof a);
+  list_text(many->entry, b, sizeof b);
+  ck_assert_str_eq(a, b);
+}
+
 static const char *const kDead[] = {"d", "a7", "a3", "a0", "a9", "a5"};
 enum { kNDead = sizeof kDead / sizeof kDead[0] };
 
@@ -42,17 +56,10 @@ START_TEST(batch_matches_one_by_one) {
     v[k] = find(many, kDead[k]);
   }
   ck_assert_ok(hk_instrs_remove(v, kNDead));
-  char a[512], b[512];
-  users_text(find(one, "k"), a, sizeof a);
+  assert_same_lists(one, many);
+  char b[512];
   users_text(find(many, "k"), b, sizeof b);
-  ck_assert_str_eq(a, b);
   ck_assert_str_eq(b, "a6 a1 a2 a8 a4");   /* XLA's order: the last user takes a freed slot */
-  users_text(find(one, "p"), a, sizeof a);
-  users_text(find(many, "p"), b, sizeof b);
-  ck_assert_str_eq(a, b);
-  list_text(one->entry, a, sizeof a);
-  list_text(many->entry, b, sizeof b);
-  ck_assert_str_eq(a, b);
   ck_assert_int_eq(many->entry->n_instrs, one->entry->n_instrs);
   ck_assert_int_eq(many->entry->n_instrs, 14 - kNDead);
   for (int k = 0; k < kNDead; k++) {
@@ -141,16 +148,7 @@ static void long_lists_case(int odd_ids) {
     v[nv++] = find(many, name);
   }
   ck_assert_ok(hk_instrs_remove(v, nv));
-  char x[2048], y[2048];
-  users_text(find(one, "k"), x, sizeof x);
-  users_text(find(many, "k"), y, sizeof y);
-  ck_assert_str_eq(x, y);
-  users_text(find(one, "p"), x, sizeof x);
-  users_text(find(many, "p"), y, sizeof y);
-  ck_assert_str_eq(x, y);
-  list_text(one->entry, x, sizeof x);
-  list_text(many->entry, y, sizeof y);
-  ck_assert_str_eq(x, y);
+  assert_same_lists(one, many);
   ck_assert_int_eq(find(many, "k")->n_users, 40);
   for (int k = 0; k < nv; k++) ck_assert_int_eq(v[k]->flags & 4, 0);   /* marks cleared */
   ck_assert_int_eq(kk->flags & 16, 0);

@@ -209,6 +209,38 @@ START_TEST(test_nested_instructions) {
 }
 END_TEST
 
+/* Names alike in their first 16 bytes (or all but their tail), opcodes of
+ * 16 bytes and more, and `, sharding=` with and without its usual spacing
+ * all read back as written (the parser keys recent names and opcodes by
+ * their first 16 bytes and takes `, sharding=` on a fast path). */
+START_TEST(test_names_alike_and_fast_paths) {
+  roundtrip("HloModule m, entry_computation_layout={((f32[], f32[]))->f32[]}\n\n"
+            "ENTRY e {\n"
+            "  p = (f32[], f32[]) parameter(0)\n"
+            "  a_very_long_name_prefix_2 = f32[] get-tuple-element(p), index=1\n"
+            "  a_very_long_name_1_suffix = f32[] negate(a_very_long_name_prefix_2), sharding={replicated}\n"
+            "  a_very_long_name_prefix_1 = f32[] get-tuple-element(p), index=0\n"
+            "  a_very_long_name_2_suffix = f32[] negate(a_very_long_name_prefix_1), sharding={maximal device=1}\n"
+            "  abcdefghijklmnop = f32[] subtract(a_very_long_name_1_suffix, a_very_long_name_2_suffix)\n"
+            "  abcdefghijklmnoq = f32[] add(abcdefghijklmnop, a_very_long_name_prefix_1)\n"
+            "  ROOT abcdefghijklmno = f32[] multiply(abcdefghijklmnoq, abcdefghijklmnop)\n"
+            "}\n\n",
+            HK_PRINT_SHORT);
+  check_print("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
+              "  ROOT n = f32[] negate(p) ,  sharding = {replicated}\n}\n",
+              HK_PRINT_SHORT,
+              "HloModule m, entry_computation_layout={(f32[])->f32[]}\n\nENTRY e {\n"
+              "  p = f32[] parameter(0)\n  ROOT n = f32[] negate(p), sharding={replicated}\n}\n\n");
+  hk_module *m = NULL;
+  const char *text = "HloModule m\n\nENTRY e {\n  a_very_long_name_prefix_1 = f32[] parameter(0)\n"
+                     "  ROOT r = f32[] negate(a_very_long_name_prefix_2)\n}\n";
+  hk_status *st = hk_parse_module(text, strlen(text), "t.hlo", &m);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(st->message, "instruction does not exist: a_very_long_name_prefix_2"));
+  hk_status_free(st);
+}
+END_TEST
+
 START_TEST(test_async_sugar) {
   roundtrip(
       "HloModule AsyncOps, entry_computation_layout={(f32[10]{0})->f32[20]{0}}\n"
@@ -405,6 +437,43 @@ START_TEST(test_print_order_control_edges) {
 }
 END_TEST
 
+/* A big computation whose list interleaves two chains prints each chain
+ * whole (the DFS from the root follows the first operand's chain first),
+ * the printer putting the lines it printed in list order in post order;
+ * big enough for it to size its buffer from the first lines. */
+START_TEST(test_print_order_big) {
+  enum { N = 12000 };
+  hk_buf in, want, b_lines;
+  hk_buf_init(&in);
+  hk_buf_init(&want);
+  hk_buf_init(&b_lines);
+  hk_buf_puts(&in, "HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n");
+  hk_buf_puts(&want, "HloModule m, entry_computation_layout={(f32[])->f32[]}\n\nENTRY e {\n"
+                     "  p = f32[] parameter(0)\n");
+  for (int k = 1; k <= N; k++) {
+    char a[160], b[160], pa[16], pb[16];
+    snprintf(pa, sizeof pa, k == 1 ? "p" : "a%d", k - 1);
+    snprintf(pb, sizeof pb, k == 1 ? "p" : "b%d", k - 1);
+    snprintf(a, sizeof a, "  a%d = f32[] negate(%s)\n", k, pa);
+    snprintf(b, sizeof b, "  b%d = f32[] exponential(%s)\n", k, pb);
+    hk_buf_puts(&in, a);
+    hk_buf_puts(&in, b);
+    hk_buf_puts(&want, a);
+    hk_buf_puts(&b_lines, b);
+  }
+  char root[80];
+  snprintf(root, sizeof root, "  ROOT t = f32[] add(a%d, b%d)\n}\n", N, N);
+  hk_buf_puts(&in, root);
+  hk_buf_puts(&want, b_lines.data);
+  hk_buf_puts(&want, root);
+  hk_buf_puts(&want, "\n");
+  check_print(in.data, HK_PRINT_SHORT, want.data);
+  hk_buf_free(&in);
+  hk_buf_free(&want);
+  hk_buf_free(&b_lines);
+}
+END_TEST
+
 static Suite *text_suite(void) {
   Suite *s = suite_create("text");
   TCase *tc = tcase_create("core");
@@ -414,6 +483,7 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_structured_fields);
   tcase_add_test(tc, test_literals);
   tcase_add_test(tc, test_nested_instructions);
+  tcase_add_test(tc, test_names_alike_and_fast_paths);
   tcase_add_test(tc, test_async_sugar);
   tcase_add_test(tc, test_errors_have_positions);
   tcase_add_test(tc, test_header_attributes);
@@ -422,6 +492,7 @@ static Suite *text_suite(void) {
   tcase_add_test(tc, test_single_instruction_text);
   tcase_add_test(tc, test_print_order);
   tcase_add_test(tc, test_print_order_control_edges);
+  tcase_add_test(tc, test_print_order_big);
   suite_add_tcase(s, tc);
   return s;
 }

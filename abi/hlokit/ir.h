@@ -327,8 +327,9 @@ void hk_computation_set_root(hk_computation *c, hk_instr *root);
  * count.  Iterative.  A big computation whose list already has every
  * operand and control predecessor before its user (what the parser and
  * most rewrites make) is walked once in list order and the DFS runs over
- * list positions: cost about two list walks, no lock.  Otherwise the DFS
- * marks instructions, and such concurrent calls are serialised. */
+ * list positions, or is skipped when the list provably is the order
+ * already: about two list walks, no lock.  Otherwise the DFS marks
+ * instructions, and such concurrent calls are serialised. */
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
 /* Computes the program shape (params by number, root shape). */
 hk_program_shape hk_computation_program_shape(hk_computation *c);

@@ -34,6 +34,36 @@ void *hk_big_alloc(size_t n) {
   return p;
 }
 
+/* A table probed at random (a name map) takes a TLB miss per probe once
+ * it spans thousands of 4 KiB pages; in 2 MiB pages it stays in the TLB.
+ * Tables of HUGE_TABLE_MIN and more (powers of two, so whole huge pages)
+ * are mapped 2 MiB-aligned and asked for huge pages; where the kernel has
+ * none to give they are ordinary pages, still made present at once. */
+#define HUGE_PAGE ((size_t)2 << 20)
+#define HUGE_TABLE_MIN ((size_t)4 << 20)
+
+static void *map_huge_aligned(size_t n) {
+  char *raw = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+  if (raw == MAP_FAILED) abort();
+  char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+  if (p > raw) munmap(raw, (size_t)(p - raw));
+  size_t tail = (size_t)(raw + n + HUGE_PAGE - (p + n));
+  if (tail) munmap(p + n, tail);
+#ifdef MADV_HUGEPAGE
+  madvise(p, n, MADV_HUGEPAGE);
+#endif
+#ifdef MADV_POPULATE_WRITE
+  madvise(p, n, MADV_POPULATE_WRITE);
+#endif
+  return p;
+}
+
+void *hk_table_alloc(size_t n) {
+  if (n >= HUGE_TABLE_MIN && n % HUGE_PAGE == 0) return map_huge_aligned(n);
+  return hk_big_alloc(n);
+}
+
 void hk_big_free(void *p, size_t n) {
   if (!p) return;
   if (n >= BIG_MAP_MIN) munmap(p, n);
@@ -123,19 +153,30 @@ static size_t release_pages(char *from, char *to) {
   return e - a;
 }
 
+/* The first item (packed from data) starting at or after the page
+ * boundary that follows the live item at p: no page up to there can be
+ * given back, so the items before it need not be read. */
+static char *past_live_page(char *data, char *p, size_t item) {
+  const uintptr_t page = 4096;
+  uintptr_t next = ((uintptr_t)(p + item) + page - 1) & ~(page - 1);
+  return data + ((size_t)(next - (uintptr_t)data) + item - 1) / item * item;
+}
+
 /* The items of one chunk: packed from its start up to `used` bytes. */
 static size_t release_chunk_items(char *data, size_t used, size_t item,
                                   bool (*dead)(const void *item)) {
   size_t released = 0;
   char *run = NULL;   /* start of the current run of dead items */
   char *end = data + used / item * item;
-  for (char *p = data; p < end; p += item) {
+  for (char *p = data; p < end;) {
     if (dead(p)) {
       if (!run) run = p;
-    } else if (run) {
-      released += release_pages(run, p);
-      run = NULL;
+      p += item;
+      continue;
     }
+    if (run) released += release_pages(run, p);
+    run = NULL;
+    p = past_live_page(data, p, item);
   }
   if (run) released += release_pages(run, end);
   return released;

@@ -40,6 +40,9 @@ size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void 
  * are mapped with their pages present at once; see arena.c). */
 void *hk_big_alloc(size_t n);
 void hk_big_free(void *p, size_t n);
+/* hk_big_alloc for a hash table probed at random: big ones get huge pages
+ * where the kernel allows (freed with hk_big_free, the same size). */
+void *hk_table_alloc(size_t n);
 /* Makes the pages of [from, to) present in one call, when that is 1 MiB or
  * more, instead of a page fault per 4 KiB page first written (for malloc'ed
  * blocks about to be filled); a no-op where the kernel cannot. */

@@ -350,10 +350,16 @@ static void clone_fill(hk_module *m, hk_instr *i, const hk_instr *src) {
   }
 }
 
+/* src's shape as one of m's (interned already when src is m's). */
+static const hk_shape *shape_in(hk_module *m, const hk_instr *src) {
+  bool same_module = src->parent && src->parent->module == m;
+  return same_module ? src->shape : hk_shape_intern(m, src->shape);
+}
+
 hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape *shape,
                          int n_operands, hk_instr *const *operands, const char *name) {
   hk_module *m = c->module;
-  if (!shape) shape = hk_shape_intern(m, src->shape);
+  if (!shape) shape = shape_in(m, src);
   hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
                                 name ? name : src->name, NULL);
   clone_fill(m, i, src);
@@ -363,7 +369,7 @@ hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape 
 hk_instr *hk_instr_clone_taking_name(hk_computation *c, hk_instr *src, const hk_shape *shape,
                                      int n_operands, hk_instr *const *operands) {
   hk_module *m = c->module;
-  if (!shape) shape = hk_shape_intern(m, src->shape);
+  if (!shape) shape = shape_in(m, src);
   hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
                                 NULL, src);
   clone_fill(m, i, src);

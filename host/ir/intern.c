@@ -109,7 +109,7 @@ static hk_strmap_entry *strmap_place(hk_strmap_entry *slots, uint32_t mask, uint
 
 static void strmap_grow(hk_strmap *t) {
   uint32_t cap = t->slots ? (t->mask + 1) * 2 : 16;
-  hk_strmap_entry *slots = hk_big_alloc(strmap_size(cap));
+  hk_strmap_entry *slots = hk_table_alloc(strmap_size(cap));
   if (t->slots) {
     for (uint32_t i = 0; i <= t->mask; i++)
       if (t->slots[i].kt)
@@ -184,7 +184,7 @@ static hk_hc_entry *hc_place(hk_hc_entry *slots, size_t mask, uint64_t hash) {
 
 static void hc_grow(hk_hctab *t) {
   size_t cap = t->slots ? (t->mask + 1) * 2 : 64;
-  hk_hc_entry *slots = hk_big_alloc(cap * sizeof *slots);
+  hk_hc_entry *slots = hk_table_alloc(cap * sizeof *slots);
   if (t->slots) {
     for (size_t i = 0; i <= t->mask; i++)
       if (t->slots[i].ptr) *hc_place(slots, cap - 1, t->slots[i].hash) = t->slots[i];

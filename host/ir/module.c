@@ -119,7 +119,9 @@ static void retire_instr_names(hk_module *m, hk_computation *c) {
 
 void hk_module_remove_computation(hk_module *m, hk_computation *c) {
   int32_t at = -1;
-  for (int32_t i = 0; i < m->n_computations; i++)
+  if (c->index >= 0 && c->index < m->n_computations && m->computations[c->index] == c)
+    at = c->index;
+  for (int32_t i = 0; at < 0 && i < m->n_computations; i++)
     if (m->computations[i] == c) at = i;
   if (at < 0) return;
   memmove(m->computations + at, m->computations + at + 1,

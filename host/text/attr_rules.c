@@ -122,11 +122,12 @@ static const char *allowed_for(hk_opcode op) {
 
 static bool listed(const char *list, const char *s, size_t len) {
   for (const char *p = list; *p;) {
-    const char *e = strchr(p, ',');
-    size_t n = e ? (size_t)(e - p) : strlen(p);
-    if (n == len && memcmp(p, s, len) == 0) return true;
-    if (!e) break;
-    p = e + 1;
+    size_t k = 0;
+    while (k < len && p[k] == s[k]) k++;
+    if (k == len && (p[k] == ',' || p[k] == 0)) return true;
+    p += k;
+    while (*p && *p != ',') p++;
+    if (*p) p++;
   }
   return false;
 }

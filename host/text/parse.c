@@ -48,40 +48,8 @@ bool tx_computation_ref(tx_parser *P, hk_computation **out) {
   return true;
 }
 
-/* ---- opcodes --------------------------------------------------------------- */
+/* ---- name keys ------------------------------------------------------------- */
 
-/* Opcode at the cursor: a plain opcode, or async sugar `<op>-start|update|done`. */
-static bool parse_opcode(tx_parser *P, tx_pending *pi) {
-  const char *s;
-  size_t l;
-  pi->op_at = P->p;
-  if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects opcode");
-  hk_opcode op = hk_opcode_from_name(s, l);
-  if (op != HK_OPCODE_COUNT) {
-    pi->op = op;
-    return true;
-  }
-  static const struct { const char *suffix; int kind; } sugar[] = {
-      {"-start", HK_OP_ASYNC_START}, {"-update", HK_OP_ASYNC_UPDATE}, {"-done", HK_OP_ASYNC_DONE}};
-  for (int k = 0; k < 3; k++) {
-    size_t sl = strlen(sugar[k].suffix);
-    if (l > sl && memcmp(s + l - sl, sugar[k].suffix, sl) == 0) {
-      hk_opcode w = hk_opcode_from_name(s, l - sl);
-      if (w != HK_OPCODE_COUNT) {
-        pi->op = w;
-        pi->async_kind = sugar[k].kind;
-        return true;
-      }
-    }
-  }
-  return tx_error_at(P, pi->op_at, "unknown opcode: %.*s", (int)l, s);
-}
-
-/* ---- names ------------------------------------------------------------------- */
-
-/* Names are looked up in the IR's name table; the few instructions the IR
- * had to rename (a name used in two computations, a name that spells a
- * type) are found through P->scope by their source name. */
 /* The first 16 bytes of a name, zero padded: compared instead of the name
  * (whose defining line is far back in the text, mostly) and hashed.  Reads
  * 16 bytes at s when the text has them (the tail is masked off). */
@@ -119,25 +87,70 @@ static inline uint32_t recent_slot(const name_key *k, const char *s) {
   return (uint32_t)(h >> 54);   /* 1024 slots */
 }
 
-static void remember_key(tx_parser *P, hk_instr *i, const char *s, const name_key *k) {
-  struct tx_recent *r = &P->recent[recent_slot(k, s)];
-  r->key = s;
-  r->len = k->len;
-  r->head[0] = k->w[0];
-  r->head[1] = k->w[1];
-  r->instr = i;
+/* ---- opcodes --------------------------------------------------------------- */
+
+/* The opcode spelled s[0..len), or HK_OPCODE_COUNT: a memo of the
+ * opcode texts met lately saves hashing the name and comparing it with
+ * the opcode table's strings. */
+static hk_opcode opcode_of(tx_parser *P, const char *s, size_t len) {
+  if (len > 16) return hk_opcode_from_name(s, len);
+  name_key k = make_key(s, len, P->end);
+  struct tx_op_memo *e = &P->op_memo[recent_slot(&k, s) & 63];
+  if (e->len == len && e->head[0] == k.w[0] && e->head[1] == k.w[1]) return (hk_opcode)e->op;
+  hk_opcode op = hk_opcode_from_name(s, len);
+  if (op != HK_OPCODE_COUNT)
+    *e = (struct tx_op_memo){{k.w[0], k.w[1]}, (uint32_t)len, (int)op};
+  return op;
 }
 
+/* Opcode at the cursor: a plain opcode, or async sugar `<op>-start|update|done`. */
+static bool parse_opcode(tx_parser *P, tx_pending *pi) {
+  const char *s;
+  size_t l;
+  pi->op_at = P->p;
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects opcode");
+  hk_opcode op = opcode_of(P, s, l);
+  if (op != HK_OPCODE_COUNT) {
+    pi->op = op;
+    return true;
+  }
+  static const struct { const char *suffix; int kind; } sugar[] = {
+      {"-start", HK_OP_ASYNC_START}, {"-update", HK_OP_ASYNC_UPDATE}, {"-done", HK_OP_ASYNC_DONE}};
+  for (int k = 0; k < 3; k++) {
+    size_t sl = strlen(sugar[k].suffix);
+    if (l > sl && memcmp(s + l - sl, sugar[k].suffix, sl) == 0) {
+      hk_opcode w = hk_opcode_from_name(s, l - sl);
+      if (w != HK_OPCODE_COUNT) {
+        pi->op = w;
+        pi->async_kind = sugar[k].kind;
+        return true;
+      }
+    }
+  }
+  return tx_error_at(P, pi->op_at, "unknown opcode: %.*s", (int)l, s);
+}
+
+/* ---- names ------------------------------------------------------------------- */
+
+/* Names are looked up in the IR's name table; the few instructions the IR
+ * had to rename (a name used in two computations, a name that spells a
+ * type) are found through P->scope by their source name. */
+/* Binds the name s[0..len) (text ending at end) to i among the recent names. */
 static void remember(tx_parser *P, hk_instr *i, const char *s, size_t len, const char *end) {
   name_key k = make_key(s, len, end);
-  remember_key(P, i, s, &k);
+  struct tx_recent *r = &P->recent[recent_slot(&k, s)];
+  r->key = s;
+  r->len = k.len;
+  r->head[0] = k.w[0];
+  r->head[1] = k.w[1];
+  r->instr = i;
 }
 
 hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   name_key k = make_key(s, len, P->end);
   struct tx_recent *r = &P->recent[recent_slot(&k, s)];
   if (r->key && r->len == len && r->head[0] == k.w[0] && r->head[1] == k.w[1] &&
-      r->instr->parent == P->comp && (len <= 16 || memcmp(r->key, s, len) == 0))
+      r->instr->parent == P->comp && (len <= 16 || tx_bytes_equal(r->key, s, len)))
     return r->instr;
   if (P->scope->n) {
     hk_instr *i = tx_table_get(P->scope, s, len);
@@ -154,8 +167,6 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   return i;
 }
 
-/* Records the source name of a new instruction; false if the computation
- * already defines it. */
 /* name (NUL-terminated) spells s[0..len)?  Byte by byte: name was just
  * written, and wide loads of fresh stores stall. */
 static bool spells(const char *name, const char *s, size_t len) {
@@ -164,6 +175,8 @@ static bool spells(const char *name, const char *s, size_t len) {
   return name[len] == 0;
 }
 
+/* Records the source name of a new instruction; false if the computation
+ * already defines it. */
 static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
   remember(P, i, s, len, P->end);
   if (spells(i->name, s, len)) return true;
@@ -453,6 +466,22 @@ static void set_called(tx_parser *P, hk_instr *i, tx_pending *pi) {
   if (n) hk_instr_set_called(i, n, v);
 }
 
+/* Copies the 8-byte words of src[0..n) that are not zero into dst, which
+ * is zeroed (fresh arena memory): a cache line of dst is written only when
+ * it gets something, and most of an instruction's attributes are empty. */
+static void put_nonzero_words(void *dst, const void *src, size_t n) {
+  unsigned char *d = dst;
+  const unsigned char *s = src;
+  size_t k = 0;
+  for (; k + 8 <= n; k += 8) {
+    uint64_t w;
+    memcpy(&w, s + k, 8);
+    if (w) memcpy(d + k, &w, 8);
+  }
+  for (; k < n; k++)
+    if (s[k]) d[k] = s[k];
+}
+
 static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_only,
                         bool specific_only) {
   if (pi->has_attrs || pi->n_raw) {
@@ -477,7 +506,7 @@ static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_
     if (fresh) {
       src.n_control_preds = src.n_control_succs = 0;
       src.control_preds = src.control_succs = NULL;
-      *a = src;
+      put_nonzero_words(a, &src, sizeof src);
     } else {
       int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
       hk_instr **cp = a->control_preds, **cs = a->control_succs;
@@ -619,6 +648,14 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
   return true;
 }
 
+/* `, sharding=` exactly, the attribute every instruction of a sharded
+ * module has (any opcode takes it): taken, the cursor left on its value. */
+static bool at_sharding_attr(tx_parser *P) {
+  if (P->end - P->p < 11 || !tx_bytes_equal(P->p, ", sharding=", 11)) return false;
+  P->p += 11;
+  return true;
+}
+
 /* [shape] opcode(operands) [, attr=value]* */
 static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   tx_skip(P);
@@ -649,7 +686,12 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
   }
   const char *an, *aat;
   size_t al;
-  while (next_attr(P, &an, &al, &aat)) {
+  for (;;) {
+    if (at_sharding_attr(P)) {
+      if (!tx_parse_sharding_value(P, &pi->sharding)) return false;
+      continue;
+    }
+    if (!next_attr(P, &an, &al, &aat)) break;
     if (!tx_attr_allowed(pi->op, pi->async_kind != 0, an, al))
       return tx_error_at(P, aat, "unexpected attribute \"%.*s\"", (int)al, an);
     if (!tx_parse_attr(P, pi, an, al, aat)) return false;

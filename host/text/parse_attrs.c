@@ -56,7 +56,7 @@ bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out) {
    * same bytes and find the same interned sharding */
   int k = tx_memo_index(P, base);
   struct tx_sharding_memo *e = k < 0 ? NULL : &P->sharding_memo[k];
-  if (e && e->text && (size_t)(P->end - base) >= e->len && memcmp(base, e->text, e->len) == 0) {
+  if (e && e->text && (size_t)(P->end - base) >= e->len && tx_bytes_equal(base, e->text, e->len)) {
     *out = e->sharding;
     P->p = base + e->len;
     return true;

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/arena.h"
 #include "text/text_internal.h"
 
 void tx_post_order_init(tx_post_order *po, int64_t n_ids) {
@@ -23,12 +24,16 @@ void tx_post_order_free(tx_post_order *po) {
   memset(po, 0, sizeof *po);
 }
 
-static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
+/* Room for need elements, doubling; the new part of an array that will be
+ * filled (dense) has its pages made present at once (hk_populate): cheaper
+ * than a page fault each for a big module. */
+static void *grow(void *p, size_t *cap, size_t need, size_t elem, bool dense) {
   if (need <= *cap) return p;
   size_t n = *cap ? *cap : 64;
   while (n < need) n *= 2;
   p = realloc(p, n * elem);
   if (!p) abort();
+  if (dense) hk_populate((char *)p + *cap * elem, (char *)p + n * elem);
   *cap = n;
   return p;
 }
@@ -37,16 +42,16 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem) {
 static void reserve_positions(tx_post_order *po, size_t n) {
   if (n + 1 <= po->cap) return;
   size_t cap = po->cap, c2 = po->cap, c3 = po->cap, c4 = po->cap, c5 = po->cap;
-  po->at = grow(po->at, &cap, n + 1, sizeof *po->at);
-  po->first = grow(po->first, &c2, n + 1, sizeof *po->first);
-  po->roots = grow(po->roots, &c3, n + 1, sizeof *po->roots);
-  po->state = grow(po->state, &c4, n + 1, sizeof *po->state);
-  po->order = grow(po->order, &c5, n + 1, sizeof *po->order);
+  po->at = grow(po->at, &cap, n + 1, sizeof *po->at, true);
+  po->first = grow(po->first, &c2, n + 1, sizeof *po->first, true);
+  po->roots = grow(po->roots, &c3, n + 1, sizeof *po->roots, false);
+  po->state = grow(po->state, &c4, n + 1, sizeof *po->state, true);
+  po->order = grow(po->order, &c5, n + 1, sizeof *po->order, true);
   po->cap = cap;
 }
 
 static void add_op(tx_post_order *po, size_t *n_ops, uint32_t p) {
-  po->ops = grow(po->ops, &po->cap_ops, *n_ops + 1, sizeof *po->ops);
+  po->ops = grow(po->ops, &po->cap_ops, *n_ops + 1, sizeof *po->ops, true);
   po->ops[(*n_ops)++] = p;
 }
 
@@ -100,7 +105,7 @@ static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn 
   }
   if (pos != n) return false;
   po->first[n] = (uint32_t)n_ops;
-  po->stack = grow(po->stack, &po->cap_stack, n_ops + 1, sizeof *po->stack);
+  po->stack = grow(po->stack, &po->cap_stack, n_ops + 1, sizeof *po->stack, false);
   return true;
 }
 

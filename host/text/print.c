@@ -807,11 +807,6 @@ static void emit_order(printer *pr, size_t n, hk_buf *out) {
   for (size_t k = 0; k < n; k++) emit(pr, pr->order[k], out);
 }
 
-/* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
- * in list order; operands pushed in reverse, control predecessors last.
- * Usually computed over list positions (post_order.c); the DFS over the
- * instructions below handles control edges and operands listed late.
- * Ids are unique in the module, so the state array is never reset. */
 static bool has_control_edges(const hk_instr *i) {
   return i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs);
 }
@@ -882,6 +877,7 @@ static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *
     free(pr->line_at);
     pr->line_at = malloc(pr->cap_line_at * sizeof *pr->line_at);
     if (!pr->line_at) abort();
+    hk_populate(pr->line_at, pr->line_at + pr->cap_line_at);   /* all of it is written */
   }
   size_t start = out->len;
   pr->walk_out = out;
@@ -896,6 +892,11 @@ static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *
   return true;
 }
 
+/* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
+ * in list order; operands pushed in reverse, control predecessors last.
+ * Usually computed over list positions (post_order.c); the DFS over the
+ * instructions below handles control edges and operands listed late.
+ * Ids are unique in the module, so the state array is never reset. */
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   size_t n = 0;
   if (print_list_post_order(pr, c, out)) {

@@ -305,7 +305,7 @@ static struct tx_shape_memo *memo_slot(tx_parser *P, const char *p) {
 /* Whether the memo entry's text is at p and array_shape_span would end
  * where it does (a layout-less text must not be followed by a layout). */
 static bool memo_matches(const struct tx_shape_memo *e, const char *p, const char *end) {
-  if (!e->text || (size_t)(end - p) < e->len + 1 || memcmp(p, e->text, e->len) != 0) return false;
+  if (!e->text || (size_t)(end - p) < e->len + 1 || !tx_bytes_equal(p, e->text, e->len)) return false;
   return e->text[e->len - 1] == '}' || p[e->len] != '{';
 }
 

@@ -57,6 +57,11 @@ typedef struct tx_parser {
     uint64_t head[2];         /* the first 16 bytes of key, zero padded */
     hk_instr *instr;
   } recent[1024];
+  struct tx_op_memo {         /* opcode texts (up to 16 bytes) met lately */
+    uint64_t head[2];         /* the text, zero padded */
+    uint32_t len;
+    int op;
+  } op_memo[64];
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
@@ -100,6 +105,26 @@ void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...)
 /* Scans a balanced attribute value ending at a top-level ',' or closer. */
 bool tx_raw_value(tx_parser *P, const char **s, size_t *len);
 const char *tx_intern(tx_parser *P, const char *s, size_t len);
+
+/* a[0..n) == b[0..n), for the short texts memos compare (names, shapes,
+ * shardings): 8 bytes at a time, the last 8 overlapping, no call; reads
+ * nothing outside the two ranges. */
+static inline bool tx_bytes_equal(const char *a, const char *b, size_t n) {
+  uint64_t x, y;
+  if (n < 8) {
+    for (size_t k = 0; k < n; k++)
+      if (a[k] != b[k]) return false;
+    return true;
+  }
+  for (size_t k = 0; k + 8 < n; k += 8) {
+    __builtin_memcpy(&x, a + k, 8);
+    __builtin_memcpy(&y, b + k, 8);
+    if (x != y) return false;
+  }
+  __builtin_memcpy(&x, a + n - 8, 8);
+  __builtin_memcpy(&y, b + n - 8, 8);
+  return x == y;
+}
 
 /* Slot 0..255 of a small memo of texts met lately (shapes, shardings)
  * for the text at p, from its first 16 bytes; -1 when fewer are left.

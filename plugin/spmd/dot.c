@@ -376,10 +376,21 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   return true;
 }
 
+/* Whether any window could pass windowed_worth_it: the cheap test first,
+ * since most dots are far below the threshold. */
+static bool some_window_big_enough(const spmd_visitor *v, const hk_instr *dot) {
+  const hk_spmd_options *o = &v->p->options;
+  if (o->has_total_bytes_windowed_einsum_threshold) return true;
+  int64_t t = o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+  return hk_shape_byte_size(dot->operands[0]->shape) >= t ||
+         hk_shape_byte_size(dot->operands[1]->shape) >= t || hk_shape_byte_size(dot->shape) >= t;
+}
+
 /* The windowed loop when a plan applies (rhs rotating first, as XLA). */
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
+  if (!some_window_big_enough(v, orig)) return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
       !scatter_plan(v, orig, dm, &w))
     return NULL;
@@ -391,6 +402,65 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
   return NULL;
 }
 
+/* The cheapest of the three plans (output-driven, lhs-driven, rhs-driven)
+ * whose shardings exist and keep spatial dims whole; false if none. */
+static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
+                      const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
+                      dot_plan *best) {
+  dot_plan plans[3];
+  plan_output(v, dm, o, &plans[0]);
+  plan_operand(v, dm, dot->operands[0]->shape, lc, 0, &plans[1]);
+  plan_operand(v, dm, dot->operands[1]->shape, rc, 1, &plans[2]);
+  int b = -1;
+  for (int k = 0; k < 3; k++) {
+    if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
+    if (!whole_ok(dm, &plans[k])) continue;
+    plans[k].cost = plan_cost(v, dot, dm, lc, rc, o, &plans[k]);
+    if (b < 0 || plans[k].cost < plans[b].cost) b = k;
+  }
+  if (b >= 0) *best = plans[b];
+  return b >= 0;
+}
+
+/* The dims map as memo key words: every entry best_plan reads. */
+static int32_t plan_key(const dot_dims *dm, const hk_instr *dot, const hk_sharding *rc,
+                        int64_t *key) {
+  int32_t n = 0;
+  key[n++] = (int64_t)(uintptr_t)rc;
+  key[n++] = (int64_t)(uintptr_t)dot->operands[0]->shape;
+  key[n++] = (int64_t)(uintptr_t)dot->operands[1]->shape;
+  key[n++] = (int64_t)(uintptr_t)dot->shape;
+  key[n++] = dm->rl | (int64_t)dm->rr << 16 | (int64_t)dm->ro << 32 | (int64_t)dm->n_whole << 48;
+  for (int i = 0; i < dm->rl; i++)
+    key[n++] = (dm->lhs_to_out[i] + 1) | (int64_t)(dm->rhs_contract_of_lhs[i] + 1) << 16 |
+               (int64_t)(i < dm->n_whole ? dm->whole_lhs[i] + 1 : 0) << 32;
+  for (int i = 0; i < dm->rr; i++)
+    key[n++] = (dm->rhs_to_out[i] + 1) | (int64_t)(dm->lhs_contract_of_rhs[i] + 1) << 16 |
+               (int64_t)(i < dm->n_whole ? dm->whole_rhs[i] + 1 : 0) << 32;
+  for (int i = 0; i < dm->ro; i++)
+    key[n++] = (dm->out_from_lhs[i] + 1) | (int64_t)(dm->out_from_rhs[i] + 1) << 16 |
+               (int64_t)(i < dm->n_whole ? dm->whole_out[i] + 1 : 0) << 32;
+  return n;
+}
+
+/* best_plan, memoized: a stack of identical layers plans each dot kind
+ * once.  Plans live in the module's arena (shardings are interned). */
+static const dot_plan *memo_best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
+                                      const hk_sharding *lc, const hk_sharding *rc,
+                                      const hk_sharding *o) {
+  int64_t key[4 + 1 + 3 * HK_MAX_RANK + 1];
+  int32_t n = plan_key(dm, dot, rc, key);
+  const void *r;
+  if (spmd_memo_find(v, SPMD_MEMO_DOT_PLAN, o, lc, n, key, &r)) return r;
+  dot_plan found, *p = NULL;
+  if (best_plan(v, dot, dm, lc, rc, o, &found)) {
+    p = hk_alloc(v->m, sizeof *p);
+    *p = found;
+  }
+  spmd_memo_put(v, SPMD_MEMO_DOT_PLAN, o, lc, n, key, p);
+  return p;
+}
+
 static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                         bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -400,19 +470,8 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
   HK_TRY(try_windowed(v, orig, dm, handled));
   if (*handled) return NULL;
-  dot_plan plans[3];
-  plan_output(v, dm, o, &plans[0]);
-  plan_operand(v, dm, orig->operands[0]->shape, lc, 0, &plans[1]);
-  plan_operand(v, dm, orig->operands[1]->shape, rc, 1, &plans[2]);
-  int best = -1;
-  for (int k = 0; k < 3; k++) {
-    if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
-    if (!whole_ok(dm, &plans[k])) continue;
-    plans[k].cost = plan_cost(v, orig, dm, lc, rc, o, &plans[k]);
-    if (best < 0 || plans[k].cost < plans[best].cost) best = k;
-  }
-  if (best < 0) return NULL;
-  dot_plan *p = &plans[best];
+  const dot_plan *p = memo_best_plan(v, orig, dm, lc, rc, o);
+  if (!p) return NULL;
   hk_instr *ops[2];
   HK_TRY(spmd_reshard(v, lv, p->lhs, &ops[0]));
   HK_TRY(spmd_reshard(v, rv, p->rhs, &ops[1]));

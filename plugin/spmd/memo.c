@@ -11,6 +11,8 @@ typedef enum memo_op {
   MEMO_INSERT_DIMS,
   MEMO_REGROUP,
   MEMO_GROUPS,
+  MEMO_LOCAL_SHAPE,
+  MEMO_FIRST_CALLER = 64,          /* spmd_memo_find/put kinds start here */
 } memo_op;
 
 struct spmd_memo_slot {
@@ -83,7 +85,27 @@ void spmd_memo_clear(spmd_memo *t) {
   t->n = 0;
 }
 
+bool spmd_memo_find(spmd_visitor *v, int kind, const void *a, const void *b, int32_t n,
+                    const int64_t *args, const void **value) {
+  return memo_find(&v->p->memo, MEMO_FIRST_CALLER + kind, a, b, n, args, value);
+}
+
+void spmd_memo_put(spmd_visitor *v, int kind, const void *a, const void *b, int32_t n,
+                   const int64_t *args, const void *value) {
+  memo_put(&v->p->memo, MEMO_FIRST_CALLER + kind, a, b, n, args, value);
+}
+
 /* ---- memoized sharding algebra ----------------------------------------------- */
+
+const hk_shape *spmd_local_shape(spmd_visitor *v, const hk_sharding *s, const hk_shape *global) {
+  if (!s) return global;
+  const void *r;
+  if (memo_find(&v->p->memo, MEMO_LOCAL_SHAPE, s, global, 0, NULL, &r)) return r;
+  const hk_shape *t = hk_sharding_tile_shape(v->m, s, global);
+  if (!t) t = global;
+  memo_put(&v->p->memo, MEMO_LOCAL_SHAPE, s, global, 0, NULL, t);
+  return t;
+}
 
 const hk_sharding *spmd_canonical(spmd_partitioner *p, hk_module *m, const hk_sharding *s) {
   const void *r;

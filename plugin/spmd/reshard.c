@@ -5,12 +5,6 @@
  * the small builders the handlers share. */
 #include "spmd_internal.h"
 
-const hk_shape *spmd_local_shape(spmd_visitor *v, const hk_sharding *s, const hk_shape *global) {
-  if (!s) return global;
-  const hk_shape *t = hk_sharding_tile_shape(v->m, s, global);
-  return t ? t : global;
-}
-
 hk_instr *spmd_partition_id(spmd_visitor *v) {
   if (!v->partition_id) {
     const hk_spmd_collective_ops *ops = &v->p->collectives;

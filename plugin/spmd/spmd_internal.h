@@ -112,6 +112,13 @@ int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i);
 /* ---- memo.c: the sharding algebra the partitioner repeats per
  * instruction, memoized per run (interned shardings: keyed by pointer) ---- */
 void spmd_memo_clear(spmd_memo *t);
+/* The memo for callers' own pure functions of interned pointers and up to
+ * 48 integers: `kind` (0..63) names the function; values are not owned. */
+enum { SPMD_MEMO_DOT_PLAN = 0 };
+bool spmd_memo_find(spmd_visitor *v, int kind, const void *a, const void *b, int32_t n,
+                    const int64_t *args, const void **value);
+void spmd_memo_put(spmd_visitor *v, int kind, const void *a, const void *b, int32_t n,
+                   const int64_t *args, const void *value);
 const hk_sharding *spmd_canonical(spmd_partitioner *p, hk_module *m, const hk_sharding *s);
 /* hk_sharding_validate against num_partitions, each (sharding, shape) once. */
 hk_status *spmd_validate_sharding(spmd_partitioner *p, const hk_sharding *s,

@@ -195,6 +195,7 @@ typedef struct cse_walk {
   int64_t n;
   const stock_order_ws *ws;   /* pos_by_id gives positions in order */
   uint8_t *st;
+  char **keys;   /* printed forms of representatives by position, made on first need */
 } cse_walk;
 
 /* i's position in the order, or -1 if it is not in it. */
@@ -232,16 +233,25 @@ static bool first_operand_is_hub(cse_walk *w, const hk_instr *o, int64_t q) {
   return *s & ST_HUB;
 }
 
+/* Where representative x (at position q) keeps its printed form. */
+static char **key_slot(cse_walk *w, int64_t q) {
+  if (!w->keys) {
+    w->keys = calloc((size_t)w->n + 1, sizeof *w->keys);
+    if (!w->keys) abort();
+  }
+  return &w->keys[q];
+}
+
 /* The representative among o's users identical to i, or NULL. */
 static hk_instr *find_among_users(cse_walk *w, const hk_instr *o, hk_instr *i) {
   char *key = NULL;
   hk_instr *found = NULL;
   for (int32_t u = 0; u < o->n_users && !found; u++) {
     hk_instr *x = o->users[u];
-    if (x == i || !is_rep(w, x)) continue;
-    char *x_key = NULL;
-    if (identical(x, &x_key, i, &key, w->t.layout_sensitive)) found = x;
-    free(x_key);
+    if (x == i) continue;
+    int64_t q = position_of(w, x);
+    if (q < 0 || !(w->st[q] & ST_REP) || !structurally_equal(x, i)) continue;
+    if (identical(x, key_slot(w, q), i, &key, w->t.layout_sensitive)) found = x;
   }
   free(key);
   return found;
@@ -261,23 +271,27 @@ static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
   return found;
 }
 
-static bool cse_candidate(const hk_instr *i, bool only_scalars) {
+/* control_edges: whether the computation may have any (an order taken from
+ * the list was checked to have none). */
+static bool cse_candidate(const hk_instr *i, bool only_scalars, bool control_edges) {
   if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
-  if (i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs)) return false;
+  if (control_edges && i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs))
+    return false;
   if (only_scalars && !(hk_shape_is_array(i->shape) && i->shape->rank == 0)) return false;
   return true;
 }
 
 /* Two stages ahead of the walk: the instruction 16 on, then what the
- * walk reads behind the pointers of the one 8 on (loaded by then). */
-static void prefetch_ahead(hk_instr *const *order, int64_t n, int64_t k) {
+ * walk reads behind the pointers of the one 8 on (loaded by then): its
+ * operands, and its attributes when control edges must be checked. */
+static void prefetch_ahead(hk_instr *const *order, int64_t n, int64_t k, bool attrs) {
   if (k + 16 < n) {
     __builtin_prefetch(order[k + 16]);
     __builtin_prefetch((char *)order[k + 16] + 64);
   }
   if (k + 8 < n) {
     const hk_instr *x = order[k + 8];
-    if (x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
+    if (attrs && x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
     if (x->n_operands) __builtin_prefetch(x->operands);
   }
 }
@@ -296,8 +310,8 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
    * earlier twins, so equal expressions have the very same operands. */
   for (int64_t k = 0; k < w.n; k++) {
     hk_instr *i = w.order[k];
-    prefetch_ahead(w.order, w.n, k);
-    if (!cse_candidate(i, only_scalars)) continue;
+    prefetch_ahead(w.order, w.n, k, !ws->from_list);
+    if (!cse_candidate(i, only_scalars, !ws->from_list)) continue;
     hk_instr *prev = find_or_add(&w, i, k);
     if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
@@ -305,6 +319,8 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
     changed = true;
   }
   table_free(&w.t);
+  for (int64_t k = 0; w.keys && k < w.n; k++) free(w.keys[k]);
+  free(w.keys);
   /* All at once: a constant shared by many replaced instructions costs its
    * user count once, not once per removal. */
   hk_status *st = hk_instrs_remove(dead, n_dead);

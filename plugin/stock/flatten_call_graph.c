@@ -58,13 +58,21 @@ static void add_site(use_counts *u, int32_t index, hk_instr *i) {
   cs->v[cs->n++] = i;
 }
 
-/* Counts the calls c makes and records c's calling instructions. */
-static void count_calls_in(use_counts *u, hk_computation *c) {
+/* Records c's calling instructions (one walk of its list). */
+static void note_sites_in(use_counts *u, hk_computation *c) {
   for (hk_instr *i = c->first; i; i = i->next) {
     stock_prefetch_list(i);
     if (!i->n_called) continue;
     add_site(u, c->index, i);
     u->control_flow |= is_control_flow((hk_opcode)i->opcode);
+  }
+}
+
+/* Counts the calls c's recorded calling instructions make. */
+static void count_calls_of(use_counts *u, const hk_computation *c) {
+  use_reserve(u, c->index);
+  for (int32_t k = 0; k < u->sites[c->index].n; k++) {
+    const hk_instr *i = u->sites[c->index].v[k];
     for (int32_t j = 0; j < i->n_called; j++) (*use_slot(u, i->called[j]->index))++;
   }
 }
@@ -88,7 +96,8 @@ static bool flatten_calls_of(use_counts *u, hk_instr *i) {
     i->called[j] = copy;
     (*use_slot(u, callee->index))--;
     *use_slot(u, copy->index) = 1;
-    count_calls_in(u, copy);
+    note_sites_in(u, copy);
+    count_calls_of(u, copy);
     changed = true;
   }
   return changed;
@@ -130,14 +139,16 @@ static hk_status *flatten_run(hk_pass *self, hk_module *m, const hk_exec_threads
   /* Breadth-first from the entry: a computation is visited after the
    * caller that owns it, and clones made on the way are appended to the
    * module, so they are visited too.  Each computation's instruction list is
-   * walked once, to count its calls and note its calling instructions. */
+   * walked once, to note its calling instructions; what they call is only
+   * counted when some call is a control-flow one (only those are cloned). */
   comp_queue q = {0};
   use_counts uses = {0};
-  for (int32_t k = 0; k < m->n_computations; k++) count_calls_in(&uses, m->computations[k]);
-  if (!uses.control_flow) {   /* only control-flow call sites are ever cloned */
+  for (int32_t k = 0; k < m->n_computations; k++) note_sites_in(&uses, m->computations[k]);
+  if (!uses.control_flow) {
     use_counts_free(&uses);
     return NULL;
   }
+  for (int32_t k = 0; k < m->n_computations; k++) count_calls_of(&uses, m->computations[k]);
   queue_push(&q, m->entry, m->n_computations);
   q.seen[m->entry->index] = 0;   /* the entry may be called too: queue it again then */
   while (q.head < q.tail) {

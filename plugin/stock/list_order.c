@@ -98,7 +98,7 @@ static bool walk_list(const hk_computation *c, stock_order_ws *w, hk_instr **at,
     if (p >= n || x->id < 0 || (size_t)x->id >= w->n_ids) return false;
     if (x->attrs) {
       if (x->attrs->n_control_preds || x->attrs->n_control_succs) return false;
-      if (x->attrs->channel_id && may_share_channel((hk_opcode)x->opcode)) {
+      if (may_share_channel((hk_opcode)x->opcode) && x->attrs->channel_id) {
         if (x->attrs->channel_id <= last_channel) return false;
         last_channel = x->attrs->channel_id;
       }
@@ -169,10 +169,12 @@ hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t 
     reserve(w, c->module->next_id, len);
     if (walk_list(c, w, at, len) && list_is_post_order(w, len)) {
       *n = (int64_t)len;
+      w->from_list = true;
       return at;
     }
   }
   free(at);
+  w->from_list = false;
   hk_instr **order = hk_computation_post_order(c, n);
   note_positions(w, order, *n);
   return order;

@@ -24,6 +24,7 @@ typedef struct stock_order_ws {
   size_t n_ids;
   uint32_t *first, *low, *roots, *ops;
   size_t cap, cap_ops, n_roots;
+  bool from_list;   /* the last order was the list: it has no control edges */
 } stock_order_ws;
 void stock_order_ws_free(stock_order_ws *w);
 /* hk_computation_post_order(c, n), computed from the instruction list in
