@@ -52,16 +52,22 @@ static char *random_module(uint64_t seed, int n) {
 
 /* ---- the reference: XLA's HloCSE over these ops ----------------------------- */
 
+/* Equal for the ops these modules hold: attribute-free ops with the same
+ * operands, and scalar constants of the same value. */
 static bool twins(const hk_instr *a, const hk_instr *b) {
   if (a->opcode != b->opcode || a->shape != b->shape || a->n_operands != b->n_operands)
     return false;
+  if (a->opcode == HK_OP_CONSTANT)
+    return hk_literal_get_f64(a->attrs->literal, 0) == hk_literal_get_f64(b->attrs->literal, 0);
+  if (a->attrs || b->attrs) return false;
   for (int32_t k = 0; k < a->n_operands; k++)
     if (a->operands[k] != b->operands[k]) return false;
   return true;
 }
 
-/* In post order, each instruction is replaced by the first earlier kept
- * twin; the replaced ones are removed together afterwards. */
+/* In post order, each instruction free of side effects is replaced by the
+ * first earlier kept twin; the replaced ones are removed together
+ * afterwards. */
 static void reference_cse(hk_module *m) {
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(m->entry, &n);
@@ -70,7 +76,7 @@ static void reference_cse(hk_module *m) {
   int64_t n_kept = 0, n_dead = 0;
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k], *twin = NULL;
-    if (i->opcode == HK_OP_PARAMETER) continue;
+    if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) continue;
     for (int64_t j = 0; j < n_kept && !twin; j++)
       if (twins(kept[j], i)) twin = kept[j];
     if (!twin) {
@@ -140,6 +146,40 @@ START_TEST(cse_matches_reference_on_post_order_lists) {
 }
 END_TEST
 
+/* Side effects are asked of an instruction only once it meets a twin, so
+ * identical side-effecting instructions must still all stay, whether they
+ * are found through their operand's users (few) or the table (many), while
+ * their pure neighbours merge. */
+START_TEST(cse_keeps_identical_side_effects_among_merges) {
+  for (int many = 0; many < 2; many++) {
+    int n = many ? 20 : 3;
+    hk_buf b;
+    hk_buf_init(&b);
+    hk_buf_puts(&b, "HloModule s\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                    "  lo = f32[] constant(0)\n  hi = f32[] constant(1)\n");
+    for (int k = 0; k < n; k++)
+      hk_buf_printf(&b,
+                    "  c%d = f32[4] custom-call(p), custom_call_target=\"x\", "
+                    "custom_call_has_side_effect=true\n"
+                    "  g%d = f32[4] negate(p)\n  r%d = f32[4] rng(lo, hi), distribution=rng_uniform\n",
+                    k, k, k);
+    hk_buf_puts(&b, "  ROOT t = (");
+    for (int k = 0; k < 3 * n; k++) hk_buf_printf(&b, "%sf32[4]", k ? ", " : "");
+    hk_buf_puts(&b, ") tuple(");
+    for (int k = 0; k < n; k++) hk_buf_printf(&b, "%sc%d, g%d, r%d", k ? ", " : "", k, k, k);
+    hk_buf_puts(&b, ")\n}\n");
+    check_against_reference(b.data);
+    hk_module *m = hk_test_parse(b.data);
+    ck_assert(hk_test_run_pass(reg, m, "hlo-cse", NULL));
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_CUSTOM_CALL), n);
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_RNG), n);
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), 1);
+    hk_module_free(m);
+    hk_buf_free(&b);
+  }
+}
+END_TEST
+
 static Suite *stock_cse_suite(void) {
   Suite *s = suite_create("stock_cse");
   TCase *tc = tcase_create("reference");
@@ -147,6 +187,7 @@ static Suite *stock_cse_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, cse_matches_reference_on_random_lists);
   tcase_add_test(tc, cse_matches_reference_on_post_order_lists);
+  tcase_add_test(tc, cse_keeps_identical_side_effects_among_merges);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -199,19 +199,41 @@ static hk_status *check_computation(spmd_partitioner *p, hk_module *m, hk_comput
   return NULL;
 }
 
+/* Starts the notes of the walk below (sized for the module). */
+static void notes_reset(struct spmd_walk_notes *w, int32_t n) {
+  free(w->has_candidate);
+  w->has_candidate = calloc((size_t)n + 1, sizeof *w->has_candidate);
+  if (!w->has_candidate) abort();
+  w->n = n;
+  w->next_channel_id = 1;
+  w->valid = false;
+}
+
+/* What later phases want to know of i: its channel id, and whether
+ * PreprocessHlos has work in its computation (k). */
+static void note_instr(struct spmd_walk_notes *w, int32_t k, const hk_instr *i) {
+  if (i->attrs && i->attrs->channel_id >= w->next_channel_id)
+    w->next_channel_id = i->attrs->channel_id + 1;
+  if (!w->has_candidate[k] && spmd_preprocess_candidate(i)) w->has_candidate[k] = true;
+}
+
 /* Walk 1: every sharding canonicalised, call edges recorded, and the entry
- * checked on the way (its first error kept).  Returns the entry's error. */
+ * checked on the way (its first error kept); the notes taken.  Returns the
+ * entry's error. */
 static hk_status *canonicalize_all(spmd_partitioner *p, hk_module *m,
                                    const hk_exec_threads *threads, call_contexts *cc) {
   hk_status *entry_st = NULL;
+  notes_reset(&p->notes, m->n_computations);
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     bool included = hk_exec_threads_include(threads, c), entry = included && c->is_entry;
     for (hk_instr *i = c->first; i; i = i->next) {
       record_call_edges(cc, m, k, i);
-      if (!included) continue;
-      canonicalize_sharding(p, m, i);
-      if (entry && !entry_st) entry_st = check_and_default(p, m, i);
+      if (included) {
+        canonicalize_sharding(p, m, i);
+        if (entry && !entry_st) entry_st = check_and_default(p, m, i);
+      }
+      note_instr(&p->notes, k, i);
     }
   }
   return entry_st;
@@ -451,7 +473,10 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
   spmd_phase_clock_start(&p->clock);
   /* Phase A */
+  p->notes.valid = false;
   HK_TRY(vt->preprocess_sharding(self, m, threads));
+  /* An overriding hook may change the module after the base walk. */
+  p->notes.valid = vt->preprocess_sharding == base_preprocess_sharding;
   spmd_phase_done(&p->clock, "preprocess sharding");
   HK_TRY(spmd_preprocess_hlos(p, m, threads));
   spmd_phase_done(&p->clock, "preprocess hlos");
@@ -462,7 +487,8 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   HK_TRY(run_named_pass(p, "flatten-call-graph", m, threads));
   spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
-  p->next_channel_id = hk_module_next_channel_id(m);
+  /* Neither PreprocessHlos nor flattening adds channel ids. */
+  p->next_channel_id = p->notes.valid ? p->notes.next_channel_id : hk_module_next_channel_id(m);
   spmd_phase_done(&p->clock, "next channel id");
   /* Phase D */
   HK_TRY(partition_entry(p, m));
@@ -483,6 +509,7 @@ static void spmd_destroy(hk_pass *self) {
   free(p->after_report);
   free(p->new_comps);
   free(p->orig_names);
+  free(p->notes.has_candidate);
   spmd_memo_clear(&p->memo);
   free(p);
 }

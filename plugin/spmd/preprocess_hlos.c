@@ -264,9 +264,11 @@ static void preprocess_concat(hk_instr *concat) {
 
 /* ---- the phase -------------------------------------------------------------------- */
 
-static bool is_candidate(const hk_instr *i) {
+bool spmd_preprocess_candidate(const hk_instr *i) {
   return (i->opcode == HK_OP_SLICE || i->opcode == HK_OP_CONCATENATE) && worth_preprocessing(i);
 }
+
+static bool is_candidate(const hk_instr *i) { return spmd_preprocess_candidate(i); }
 
 /* One list scan: most computations have nothing to rewrite, and then no
  * post order is built. */
@@ -276,8 +278,8 @@ static bool has_candidate(const hk_computation *c) {
   return false;
 }
 
-static void preprocess_computation(hk_computation *c) {
-  if (!has_candidate(c)) return;
+static void preprocess_computation(hk_computation *c, bool known_candidate) {
+  if (!known_candidate && !has_candidate(c)) return;
   int64_t n = 0;
   hk_instr **order = hk_computation_post_order(c, &n);
   /* An instruction removed by an earlier rewrite is never visited: rewrites
@@ -293,13 +295,18 @@ static void preprocess_computation(hk_computation *c) {
 
 hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m,
                                 const hk_exec_threads *threads) {
-  (void)p;
   int32_t n = m->n_computations;
   hk_computation **comps = malloc(sizeof(hk_computation *) * (size_t)(n + 1));
   if (!comps) abort();
   memcpy(comps, m->computations, sizeof(hk_computation *) * (size_t)n);
-  for (int32_t k = 0; k < n; k++)
-    if (hk_exec_threads_include(threads, comps[k])) preprocess_computation(comps[k]);
+  /* The sharding walk noted which computations hold candidates. */
+  const struct spmd_walk_notes *w = &p->notes;
+  bool noted = w->valid && w->n == n;
+  for (int32_t k = 0; k < n; k++) {
+    if (!hk_exec_threads_include(threads, comps[k])) continue;
+    if (noted && !w->has_candidate[k]) continue;
+    preprocess_computation(comps[k], noted);
+  }
   free(comps);
   return NULL;
 }

@@ -51,6 +51,14 @@ typedef struct spmd_partitioner {
   char *before_report;             /* malloc'ed */
   char *after_report;
   spmd_phase_clock clock;
+  /* What the base PreprocessSharding walk saw on the way, so later phases
+   * need not walk again (valid only when that hook was not overridden). */
+  struct spmd_walk_notes {
+    bool valid;
+    int64_t next_channel_id;       /* past every channel id in the module */
+    bool *has_candidate;           /* by computation index: PreprocessHlos work */
+    int32_t n;
+  } notes;
 } spmd_partitioner;
 
 static inline const hk_spmd_partitioner_vtable *spmd_vt(const spmd_partitioner *p) {
@@ -237,6 +245,8 @@ const hk_sharding *spmd_regroup(hk_module *m, const hk_sharding *s, int n_new,
 
 /* ---- preprocess_hlos.c (phase A, after PreprocessSharding) ---- */
 hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads);
+/* Whether i (its sharding canonical) is one PreprocessHlos may rewrite. */
+bool spmd_preprocess_candidate(const hk_instr *i);
 /* The rotate-right custom call PreprocessHlos creates; backend_config
  * "dimension=D,amount=A": out[i] = x[(i - A) mod n] along D. */
 #define SPMD_ROTATE_RIGHT_TARGET "SPMDInternal_RotateRight"
