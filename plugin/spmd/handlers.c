@@ -31,16 +31,29 @@ static hk_instr *clone_local(spmd_visitor *v, hk_instr *orig, const hk_shape *sh
   return c;
 }
 
-static hk_instr **ops_array(const hk_instr *orig) {
+enum { OPS_ON_STACK = 8 };
+
+/* Room for orig's new operands: buf (OPS_ON_STACK long) when they fit, as
+ * they nearly always do, else the heap; ops_free gives it back. */
+static hk_instr **ops_array(const hk_instr *orig, hk_instr **buf) {
+  if (orig->n_operands <= OPS_ON_STACK) {
+    memset(buf, 0, sizeof(hk_instr *) * OPS_ON_STACK);
+    return buf;
+  }
   hk_instr **ops = calloc((size_t)(orig->n_operands + 1), sizeof(hk_instr *));
   if (!ops) abort();
   return ops;
 }
 
+static void ops_free(hk_instr **ops, hk_instr **buf) {
+  if (ops != buf) free(ops);
+}
+
 /* ---- fallback: replicate operands, compute globally ------------------------ */
 
 hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   bool remat = false;
   for (int k = 0; k < orig->n_operands; k++) {
     spmd_value *val = spmd_lookup(v, orig->operands[k]);
@@ -51,7 +64,7 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
       remat = true;
     hk_status *st = operand_as(v, orig, k, rep, &ops[k]);
     if (st) {
-      free(ops);
+      ops_free(ops, ops_buf);
       return st;
     }
   }
@@ -62,7 +75,7 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   if (remat || hk_sharding_is_tiled(s)) v->p->replicated_fallbacks++;
   const hk_sharding *out = hk_sharding_is_maximal(s) ? s : spmd_replicated_like(v, s, orig->shape);
   clone_local(v, orig, orig->shape, ops, out);
-  free(ops);
+  ops_free(ops, ops_buf);
   return NULL;
 }
 
@@ -114,11 +127,12 @@ static hk_status *check_subgroup_manual_all_reduce(const hk_instr *orig, const h
 }
 
 static hk_status *handle_manual(spmd_visitor *v, hk_instr *orig) {
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   for (int k = 0; k < orig->n_operands; k++) {
     spmd_value *val = spmd_lookup(v, orig->operands[k]);
     if (!val || !hk_shape_compatible(val->hlo->shape, orig->operands[k]->shape)) {
-      free(ops);
+      ops_free(ops, ops_buf);
       return hk_error(HK_UNIMPLEMENTED,
                       "manual instruction '%s' uses non-manual operand '%s' of another shape",
                       orig->name, orig->operands[k]->name);
@@ -126,7 +140,7 @@ static hk_status *handle_manual(spmd_visitor *v, hk_instr *orig) {
     ops[k] = val->hlo;
   }
   clone_local(v, orig, orig->shape, ops, spmd_sharding_of(v, orig));
-  free(ops);
+  ops_free(ops, ops_buf);
   return NULL;
 }
 
@@ -139,18 +153,19 @@ static hk_status *handle_elementwise(spmd_visitor *v, hk_instr *orig) {
     if (!hk_shape_is_array(os) || (os->rank != orig->shape->rank && os->rank != 0))
       return spmd_handle_fallback(v, orig);
   }
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   for (int k = 0; k < orig->n_operands; k++) {
     const hk_shape *os = orig->operands[k]->shape;
     const hk_sharding *t = os->rank == orig->shape->rank ? s : replicated_for(v, os);
     hk_status *st = operand_as(v, orig, k, t, &ops[k]);
     if (st) {
-      free(ops);
+      ops_free(ops, ops_buf);
       return st;
     }
   }
   clone_local(v, orig, spmd_local_shape(v, s, orig->shape), ops, s);
-  free(ops);
+  ops_free(ops, ops_buf);
   return NULL;
 }
 
@@ -382,19 +397,20 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
           return spmd_handle_fallback(v, orig);
     }
   }
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   for (int k = 0; k < orig->n_operands; k++) {
     const hk_shape *os = orig->operands[k]->shape;
     const hk_sharding *t = os->rank == r && r > 0 ? sp : replicated_for(v, os);
     hk_status *st = operand_as(v, orig, k, t, &ops[k]);
     if (st) {
-      free(ops);
+      ops_free(ops, ops_buf);
       return st;
     }
   }
   const hk_shape *ls = spmd_local_shape(v, sp, orig->shape);
   hk_instr *c = clone_local(v, orig, ls, ops, sp);
-  free(ops);
+  ops_free(ops, ops_buf);
   hk_attrs *a = c->attrs;
   if (c->opcode == HK_OP_SLICE && !hk_shape_equal(ls, orig->shape)) {
     hk_slice_dim *sd = hk_alloc(v->m, sizeof *sd * (size_t)r);
@@ -422,7 +438,8 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *sp = hk_sharding_dim_partitions(s0, (int)sd) > 1
                               ? move_off_touched(v, s0, orig->operands[0]->shape, touched)
                               : s0;
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   const hk_shape **ls = calloc((size_t)n, sizeof(hk_shape *));
   const hk_sharding **es = calloc((size_t)n, sizeof(hk_sharding *));
   if (!ls || !es) abort();
@@ -437,7 +454,7 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
   }
   if (!st)
     clone_local(v, orig, hk_shape_tuple(v->m, n, ls), ops, hk_sharding_tuple(v->m, n, es));
-  free(ops);
+  ops_free(ops, ops_buf);
   free(ls);
   free(es);
   return st;
@@ -447,7 +464,8 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
 
 static hk_status *handle_tuple(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
-  hk_instr **ops = ops_array(orig);
+  hk_instr *ops_buf[OPS_ON_STACK];
+  hk_instr **ops = ops_array(orig, ops_buf);
   const hk_shape **ss = calloc((size_t)(orig->n_operands + 1), sizeof(hk_shape *));
   if (!ss) abort();
   hk_status *st = NULL;
@@ -462,7 +480,7 @@ static hk_status *handle_tuple(spmd_visitor *v, hk_instr *orig) {
                                orig->n_operands, ops, orig->name);
     spmd_set(v, orig, t, s);
   }
-  free(ops);
+  ops_free(ops, ops_buf);
   free(ss);
   return st;
 }

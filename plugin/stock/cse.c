@@ -151,6 +151,25 @@ static void table_add(cse_table *t, size_t slot, uint32_t h, hk_instr *i, char *
 
 static uint32_t table_hash(const hk_instr *i) { return (uint32_t)(structural_hash(i) >> 32); }
 
+/* Returns the representative identical to i, or records i and returns
+ * NULL. */
+static hk_instr *table_find_or_add(cse_table *t, hk_instr *i) {
+  if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
+  uint32_t h = table_hash(i);
+  char *key = NULL;
+  size_t k = h & t->mask;
+  for (; t->slots[k].entry; k = (k + 1) & t->mask) {
+    if (t->slots[k].hash != h) continue;
+    cse_entry *e = &t->entries[t->slots[k].entry - 1];
+    if (identical(e->instr, &e->key, i, &key, t->layout_sensitive)) {
+      free(key);
+      return e->instr;
+    }
+  }
+  table_add(t, k, h, i, key);
+  return NULL;
+}
+
 /* Records representative i, known to have no twin in the table. */
 static void table_insert(cse_table *t, hk_instr *i) {
   if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
@@ -162,11 +181,9 @@ static void table_insert(cse_table *t, hk_instr *i) {
 
 /* Per-instruction state, by post-order position. */
 enum {
-  ST_REP = 1,         /* visited and kept: a representative */
-  ST_DECIDED = 2,     /* as a first operand: whether it is a hub is decided */
-  ST_HUB = 4,         /* as a first operand: its users are looked up in the table */
-  ST_SIDE_KNOWN = 8,  /* as a representative: whether it has side effects is known */
-  ST_SIDE = 16,       /* ... and it has: it stands for no one */
+  ST_REP = 1,       /* visited and kept: a representative */
+  ST_DECIDED = 2,   /* as a first operand: whether it is a hub is decided */
+  ST_HUB = 4,       /* as a first operand: its users are looked up in the table */
 };
 /* A first operand with more users than this is a hub. */
 #define HUB_USERS 16
@@ -216,16 +233,6 @@ static bool first_operand_is_hub(cse_walk *w, const hk_instr *o, int64_t q) {
   return *s & ST_HUB;
 }
 
-/* Whether representative x (at position q) has side effects.  Instructions
- * become representatives without being asked (most never meet a twin);
- * one with side effects is skipped by every lookup, so it stands for no one,
- * exactly as if it had never been kept. */
-static bool rep_has_side_effect(cse_walk *w, const hk_instr *x, int64_t q) {
-  if (!(w->st[q] & ST_SIDE_KNOWN))
-    w->st[q] |= ST_SIDE_KNOWN | (hk_instr_has_side_effect(x) ? ST_SIDE : 0);
-  return w->st[q] & ST_SIDE;
-}
-
 /* Where representative x (at position q) keeps its printed form. */
 static char **key_slot(cse_walk *w, int64_t q) {
   if (!w->keys) {
@@ -244,55 +251,30 @@ static hk_instr *find_among_users(cse_walk *w, const hk_instr *o, hk_instr *i) {
     if (x == i) continue;
     int64_t q = position_of(w, x);
     if (q < 0 || !(w->st[q] & ST_REP) || !structurally_equal(x, i)) continue;
-    if (identical(x, key_slot(w, q), i, &key, w->t.layout_sensitive) &&
-        !rep_has_side_effect(w, x, q))
-      found = x;
+    if (identical(x, key_slot(w, q), i, &key, w->t.layout_sensitive)) found = x;
   }
   free(key);
   return found;
 }
 
-/* The representative in the table identical to i (skipping those with
- * side effects), or NULL after recording i there. */
-static hk_instr *find_or_add_in_table(cse_walk *w, hk_instr *i) {
-  cse_table *t = &w->t;
-  if (2 * (t->n + 1) > t->mask + 1) table_grow(t);
-  uint32_t h = table_hash(i);
-  char *key = NULL;
-  size_t k = h & t->mask;
-  for (; t->slots[k].entry; k = (k + 1) & t->mask) {
-    if (t->slots[k].hash != h) continue;
-    cse_entry *e = &t->entries[t->slots[k].entry - 1];
-    if (!identical(e->instr, &e->key, i, &key, t->layout_sensitive)) continue;
-    int64_t q = position_of(w, e->instr);
-    if (q >= 0 && rep_has_side_effect(w, e->instr, q)) continue;
-    free(key);
-    return e->instr;
-  }
-  table_add(t, k, h, i, key);
-  return NULL;
-}
-
 /* Returns the representative identical to i (at position pos), or makes
- * i one and returns NULL.  At most one representative without side
- * effects is identical to i: a second one would have been replaced by the
- * first. */
+ * i one and returns NULL.  At most one representative is identical to i:
+ * a second one would have been replaced by the first. */
 static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
   hk_instr *found;
   int64_t q = i->n_operands ? position_of(w, i->operands[0]) : -1;
   if (q < 0 || first_operand_is_hub(w, i->operands[0], q))
-    found = find_or_add_in_table(w, i);
+    found = table_find_or_add(&w->t, i);
   else
     found = find_among_users(w, i->operands[0], i);
   if (!found) w->st[pos] |= ST_REP;
   return found;
 }
 
-/* Whether i may be merged, side effects aside (asked only once a twin is
- * found, see rep_has_side_effect).  control_edges: whether the computation
- * may have any (an order taken from the list was checked to have none). */
+/* control_edges: whether the computation may have any (an order taken from
+ * the list was checked to have none). */
 static bool cse_candidate(const hk_instr *i, bool only_scalars, bool control_edges) {
-  if (i->opcode == HK_OP_PARAMETER) return false;
+  if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
   if (control_edges && i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs))
     return false;
   if (only_scalars && !(hk_shape_is_array(i->shape) && i->shape->rank == 0)) return false;
@@ -331,7 +313,7 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
     prefetch_ahead(w.order, w.n, k, !ws->from_list);
     if (!cse_candidate(i, only_scalars, !ws->from_list)) continue;
     hk_instr *prev = find_or_add(&w, i, k);
-    if (!prev || hk_instr_has_side_effect(i)) continue;
+    if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
     if (stock_is_removable(i)) dead[n_dead++] = i;
     changed = true;
