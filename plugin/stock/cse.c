@@ -273,25 +273,24 @@ static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
 
 /* control_edges: whether the computation may have any (an order taken from
  * the list was checked to have none). */
-static bool cse_candidate(const hk_instr *i, bool only_scalars, bool control_edges) {
+static bool cse_candidate(const hk_instr *i, bool only_scalars) {
   if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
-  if (control_edges && i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs))
-    return false;
+  if (i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs)) return false;
   if (only_scalars && !(hk_shape_is_array(i->shape) && i->shape->rank == 0)) return false;
   return true;
 }
 
 /* Two stages ahead of the walk: the instruction 16 on, then what the
  * walk reads behind the pointers of the one 8 on (loaded by then): its
- * operands, and its attributes when control edges must be checked. */
-static void prefetch_ahead(hk_instr *const *order, int64_t n, int64_t k, bool attrs) {
+ * operands and its attributes (control edges are checked). */
+static void prefetch_ahead(hk_instr *const *order, int64_t n, int64_t k) {
   if (k + 16 < n) {
     __builtin_prefetch(order[k + 16]);
     __builtin_prefetch((char *)order[k + 16] + 64);
   }
   if (k + 8 < n) {
     const hk_instr *x = order[k + 8];
-    if (attrs && x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
+    if (x->attrs) __builtin_prefetch(&x->attrs->n_control_preds);
     if (x->n_operands) __builtin_prefetch(x->operands);
   }
 }
@@ -310,8 +309,8 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
    * earlier twins, so equal expressions have the very same operands. */
   for (int64_t k = 0; k < w.n; k++) {
     hk_instr *i = w.order[k];
-    prefetch_ahead(w.order, w.n, k, !ws->from_list);
-    if (!cse_candidate(i, only_scalars, !ws->from_list)) continue;
+    prefetch_ahead(w.order, w.n, k);
+    if (!cse_candidate(i, only_scalars)) continue;
     hk_instr *prev = find_or_add(&w, i, k);
     if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);

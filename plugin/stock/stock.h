@@ -20,18 +20,14 @@ void stock_pass_destroy(hk_pass *self);
 
 /* Buffers stock_post_order reuses across the computations of one run. */
 typedef struct stock_order_ws {
-  uint32_t *pos_by_id;   /* list position by instruction id (checked, never trusted) */
+  uint32_t *pos_by_id;   /* order position by instruction id (checked, never trusted) */
   size_t n_ids;
-  uint32_t *first, *low, *roots, *ops;
-  size_t cap, cap_ops, n_roots;
-  bool from_list;   /* the last order was the list: it has no control edges */
 } stock_order_ws;
 void stock_order_ws_free(stock_order_ws *w);
-/* hk_computation_post_order(c, n), computed from the instruction list in
- * one walk when the list already is that order (list_order.c); the same
- * malloc'ed array either way.  Afterwards w->pos_by_id[id] is the position
- * in it of the instruction with that id; entries of other ids are stale,
- * so check order[pos] before trusting one.  w starts zeroed. */
+/* hk_computation_post_order(c, n) (a malloc'ed array); afterwards
+ * w->pos_by_id[id] is the position in it of the instruction with that id;
+ * entries of other ids are stale, so check order[pos] before trusting one.
+ * w starts zeroed (list_order.c). */
 hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n);
 
 /* Deep-copies computation src (and nothing it calls) into the same module
