@@ -151,6 +151,28 @@ END_TEST
 
 /* A module copy made while two instructions share a name keeps the
  * ownership: the copy of the taker owns it. */
+/* Removals before any lookup (the namespace not settled): a removed taker
+ * retires its name, a live one keeps it once the old computation goes. */
+START_TEST(removal_before_lookup_retires_held_names) {
+  rebuilt r;
+  build_old(&r);
+  rebuild(&r);
+  hk_instr *extra = hk_instr_clone_taking_name(r.fresh, r.add2, NULL, 2,
+                                               (hk_instr *[]){r.p2, r.p2});
+  ck_assert_ptr_eq(extra->name, r.add->name);   /* add2 lent it on */
+  hk_instr *dead[1] = {extra};
+  ck_assert_ok(hk_instrs_remove(dead, 1));       /* no lookup happened yet */
+  hk_module_remove_computation(r.m, r.old);
+  ck_assert_ptr_null(hk_computation_find_instr(r.fresh, "add"));   /* retired with extra */
+  ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "neg"), r.neg2);
+  ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "p"), r.p2);
+  /* A retired name is never handed out again. */
+  hk_instr *again = hk_instr_new(r.fresh, HK_OP_NEGATE, r.p2->shape, 1, &r.p2, "add");
+  ck_assert_str_ne(again->name, "add");
+  hk_module_free(r.m);
+}
+END_TEST
+
 START_TEST(module_clone_keeps_owner) {
   for (int order = 0; order < 2; order++) {
     rebuilt r;
@@ -271,6 +293,7 @@ static Suite *take_name_suite(void) {
   tcase_add_test(tc, batch_removal_keeps_taken_names);
   tcase_add_test(tc, removal_retires_only_owned_names);
   tcase_add_test(tc, take_name_chains_and_renames);
+  tcase_add_test(tc, removal_before_lookup_retires_held_names);
   tcase_add_test(tc, module_clone_keeps_owner);
   tcase_add_test(tc, clone_taking_name_across_modules);
   tcase_add_test(tc, clone_attrs_in_module);

@@ -133,7 +133,10 @@ void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
 }
 
 /* Gives up i's name: retired when i holds it; a name it passed on is left
- * alone.  Afterwards i holds no name. */
+ * alone.  Afterwards i holds no name.  A live instruction not marked as
+ * having lent its name is that name's one holder, so its entry is retired
+ * without settling the namespace first (the entry may still name the
+ * instruction the name was taken from). */
 static void drop_name(hk_instr *i) {
   if (i->flags & HK_IFLAG_NAME_LENT) {
     i->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
@@ -141,9 +144,7 @@ static void drop_name(hk_instr *i) {
   }
   hk_computation *c = i->parent;
   hk_namespace *ns = &c->module->impl->instr_names;
-  hk_ns_settle_taken(ns);
-  hk_strmap_entry *e = hk_ns_entry(ns, i->name);
-  if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
+  hk_ns_retire_held(ns, i->name);
   c->n_named_instrs--;
 }
 

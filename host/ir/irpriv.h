@@ -123,6 +123,10 @@ void hk_ns_note_taken(hk_namespace *ns, struct hk_instr *to);
 /* Points the map entries of names taken since the last call at their
  * holders (instructions that still hold them). */
 void hk_ns_settle_taken(hk_namespace *ns);
+/* Retires the entry of a name held by a live instruction being removed or
+ * renamed (needs no settling: the holder is the one not marked as having
+ * lent the name). */
+void hk_ns_retire_held(hk_namespace *ns, const char *name);
 /* Starts loading the map slot where hk_ns_entry(ns, name) begins. */
 static inline void hk_ns_prefetch_entry(const hk_namespace *ns, const char *name) {
   if (ns->names.slots) __builtin_prefetch(&ns->names.slots[hk_str_hdr(name)->hash & ns->names.mask]);

@@ -99,7 +99,6 @@ static const hk_instr *skip(const hk_instr *i, int n) {
  * name was taken by a replacement (hk_instr_take_name). */
 static void retire_instr_names(hk_module *m, hk_computation *c) {
   hk_namespace *ns = &m->impl->instr_names;
-  if (c->n_named_instrs > 0) hk_ns_settle_taken(ns);
   const hk_instr *near = skip(c->first, RETIRE_AHEAD / 2), *far = skip(near, RETIRE_AHEAD / 2);
   for (hk_instr *i = c->first; i && c->n_named_instrs > 0; i = i->next) {
     if (far) {
@@ -111,8 +110,7 @@ static void retire_instr_names(hk_module *m, hk_computation *c) {
       near = near->next;
     }
     if (i->flags & HK_IFLAG_NAME_LENT) continue;
-    hk_strmap_entry *e = hk_ns_entry(ns, i->name);
-    if (e && hk_strmap_value(e) == i) hk_strmap_set_value(e, HK_NAME_RETIRED);
+    hk_ns_retire_held(ns, i->name);
     c->n_named_instrs--;
   }
 }

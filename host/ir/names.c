@@ -335,6 +335,12 @@ void hk_ns_retire(hk_namespace *ns, const char *name) {
   if (e) hk_strmap_set_value(e, HK_NAME_RETIRED);
 }
 
+void hk_ns_retire_held(hk_namespace *ns, const char *name) {
+  hk_strmap_entry *e = hk_ns_entry(ns, name);
+  void *v = e ? hk_strmap_value(e) : NULL;
+  if (v && v != HK_NAME_RESERVED) hk_strmap_set_value(e, HK_NAME_RETIRED);
+}
+
 hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name) {
   const hk_strhdr *h = hk_str_hdr(name);
   return hk_strmap_find(&ns->names, name, h->len, h->hash);
@@ -366,7 +372,8 @@ void hk_ns_settle_taken(hk_namespace *ns) {
       __builtin_prefetch(hk_str_hdr(v[k + 2 * SETTLE_AHEAD]->name));
     if (k + SETTLE_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + SETTLE_AHEAD]->name);
     hk_instr *to = v[k];
-    if (!to->parent || (to->flags & HK_IFLAG_NAME_LENT)) continue;   /* passed on since */
+    /* passed on since, or removed (alone or with its computation) */
+    if (!to->parent || to->parent->index < 0 || (to->flags & HK_IFLAG_NAME_LENT)) continue;
     hk_strmap_entry *e = hk_ns_entry(ns, to->name);
     if (e) hk_strmap_set_value(e, to);
   }

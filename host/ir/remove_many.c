@@ -207,7 +207,6 @@ hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   replay_long_lists(&t, m->next_id);
   long_ops_free(&t);
   hk_namespace *ns = &m->impl->instr_names;
-  hk_ns_settle_taken(ns);
   for (int64_t k = 0; k < n; k++) {
     prefetch_name_slots(ns, v, n, k);
     hk_instr *i = v[k];
