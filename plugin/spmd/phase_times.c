@@ -1,7 +1,8 @@
 /* phase_times.c - the driver's phase clock: with HLOKIT_SPMD_TIMES set,
  * each phase of a run (and each cleanup pass) prints its wall and process
- * CPU time to stderr, so where partitioning time goes is a measurement,
- * not a guess (CPU time is the steadier one on a shared machine). */
+ * CPU time and the process's resident memory after it to stderr, so where
+ * partitioning time and memory go is a measurement, not a guess (CPU time
+ * is the steadier one on a shared machine). */
 #include <time.h>
 
 #include "spmd_internal.h"
@@ -10,6 +11,17 @@ static double seconds(clockid_t id) {
   struct timespec t;
   clock_gettime(id, &t);
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+/* Resident memory in MiB (0 where /proc is not there). */
+static double resident_mib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &size, &resident) != 2) resident = 0;
+    fclose(f);
+  }
+  return (double)resident * 4096.0 / (1024.0 * 1024.0);
 }
 
 void spmd_phase_clock_start(spmd_phase_clock *c) {
@@ -22,8 +34,8 @@ void spmd_phase_clock_start(spmd_phase_clock *c) {
 void spmd_phase_done(spmd_phase_clock *c, const char *phase) {
   if (!c->on) return;
   double now = seconds(CLOCK_MONOTONIC), cpu = seconds(CLOCK_PROCESS_CPUTIME_ID);
-  fprintf(stderr, "spmd-partitioning: %-26s %9.3f ms wall %9.3f ms cpu\n", phase,
-          (now - c->last) * 1e3, (cpu - c->last_cpu) * 1e3);
+  fprintf(stderr, "spmd-partitioning: %-26s %9.3f ms wall %9.3f ms cpu %8.1f MiB\n", phase,
+          (now - c->last) * 1e3, (cpu - c->last_cpu) * 1e3, resident_mib());
   c->last = now;
   c->last_cpu = cpu;
 }
