@@ -48,25 +48,16 @@ static double median(double *t, int n) {
 
 /* Reads the whole file into a malloc'ed buffer; NULL on error. */
 static char *read_file(const char *path, size_t *len) {
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return NULL;
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *st = hk_buf_read_file(&b, path);
+  if (st) {
+    hk_status_free(st);
+    hk_buf_free(&b);
     return NULL;
   }
-  size_t cap = (size_t)st.st_size, n = 0;
-  char *buf = malloc(cap + 1);
-  while (buf && n < cap) {
-    ssize_t k = read(fd, buf + n, cap - n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) break;
-    n += (size_t)k;
-  }
-  close(fd);
-  if (buf) buf[n] = 0;
-  *len = n;
-  return buf;
+  *len = b.len;
+  return b.data;
 }
 
 /* The floor: read the bytes and touch every one of them (count lines). */

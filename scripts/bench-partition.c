@@ -29,21 +29,11 @@ static double clock_s(clockid_t id) {
 
 static double now(void) { return clock_s(CLOCK_PROCESS_CPUTIME_ID); }
 
-static void die(const char *what, hk_status *st) {
+static _Noreturn void die(const char *what, hk_status *st) {
   fprintf(stderr, "hk-bench-partition: %s: %s\n", what, st ? st->message : "failed");
   exit(2);
 }
 
-static void read_file(const char *path, hk_buf *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) die(path, hk_error(HK_NOT_FOUND, "cannot open"));
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(b, chunk, n);
-  fclose(f);
-  hk_buf_put(b, "", 1);
-  b->len--;
-}
 
 static hk_registry *load_registry(void) {
   hk_registry *reg = hk_registry_new();
@@ -96,7 +86,8 @@ static run_result run_once(const char *path, hk_registry *reg, const char *passe
   hk_buf_init(&out);
   hk_module *m = NULL;
   double w0 = clock_s(CLOCK_MONOTONIC), t0 = now();
-  read_file(path, &text);
+  hk_status *rst = hk_buf_read_file(&text, path);
+  if (rst) die("read", rst);
   double t1 = now();
   hk_status *st = hk_parse_module(text.data, text.len, path, &m);
   if (st) die("parse", st);
@@ -160,7 +151,7 @@ int main(int argc, char **argv) {
   }
   if (!path) return fprintf(stderr, "hk-bench-partition: no input file\n"), 2;
   hk_registry *reg = load_registry();
-  run_result best;
+  run_result best = {0};
   for (long k = 0; k < (runs < 1 ? 1 : runs); k++) {
     run_result r = run_once(path, reg, passes);
     keep_best(&best, &r, k == 0);

@@ -369,30 +369,23 @@ static void run_case(runner *r, const char *suite, const char *kind, const char 
   record(r, suite, kind, group, name, pass, reason);
 }
 
-/* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error. */
+/* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error
+ * (errno says why). */
 static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  size_t k;
-  while (buf && (k = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-    n += k;
-    if (cap - n < 2) {
-      char *nb = realloc(buf, cap * 2);
-      if (!nb) {
-        free(buf);
-        buf = NULL;
-        break;
-      }
-      buf = nb;
-      cap *= 2;
-    }
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *st = hk_buf_read_file(&b, path);
+  if (st) {
+    hk_status_free(st);
+    hk_buf_free(&b);
+    return NULL;
   }
-  fclose(f);
-  if (buf) buf[n] = 0;
-  *len = n;
-  return buf;
+  *len = b.len;
+  if (!b.data) {   /* an empty file */
+    b.data = calloc(1, 1);
+    if (!b.data) abort();
+  }
+  return b.data;
 }
 
 /* Calls each(r, obj, index) for every JSON line of DIR/file; false if the
@@ -801,17 +794,15 @@ static void strip_layouts(const char *in, char *out, size_t cap) {
  * no other collective has (send/recv pair up by sharing one, so they are
  * not counted). */
 static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
-  FILE *f = fopen(path, "rb");
-  if (!f) {
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *rst = hk_buf_read_file(&b, path);
+  if (rst) {
+    hk_status_free(rst);
+    hk_buf_free(&b);
     set_reason(reason, cap, "no partitioned module written");
     return false;
   }
-  hk_buf b;
-  hk_buf_init(&b);
-  char chunk[65536];
-  size_t got;
-  while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(&b, chunk, got);
-  fclose(f);
   hk_module *m = NULL;
   hk_status *st = hk_parse_module(b.data ? b.data : "", b.len, path, &m);
   hk_buf_free(&b);

@@ -45,6 +45,11 @@ void hk_buf_free(hk_buf *b);
 void hk_buf_put(hk_buf *b, const char *s, size_t n);
 void hk_buf_puts(hk_buf *b, const char *s);
 void hk_buf_printf(hk_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Appends the whole file at path ("-": standard input) to b, which stays
+ * NUL-terminated (the NUL not counted in len); a file's size is read first
+ * so its bytes are copied once.  Errors name the path: HK_NOT_FOUND when it
+ * cannot be opened, HK_INVALID_ARGUMENT when reading fails (ABI 1.2). */
+hk_status *hk_buf_read_file(hk_buf *b, const char *path);
 
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out);
 void hk_print_shape(const hk_shape *s, hk_buf *out);

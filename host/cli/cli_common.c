@@ -181,21 +181,6 @@ hk_status *hk_cli_load_plugins(const hk_cli_common *c, hk_registry **out) {
 
 /* ---- input ------------------------------------------------------------------------ */
 
-static hk_status *read_all(const char *path, hk_buf *b) {
-  bool is_stdin = strcmp(path, "-") == 0;
-  FILE *f = is_stdin ? stdin : fopen(path, "rb");
-  if (!f) return hk_error(HK_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(b, chunk, n);
-  bool failed = ferror(f);
-  if (!is_stdin) fclose(f);
-  if (failed) return hk_error(HK_INVALID_ARGUMENT, "%s: read error", path);
-  hk_buf_put(b, "", 1);   /* NUL-terminate; not counted below */
-  b->len--;
-  return NULL;
-}
-
 static bool looks_like_json(const hk_buf *b) {
   for (size_t i = 0; i < b->len; i++) {
     char ch = b->data[i];
@@ -208,7 +193,7 @@ static bool looks_like_json(const hk_buf *b) {
 hk_status *hk_cli_read_module(const char *path, hk_module **out) {
   hk_buf b;
   hk_buf_init(&b);
-  hk_status *st = read_all(path, &b);
+  hk_status *st = hk_buf_read_file(&b, path);
   const char *name = strcmp(path, "-") == 0 ? "<stdin>" : path;
   if (!st) {
     if (looks_like_json(&b))

@@ -21,23 +21,13 @@ typedef struct run_opts {
   int64_t time_limit_ms, max_live_bytes;
 } run_opts;
 
-static hk_status *read_text_file(const char *path, hk_buf *b) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return hk_error(HK_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
-  char chunk[1 << 16];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) hk_buf_put(b, chunk, n);
-  bool bad = ferror(f);
-  fclose(f);
-  return bad ? hk_error(HK_INVALID_ARGUMENT, "%s: read error", path) : NULL;
-}
 
 /* Parameter values from --inputs or from the seed (one per parameter). */
 static hk_status *make_inputs(const hk_module *m, const run_opts *o, hk_value ***out, int *n) {
   if (o->inputs) {
     hk_buf b;
     hk_buf_init(&b);
-    hk_status *st = read_text_file(o->inputs, &b);
+    hk_status *st = hk_buf_read_file(&b, o->inputs);
     if (!st) st = hk_values_from_json(m, b.data ? b.data : "", b.len, out, n);
     hk_buf_free(&b);
     return st ? hk_status_prefix(st, "%s", o->inputs) : NULL;

@@ -1,9 +1,12 @@
 /* buf.c - hk_buf: the growable output buffer every printer writes into. */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "arena.h"
+#include "hlokit/status.h"
 #include "hlokit/text.h"
 
 void hk_buf_init(hk_buf *b) {
@@ -55,4 +58,27 @@ void hk_buf_printf(hk_buf *b, const char *fmt, ...) {
   vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
   va_end(ap);
   b->len += (size_t)n;
+}
+
+/* Reads f to its end into b (room for `expect` more bytes made first). */
+static bool read_stream(hk_buf *b, FILE *f, size_t expect) {
+  buf_reserve(b, expect ? expect : (size_t)1 << 16);
+  for (;;) {
+    if (b->cap - b->len < 2) buf_reserve(b, b->cap);
+    size_t got = fread(b->data + b->len, 1, b->cap - b->len - 1, f);
+    b->len += got;
+    b->data[b->len] = 0;
+    if (got == 0) return !ferror(f);
+  }
+}
+
+hk_status *hk_buf_read_file(hk_buf *b, const char *path) {
+  bool is_stdin = strcmp(path, "-") == 0;
+  FILE *f = is_stdin ? stdin : fopen(path, "rb");
+  if (!f) return hk_error(HK_NOT_FOUND, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  size_t expect = !is_stdin && fstat(fileno(f), &st) == 0 && st.st_size > 0 ? (size_t)st.st_size : 0;
+  bool ok = read_stream(b, f, expect + 1);   /* +1: EOF is seen without growing */
+  if (!is_stdin) fclose(f);
+  return ok ? NULL : hk_error(HK_INVALID_ARGUMENT, "%s: read error", path);
 }
