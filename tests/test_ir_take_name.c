@@ -54,8 +54,6 @@ START_TEST(clone_taking_name_shares_names) {
   ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "add"), r.add2);
   ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "p"), r.p2);
   ck_assert_ptr_null(hk_computation_find_instr(r.old, "add"));
-  ck_assert_int_eq(r.old->n_named_instrs, 0);
-  ck_assert_int_eq(r.fresh->n_named_instrs, 3);
   /* The old computation goes; the names stay with the new instructions. */
   hk_module_remove_computation(r.m, r.old);
   ck_assert_int_eq(r.m->n_computations, 1);
@@ -85,8 +83,6 @@ START_TEST(removing_old_instr_keeps_taken_name) {
   ck_assert_ptr_null(hk_computation_find_instr(r.fresh, "neg"));
   hk_instr *x = hk_instr_new(r.fresh, HK_OP_NEGATE, r.add2->shape, 1, &r.add2, "neg");
   ck_assert_str_eq(x->name, "neg.1");
-  ck_assert_int_eq(r.old->n_named_instrs, 0);
-  ck_assert_int_eq(r.fresh->n_named_instrs, 3);
   hk_module_free(r.m);
 }
 END_TEST
@@ -116,7 +112,6 @@ START_TEST(removal_retires_only_owned_names) {
   ck_assert_str_eq(q->name, "add");
   ck_assert_ptr_null(hk_computation_find_instr(r.fresh, "q"));
   ck_assert_str_eq(hk_instr_new(r.fresh, HK_OP_PARAMETER, r.p->shape, 0, NULL, "q")->name, "q.1");
-  ck_assert_int_eq(r.old->n_named_instrs, 2);
   hk_module_set_entry(r.m, r.fresh);
   hk_module_remove_computation(r.m, r.old);
   ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "add"), q);
@@ -124,7 +119,6 @@ START_TEST(removal_retires_only_owned_names) {
   /* p and neg were retired with old: asking for them gives new names. */
   ck_assert_str_eq(hk_instr_new(r.fresh, HK_OP_NEGATE, q->shape, 1, &q, "neg")->name, "neg.1");
   ck_assert_str_eq(hk_instr_new(r.fresh, HK_OP_NEGATE, q->shape, 1, &q, "p")->name, "p.1");
-  ck_assert_int_eq(r.old->n_named_instrs, 0);
   hk_module_free(r.m);
 }
 END_TEST
@@ -138,11 +132,9 @@ START_TEST(take_name_chains_and_renames) {
                                                (hk_instr *[]){r.p2, r.p2});
   ck_assert_str_eq(again->name, "add");
   ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "add"), again);
-  ck_assert_int_eq(r.fresh->n_named_instrs, 3);   /* add2 lent it on */
   hk_instr_set_name(r.add, "old_add");               /* a lender renamed */
   ck_assert_str_eq(r.add->name, "old_add");
   ck_assert_ptr_eq(hk_computation_find_instr(r.fresh, "add"), again);
-  ck_assert_int_eq(r.old->n_named_instrs, 1);
   hk_instr_take_name(r.add2, r.add2);                 /* no-op */
   ck_assert_str_eq(r.add2->name, "add");
   hk_module_free(r.m);
@@ -186,8 +178,6 @@ START_TEST(module_clone_keeps_owner) {
     hk_instr *add2 = hk_computation_find_instr(fresh, "add");
     ck_assert_ptr_nonnull(add2);
     ck_assert_int_eq(add2->opcode, HK_OP_ADD);
-    ck_assert_int_eq(fresh->n_named_instrs, 3);
-    ck_assert_int_eq(old->n_named_instrs, 0);
     hk_module_remove_computation(c, old);
     ck_assert_ptr_eq(hk_computation_find_instr(fresh, "add"), add2);
     ck_assert_str_eq(hk_module_unique_name(c, "add"), "add.1");
@@ -208,7 +198,6 @@ START_TEST(clone_taking_name_across_modules) {
   ck_assert_str_eq(y->name, "add.1");
   ck_assert_ptr_eq(hk_computation_find_instr(r.old, "add"), r.add);
   ck_assert_ptr_eq(hk_computation_find_instr(c2, "add.1"), y);
-  ck_assert_int_eq(c2->n_named_instrs, 2);
   hk_module_free(m2);
   hk_module_free(r.m);
 }
@@ -258,7 +247,6 @@ START_TEST(release_removed_after_rebuild) {
     y = hk_instr_clone_taking_name(fresh, i, NULL, i->n_operands, y ? &y : NULL);
   hk_computation_set_root(fresh, y);
   hk_module_set_entry(m, fresh);
-  ck_assert_int_eq(old->n_named_instrs, 0);
   hk_module_remove_computation(m, old);
   size_t released = hk_module_release_removed(m);
   ck_assert_uint_ge(released, (size_t)(N - 1000) * sizeof(hk_instr));

@@ -236,10 +236,6 @@ struct hk_computation {
   int32_t index;                   /* position in module->computations */
   void *scratch;
   int32_t cap_params;              /* allocated length of params */
-  /* Appended (ABI 1.2): instructions of c that own their names, so removing
-   * a computation whose names were all taken (hk_instr_take_name) need not
-   * visit its instructions.  Host-maintained; read-only for passes. */
-  int64_t n_named_instrs;
 };
 
 /* ---- modules ------------------------------------------------------------ */

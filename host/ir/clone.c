@@ -449,7 +449,6 @@ static void instr_name_copy(hk_module *m, hk_instr *i, const hk_instr *si) {
     return;
   }
   i->name = hk_ns_claim(m, &m->impl->instr_names, si->name, h->len, i);
-  i->parent->n_named_instrs++;
 }
 
 /* Creates c's instructions (no operands yet), in list order. */

@@ -6,7 +6,7 @@
 
 hk_instr *hk_computation_find_instr(hk_computation *c, const char *name) {
   if (!name) return NULL;
-  hk_instr *i = hk_ns_lookup(&c->module->impl->instr_names, name);
+  hk_instr *i = hk_name_holder_of(&c->module->impl->instr_names, name);
   return i && i->parent == c ? i : NULL;
 }
 

@@ -102,7 +102,6 @@ hk_instr *hk_instr_create(hk_computation *c, hk_instr *before, hk_opcode op,
   }
   const char *want = name ? name : hk_opcode_name(op);
   i->name = hk_ns_unique(m, ns, want, strlen(want), i);
-  c->n_named_instrs++;
   return i;
 }
 
@@ -132,52 +131,34 @@ void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
   i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
 }
 
-/* Gives up i's name: retired when i holds it; a name it passed on is left
- * alone.  Afterwards i holds no name.  A live instruction not marked as
- * having lent its name is that name's one holder, so its entry is retired
- * without settling the namespace first (the entry may still name the
- * instruction the name was taken from). */
-static void drop_name(hk_instr *i) {
-  if (i->flags & HK_IFLAG_NAME_LENT) {
-    i->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
-    return;
-  }
-  hk_computation *c = i->parent;
-  hk_namespace *ns = &c->module->impl->instr_names;
-  hk_ns_retire_held(ns, i->name);
-  c->n_named_instrs--;
-}
-
+/* Gives up i's name.  Nothing is written to the name map: its entry keeps
+ * the name taken for good (names are never handed out again, as XLA's
+ * uniquer), and a lookup accepts an entry only while its instruction is
+ * live and still holds that name (name_holder_of), so removing or renaming
+ * costs no probe. */
+static void drop_name(hk_instr *i) { i->flags &= (uint16_t)~HK_IFLAG_NAME_LENT; }
 void hk_instr_set_name(hk_instr *i, const char *name) {
   hk_module *m = instr_module(i);
   if (name && i->name && strcmp(name, i->name) == 0) return;
   drop_name(i);
   const char *want = name ? name : hk_opcode_name((hk_opcode)i->opcode);
   i->name = hk_ns_unique(m, &m->impl->instr_names, want, strlen(want), i);
-  i->parent->n_named_instrs++;
 }
 
 /* The instruction holding from's name: from itself unless it passed the
  * name on (then the map says, once settled); NULL when nobody does. */
 static hk_instr *name_holder(hk_namespace *ns, hk_instr *from) {
   if (!(from->flags & HK_IFLAG_NAME_LENT)) return from;
-  hk_ns_settle_taken(ns);
-  hk_strmap_entry *e = hk_ns_entry(ns, from->name);
-  void *v = e ? hk_strmap_value(e) : NULL;
-  return v == HK_NAME_RESERVED || v == HK_NAME_RETIRED ? NULL : v;
+  return hk_name_holder_of(ns, from->name);
 }
 
 /* `to` (holding no name) takes from's: the holder is marked as having
  * passed it on, and the map entry follows when the namespace settles. */
 static void pass_name(hk_namespace *ns, hk_instr *to, hk_instr *from) {
   hk_instr *holder = name_holder(ns, from);
-  if (holder && holder != to) {
-    holder->flags |= HK_IFLAG_NAME_LENT;
-    if (holder->parent) holder->parent->n_named_instrs--;
-  }
+  if (holder && holder != to) holder->flags |= HK_IFLAG_NAME_LENT;
   to->name = from->name;
   to->flags &= (uint16_t)~HK_IFLAG_NAME_LENT;
-  to->parent->n_named_instrs++;
   hk_ns_note_taken(ns, to);
 }
 

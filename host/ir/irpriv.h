@@ -123,10 +123,11 @@ void hk_ns_note_taken(hk_namespace *ns, struct hk_instr *to);
 /* Points the map entries of names taken since the last call at their
  * holders (instructions that still hold them). */
 void hk_ns_settle_taken(hk_namespace *ns);
-/* Retires the entry of a name held by a live instruction being removed or
- * renamed (needs no settling: the holder is the one not marked as having
- * lent the name). */
-void hk_ns_retire_held(hk_namespace *ns, const char *name);
+/* The live instruction holding name in the instruction namespace ns, or
+ * NULL: removing or renaming an instruction leaves its map entry behind
+ * (the name stays taken), so an entry counts only while its instruction
+ * is live, has not lent the name on, and still carries that very string. */
+hk_instr *hk_name_holder_of(hk_namespace *ns, const char *name);
 /* Starts loading the map slot where hk_ns_entry(ns, name) begins. */
 static inline void hk_ns_prefetch_entry(const hk_namespace *ns, const char *name) {
   if (ns->names.slots) __builtin_prefetch(&ns->names.slots[hk_str_hdr(name)->hash & ns->names.mask]);

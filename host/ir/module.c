@@ -86,35 +86,6 @@ void hk_module_set_entry(hk_module *m, hk_computation *c) {
   if (c) c->is_entry = true;
 }
 
-/* How far ahead of the retiring walk names start loading: the name
- * header RETIRE_AHEAD instructions on, the map slot half that. */
-#define RETIRE_AHEAD 16
-
-static const hk_instr *skip(const hk_instr *i, int n) {
-  while (i && n--) i = i->next;
-  return i;
-}
-
-/* Retires the names c's instructions own; none are visited when every
- * name was taken by a replacement (hk_instr_take_name). */
-static void retire_instr_names(hk_module *m, hk_computation *c) {
-  hk_namespace *ns = &m->impl->instr_names;
-  const hk_instr *near = skip(c->first, RETIRE_AHEAD / 2), *far = skip(near, RETIRE_AHEAD / 2);
-  for (hk_instr *i = c->first; i && c->n_named_instrs > 0; i = i->next) {
-    if (far) {
-      __builtin_prefetch(hk_str_hdr(far->name));
-      far = far->next;
-    }
-    if (near) {
-      hk_ns_prefetch_entry(ns, near->name);
-      near = near->next;
-    }
-    if (i->flags & HK_IFLAG_NAME_LENT) continue;
-    hk_ns_retire_held(ns, i->name);
-    c->n_named_instrs--;
-  }
-}
-
 void hk_module_remove_computation(hk_module *m, hk_computation *c) {
   int32_t at = -1;
   if (c->index >= 0 && c->index < m->n_computations && m->computations[c->index] == c)
@@ -126,7 +97,7 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c) {
           (size_t)(m->n_computations - at - 1) * sizeof *m->computations);
   m->n_computations--;
   for (int32_t i = at; i < m->n_computations; i++) m->computations[i]->index = i;
-  retire_instr_names(m, c);
+  /* Its instructions' names stay taken; lookups skip removed holders. */
   hk_ns_retire(&m->impl->comp_names, c->name);
   if (m->entry == c) m->entry = NULL;
   c->index = -1;

@@ -335,12 +335,16 @@ void hk_ns_retire(hk_namespace *ns, const char *name) {
   if (e) hk_strmap_set_value(e, HK_NAME_RETIRED);
 }
 
-void hk_ns_retire_held(hk_namespace *ns, const char *name) {
-  hk_strmap_entry *e = hk_ns_entry(ns, name);
+hk_instr *hk_name_holder_of(hk_namespace *ns, const char *name) {
+  hk_ns_settle_taken(ns);
+  size_t len = strlen(name);
+  hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));
   void *v = e ? hk_strmap_value(e) : NULL;
-  if (v && v != HK_NAME_RESERVED) hk_strmap_set_value(e, HK_NAME_RETIRED);
+  if (v == NULL || v == HK_NAME_RESERVED || v == HK_NAME_RETIRED) return NULL;
+  hk_instr *i = v;
+  bool live = i->parent && i->parent->index >= 0;
+  return live && !(i->flags & HK_IFLAG_NAME_LENT) && i->name == hk_strmap_key(e) ? i : NULL;
 }
-
 hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name) {
   const hk_strhdr *h = hk_str_hdr(name);
   return hk_strmap_find(&ns->names, name, h->len, h->hash);
