@@ -206,12 +206,16 @@ static void notes_reset(struct spmd_walk_notes *w, int32_t n) {
   if (!w->has_candidate) abort();
   w->n = n;
   w->next_channel_id = 1;
+  w->control_calls = false;
   w->valid = false;
 }
 
-/* What later phases want to know of i: its channel id, and whether
- * PreprocessHlos has work in its computation (k). */
+/* What later phases want to know of i: its channel id, whether it calls
+ * in a control-flow context, and whether PreprocessHlos has work in its
+ * computation (k). */
 static void note_instr(struct spmd_walk_notes *w, int32_t k, const hk_instr *i) {
+  if (i->n_called && hk_opcode_call_context((hk_opcode)i->opcode) != HK_CALL_EMBEDDED)
+    w->control_calls = true;
   if (i->attrs && i->attrs->channel_id >= w->next_channel_id)
     w->next_channel_id = i->attrs->channel_id + 1;
   if (!w->has_candidate[k] && spmd_preprocess_candidate(i)) w->has_candidate[k] = true;
@@ -332,12 +336,6 @@ static hk_status *run_pass_changed(spmd_partitioner *p, const char *name, hk_mod
   return st;
 }
 
-static hk_status *run_named_pass(spmd_partitioner *p, const char *name, hk_module *m,
-                                 const hk_exec_threads *threads) {
-  bool changed;
-  return run_pass_changed(p, name, m, threads, &changed);
-}
-
 static void mark_reachable(hk_computation *c, bool *seen) {
   if (seen[c->index]) return;
   seen[c->index] = true;
@@ -429,15 +427,25 @@ static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threa
 
 /* ---- Run ---------------------------------------------------------------------------------- */
 
-static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
+/* Whether the flattening left the module as the sharding walk saw it
+ * (`unchanged`) with no call in a control-flow context: then every callee
+ * is embedded, called only from embedded sites, which is flat by
+ * definition, and the graph need not be built to know it. */
+static bool flat_by_notes(const spmd_partitioner *p, bool unchanged) {
+  return unchanged && p->notes.valid && !p->notes.control_calls;
+}
+
+static hk_status *partition_entry(spmd_partitioner *p, hk_module *m, bool known_flat) {
   hk_computation *entry = m->entry;
   const hk_sharding *root_sharding = entry->root->sharding;
   /* A lone computation calls nothing: flat, and no graph is needed. */
-  hk_call_graph *cg = m->n_computations > 1 ? hk_call_graph_build(m) : NULL;
-  if (m->n_computations > 1 && (!cg || !hk_call_graph_is_flattened(cg))) {
+  bool check = m->n_computations > 1 && !known_flat;
+  hk_call_graph *cg = check ? hk_call_graph_build(m) : NULL;
+  if (check && (!cg || !hk_call_graph_is_flattened(cg))) {
     hk_call_graph_free(cg);
     HK_RET_CHECK(false, "call graph is not flattened");
   }
+  spmd_phase_done(&p->clock, "flattened call graph check");
   const hk_sharding **ps = calloc((size_t)entry->n_params + 1, sizeof *ps);
   if (!ps) abort();
   for (int k = 0; k < entry->n_params; k++) ps[k] = entry->params[k]->sharding;
@@ -484,14 +492,15 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   log_report(&p->before_report, m, "before", p->options.report_instruction_count, NULL);
   record_inputs_outputs_sharding(m);
   /* Phase C */
-  HK_TRY(run_named_pass(p, "flatten-call-graph", m, threads));
+  bool flattened_something;
+  HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, &flattened_something));
   spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
   /* Neither PreprocessHlos nor flattening adds channel ids. */
   p->next_channel_id = p->notes.valid ? p->notes.next_channel_id : hk_module_next_channel_id(m);
   spmd_phase_done(&p->clock, "next channel id");
   /* Phase D */
-  HK_TRY(partition_entry(p, m));
+  HK_TRY(partition_entry(p, m, flat_by_notes(p, !flattened_something)));
   *changed = true;
   /* Phase E */
   HK_TRY(relayout_and_verify(p, m, &saved));

@@ -56,6 +56,7 @@ typedef struct spmd_partitioner {
   struct spmd_walk_notes {
     bool valid;
     int64_t next_channel_id;       /* past every channel id in the module */
+    bool control_calls;            /* some instruction calls in a control-flow context */
     bool *has_candidate;           /* by computation index: PreprocessHlos work */
     int32_t n;
   } notes;
