@@ -522,7 +522,12 @@ static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_
     if (!generic_only && !specific_only && pi->async_thread)
       a->async_execution_thread = pi->async_thread;
   }
-  if (!generic_only && pi->has_dims) hk_instr_set_dims(i, pi->dims.n, pi->dims.v);
+  if (!generic_only && pi->has_dims) {
+    /* the list is a fresh copy in the module's arena already (tx_int_list,
+     * iota_dimension): the instruction takes it as it is */
+    i->n_dims = pi->dims.n;
+    i->dims = pi->dims.n ? (int64_t *)pi->dims.v : NULL;
+  }
   if (!generic_only) set_called(P, i, pi);
   if (!specific_only) {
     i->sharding = pi->sharding;

@@ -336,36 +336,24 @@ static hk_status *run_pass_changed(spmd_partitioner *p, const char *name, hk_mod
   return st;
 }
 
-static void mark_reachable(hk_computation *c, bool *seen) {
-  if (seen[c->index]) return;
-  seen[c->index] = true;
-  for (hk_instr *i = c->first; i; i = i->next)
-    for (int k = 0; k < i->n_called; k++) mark_reachable(i->called[k], seen);
-}
-
-/* Drops the original computations the partitioned ones replaced. */
-static void remove_unreachable(hk_module *m) {
-  bool *seen = calloc((size_t)m->n_computations + 1, 1);
-  if (!seen) abort();
-  mark_reachable(m->entry, seen);
-  int32_t n = m->n_computations;
-  hk_computation **dead = calloc((size_t)n + 1, sizeof *dead);
-  if (!dead) abort();
-  int32_t nd = 0;
-  for (int32_t k = 0; k < n; k++)
-    if (!seen[k]) dead[nd++] = m->computations[k];
-  for (int32_t k = 0; k < nd; k++) hk_module_remove_computation(m, dead[k]);
-  free(dead);
-  free(seen);
+/* Drops the originals the partitioned computations replaced.  None is
+ * still called: the entry is replaced, and every other partitioned
+ * computation was called in a control-flow context from exactly one
+ * callsite (the flattened RET_CHECK), inside a computation that was
+ * itself replaced.  Other computations nothing calls any more (a reducer
+ * whose users were rewritten) go with the cleanup's hlo-dce. */
+static void remove_replaced(spmd_partitioner *p, hk_module *m) {
+  for (int64_t k = 0; k < p->n_new_comps; k++)
+    if (p->orig_comps[k]->index >= 0) hk_module_remove_computation(m, p->orig_comps[k]);
 }
 
 /* Gives the partitioned computations their original names back. */
 static void restore_names(spmd_partitioner *p, hk_module *m) {
   for (int64_t k = 0; k < p->n_new_comps; k++) {
     hk_computation *c = p->new_comps[k];
-    if (c->index < 0 || !strcmp(c->name, p->orig_names[k])) continue;
-    if (!hk_module_find_computation(m, p->orig_names[k]))
-      c->name = hk_intern_cstr(m, p->orig_names[k]);
+    const char *name = p->orig_comps[k]->name;
+    if (c->index < 0 || !strcmp(c->name, name)) continue;
+    if (!hk_module_find_computation(m, name)) c->name = hk_intern_cstr(m, name);
   }
   p->n_new_comps = 0;
 }
@@ -456,7 +444,7 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m, bool known_
   if (st) return st;
   spmd_phase_done(&p->clock, "partition computations");
   hk_module_set_entry(m, ne);
-  remove_unreachable(m);
+  remove_replaced(p, m);
   restore_names(p, m);
   hk_module_sort_computations(m);
   spmd_phase_done(&p->clock, "drop replaced computations");
@@ -517,7 +505,7 @@ static void spmd_destroy(hk_pass *self) {
   free(p->before_report);
   free(p->after_report);
   free(p->new_comps);
-  free(p->orig_names);
+  free(p->orig_comps);
   free(p->notes.has_candidate);
   spmd_memo_clear(&p->memo);
   free(p);

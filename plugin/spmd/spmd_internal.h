@@ -46,7 +46,7 @@ typedef struct spmd_partitioner {
   int32_t n_group_cache;
   spmd_memo memo;                  /* emptied when a run starts */
   hk_computation **new_comps;      /* partitioned computations ... */
-  const char **orig_names;         /* ... and the names they replace */
+  hk_computation **orig_comps;     /* ... and the originals they replace */
   int64_t n_new_comps, cap_new_comps;
   char *before_report;             /* malloc'ed */
   char *after_report;

@@ -178,16 +178,17 @@ static hk_status *visit_all(spmd_visitor *v, int n_params, const hk_sharding *co
   return st;
 }
 
-/* Records which original name a new computation should take back. */
-static void remember_name(spmd_partitioner *p, hk_computation *c, const char *name) {
+/* Records which original a new computation replaces (its name is given
+ * back once the original is gone). */
+static void remember_replacement(spmd_partitioner *p, hk_computation *c, hk_computation *orig) {
   if (p->n_new_comps == p->cap_new_comps) {
     p->cap_new_comps = p->cap_new_comps ? 2 * p->cap_new_comps : 8;
     p->new_comps = realloc(p->new_comps, sizeof *p->new_comps * (size_t)p->cap_new_comps);
-    p->orig_names = realloc(p->orig_names, sizeof *p->orig_names * (size_t)p->cap_new_comps);
-    if (!p->new_comps || !p->orig_names) abort();
+    p->orig_comps = realloc(p->orig_comps, sizeof *p->orig_comps * (size_t)p->cap_new_comps);
+    if (!p->new_comps || !p->orig_comps) abort();
   }
   p->new_comps[p->n_new_comps] = c;
-  p->orig_names[p->n_new_comps++] = name;
+  p->orig_comps[p->n_new_comps++] = orig;
 }
 
 hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig, int n_params,
@@ -203,7 +204,7 @@ hk_status *spmd_partition_computation(spmd_partitioner *p, hk_computation *orig,
   v.cg = cg;
   v.values = new_block(orig->n_instrs + 16, NULL);
   v.comp = hk_computation_new(v.m, orig->name);
-  remember_name(p, v.comp, orig->name);
+  remember_replacement(p, v.comp, orig);
   v.comp->execution_thread = orig->execution_thread;
   hk_status *st = visit_all(&v, n_params, param_shardings);
   if (!st) {
