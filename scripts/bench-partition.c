@@ -81,12 +81,12 @@ typedef struct run_result {
 
 static run_result run_once(const char *path, hk_registry *reg, const char *passes) {
   run_result r;
-  hk_buf text, out;
-  hk_buf_init(&text);
+  hk_file_bytes text;
+  hk_buf out;
   hk_buf_init(&out);
   hk_module *m = NULL;
   double w0 = clock_s(CLOCK_MONOTONIC), t0 = now();
-  hk_status *rst = hk_buf_read_file(&text, path);
+  hk_status *rst = hk_file_bytes_open(path, &text);   /* as hlokit's CLI reads a module */
   if (rst) die("read", rst);
   double t1 = now();
   hk_status *st = hk_parse_module(text.data, text.len, path, &m);
@@ -111,7 +111,7 @@ static run_result run_once(const char *path, hk_registry *reg, const char *passe
   r.wall_s = w5 - w0;
   hk_pass_destroy(pl);
   hk_module_free(m);
-  hk_buf_free(&text);
+  hk_file_bytes_close(&text);
   hk_buf_free(&out);
   return r;
 }

@@ -50,6 +50,19 @@ void hk_buf_printf(hk_buf *b, const char *fmt, ...) __attribute__((format(printf
  * so its bytes are copied once.  Errors name the path: HK_NOT_FOUND when it
  * cannot be opened, HK_INVALID_ARGUMENT when reading fails (ABI 1.2). */
 hk_status *hk_buf_read_file(hk_buf *b, const char *path);
+/* A whole file's bytes, read-only, for parsing in place: a regular file is
+ * mapped (no copy), anything else ("-": standard input, pipes) is read into
+ * memory.  data is not NUL-terminated (the parsers take a length).  The
+ * file must not be truncated while it is open.  Errors as hk_buf_read_file
+ * (ABI 1.2). */
+typedef struct hk_file_bytes {
+  const char *data;
+  size_t len;
+  void *held;        /* host-private: the mapping or the buffer */
+  size_t held_len;
+} hk_file_bytes;
+hk_status *hk_file_bytes_open(const char *path, hk_file_bytes *out);
+void hk_file_bytes_close(hk_file_bytes *f);
 
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out);
 void hk_print_shape(const hk_shape *s, hk_buf *out);

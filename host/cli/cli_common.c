@@ -181,9 +181,9 @@ hk_status *hk_cli_load_plugins(const hk_cli_common *c, hk_registry **out) {
 
 /* ---- input ------------------------------------------------------------------------ */
 
-static bool looks_like_json(const hk_buf *b) {
-  for (size_t i = 0; i < b->len; i++) {
-    char ch = b->data[i];
+static bool looks_like_json(const char *data, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    char ch = data[i];
     if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r') continue;
     return ch == '{';
   }
@@ -191,17 +191,16 @@ static bool looks_like_json(const hk_buf *b) {
 }
 
 hk_status *hk_cli_read_module(const char *path, hk_module **out) {
-  hk_buf b;
-  hk_buf_init(&b);
-  hk_status *st = hk_buf_read_file(&b, path);
+  hk_file_bytes f;
+  hk_status *st = hk_file_bytes_open(path, &f);
   const char *name = strcmp(path, "-") == 0 ? "<stdin>" : path;
   if (!st) {
-    if (looks_like_json(&b))
-      st = hk_module_from_json(b.data, b.len, name, out);
+    if (looks_like_json(f.data, f.len))
+      st = hk_module_from_json(f.data, f.len, name, out);
     else
-      st = hk_parse_module(b.data, b.len, name, out);
+      st = hk_parse_module(f.data, f.len, name, out);
   }
-  hk_buf_free(&b);
+  hk_file_bytes_close(&f);
   return st;
 }
 

@@ -3,7 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "arena.h"
 #include "hlokit/status.h"
@@ -81,4 +84,42 @@ hk_status *hk_buf_read_file(hk_buf *b, const char *path) {
   bool ok = read_stream(b, f, expect + 1);   /* +1: EOF is seen without growing */
   if (!is_stdin) fclose(f);
   return ok ? NULL : hk_error(HK_INVALID_ARGUMENT, "%s: read error", path);
+}
+
+/* Maps path when it is a non-empty regular file; false otherwise (the
+ * caller reads it instead). */
+static bool map_regular_file(const char *path, hk_file_bytes *out) {
+  int fd = open(path, O_RDONLY);
+  if (fd < 0) return false;
+  struct stat st;
+  bool mapped = false;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    if (p != MAP_FAILED) {
+      *out = (hk_file_bytes){p, (size_t)st.st_size, p, (size_t)st.st_size};
+      mapped = true;
+    }
+  }
+  close(fd);
+  return mapped;
+}
+
+hk_status *hk_file_bytes_open(const char *path, hk_file_bytes *out) {
+  *out = (hk_file_bytes){NULL, 0, NULL, 0};
+  if (strcmp(path, "-") != 0 && map_regular_file(path, out)) return NULL;
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *st = hk_buf_read_file(&b, path);
+  if (st) {
+    hk_buf_free(&b);
+    return st;
+  }
+  *out = (hk_file_bytes){b.data ? b.data : "", b.len, b.data, 0};
+  return NULL;
+}
+
+void hk_file_bytes_close(hk_file_bytes *f) {
+  if (f->held_len) munmap(f->held, f->held_len);
+  else free(f->held);
+  *f = (hk_file_bytes){NULL, 0, NULL, 0};
 }

@@ -107,8 +107,8 @@ static hk_strmap_entry *strmap_place(hk_strmap_entry *slots, uint32_t mask, uint
     if (!slots[i].kt) return &slots[i];
 }
 
-static void strmap_grow(hk_strmap *t) {
-  uint32_t cap = t->slots ? (t->mask + 1) * 2 : 16;
+/* Rehashes t into a table of cap slots (a power of two above its count). */
+static void strmap_resize(hk_strmap *t, uint32_t cap) {
   hk_strmap_entry *slots = hk_table_alloc(strmap_size(cap));
   if (t->slots) {
     for (uint32_t i = 0; i <= t->mask; i++)
@@ -120,14 +120,19 @@ static void strmap_grow(hk_strmap *t) {
   t->mask = cap - 1;
 }
 
+static void strmap_grow(hk_strmap *t) { strmap_resize(t, t->slots ? (t->mask + 1) * 2 : 16); }
+
 /* Keeps the load factor at most 3/4. */
 static void strmap_reserve_one(hk_strmap *t) {
   if (!t->slots || (uint64_t)(t->count + 1) * 4 > (uint64_t)(t->mask + 1) * 3) strmap_grow(t);
 }
 
+/* Sized once for n entries: no intermediate tables are made and filled. */
 void hk_strmap_reserve(hk_strmap *t, size_t n) {
   if (n > (size_t)1 << 30) n = (size_t)1 << 30;
-  while (!t->slots || (uint64_t)n * 4 > (uint64_t)(t->mask + 1) * 3) strmap_grow(t);
+  uint64_t cap = t->slots ? (uint64_t)t->mask + 1 : 16;
+  while ((uint64_t)n * 4 > cap * 3) cap *= 2;
+  if (!t->slots || cap > (uint64_t)t->mask + 1) strmap_resize(t, (uint32_t)cap);
 }
 
 hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_t hash) {
