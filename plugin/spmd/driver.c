@@ -480,8 +480,11 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   log_report(&p->before_report, m, "before", p->options.report_instruction_count, NULL);
   record_inputs_outputs_sharding(m);
   /* Phase C */
-  bool flattened_something;
-  HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, &flattened_something));
+  /* Flattening clones only computations called in a control-flow context:
+   * when the sharding walk saw no such call, it has nothing to do. */
+  bool flattened_something = false;
+  if (!flat_by_notes(p, true))
+    HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, &flattened_something));
   spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
   /* Neither PreprocessHlos nor flattening adds channel ids. */
