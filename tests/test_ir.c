@@ -4,6 +4,7 @@
 
 #include "testutil.h"
 #include "ir/intern.h"
+#include "ir/irpriv.h"
 
 static const int64_t kDims23[] = {2, 3};
 
@@ -270,6 +271,47 @@ START_TEST(many_unique_names) {
   ck_assert_str_eq(last->name, "negate.19999");
   ck_assert_ptr_eq(hk_computation_find_instr(c, "negate.12345")->parent, c);
   ck_assert_int_eq(p->n_users, 20000);
+  hk_module_free(m);
+}
+END_TEST
+
+/* The text parser announces each name (hk_module_prefetch_instr_name)
+ * before it creates the instruction from a copy; the announced hash is used
+ * only for that very name, so a different or stale announcement changes
+ * nothing and every name stays findable. */
+START_TEST(announced_names) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = new_comp(m, "e");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  static const char *const cases[][3] = {
+      /* announced, created from, gets */
+      {"pre.5", "pre.5", "pre.5"}, {"pre.5", "pre.6", "pre.6"}, {"pre.5", "pre.5", "pre.0"},
+      {"pre.8", "x/y", "x_y"},     {"q", "q", "q"},             {"q.9", "q", "q.1"},
+      {"", "", "name"},            {"f32", "f32", "f32_"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char copy[64];
+    snprintf(copy, sizeof copy, "%s", cases[k][1]);
+    hk_module_prefetch_instr_name(m, cases[k][0], strlen(cases[k][0]));
+    hk_instr *i = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, copy);
+    ck_assert_str_eq(i->name, cases[k][2]);
+    ck_assert_ptr_eq(hk_computation_find_instr(c, cases[k][2]), i);
+  }
+  /* an announcement left over in a module freed since is not used */
+  hk_module_prefetch_instr_name(m, "stale.1", 7);
+  hk_module_free(m);
+  m = hk_module_new("m2");
+  c = new_comp(m, "e");
+  s = hk_shape_scalar(m, HK_F32);
+  hk_instr *i = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, "stale.1");
+  ck_assert_ptr_eq(hk_computation_find_instr(c, "stale.1"), i);
+  /* a long name is not announced, and still found */
+  char longname[200];
+  memset(longname, 'a', sizeof longname - 1);
+  longname[sizeof longname - 1] = 0;
+  hk_module_prefetch_instr_name(m, longname, strlen(longname));
+  i = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, longname);
+  ck_assert_ptr_eq(hk_computation_find_instr(c, longname), i);
   hk_module_free(m);
 }
 END_TEST
@@ -1237,6 +1279,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, module_basics);
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);
+  tcase_add_test(tc, announced_names);
   tcase_add_test(tc, canonical_name_edges);
   tcase_add_test(tc, colliding_names_dense_and_sparse);
   tcase_add_test(tc, name_suffixes);

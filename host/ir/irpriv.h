@@ -97,6 +97,11 @@ typedef struct hk_namespace {
    * Uniquing needs no owners (a taken name stays taken either way). */
   struct hk_instr **taken;
   size_t n_taken, cap_taken;
+  /* The name last announced by hk_module_prefetch_instr_name, with its
+   * hash, until hk_ns_unique registers it (names.c). */
+  bool hinted;
+  uint32_t hint_len, hint_hash;
+  char hint[48];
 } hk_namespace;
 
 /* Per root, a summary of the ids its names use ("add.7": root "add", id 7;

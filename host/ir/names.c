@@ -263,10 +263,36 @@ static bool canonical_parts(const char *s, size_t len, size_t *root_len, bool *s
   return true;
 }
 
-/* XLA's NameUniquer::GetUniqueName.  The common case (the canonical name is
- * free) costs one probe of the name map. */
-const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,
-                         void *owner) {
+/* The name announced by hk_module_prefetch_instr_name, with its hash: the
+ * parser announces a name before it parses the right-hand side, then hands
+ * hk_instr_new a fresh copy; the hash is taken from the announcement (read
+ * from the text, long since written) instead of from that copy.  A private
+ * copy of the characters (ns->hint) checks it is the same name. */
+static void hint_set(hk_namespace *ns, const char *s, size_t len, uint32_t hash) {
+  ns->hinted = len <= sizeof ns->hint;
+  if (!ns->hinted) return;
+  ns->hint_len = (uint32_t)len;
+  ns->hint_hash = hash;
+  memcpy(ns->hint, s, len);
+}
+
+/* Whether want is the announced name (its slot is loading already); *h
+ * gets its hash. */
+static bool hinted_hash(hk_namespace *ns, const char *want, size_t len, uint32_t *h) {
+  if (ns->hinted && ns->hint_len == len && memcmp(ns->hint, want, len) == 0) {
+    ns->hinted = false;
+    *h = ns->hint_hash;
+    return true;
+  }
+  *h = hk_str_hash(want, len);
+  return false;
+}
+
+/* XLA's NameUniquer::GetUniqueName for want, whose hk_str_hash is h (its
+ * slot prefetched already or not).  The common case (want is canonical and
+ * free) costs one probe of the name map and no copy of want. */
+static const char *ns_unique_hashed(hk_module *m, hk_namespace *ns, const char *want,
+                                    size_t len, uint32_t h, bool prefetched, void *owner) {
   char stack[256];
   size_t need = 2 * (len + 40);
   char *buf = need <= sizeof stack ? stack : malloc(need);
@@ -274,43 +300,50 @@ const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_
   char *scratch = buf + len + 40;
   /* Usually the name is already canonical: start loading its slot while the
    * canonical spelling is worked out. */
-  uint32_t h = hk_str_hash(want, len);
-  hk_strmap_prefetch(&ns->names, h);
+  if (!prefetched) hk_strmap_prefetch(&ns->names, h);
   size_t n, root_len;
   int64_t id;
   bool suffix;
+  const char *s = want;   /* the canonical spelling: want itself, or buf */
   if (canonical_parts(want, len, &root_len, &suffix, &id)) {
-    memcpy(buf, want, len);
     n = len;
   } else {
     n = sanitize(want, len, buf);
     suffix = split_suffix(buf, n, &root_len, &id);
     n = format_name(buf, buf, root_len, suffix, id);
     if (n != len || memcmp(buf, want, len) != 0) h = hk_str_hash(buf, n);
+    s = buf;
   }
-  hk_root_ids *r = suffix ? root_ids_find(ns, buf, root_len) : NULL;
+  hk_root_ids *r = suffix ? root_ids_find(ns, s, root_len) : NULL;
   if (r && id >= 1 && id <= r->max && ids_dense(r))
-    prefetch_next_name(ns, r, buf, root_len, scratch);
-  hk_strmap_entry *e = hk_strmap_slot(&ns->names, buf, n, h);
+    prefetch_next_name(ns, r, s, root_len, scratch);
+  hk_strmap_entry *e = hk_strmap_slot(&ns->names, s, n, h);
   const char *name;
   if (e->kt && hk_strmap_value(e) == HK_NAME_RESERVED && owner != HK_NAME_RESERVED) {
     /* handed out by hk_module_unique_name: its first owner takes it */
     hk_strmap_set_value(e, owner);
     name = hk_strmap_key(e);
-  } else if (!e->kt && !(id == 0 && zero_alias_taken(ns, buf, root_len, suffix, scratch))) {
-    name = hk_str_new(&m->impl->arena, buf, n, h);
+  } else if (!e->kt && !(id == 0 && zero_alias_taken(ns, s, root_len, suffix, scratch))) {
+    name = hk_str_new(&m->impl->arena, s, n, h);
     hk_strmap_fill(&ns->names, e, name, owner);
-    /* buf is format_name(root, suffix, id): its parts are known */
-    note_dot_zero(ns, buf, n);
+    /* s is format_name(root, suffix, id): its parts are known */
+    note_dot_zero(ns, s, n);
     if (r) note_id_in(r, id, id >= 0);
-    else note_root_parts(m, ns, buf, root_len, suffix ? id : 0, id >= 0);
+    else note_root_parts(m, ns, s, root_len, suffix ? id : 0, id >= 0);
   } else {
-    id = next_free_id(m, ns, buf, root_len, scratch);
-    n = format_name(buf, buf, root_len, suffix, id);
+    id = next_free_id(m, ns, s, root_len, scratch);
+    n = format_name(buf, s, root_len, suffix, id);
     name = hk_ns_claim(m, ns, buf, n, owner);
   }
   if (buf != stack) free(buf);
   return name;
+}
+
+const char *hk_ns_unique(hk_module *m, hk_namespace *ns, const char *want, size_t len,
+                         void *owner) {
+  uint32_t h;
+  bool prefetched = hinted_hash(ns, want, len, &h);
+  return ns_unique_hashed(m, ns, want, len, h, prefetched, owner);
 }
 
 void hk_module_reserve_instr_names(hk_module *m, size_t n) {
@@ -318,7 +351,9 @@ void hk_module_reserve_instr_names(hk_module *m, size_t n) {
 }
 
 void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
-  hk_strmap_prefetch(&m->impl->instr_names.names, hk_str_hash(name, len));
+  uint32_t h = hk_str_hash(name, len);
+  hk_strmap_prefetch(&m->impl->instr_names.names, h);
+  hint_set(&m->impl->instr_names, name, len, h);
 }
 
 void *hk_ns_lookup(hk_namespace *ns, const char *name) {
