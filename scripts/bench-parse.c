@@ -46,33 +46,22 @@ static double median(double *t, int n) {
   return n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
 }
 
-/* Reads the whole file into a malloc'ed buffer; NULL on error. */
-static char *read_file(const char *path, size_t *len) {
-  hk_buf b;
-  hk_buf_init(&b);
-  hk_status *st = hk_buf_read_file(&b, path);
-  if (st) {
-    hk_status_free(st);
-    hk_buf_free(&b);
-    return NULL;
-  }
-  *len = b.len;
-  return b.data;
-}
-
 /* The floor: read the bytes and touch every one of them (count lines). */
 static double time_floor(const char *path, long *lines) {
   double t0 = now();
-  size_t len;
-  char *buf = read_file(path, &len);
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_status *st = hk_buf_read_file(&b, path);
+  if (st) hk_status_free(st);
+  const char *buf = b.data;
   long n = 0;
-  for (const char *p = buf, *end = buf + (buf ? len : 0); p < end; n++) {
+  for (const char *p = buf, *end = buf + (buf ? b.len : 0); p < end; n++) {
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     if (!nl) break;
     p = nl + 1;
   }
   double t = now() - t0;
-  free(buf);
+  hk_buf_free(&b);
   *lines = n;
   return t;
 }
@@ -110,12 +99,16 @@ typedef struct result {
 
 /* K parses (each module freed) then K prints of one parsed module. */
 static int run(const char *path, int runs, hk_print_form form, result *r) {
-  size_t len;
-  char *text = read_file(path, &len);
-  if (!text) {
-    fprintf(stderr, "hk-bench-parse: cannot read %s: %s\n", path, strerror(errno));
+  hk_buf file;
+  hk_buf_init(&file);
+  hk_status *rst = hk_buf_read_file(&file, path);
+  if (rst) {
+    fprintf(stderr, "hk-bench-parse: %s\n", rst->message);
+    hk_status_free(rst);
     return 2;
   }
+  char *text = file.data;
+  size_t len = file.len;
   r->bytes = len;
   double tp[MAX_RUNS], tq[MAX_RUNS], tf[MAX_RUNS], cp[MAX_RUNS], cq[MAX_RUNS];
   long base_rss = rss_now();
