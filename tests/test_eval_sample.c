@@ -379,6 +379,11 @@ START_TEST(test_ops_match_dense) {
       "  z = f32[] constant(0)\n  ROOT r = f32[10] reduce(a, z), dimensions={0}, to_apply=add",
       "  z = f32[] constant(0)\n  bb = f32[12,10,500] broadcast(a), dimensions={0,1}\n"
       "  ROOT r = f32[12] reduce(bb, z), dimensions={1,2}, to_apply=max",
+      /* a reduce over no dims asked for a box of more than its chunk size */
+      "  z = f32[] constant(0)\n  bb = f32[12,10,500] broadcast(a), dimensions={0,1}\n  rb = f32[12,5000] reshape(bb)\n"
+      "  r = f32[12,5000] reduce(rb, z), dimensions={}, to_apply=max\n  one = f32[] constant(1)\n"
+      "  ones = f32[5000,2] broadcast(one), dimensions={}\n"
+      "  ROOT d = f32[12,2] dot(r, ones), lhs_contracting_dims={1}, rhs_contracting_dims={0}",
       "  z = f32[] constant(0)\n  ROOT r = f32[6,10] reduce-window(a, z), window={size=3x2 stride=2x2 pad=1_2x1_1 lhs_dilate=1x2 rhs_dilate=2x1}, to_apply=add",
       "  z = f32[] constant(0)\n  src = f32[6,5] slice(a), slice={[0:6], [0:5]}\n"
       "  ROOT s = f32[12,10] select-and-scatter(a, src, z), window={size=3x3 stride=2x2 pad=1_1x1_1}, select=ge, scatter=add",
@@ -451,6 +456,12 @@ START_TEST(test_cli_sampled_mode) {
     ck_assert_ptr_nonnull(strstr(out, "(sampled "));
     free(out);
   }
+  /* with replicas the global program runs on every replica, as in dense mode */
+  rc = run_hlokit("check fixtures/eval/cross_replica_all_reduce.hlo --num-partitions=2 --num-replicas=2"
+                  " '--passes=spmd-partitioning{allow_module_signature_change=true}' --mode=sampled --samples=16",
+                  &out);
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  free(out);
   /* dense mode is reported as such */
   rc = run_hlokit("check fixtures/eval/matmul.hlo --partitioned=fixtures/eval/matmul_spmd_ok.hlo --mode=dense --json", &out);
   ck_assert_int_eq(rc, 0);

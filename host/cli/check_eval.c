@@ -143,21 +143,27 @@ static void merge_compare(hk_compare_result *acc, hk_compare_result *r, int64_t 
   hk_compare_result_free(r);
 }
 
+/* The global module on parts x reps devices, each given the whole inputs. */
+static hk_status *evaluate_global_on_devices(const hk_module *g, hk_value **in, int64_t parts,
+                                             int64_t reps, const hk_eval_options *eo, hk_value **gres,
+                                             hk_eval_stats *gstats) {
+  int64_t n = parts * reps;
+  hk_value ***gin = calloc((size_t)n, sizeof(hk_value **));
+  if (!gin) abort();
+  for (int64_t d = 0; d < n; d++) gin[d] = in;
+  hk_status *st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, g->entry->n_params, gres, eo, gstats);
+  free(gin);
+  return st;
+}
+
 /* Manual regions: the global module runs on the same devices (each given
  * the whole inputs); device d's partitioned result must equal its tile,
  * under the output sharding, of device d's global result. */
 static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int64_t parts,
                                          int64_t reps, const hk_eval_options *eo, hk_value **gres,
                                          hk_eval_stats *gstats) {
-  int64_t n = parts * reps;
-  int np = g->entry->n_params;
-  hk_value ***gin = calloc((size_t)n, sizeof(hk_value **));
-  if (!gin) abort();
-  for (int64_t d = 0; d < n; d++) gin[d] = in;
-  hk_status *st = check_manual_collectives(g);
-  if (!st) st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
-  free(gin);
-  return st;
+  HK_TRY(check_manual_collectives(g));
+  return evaluate_global_on_devices(g, in, parts, reps, eo, gres, gstats);
 }
 
 /* The global program with replicas: every replica runs it on the same
@@ -165,21 +171,17 @@ static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int6
  * 0's result. */
 static hk_status *evaluate_global(const hk_module *g, hk_value **in, int64_t reps,
                                   const hk_eval_options *eo, hk_value **out, hk_eval_stats *stats) {
-  int np = g->entry->n_params;
-  if (reps <= 1) return hk_eval_module(g, in, np, out, eo, stats);
-  hk_value ***gin = calloc((size_t)reps, sizeof(hk_value **));
+  if (reps <= 1) return hk_eval_module(g, in, g->entry->n_params, out, eo, stats);
   hk_value **gres = calloc((size_t)reps, sizeof(hk_value *));
   hk_eval_stats *gstats = calloc((size_t)reps, sizeof(hk_eval_stats));
-  if (!gin || !gres || !gstats) abort();
-  for (int64_t r = 0; r < reps; r++) gin[r] = in;
-  hk_status *st = hk_eval_spmd(g, 1, reps, (hk_value *const *const *)gin, np, gres, eo, gstats);
+  if (!gres || !gstats) abort();
+  hk_status *st = evaluate_global_on_devices(g, in, 1, reps, eo, gres, gstats);
   if (!st) {
     *out = gres[0];
     gres[0] = NULL;
     *stats = gstats[0];
   }
   for (int64_t r = 0; r < reps; r++) hk_value_release(gres[r]);
-  free(gin);
   free(gres);
   free(gstats);
   return st;

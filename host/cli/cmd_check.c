@@ -63,6 +63,18 @@ static hk_status *partition_with_pipeline(const hk_cli_common *c, const hk_modul
 
 /* ---- reporting ------------------------------------------------------------------ */
 
+/* `, "full_rematerializations": N, "counters": {...}`: reshards that went
+ * through full replication as the passes counted them (null when no pass
+ * counts them, e.g. with --partitioned), and every counter. */
+static void put_counters_json(const hk_counter_list *counters, hk_buf *b) {
+  int64_t remats = hk_counter_list_sum(counters, "full_rematerializations");
+  hk_buf_puts(b, ", \"full_rematerializations\": ");
+  if (remats < 0) hk_buf_puts(b, "null");
+  else hk_buf_printf(b, "%lld", (long long)remats);
+  hk_buf_puts(b, ", \"counters\": ");
+  hk_counter_list_json(counters, b);
+}
+
 static void report_json(const check_report *r, const hk_counter_list *counters, hk_buf *b) {
   hk_buf_printf(b, "{\"equal\": %s, \"mode\": \"dense\", \"max_abs_error\": ",
                 hk_check_report_equal(r) ? "true" : "false");
@@ -97,14 +109,8 @@ static void report_json(const check_report *r, const hk_counter_list *counters, 
   hk_buf_puts(b, ", \"peak_live_bytes_by_device\": [");
   for (int64_t d = 0; d < r->n_devices; d++)
     hk_buf_printf(b, "%s%lld", d ? ", " : "", (long long)r->dev_stats[d].peak_live_bytes);
-  /* Reshards that went through full replication, as the passes counted
-   * them (null when no pass counts them, e.g. with --partitioned). */
-  int64_t remats = hk_counter_list_sum(counters, "full_rematerializations");
-  hk_buf_puts(b, "], \"full_rematerializations\": ");
-  if (remats < 0) hk_buf_puts(b, "null");
-  else hk_buf_printf(b, "%lld", (long long)remats);
-  hk_buf_puts(b, ", \"counters\": ");
-  hk_counter_list_json(counters, b);
+  hk_buf_puts(b, "]");
+  put_counters_json(counters, b);
   hk_buf_printf(b, ", \"num_devices\": %lld, \"instructions_before\": %lld, \"instructions_after\": %lld}\n",
                 (long long)r->n_devices, (long long)r->instrs_before, (long long)r->instrs_after);
 }
@@ -155,24 +161,19 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   check_report rep;
   memset(&rep, 0, sizeof rep);
   if (!st && c->output) st = write_partitioned(c, p);
-  if (!st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)))) {
+  bool sampled = !st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)));
+  if (sampled) {
     hk_sample_options so = {o->eval.seed, o->samples, o->eval.atol, o->eval.rtol, (int64_t)(o->sample_seconds * 1000)};
     hk_buf extra;   /* what the passes counted, as in the dense report */
     hk_buf_init(&extra);
-    int64_t remats = hk_counter_list_sum(&counters, "full_rematerializations");
-    if (remats < 0) hk_buf_puts(&extra, ", \"full_rematerializations\": null, \"counters\": ");
-    else hk_buf_printf(&extra, ", \"full_rematerializations\": %lld, \"counters\": ", (long long)remats);
-    hk_counter_list_json(&counters, &extra);
+    put_counters_json(&counters, &extra);
     hk_buf_put(&extra, "", 1);
     st = hk_check_sampled(g, p, parts, reps, &so, c->json, extra.data, equal);
     hk_buf_free(&extra);
-    hk_counter_list_free(&counters);
-    hk_module_free(g);
-    hk_module_free(p);
-    return st;
+  } else if (!st) {
+    st = hk_check_evaluate(g, p, &o->eval, parts, reps, &rep);
   }
-  if (!st) st = hk_check_evaluate(g, p, &o->eval, parts, reps, &rep);
-  if (!st) {
+  if (!st && !sampled) {
     hk_buf b;
     hk_buf_init(&b);
     if (c->json) {

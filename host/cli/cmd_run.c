@@ -21,7 +21,6 @@ typedef struct run_opts {
   int64_t time_limit_ms, max_live_bytes;
 } run_opts;
 
-
 /* Parameter values from --inputs or from the seed (one per parameter). */
 static hk_status *make_inputs(const hk_module *m, const run_opts *o, hk_value ***out, int *n) {
   if (o->inputs) {

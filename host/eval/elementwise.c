@@ -484,6 +484,12 @@ hk_value *hk_convert_value(const hk_value *v, hk_prim to) {
     memcpy(r->data, v->data, (size_t)r->nbytes);
     return r;
   }
+  if (from == HK_F32 && to == HK_F64) {   /* exact: skip the per-element dispatch */
+    const float *src = v->data;
+    double *dst = r->data;
+    for (int64_t i = 0; i < v->n; i++) dst[i] = src[i];
+    return r;
+  }
   for (int64_t i = 0; i < v->n; i++) hk_elem_convert(v, i, r, i);
   return r;
 }

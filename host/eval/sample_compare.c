@@ -304,7 +304,7 @@ static hk_status *run_sampled(sample_run *r) {
   }
   r->out->samples_planned = pl.n;
   se_ctx gx, px;
-  hk_status *st = se_ctx_init(&gx, r->g, r->g, false, 1, 1, r->o.seed);
+  hk_status *st = se_ctx_init(&gx, r->g, r->g, false, 1, r->reps, r->o.seed);
   if (!st) st = se_ctx_init(&px, r->p, r->g, true, r->parts, r->reps, r->o.seed);
   else memset(&px, 0, sizeof px);
   /* The deadline also stops long kernels (dot, convolution) midway. */

@@ -197,16 +197,6 @@ static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contractin
   }
 }
 
-/* f32 -> f64 without the per-element type dispatch of hk_convert_value. */
-static hk_value *widen(const hk_value *v) {
-  if (v->elem != HK_F32) return hk_convert_value(v, HK_F64);
-  hk_value *r = hk_value_new_array(HK_F64, v->rank, v->dims);
-  const float *src = v->data;
-  double *dst = r->data;
-  for (int64_t i = 0; i < v->n; i++) dst[i] = src[i];
-  return r;
-}
-
 hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                      hk_value **out) {
   (void)leaf;
@@ -226,7 +216,7 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
     /* Accumulate in double (the kernel does for f64), round once at the end:
      * the global and the partitioned sums then differ only where the
      * partitioned program rounds partial sums. */
-    hk_value *wide[2] = {widen(ops[0]), widen(ops[1])}, *r = NULL;
+    hk_value *wide[2] = {hk_convert_value(ops[0], HK_F64), hk_convert_value(ops[1], HK_F64)}, *r = NULL;
     st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, wide, &r);
     if (!st) *out = hk_convert_value(r, rt);
     hk_value_release(r);
@@ -436,23 +426,38 @@ hk_status *se_op_select_and_scatter(se_ctx *x, se_frame *f, const hk_instr *ins,
  * (whose operands may themselves be dots over large boxes) go in chunks. */
 enum { REDUCE_CHUNK = 4096 };
 
+/* How a reduce (with reduced dims) over operand box ib goes in chunks:
+ * along its largest reduced dim (*big), `step` indices of it per chunk, so
+ * a chunk holds about REDUCE_CHUNK elements. */
+static int64_t reduce_chunk_step(const hk_instr *ins, const se_box *ib, int *big) {
+  int d = (int)ins->dims[0];
+  for (int i = 1; i < ins->n_dims; i++)
+    if (ib->n[ins->dims[i]] > ib->n[d]) d = (int)ins->dims[i];
+  *big = d;
+  int64_t per_slice = ib->n[d] ? se_box_count(ib) / ib->n[d] : 1;
+  int64_t step = REDUCE_CHUNK / (per_slice ? per_slice : 1);
+  return step < 1 ? 1 : step;
+}
+
+/* Indices [lo, lo + step) of ib along dim big (clipped to ib). */
+static se_box reduce_chunk(const se_box *ib, int big, int64_t lo, int64_t step) {
+  se_box cb = *ib;
+  cb.lo[big] = ib->lo[big] + lo;
+  cb.n[big] = lo + step < ib->n[big] ? step : ib->n[big] - lo;
+  return cb;
+}
+
 /* A reduce with an add/mul/max/min reducer (init taken as its identity)
  * over operand box ib, in chunks along the largest reduced dim, the
  * partial results folded together. */
 static hk_status *reduce_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, hk_reducer_kind kind,
                                    const se_box *ib, const se_box *b, hk_value **out) {
-  int big = -1;
-  for (int i = 0; i < ins->n_dims; i++)
-    if (big < 0 || ib->n[ins->dims[i]] > ib->n[big]) big = (int)ins->dims[i];
-  int64_t per_slice = se_box_count(ib) / ib->n[big];
-  int64_t step = REDUCE_CHUNK / (per_slice ? per_slice : 1);
-  if (step < 1) step = 1;
+  int big;
+  int64_t step = reduce_chunk_step(ins, ib, &big);
   hk_value *acc = NULL;
   hk_status *st = NULL;
   for (int64_t lo = 0; lo < ib->n[big] && !st; lo += step) {
-    se_box cb = *ib;
-    cb.lo[big] = ib->lo[big] + lo;
-    cb.n[big] = lo + step < ib->n[big] ? step : ib->n[big] - lo;
+    se_box cb = reduce_chunk(ib, big, lo, step);
     hk_value *ops[2] = {0}, *part = NULL;
     se_box scalar = {0};
     st = se_operand(x, f, ins, 0, &cb, &ops[0]);
@@ -503,12 +508,8 @@ static void accumulate_box(const hk_instr *ins, const hk_value *v, const se_box 
  * differ only by the partitioned program's own roundings. */
 static hk_status *reduce_add_wide(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *ib,
                                   const se_box *b, hk_value **out) {
-  int big = (int)ins->dims[0];
-  for (int i = 1; i < ins->n_dims; i++)
-    if (ib->n[ins->dims[i]] > ib->n[big]) big = (int)ins->dims[i];
-  int64_t per_slice = ib->n[big] ? se_box_count(ib) / ib->n[big] : 1;
-  int64_t step = REDUCE_CHUNK / (per_slice ? per_slice : 1);
-  if (step < 1) step = 1;
+  int big;
+  int64_t step = reduce_chunk_step(ins, ib, &big);
   hk_value *iv;
   se_box scalar = {0};
   HK_TRY(se_operand(x, f, ins, 1, &scalar, &iv));
@@ -520,9 +521,7 @@ static hk_status *reduce_add_wide(se_ctx *x, se_frame *f, const hk_instr *ins, c
   for (int64_t i = 0; i < n; i++) acc[i] = init_value;
   hk_status *st = NULL;
   for (int64_t lo = 0; lo < ib->n[big] && !st; lo += step) {
-    se_box cb = *ib;
-    cb.lo[big] = ib->lo[big] + lo;
-    cb.n[big] = lo + step < ib->n[big] ? step : ib->n[big] - lo;
+    se_box cb = reduce_chunk(ib, big, lo, step);
     hk_value *v;
     st = se_operand(x, f, ins, 0, &cb, &v);
     if (!st) {
@@ -558,7 +557,7 @@ hk_status *se_op_reduce(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, c
   if (N == 1 && ins->n_called > 0 && ins->n_dims > 0 && ins->shape->elem == HK_F32 &&
       ins->operands[0]->shape->elem == HK_F32 && hk_reducer_kind_of(ins->called[0]) == HK_RED_ADD)
     return reduce_add_wide(x, f, ins, &ib, b, out);
-  if (N == 1 && ins->n_called > 0 && se_box_count(&ib) > REDUCE_CHUNK) {
+  if (N == 1 && ins->n_called > 0 && ins->n_dims > 0 && se_box_count(&ib) > REDUCE_CHUNK) {
     hk_reducer_kind kind = hk_reducer_kind_of(ins->called[0]);
     if (kind != HK_RED_GENERIC && kind <= HK_RED_MIN) return reduce_in_chunks(x, f, ins, kind, &ib, b, out);
   }

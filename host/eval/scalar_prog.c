@@ -219,17 +219,11 @@ static int only_param(const hk_instr *x, int depth) {
   return found;
 }
 
+/* Constants a and b hold the same bytes (their shapes are equal). */
 static bool same_literal(const hk_instr *a, const hk_instr *b) {
-  hk_value *va = NULL, *vb = NULL;
-  hk_status *sa = a->attrs && a->attrs->literal ? hk_value_from_literal(a->attrs->literal, &va) : hk_error(HK_INTERNAL, "-");
-  hk_status *sb = b->attrs && b->attrs->literal ? hk_value_from_literal(b->attrs->literal, &vb) : hk_error(HK_INTERNAL, "-");
-  bool same = !sa && !sb && va->elem == vb->elem && va->nbytes == vb->nbytes &&
-              !memcmp(va->data, vb->data, (size_t)va->nbytes);
-  hk_status_free(sa);
-  hk_status_free(sb);
-  hk_value_release(va);
-  hk_value_release(vb);
-  return same;
+  const hk_literal *la = a->attrs ? a->attrs->literal : NULL, *lb = b->attrs ? b->attrs->literal : NULL;
+  return la && lb && la->data && lb->data && !la->elided && !lb->elided && la->nbytes == lb->nbytes &&
+         !memcmp(la->data, lb->data, (size_t)la->nbytes);
 }
 
 /* a (over parameter pa) and b (over pb) compute the same function. */
