@@ -10,13 +10,10 @@
  * line instead (for scripts/bench.sh):
  *   instrs bytes parse_best parse_median print_best print_median floor_best
  *   rss_bytes_per_instr module_bytes_per_instr out_bytes parse_cpu print_cpu */
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 

@@ -12,13 +12,6 @@ static hk_computation *new_comp(hk_module *m, const char *name) {
   return hk_computation_new(m, name);
 }
 
-static hk_instr *param(hk_computation *c, int64_t num, const hk_shape *s, const char *name) {
-  hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, name);
-  hk_instr_attrs(p)->parameter_number = num;
-  hk_computation_register_param(c, p);
-  return p;
-}
-
 static hk_instr *binary(hk_computation *c, hk_opcode op, hk_instr *a, hk_instr *b) {
   hk_instr *ops[2] = {a, b};
   return hk_instr_new(c, op, a->shape, 2, ops, NULL);
@@ -163,7 +156,7 @@ START_TEST(unique_names) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *a0 = binary(c, HK_OP_ADD, p, p);
   hk_instr *a1 = binary(c, HK_OP_ADD, p, p);
   hk_instr *a2 = binary(c, HK_OP_ADD, p, p);
@@ -265,7 +258,7 @@ START_TEST(many_unique_names) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *last = NULL;
   for (int k = 0; k < 20000; k++) last = unary(c, HK_OP_NEGATE, p);
   ck_assert_str_eq(last->name, "negate.19999");
@@ -322,7 +315,7 @@ START_TEST(operands_users) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_array(m, HK_F32, 2, kDims23);
-  hk_instr *p0 = param(c, 0, s, NULL), *p1 = param(c, 1, s, NULL);
+  hk_instr *p0 = hk_test_param(c, 0, s, NULL), *p1 = hk_test_param(c, 1, s, NULL);
   ck_assert_str_eq(p0->name, "parameter");
   ck_assert_str_eq(p1->name, "parameter.1");
   hk_instr *sq = binary(c, HK_OP_MULTIPLY, p0, p0);
@@ -379,7 +372,7 @@ START_TEST(operands_users) {
   ck_assert_ok(hk_instr_remove(both));
   ck_assert_int_eq(count_user(p0, both), 0);
   /* XLA's RemoveUser: the last user takes the removed one's slot */
-  hk_instr *q = param(c, 2, s, "q");
+  hk_instr *q = hk_test_param(c, 2, s, "q");
   hk_instr *u1 = unary(c, HK_OP_NEGATE, q), *u2 = unary(c, HK_OP_NEGATE, q);
   hk_instr *u3 = unary(c, HK_OP_NEGATE, q);
   ck_assert_ok(hk_instr_remove(u1));
@@ -394,7 +387,7 @@ START_TEST(instr_new_before_and_attrs) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_S32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *r = unary(c, HK_OP_NEGATE, p);
   hk_instr *b = hk_instr_new_before(r, HK_OP_ABS, s, 1, &p, "mid");
   ck_assert_ptr_eq(p->next, b);
@@ -416,7 +409,7 @@ START_TEST(instr_new_before_and_attrs) {
   ck_assert_int_eq(first->dims[0], 1);
   ck_assert_int_eq(c->n_params, 1);
   ck_assert_ptr_eq(c->params[0], p);
-  hk_instr *p3 = param(c, 3, s, "p3");
+  hk_instr *p3 = hk_test_param(c, 3, s, "p3");
   ck_assert_int_eq(c->n_params, 4);
   ck_assert_ptr_eq(c->params[3], p3);
   ck_assert_ptr_null(c->params[1]);
@@ -429,7 +422,7 @@ START_TEST(control_deps) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *a = unary(c, HK_OP_NEGATE, p), *b = unary(c, HK_OP_EXP, p);
   hk_instr_add_control_dep(a, b);
   hk_instr_add_control_dep(a, b);
@@ -460,7 +453,7 @@ START_TEST(post_order_diamond) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   /* list order a, b but root uses b first: XLA visits operands in order. */
   hk_instr *a = hk_instr_new(c, HK_OP_NEGATE, s, 1, &p, "a");
   hk_instr *b = hk_instr_new(c, HK_OP_EXP, s, 1, &p, "b");
@@ -488,7 +481,7 @@ START_TEST(post_order_channels) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *ar1 = hk_instr_new(c, HK_OP_ALL_REDUCE, s, 1, &p, "ar1");
   hk_instr_attrs(ar1)->channel_id = 5;
   hk_instr *n = hk_instr_new(c, HK_OP_NEGATE, s, 1, &p, "n");
@@ -509,7 +502,7 @@ START_TEST(post_order_channel_group) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   hk_instr *ar[3];
   const char *names[3] = {"ar1", "ar2", "ar3"};
   for (int k = 0; k < 3; k++) {
@@ -533,7 +526,7 @@ START_TEST(post_order_long_chain) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *x = param(c, 0, s, "p");
+  hk_instr *x = hk_test_param(c, 0, s, "p");
   enum { N = 100000 };
   for (int k = 0; k < N; k++) x = unary(c, HK_OP_NEGATE, x);
   hk_computation_set_root(c, x);
@@ -558,15 +551,15 @@ START_TEST(sort_computations) {
   hk_computation *cond = new_comp(m, "cond");
   hk_computation *add = new_comp(m, "add");
   new_comp(m, "unused");
-  hk_instr *p = param(entry, 0, s, "p");
+  hk_instr *p = hk_test_param(entry, 0, s, "p");
   hk_instr *w = hk_instr_new(entry, HK_OP_WHILE, s, 1, &p, "w");
   hk_computation *wc[2] = {cond, body};
   hk_instr_set_called(w, 2, wc);
-  hk_instr *bp = param(body, 0, s, "bp");
+  hk_instr *bp = hk_test_param(body, 0, s, "bp");
   hk_instr *red = hk_instr_new(body, HK_OP_ALL_REDUCE, s, 1, &bp, "red");
   hk_instr_set_called(red, 1, &add);
-  param(cond, 0, s, "cp");
-  param(add, 0, s, "x");
+  hk_test_param(cond, 0, s, "cp");
+  hk_test_param(add, 0, s, "x");
   hk_module_set_entry(m, entry);
   hk_module_sort_computations(m);
   const char *want[] = {"cond", "add", "body", "entry", "unused"};
@@ -1007,10 +1000,10 @@ static hk_module *build_sample(void) {
   const hk_shape *s = hk_shape_array(m, HK_F32, 2, kDims23);
   const hk_shape *sc = hk_shape_scalar(m, HK_F32);
   hk_computation *add = new_comp(m, "add");
-  hk_instr *x = param(add, 0, sc, "x"), *y = param(add, 1, sc, "y");
+  hk_instr *x = hk_test_param(add, 0, sc, "x"), *y = hk_test_param(add, 1, sc, "y");
   hk_computation_set_root(add, binary(add, HK_OP_ADD, x, y));
   hk_computation *e = new_comp(m, "main");
-  hk_instr *p = param(e, 0, s, "p");
+  hk_instr *p = hk_test_param(e, 0, s, "p");
   hk_instr *k = hk_instr_new(e, HK_OP_CONSTANT, sc, 0, NULL, "k");
   hk_attrs *ka = hk_instr_attrs(k);
   ka->literal = hk_literal_new(m, sc);
@@ -1187,8 +1180,8 @@ START_TEST(repeated_operands) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
-  hk_instr *q = param(c, 1, s, "q");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
+  hk_instr *q = hk_test_param(c, 1, s, "q");
   hk_instr *ops[5] = {p, q, p, p, q};
   hk_instr *t = hk_instr_new(c, HK_OP_TUPLE, s, 5, ops, "t");
   ck_assert_int_eq(p->n_users, 1);
@@ -1217,19 +1210,19 @@ START_TEST(sort_shared_callees) {
   hk_computation *x = new_comp(m, "x");       /* calls z */
   hk_computation *y = new_comp(m, "y");
   hk_computation *z = new_comp(m, "z");
-  hk_instr *pa = param(a, 0, s, "pa");
+  hk_instr *pa = hk_test_param(a, 0, s, "pa");
   hk_instr *ca = hk_instr_new(a, HK_OP_CALL, s, 1, &pa, "ca");
   hk_instr_set_called(ca, 1, &x);
   hk_instr *ca2 = hk_instr_new(a, HK_OP_CALL, s, 1, &pa, "ca2");
   hk_instr_set_called(ca2, 1, &y);
-  hk_instr *pb = param(b, 0, s, "pb");
+  hk_instr *pb = hk_test_param(b, 0, s, "pb");
   hk_instr *cb = hk_instr_new(b, HK_OP_CALL, s, 1, &pb, "cb");
   hk_instr_set_called(cb, 1, &y);
-  hk_instr *px = param(x, 0, s, "px");
+  hk_instr *px = hk_test_param(x, 0, s, "px");
   hk_instr *cx = hk_instr_new(x, HK_OP_CALL, s, 1, &px, "cx");
   hk_instr_set_called(cx, 1, &z);
-  param(y, 0, s, "py");
-  param(z, 0, s, "pz");
+  hk_test_param(y, 0, s, "py");
+  hk_test_param(z, 0, s, "pz");
   hk_module_sort_computations(m);
   const char *want[] = {"z", "x", "y", "a", "b"};
   for (int k = 0; k < 5; k++) ck_assert_str_eq(m->computations[k]->name, want[k]);

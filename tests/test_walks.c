@@ -3,13 +3,6 @@
 
 #include "testutil.h"
 
-static hk_instr *param(hk_computation *c, int64_t num, const hk_shape *s, const char *name) {
-  hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, name);
-  hk_instr_attrs(p)->parameter_number = num;
-  hk_computation_register_param(c, p);
-  return p;
-}
-
 /* ---- a reference post order: XLA's MakeInstructionPostOrder, recursive -------- */
 /* Visits control predecessors (last first), operands in order, then, unless
  * x starts the DFS, the earlier collectives of x's channel (latest first). */
@@ -129,8 +122,8 @@ static hk_computation *random_dag(hk_module *m, const char *name, const dag_spec
   hk_computation *c = hk_computation_new(m, name);
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
   hk_instr **v = malloc((size_t)sp->n * sizeof *v);
-  v[0] = param(c, 0, s, "p0");
-  v[1] = param(c, 1, s, "p1");
+  v[0] = hk_test_param(c, 0, s, "p0");
+  v[1] = hk_test_param(c, 1, s, "p1");
   for (int64_t k = 2; k < sp->n; k++) {
     hk_instr *ops[3];
     int n_ops = 1 + (int)below(r, 3);
@@ -155,7 +148,7 @@ static void check_random(const dag_spec *sp, uint64_t seed, int rounds) {
   for (int round = 0; round < rounds; round++) {
     hk_module *m = hk_module_new("m");
     hk_computation *other = hk_computation_new(m, "other");
-    hk_instr *foreign = param(other, 0, hk_shape_scalar(m, HK_F32), "foreign");
+    hk_instr *foreign = hk_test_param(other, 0, hk_shape_scalar(m, HK_F32), "foreign");
     hk_computation *c = random_dag(m, "c", sp, &r);
     if (sp->other_comp_operand) {
       hk_instr *ops[2] = {c->root, foreign};
@@ -247,7 +240,7 @@ START_TEST(post_order_big_reversed_list) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = hk_computation_new(m, "c");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
-  hk_instr *p = param(c, 0, s, "p");
+  hk_instr *p = hk_test_param(c, 0, s, "p");
   enum { N = 1000 };
   hk_instr *x[N];
   for (int k = 0; k < N; k++) x[k] = hk_instr_new(c, HK_OP_NEGATE, s, 1, &p, NULL);
@@ -318,7 +311,7 @@ static hk_computation *scalar_comp(hk_module *m, const char *name, int n_params)
   for (int k = 0; k < n_params; k++) {
     char pn[16];
     snprintf(pn, sizeof pn, "%s_p%d", name, k);
-    ps[k] = param(c, k, s, pn);
+    ps[k] = hk_test_param(c, k, s, pn);
   }
   hk_computation_set_root(c, n_params == 2 ? hk_instr_new(c, HK_OP_ADD, s, 2, ps, NULL) : ps[0]);
   return c;
@@ -334,7 +327,7 @@ static void build_call_module(call_module *cm) {
   cm->body = scalar_comp(m, "body", 1);
   cm->cond = scalar_comp(m, "cond", 1);
   cm->add = scalar_comp(m, "add", 2);
-  hk_instr *p = param(cm->entry, 0, s, "p");
+  hk_instr *p = hk_test_param(cm->entry, 0, s, "p");
   hk_instr *ops[2] = {p, p};
   cm->red = hk_instr_new(cm->entry, HK_OP_REDUCE, s, 2, ops, "red");
   hk_instr_set_called(cm->red, 1, &cm->add);

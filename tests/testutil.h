@@ -85,7 +85,15 @@ static inline hk_instr *hk_test_find(hk_module *m, const char *name) {
   return NULL;
 }
 
-/* Number of instructions with opcode op in the whole module. */
+/* Parameter num of c, registered as such. */
+static inline hk_instr *hk_test_param(hk_computation *c, int64_t num, const hk_shape *s,
+                                      const char *name) {
+  hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, name);
+  hk_instr_attrs(p)->parameter_number = num;
+  hk_computation_register_param(c, p);
+  return p;
+}
+
 /* The last instruction of opcode op (computations in module order), NULL
  * if there is none. */
 static inline hk_instr *hk_test_last_op(const hk_module *m, hk_opcode op) {
@@ -96,6 +104,7 @@ static inline hk_instr *hk_test_last_op(const hk_module *m, hk_opcode op) {
   return found;
 }
 
+/* Number of instructions with opcode op in the whole module. */
 static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
   int64_t n = 0;
   for (int32_t k = 0; k < m->n_computations; k++)

@@ -35,21 +35,15 @@ hk_call_graph_node *hk_call_graph_node_of(hk_call_graph *g, const hk_computation
 static bool record_callees(hk_call_graph_node *n) {
   int64_t n_calls = 0;
   hk_instr **calls = hk_computation_calling_instrs(n->comp, &n_calls);
-  size_t cap = (size_t)n_calls + 1;   /* grown for instructions calling several */
-  n->callees = malloc(cap * sizeof(hk_call_site));
+  size_t n_sites = 0;
+  for (int64_t r = 0; r < n_calls; r++) n_sites += (size_t)calls[r]->n_called;
+  n->callees = n_sites < INT32_MAX ? malloc((n_sites + 1) * sizeof(hk_call_site)) : NULL;
   bool ok = n->callees != NULL;
   for (int64_t r = 0; r < n_calls && ok; r++) {
     hk_instr *i = calls[r];
     hk_call_context ctx = hk_opcode_call_context((hk_opcode)i->opcode);
-    for (int j = 0; j < i->n_called && ok; j++) {
-      if ((size_t)n->n_callees + 1 == cap) {
-        cap *= 2;
-        hk_call_site *v = cap <= INT32_MAX ? realloc(n->callees, cap * sizeof *v) : NULL;
-        if (!v) ok = false;
-        else n->callees = v;
-      }
-      if (ok) n->callees[n->n_callees++] = (hk_call_site){i, i->called[j], ctx};
-    }
+    for (int j = 0; j < i->n_called; j++)
+      n->callees[n->n_callees++] = (hk_call_site){i, i->called[j], ctx};
   }
   free(calls);
   return ok;

@@ -356,24 +356,27 @@ static const hk_shape *shape_in(hk_module *m, const hk_instr *src) {
   return same_module ? src->shape : hk_shape_intern(m, src->shape);
 }
 
-hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape *shape,
-                         int n_operands, hk_instr *const *operands, const char *name) {
+/* A copy of src in c named as hk_instr_create names it (name, or name_from's
+ * own name passed on). */
+static hk_instr *clone_named(hk_computation *c, const hk_instr *src, const hk_shape *shape,
+                             int n_operands, hk_instr *const *operands, const char *name,
+                             hk_instr *name_from) {
   hk_module *m = c->module;
   if (!shape) shape = shape_in(m, src);
   hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
-                                name ? name : src->name, NULL);
+                                name, name_from);
   clone_fill(m, i, src);
   return i;
 }
 
+hk_instr *hk_instr_clone(hk_computation *c, const hk_instr *src, const hk_shape *shape,
+                         int n_operands, hk_instr *const *operands, const char *name) {
+  return clone_named(c, src, shape, n_operands, operands, name ? name : src->name, NULL);
+}
+
 hk_instr *hk_instr_clone_taking_name(hk_computation *c, hk_instr *src, const hk_shape *shape,
                                      int n_operands, hk_instr *const *operands) {
-  hk_module *m = c->module;
-  if (!shape) shape = shape_in(m, src);
-  hk_instr *i = hk_instr_create(c, NULL, (hk_opcode)src->opcode, shape, n_operands, operands,
-                                NULL, src);
-  clone_fill(m, i, src);
-  return i;
+  return clone_named(c, src, shape, n_operands, operands, NULL, src);
 }
 
 /* ---- whole module ------------------------------------------------------------------------------ */

@@ -46,18 +46,11 @@ hk_program_shape hk_computation_program_shape(hk_computation *c) {
   return ps;
 }
 
-/* A walk reading one field per instruction is bound by memory, not work:
- * the instructions lie in list order in their arena, so loading a few
- * ahead keeps the memory busy while this one is looked at. */
-static inline void prefetch_ahead(const hk_instr *i) {
-  __builtin_prefetch((const void *)((uintptr_t)i + 4 * sizeof *i));
-}
-
 hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n) {
   hk_instr **v = NULL;
   int64_t len = 0, cap = 0;
   for (hk_instr *i = c->first; i; i = i->next) {
-    prefetch_ahead(i);
+    hk_instr_prefetch_ahead(i);
     if (!i->n_called) continue;
     if (len == cap) {
       cap = cap ? 2 * cap : 8;

@@ -120,13 +120,12 @@ const char *hk_module_unique_name(hk_module *m, const char *prefix) {
   return hk_ns_unique(m, &m->impl->instr_names, p, strlen(p), HK_NAME_RESERVED);
 }
 
-/* One sequential walk: instructions lie in list order in their arena, so
- * loading a few ahead keeps the memory busy (the walk is bound by it). */
+/* One sequential walk, loading ahead (hk_instr_prefetch_ahead). */
 int64_t hk_module_next_channel_id(const hk_module *m) {
   int64_t next = 1;
   for (int32_t k = 0; k < m->n_computations; k++)
     for (const hk_instr *i = m->computations[k]->first; i; i = i->next) {
-      __builtin_prefetch((const void *)((uintptr_t)i + 4 * sizeof *i));
+      hk_instr_prefetch_ahead(i);
       if (i->attrs && i->attrs->channel_id >= next) next = i->attrs->channel_id + 1;
     }
   return next;

@@ -311,7 +311,7 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   if (!g->at || !g->first || !g->roots || !g->pos_of_id || !g->edges) abort();
   uint32_t pos = 0;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
-    __builtin_prefetch((const void *)((uintptr_t)x + 4 * sizeof *x));   /* in list order */
+    hk_instr_prefetch_ahead(x);
     if (pos == cap || x->id < 0 || x->id >= g->n_ids) return false;
     g->at[pos] = (hk_instr *)x;
     g->first[pos] = (uint32_t)g->n_edges;

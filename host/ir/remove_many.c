@@ -176,18 +176,6 @@ static void long_ops_free(long_ops *t) {
   free(t->drops);
 }
 
-/* Detaching retires each name with a probe of a big map: the struct of
- * v[k + 3 * AHEAD], the name header of v[k + 2 * AHEAD] and the map slot of
- * v[k + AHEAD] start loading while v[k] is detached. */
-#define NAME_AHEAD 8
-
-static void prefetch_name_slots(const hk_namespace *ns, hk_instr *const *v, int64_t n,
-                                int64_t k) {
-  if (k + 3 * NAME_AHEAD < n) __builtin_prefetch(&v[k + 3 * NAME_AHEAD]->name);
-  if (k + 2 * NAME_AHEAD < n) __builtin_prefetch(hk_str_hdr(v[k + 2 * NAME_AHEAD]->name));
-  if (k + NAME_AHEAD < n) hk_ns_prefetch_entry(ns, v[k + NAME_AHEAD]->name);
-}
-
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   if (n <= 0) return NULL;
   if (n == 1) return hk_instr_remove(v[0]);
@@ -206,9 +194,7 @@ hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   }
   replay_long_lists(&t, m->next_id);
   long_ops_free(&t);
-  hk_namespace *ns = &m->impl->instr_names;
   for (int64_t k = 0; k < n; k++) {
-    prefetch_name_slots(ns, v, n, k);
     hk_instr *i = v[k];
     i->n_users = 0;   /* its users were all removed with it */
     i->flags &= (uint16_t)~HK_IFLAG_MARK;
