@@ -81,23 +81,19 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
 
 /* ---- manual regions ------------------------------------------------------- */
 
-/* The device ids of replica group g (iota-spelled groups expanded into
- * buf, which holds HK_MAX_GROUP ids); *n gets the group size. */
+/* The device ids of every replica group, group after group (iota-spelled
+ * groups expanded once into buf, which holds HK_MAX_GROUP ids); *size
+ * gets the size of an iota-spelled group (0: not expressible here). */
 #define HK_MAX_GROUP 4096
-static const int64_t *replica_group(const hk_replica_groups *rg, int32_t g, int64_t *buf,
-                                    int64_t *n) {
-  if (rg->ids) {
-    *n = rg->group_start[g + 1] - rg->group_start[g];
-    return rg->ids + rg->group_start[g];
-  }
+static const int64_t *replica_group_ids(const hk_replica_groups *rg, int64_t *buf,
+                                        int64_t *size) {
+  *size = 0;
+  if (rg->ids) return rg->ids;
   const hk_iota *io = rg->iota;
-  if (!io || io->n_dims != 2 || io->dims[0] * io->dims[1] > HK_MAX_GROUP) {
-    *n = 0;
-    return buf;
-  }
+  if (!io || io->n_dims != 2 || io->dims[0] * io->dims[1] > HK_MAX_GROUP) return buf;
   hk_iota_expand(io, buf);
-  *n = io->dims[1];
-  return buf + g * io->dims[1];
+  *size = io->dims[1];
+  return buf;
 }
 
 /* An all-reduce inside a manual-subgroup region runs among the devices of
@@ -107,10 +103,11 @@ static hk_status *check_subgroup_manual_all_reduce(const hk_instr *orig, const h
   const hk_replica_groups *rg = orig->attrs ? orig->attrs->replica_groups : NULL;
   if (orig->opcode != HK_OP_ALL_REDUCE || !rg || !spmd_is_subgroup_manual(s)) return NULL;
   int rank = hk_sharding_data_rank(s);
-  int64_t buf[HK_MAX_GROUP], first[HK_MAX_RANK], idx[HK_MAX_RANK];
+  int64_t buf[HK_MAX_GROUP], first[HK_MAX_RANK], idx[HK_MAX_RANK], size;
+  const int64_t *all = replica_group_ids(rg, buf, &size);
   for (int32_t g = 0; g < rg->n_groups; g++) {
-    int64_t n;
-    const int64_t *ids = replica_group(rg, g, buf, &n);
+    int64_t n = rg->ids ? rg->group_start[g + 1] - rg->group_start[g] : size;
+    const int64_t *ids = all + (rg->ids ? rg->group_start[g] : g * size);
     for (int64_t k = 0; k < n; k++) {
       if (!hk_sharding_tile_index(s, ids[k], k ? idx : first))
         return hk_error(HK_INVALID_ARGUMENT, "all-reduce '%s': device %lld is not in its sharding",

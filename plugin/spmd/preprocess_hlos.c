@@ -268,13 +268,11 @@ bool spmd_preprocess_candidate(const hk_instr *i) {
   return (i->opcode == HK_OP_SLICE || i->opcode == HK_OP_CONCATENATE) && worth_preprocessing(i);
 }
 
-static bool is_candidate(const hk_instr *i) { return spmd_preprocess_candidate(i); }
-
 /* One list scan: most computations have nothing to rewrite, and then no
  * post order is built. */
 static bool has_candidate(const hk_computation *c) {
   for (const hk_instr *i = c->first; i; i = i->next)
-    if (is_candidate(i)) return true;
+    if (spmd_preprocess_candidate(i)) return true;
   return false;
 }
 
@@ -286,7 +284,7 @@ static void preprocess_computation(hk_computation *c, bool known_candidate) {
    * only remove the instruction visited and its (earlier) operands. */
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
-    if (!is_candidate(i)) continue;
+    if (!spmd_preprocess_candidate(i)) continue;
     if (i->opcode == HK_OP_SLICE) merge_pad_slice(i);
     else if (i->opcode == HK_OP_CONCATENATE) preprocess_concat(i);
   }

@@ -125,15 +125,18 @@ static hk_instr *make_tile_offset(spmd_visitor *v, const hk_sharding *s, const h
                                   int d) {
   int64_t parts = hk_sharding_dim_partitions(s, d);
   int64_t per = (gs->dims[d] + parts - 1) / parts;
-  int64_t *starts = hk_alloc(v->m, sizeof *starts * (size_t)parts);
+  int64_t *starts = malloc(sizeof *starts * (size_t)parts);
+  if (!starts) abort();
   for (int64_t t = 0; t < parts; t++) starts[t] = t * per;
-  return spmd_per_tile_scalar(v, s, d, starts);
+  hk_instr *off = spmd_per_tile_scalar(v, s, d, starts);   /* the table copies them */
+  free(starts);
+  return off;
 }
 
 /* make_tile_offset, made once per computation for each (sharding, dim,
  * dim size): the table has one entry per partition, so making it for
  * every reshard would cost num_partitions per instruction. */
-static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
+hk_instr *spmd_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
   int32_t n = v->n_offsets, cap = (int32_t)(sizeof v->offsets / sizeof v->offsets[0]);
   for (int32_t k = 0; k < n; k++) {
     struct spmd_offset_entry *e = &v->offsets[n - 1 - k];   /* newest first */
@@ -147,10 +150,6 @@ static hk_instr *tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_sha
   v->offsets[n] = (struct spmd_offset_entry){s, d, gs->dims[d], off};
   v->n_offsets = n + 1;
   return off;
-}
-
-hk_instr *spmd_tile_offset(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d) {
-  return tile_offset(v, s, gs, d);
 }
 
 /* Slices h down to `dims` (a prefix slice of every dim). */
@@ -258,7 +257,7 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   for (int i = 0; i < r; i++) {
     bool sliced = false;
     for (int k = 0; k < n; k++) sliced = sliced || dims[k] == i;
-    if (sliced) ops[i + 1] = tile_offset(v, to, gs, i);
+    if (sliced) ops[i + 1] = spmd_tile_offset(v, to, gs, i);
     else ops[i + 1] = zero_index(v);
   }
   hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE,

@@ -28,9 +28,12 @@ static hk_instr *binary(hk_computation *c, hk_opcode op, hk_instr *a, hk_instr *
 static hk_instr *tile_index_of_partition(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
                                          int d) {
   int64_t parts = hk_sharding_dim_partitions(s, d);
-  int64_t *ids = hk_alloc(v->m, sizeof *ids * (size_t)parts);
+  int64_t *ids = malloc(sizeof *ids * (size_t)parts);
+  if (!ids) abort();
   for (int64_t t = 0; t < parts; t++) ids[t] = t;
-  return spmd_per_tile_scalar_in(v, c, s, d, ids);
+  hk_instr *index = spmd_per_tile_scalar_in(v, c, s, d, ids);   /* the table copies them */
+  free(ids);
+  return index;
 }
 
 /* The device holding each tile along dim d of s (one device per tile). */

@@ -127,15 +127,20 @@ static bool attrs_same_bytes(const hk_attrs *a, const hk_attrs *b) {
   return memcmp(&x, a, sizeof x) == 0;
 }
 
-/* Same instruction modulo name: structure, then (if any) attributes;
- * printed forms are made on first need and kept in *a_key, *b_key. */
-static bool identical(const hk_instr *a, char **a_key, const hk_instr *b, char **b_key,
-                      bool layout_sensitive) {
-  if (!structurally_equal(a, b)) return false;
+/* Same attributes, for structurally equal a and b; printed forms are
+ * made on first need and kept in *a_key, *b_key. */
+static bool same_attrs(const hk_instr *a, char **a_key, const hk_instr *b, char **b_key,
+                       bool layout_sensitive) {
   if (!b->attrs || attrs_same_bytes(a->attrs, b->attrs)) return true;
   if (!*a_key) *a_key = identity_key(a, layout_sensitive);
   if (!*b_key) *b_key = identity_key(b, layout_sensitive);
   return strcmp(*a_key, *b_key) == 0;
+}
+
+/* Same instruction modulo name: structure, then (if any) attributes. */
+static bool identical(const hk_instr *a, char **a_key, const hk_instr *b, char **b_key,
+                      bool layout_sensitive) {
+  return structurally_equal(a, b) && same_attrs(a, a_key, b, b_key, layout_sensitive);
 }
 
 /* Records representative i (printed form key, or NULL) at empty slot. */
@@ -251,7 +256,7 @@ static hk_instr *find_among_users(cse_walk *w, const hk_instr *o, hk_instr *i) {
     if (x == i) continue;
     int64_t q = position_of(w, x);
     if (q < 0 || !(w->st[q] & ST_REP) || !structurally_equal(x, i)) continue;
-    if (identical(x, key_slot(w, q), i, &key, w->t.layout_sensitive)) found = x;
+    if (same_attrs(x, key_slot(w, q), i, &key, w->t.layout_sensitive)) found = x;
   }
   free(key);
   return found;
@@ -271,8 +276,6 @@ static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
   return found;
 }
 
-/* control_edges: whether the computation may have any (an order taken from
- * the list was checked to have none). */
 static bool cse_candidate(const hk_instr *i, bool only_scalars) {
   if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
   if (i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs)) return false;

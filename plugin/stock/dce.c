@@ -63,9 +63,9 @@ static bool scan(const hk_computation *c, bool look_for_dead, bool remove_collec
   return dead;
 }
 
-static bool remove_dead(hk_computation *c, stock_order_ws *ws, bool remove_collectives) {
+static bool remove_dead(hk_computation *c, bool remove_collectives) {
   int64_t n = 0;
-  hk_instr **order = stock_post_order(c, ws, &n);
+  hk_instr **order = hk_computation_post_order(c, &n);
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
   hk_instr **dead = malloc((size_t)(n ? n : 1) * sizeof *dead);
   if (!saved || !dead) abort();
@@ -97,16 +97,14 @@ static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
   int32_t nc = m->n_computations;
   stock_callees *calls = calloc((size_t)nc + 1, sizeof *calls);
   if (!calls) abort();
-  stock_order_ws ws = {0};
   for (int32_t k = 0; k < nc; k++) {
     hk_computation *c = m->computations[k];
     bool mine = hk_exec_threads_include(threads, c);
-    if (scan(c, mine, collectives, &calls[c->index]) && remove_dead(c, &ws, collectives)) {
+    if (scan(c, mine, collectives, &calls[c->index]) && remove_dead(c, collectives)) {
       any = true;
       scan(c, false, collectives, &calls[c->index]);   /* removed call sites */
     }
   }
-  stock_order_ws_free(&ws);
   any |= stock_remove_unreachable_by_callees(m, calls);
   for (int32_t k = 0; k < nc; k++) free(calls[k].v);
   free(calls);

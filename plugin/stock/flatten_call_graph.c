@@ -26,7 +26,6 @@ typedef struct use_counts {
   call_sites *sites;
   size_t cap;
   bool control_flow;   /* some call site is a control-flow one */
-  stock_order_ws ws;   /* for cloning */
 } use_counts;
 
 static void use_reserve(use_counts *u, int32_t index) {
@@ -81,7 +80,6 @@ static void use_counts_free(use_counts *u) {
   for (size_t s = 0; s < u->cap; s++) free(u->sites[s].v);
   free(u->sites);
   free(u->n);
-  stock_order_ws_free(&u->ws);
 }
 
 /* Gives each control-flow call of instruction i its own callee when the
@@ -92,7 +90,7 @@ static bool flatten_calls_of(use_counts *u, hk_instr *i) {
   for (int32_t j = 0; j < i->n_called; j++) {
     hk_computation *callee = i->called[j];
     if (*use_slot(u, callee->index) <= 1) continue;
-    hk_computation *copy = stock_clone_computation(callee, &u->ws);
+    hk_computation *copy = stock_clone_computation(callee);
     i->called[j] = copy;
     (*use_slot(u, callee->index))--;
     *use_slot(u, copy->index) = 1;

@@ -32,8 +32,8 @@ hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t 
 
 /* Deep-copies computation src (and nothing it calls) into the same module
  * under a unique name derived from src's; instruction names get a
- * ".clone" suffix made unique.  ws: buffers for stock_post_order. */
-hk_computation *stock_clone_computation(hk_computation *src, stock_order_ws *ws);
+ * ".clone" suffix made unique. */
+hk_computation *stock_clone_computation(hk_computation *src);
 /* Removes computations not reachable from the entry through called
  * computations.  Returns true when any was removed. */
 bool stock_remove_unreachable_computations(hk_module *m);

@@ -44,10 +44,10 @@ static bool has_tuple_ops(const hk_computation *c) {
   return false;
 }
 
-static bool simplify_computation(hk_computation *c, stock_order_ws *ws) {
+static bool simplify_computation(hk_computation *c) {
   if (!has_tuple_ops(c)) return false;
   int64_t n = 0;
-  hk_instr **order = stock_post_order(c, ws, &n);
+  hk_instr **order = hk_computation_post_order(c, &n);
   bool changed = false;
   for (int64_t k = 0; k < n; k++) {
     hk_instr *i = order[k];
@@ -68,14 +68,12 @@ static hk_status *tuple_simplifier_run(hk_pass *self, hk_module *m,
                                        const hk_exec_threads *threads, bool *changed) {
   stock_pass *p = (stock_pass *)self;
   bool any = false;
-  stock_order_ws ws = {0};
   for (int32_t k = 0; k < m->n_computations; k++) {
     hk_computation *c = m->computations[k];
     if (!hk_exec_threads_include(threads, c)) continue;
     if (p->flag[0] && c == m->entry) continue;
-    any |= simplify_computation(c, &ws);
+    any |= simplify_computation(c);
   }
-  stock_order_ws_free(&ws);
   *changed = any;
   return NULL;
 }

@@ -64,14 +64,14 @@ void stock_remove_with_dead_operands(hk_instr *i) {
 
 /* Maps source instructions to clones through the scratch pointer of the
  * source (restored afterwards). */
-hk_computation *stock_clone_computation(hk_computation *src, stock_order_ws *ws) {
+hk_computation *stock_clone_computation(hk_computation *src) {
   hk_module *m = src->module;
   char cname[512];
   snprintf(cname, sizeof cname, "%s.clone", src->name);
   hk_computation *dst = hk_computation_new(m, cname);
   dst->execution_thread = src->execution_thread;
   int64_t n = 0;
-  hk_instr **order = stock_post_order(src, ws, &n);
+  hk_instr **order = hk_computation_post_order(src, &n);
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
   hk_instr **ops = NULL;
   int32_t ops_cap = 0;
