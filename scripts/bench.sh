@@ -127,20 +127,20 @@ bench_partition() {
   echo
   echo "== read + parse + $PARTITION_PASSES + print (long form), in process;"
   echo "   every instruction sharded (Megatron MLP: column-, then row-sharded weights), 8 devices;"
-  echo "   CPU seconds (process clock: wall time on an idle machine), best run; wall: best wall time"
-  printf '%9s | %7s %7s %8s %7s | %8s %9s %8s | %9s %6s %6s | %7s\n' instrs "read s" "parse s" \
-    "part s" "print s" "total s" "Minstr/s" "wall s" "out instrs" "AR/lyr" "other" "RSS B/i"
+  echo "   wall seconds, best run (the prefault helper works on the second core); CPU: this thread, all threads"
+  printf '%9s | %7s %7s %8s %7s | %8s %9s | %8s %8s | %9s %6s %6s | %7s\n' instrs "read s" "parse s" \
+    "part s" "print s" "total s" "Minstr/s" "cpu thr" "cpu all" "out instrs" "AR/lyr" "other" "RSS B/i"
   local first_n="" first_t="" first_p="" last_n="" last_t="" last_p="" last_n_size=""
   for n in "${sizes[@]}"; do
     local f row
     f=$(gen_module "$n" all)
     row=$(partition_row "$f" "$(runs_for "$n")")
-    read -r instrs outi rd ps pp pr tot ar other rss outb wall <<<"$row"
+    read -r instrs outi rd ps pp pr tot ar other rss outb tcpu pcpu <<<"$row"
     last_n_size=$n
     awk -v n="$instrs" -v o="$outi" -v rd="$rd" -v ps="$ps" -v pp="$pp" -v pr="$pr" -v t="$tot" \
-        -v ar="$ar" -v ot="$other" -v r="$rss" -v L="$(( (instrs - 10) / 20 ))" -v w="$wall" \
-      'BEGIN { printf "%9d | %7.4f %7.4f %8.4f %7.4f | %8.4f %9.3f %8.4f | %10d %6.2f %6d | %7.0f\n",
-               n, rd, ps, pp, pr, t, n/t/1e6, w, o, ar/L, ot, r }'
+        -v ar="$ar" -v ot="$other" -v r="$rss" -v L="$(( (instrs - 10) / 20 ))" -v tc="$tcpu" -v pc="$pcpu" \
+      'BEGIN { printf "%9d | %7.4f %7.4f %8.4f %7.4f | %8.4f %9.3f | %8.4f %8.4f | %10d %6.2f %6d | %7.0f\n",
+               n, rd, ps, pp, pr, t, n/t/1e6, tc, pc, o, ar/L, ot, r }'
     if [ -z "$first_n" ]; then first_n=$instrs; first_t=$tot; first_p=$pp; fi
     last_n=$instrs; last_t=$tot; last_p=$pp
   done
@@ -176,7 +176,7 @@ bench_partition_devices() {
       mv "$f.tmp" "$f"
     fi
     row=$(partition_row "$f" "$(runs_for "$n")")
-    read -r instrs outi rd ps pp pr tot ar other rss outb wall <<<"$row"
+    read -r instrs outi rd ps pp pr tot ar other rss outb tcpu pcpu <<<"$row"
     [ -z "$base" ] && base=$tot
     awk -v d="$d" -v n="$instrs" -v pp="$pp" -v t="$tot" -v b="$base" -v ob="$outb" -v r="$rss" \
       'BEGIN { printf "%8d | %8.4f %8.4f | %9.3f %8.2fx | %8.1f %8.0f\n", d, pp, t, n/t/1e6, t/b, ob/1e6, r }'

@@ -70,17 +70,6 @@ void hk_big_free(void *p, size_t n) {
   else free(p);
 }
 
-void hk_populate(void *from, void *to) {
-#ifdef MADV_POPULATE_WRITE
-  const uintptr_t page = 4096;
-  uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
-  if (e > a && e - a >= BIG_MAP_MIN) madvise((void *)a, e - a, MADV_POPULATE_WRITE);
-#else
-  (void)from;
-  (void)to;
-#endif
-}
-
 void hk_arena_init(hk_arena *a) {
   a->chunks = NULL;
   a->cur = a->end = NULL;
@@ -99,7 +88,9 @@ void hk_arena_release(hk_arena *a) {
 }
 
 static hk_arena_chunk *chunk_new(hk_arena *a, size_t size) {
-  hk_arena_chunk *c = hk_big_alloc(sizeof *c + size);
+  hk_arena_chunk *c = NULL;
+  if (size == ARENA_MAX_CHUNK) c = hk_prefault_take(sizeof *c + size);
+  if (!c) c = hk_big_alloc(sizeof *c + size);
   c->size = size;
   a->bytes += size;
   return c;

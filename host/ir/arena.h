@@ -43,9 +43,16 @@ void hk_big_free(void *p, size_t n);
 /* hk_big_alloc for a hash table probed at random: big ones get huge pages
  * where the kernel allows (freed with hk_big_free, the same size). */
 void *hk_table_alloc(size_t n);
-/* Makes the pages of [from, to) present in one call, when that is 1 MiB or
- * more, instead of a page fault per 4 KiB page first written (for malloc'ed
- * blocks about to be filled); a no-op where the kernel cannot. */
+/* Asks for the pages of [from, to) to be made present, when that is 1 MiB
+ * or more, instead of a page fault per 4 KiB page first written (for
+ * malloc'ed blocks about to be filled from the start): the prefault helper
+ * does it while the caller goes on, or (without the helper) it is done in
+ * one call here; a no-op where the kernel cannot.  A hint only: the range
+ * may be freed at any time after. */
 void hk_populate(void *from, void *to);
+/* A zeroed block of n bytes made present ahead of time by a helper thread
+ * (freed with hk_big_free), or NULL when none is ready: the helper starts
+ * on the first call and from then on serves blocks of that call's size. */
+void *hk_prefault_take(size_t n);
 
 #endif
