@@ -543,6 +543,55 @@ END_TEST
 
 /* ---- module-level: sort, channel ids, side effects ---------------------------------------- */
 
+/* Counts the instructions a sort's walk visits and clears their shardings. */
+typedef struct sort_visits {
+  int n;
+  const char *names[8];
+} sort_visits;
+
+static void note_and_clear(void *ctx, hk_instr *i) {
+  sort_visits *v = ctx;
+  if (v->n < 8) v->names[v->n] = i->name;
+  v->n++;
+  i->sharding = NULL;
+}
+
+START_TEST(sort_computations_visiting) {
+  hk_module *m = hk_module_new("m");
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_computation *entry = new_comp(m, "entry");
+  hk_computation *add = new_comp(m, "add");
+  hk_instr *p = hk_test_param(entry, 0, s, "p");
+  hk_instr *r = hk_instr_new(entry, HK_OP_ALL_REDUCE, s, 1, &p, "r");
+  hk_instr_set_called(r, 1, &add);
+  hk_test_param(add, 0, s, "x");
+  hk_module_set_entry(m, entry);
+  p->sharding = r->sharding = hk_sharding_replicated(m);
+  sort_visits v = {0};
+  hk_module_sort_computations_visiting(m, note_and_clear, &v);
+  /* sorted as hk_module_sort_computations sorts; every instruction seen
+   * once, in the order before the sort */
+  ck_assert_str_eq(m->computations[0]->name, "add");
+  ck_assert_str_eq(m->computations[1]->name, "entry");
+  ck_assert_int_eq(v.n, 3);
+  ck_assert_str_eq(v.names[0], "p");
+  ck_assert_str_eq(v.names[1], "r");
+  ck_assert_str_eq(v.names[2], "x");
+  ck_assert_ptr_null(p->sharding);
+  ck_assert_ptr_null(r->sharding);
+  /* one computation: nothing to sort, still visited */
+  hk_module *one = hk_module_new("one");
+  hk_computation *c = new_comp(one, "c");
+  hk_test_param(c, 0, hk_shape_scalar(one, HK_F32), "q");
+  sort_visits w = {0};
+  hk_module_sort_computations_visiting(one, note_and_clear, &w);
+  ck_assert_int_eq(w.n, 1);
+  ck_assert_str_eq(w.names[0], "q");
+  hk_module_free(one);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(sort_computations) {
   hk_module *m = hk_module_new("m");
   const hk_shape *s = hk_shape_scalar(m, HK_F32);
@@ -1284,6 +1333,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, post_order_channel_group);
   tcase_add_test(tc, post_order_long_chain);
   tcase_add_test(tc, sort_computations);
+  tcase_add_test(tc, sort_computations_visiting);
   tcase_add_test(tc, shape_interning);
   tcase_add_test(tc, shape_equality);
   tcase_add_test(tc, shape_sizes);

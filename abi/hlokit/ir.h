@@ -300,6 +300,14 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c);
 /* Reorders module->computations so every callee precedes its callers
  * (stable otherwise), as XLA prints them. */
 void hk_module_sort_computations(hk_module *m);
+/* The same sort, calling visit(ctx, i) on every instruction of the module
+ * (computations in their order before the sort, each list in order) during
+ * the walk the sort makes anyway: one walk for a caller that needs both.
+ * visit may change the instruction's own fields other than its operands,
+ * called computations and list links; it must not add or remove
+ * instructions or computations (ABI 1.3). */
+void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx, hk_instr *i),
+                                          void *ctx);
 /* A name not yet used in the module: prefix, or prefix.N.
  * Instruction names follow XLA's NameUniquer: characters other than
  * [A-Za-z0-9_.-] become '_', a type name ("f32") gets a trailing '_', a

@@ -46,19 +46,28 @@ hk_program_shape hk_computation_program_shape(hk_computation *c) {
   return ps;
 }
 
-hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n) {
+hk_instr **hk_computation_calling_instrs_visiting(const hk_computation *c, int64_t *n,
+                                                 void (*visit)(void *ctx, hk_instr *i),
+                                                 void *ctx) {
   hk_instr **v = NULL;
   int64_t len = 0, cap = 0;
-  for (hk_instr *i = c->first; i; i = i->next) {
+  for (hk_instr *i = c->first, *next; i; i = next) {
     hk_instr_prefetch_ahead(i);
-    if (!i->n_called) continue;
-    if (len == cap) {
-      cap = cap ? 2 * cap : 8;
-      v = realloc(v, (size_t)cap * sizeof *v);
-      if (!v) abort();
+    next = i->next;
+    if (i->n_called) {
+      if (len == cap) {
+        cap = cap ? 2 * cap : 8;
+        v = realloc(v, (size_t)cap * sizeof *v);
+        if (!v) abort();
+      }
+      v[len++] = i;
     }
-    v[len++] = i;
+    if (visit) visit(ctx, i);
   }
   *n = len;
   return v;
+}
+
+hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n) {
+  return hk_computation_calling_instrs_visiting(c, n, NULL, NULL);
 }

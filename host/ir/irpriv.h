@@ -170,6 +170,12 @@ static inline void hk_instr_prefetch_ahead(const hk_instr *i) {
   __builtin_prefetch((const void *)((uintptr_t)i + 4 * sizeof *i));
 }
 
+/* hk_computation_calling_instrs, calling visit(ctx, i) (when given) on
+ * every instruction of c on the way (hk_module_sort_computations_visiting). */
+hk_instr **hk_computation_calling_instrs_visiting(const hk_computation *c, int64_t *n,
+                                                 void (*visit)(void *ctx, hk_instr *i),
+                                                 void *ctx);
+
 /* The last step of removing i (its users and operand edges already gone):
  * drops its control edges and parameter slot and takes it out of its
  * computation's list; its name stays taken in the map (no probe). */

@@ -205,12 +205,13 @@ static void embedded_post_order(hk_computation *root, const comp_calls *calls, u
 
 /* Each computation's calling instructions; called[k] set for every
  * computation some instruction calls. */
-static comp_calls *collect_calls(hk_module *m, uint8_t *called) {
+static comp_calls *collect_calls(hk_module *m, uint8_t *called,
+                                 void (*visit)(void *ctx, hk_instr *i), void *ctx) {
   int32_t n = m->n_computations;
   comp_calls *calls = calloc((size_t)n, sizeof *calls);
   if (!calls) abort();
   for (int32_t k = 0; k < n; k++) {
-    calls[k].v = hk_computation_calling_instrs(m->computations[k], &calls[k].n);
+    calls[k].v = hk_computation_calling_instrs_visiting(m->computations[k], &calls[k].n, visit, ctx);
     for (int64_t r = 0; r < calls[k].n; r++) {
       const hk_instr *i = calls[k].v[r];
       for (int32_t j = 0; j < i->n_called; j++)
@@ -220,15 +221,31 @@ static comp_calls *collect_calls(hk_module *m, uint8_t *called) {
   return calls;
 }
 
-void hk_module_sort_computations(hk_module *m) {
+void hk_module_sort_computations(hk_module *m) { hk_module_sort_computations_visiting(m, NULL, NULL); }
+
+/* A module of one computation is sorted already; a visitor still sees
+ * every instruction. */
+static void visit_all_instrs(hk_module *m, void (*visit)(void *ctx, hk_instr *i), void *ctx) {
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (hk_instr *i = m->computations[k]->first, *next; i; i = next) {
+      next = i->next;
+      visit(ctx, i);
+    }
+}
+
+void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx, hk_instr *i),
+                                          void *ctx) {
   int32_t n = m->n_computations;
-  if (n <= 1) return;
+  if (n <= 1) {
+    if (visit) visit_all_instrs(m, visit, ctx);
+    return;
+  }
   for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
   uint8_t *called = calloc((size_t)n * 3, 1);
   hk_computation **out = malloc((size_t)n * sizeof *out);
   if (!called || !out) abort();
   uint8_t *seen = called + n, *added = called + 2 * n;
-  comp_calls *calls = collect_calls(m, called);
+  comp_calls *calls = collect_calls(m, called, visit, ctx);
   comp_stack s = {0};
   int32_t n_out = 0;
   for (int32_t k = 0; k < n; k++) {

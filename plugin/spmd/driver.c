@@ -385,9 +385,9 @@ static hk_status *relayout_and_verify(spmd_partitioner *p, hk_module *m,
 
 /* ---- phase F: cleanup ------------------------------------------------------------------ */
 
-static void clear_shardings(hk_module *m) {
-  for (int32_t k = 0; k < m->n_computations; k++)
-    for (hk_instr *i = m->computations[k]->first; i; i = i->next) i->sharding = NULL;
+static void clear_sharding(void *ctx, hk_instr *i) {
+  (void)ctx;
+  i->sharding = NULL;
 }
 
 /* DCE, tuple simplification, CSE, flattening, DCE.  The last DCE can only
@@ -408,8 +408,10 @@ static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threa
     spmd_phase_done(&p->clock, passes[k]);
     dirty |= changed && leaves_dead_code[k];
   }
-  clear_shardings(m);
-  spmd_phase_done(&p->clock, "clear shardings");
+  /* Callees before callers, as XLA prints them; the sort's walk clears the
+   * shardings too.  None of the cleanup passes depends on the order. */
+  hk_module_sort_computations_visiting(m, clear_sharding, NULL);
+  spmd_phase_done(&p->clock, "clear shardings, sort computations");
   return NULL;
 }
 
@@ -445,18 +447,38 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m, bool known_
   spmd_phase_done(&p->clock, "partition computations");
   hk_module_set_entry(m, ne);
   remove_replaced(p, m);
-  restore_names(p, m);
-  hk_module_sort_computations(m);
+  restore_names(p, m);   /* the module is sorted at the end of the cleanup */
   spmd_phase_done(&p->clock, "drop replaced computations");
   return NULL;
 }
 
-static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
-                           bool *changed) {
-  spmd_partitioner *p = (spmd_partitioner *)self;
+/* Phase A's walk, with the entry's post order made on a second thread
+ * meanwhile when the base walk runs (it writes only shardings, which the
+ * order does not read; an overriding hook may do anything). */
+static hk_status *preprocess_sharding_and_order(spmd_partitioner *p, hk_module *m,
+                                                const hk_exec_threads *threads) {
   const hk_spmd_partitioner_vtable *vt = spmd_vt(p);
-  *changed = false;
-  if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "spmd-partitioning: module has no entry");
+  if (vt->preprocess_sharding == base_preprocess_sharding)
+    spmd_early_order_start(&p->early_order, m->entry);
+  hk_status *st = vt->preprocess_sharding(&p->pass, m, threads);
+  spmd_early_order_join(&p->early_order);
+  return st;
+}
+
+/* Whether the phases between the sharding walk and the partitioning left
+ * the entry's graph as the early order saw it: PreprocessHlos found
+ * nothing to rewrite in it and flattening changed nothing. */
+static bool entry_unchanged_since_walk(const spmd_partitioner *p, const hk_module *m,
+                                       bool flattened_something) {
+  const struct spmd_walk_notes *w = &p->notes;
+  return w->valid && !flattened_something && w->n == m->n_computations &&
+         m->entry->index >= 0 && m->entry->index < w->n && !w->has_candidate[m->entry->index];
+}
+
+static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads,
+                             bool *changed) {
+  hk_pass *self = &p->pass;
+  const hk_spmd_partitioner_vtable *vt = spmd_vt(p);
   p->num_partitions = p->num_partitions_override > 0 ? p->num_partitions_override
                                                      : m->config.num_partitions;
   p->num_replicas = p->num_replicas_override > 0 ? p->num_replicas_override
@@ -470,7 +492,7 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   spmd_phase_clock_start(&p->clock);
   /* Phase A */
   p->notes.valid = false;
-  HK_TRY(vt->preprocess_sharding(self, m, threads));
+  HK_TRY(preprocess_sharding_and_order(p, m, threads));
   /* An overriding hook may change the module after the base walk. */
   p->notes.valid = vt->preprocess_sharding == base_preprocess_sharding;
   spmd_phase_done(&p->clock, "preprocess sharding");
@@ -490,6 +512,8 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   /* Neither PreprocessHlos nor flattening adds channel ids. */
   p->next_channel_id = p->notes.valid ? p->notes.next_channel_id : hk_module_next_channel_id(m);
   spmd_phase_done(&p->clock, "next channel id");
+  if (!entry_unchanged_since_walk(p, m, flattened_something))
+    spmd_early_order_drop(&p->early_order);
   /* Phase D */
   HK_TRY(partition_entry(p, m, flat_by_notes(p, !flattened_something)));
   *changed = true;
@@ -499,6 +523,16 @@ static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *t
   log_report(&p->after_report, m, "after", p->options.report_instruction_count, p);
   spmd_phase_done(&p->clock, "relayout, verify, report");
   return cleanup(p, m, threads);
+}
+
+static hk_status *spmd_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
+                           bool *changed) {
+  spmd_partitioner *p = (spmd_partitioner *)self;
+  *changed = false;
+  if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "spmd-partitioning: module has no entry");
+  hk_status *st = run_phases(p, m, threads, changed);
+  spmd_early_order_drop(&p->early_order);   /* unused when a phase failed */
+  return st;
 }
 
 /* ---- the pass object and its vtable ---------------------------------------------------- */

@@ -3,6 +3,7 @@
 #ifndef HK_SPMD_INTERNAL_H
 #define HK_SPMD_INTERNAL_H
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,27 @@ typedef struct spmd_phase_clock {
 
 void spmd_phase_clock_start(spmd_phase_clock *c);
 void spmd_phase_done(spmd_phase_clock *c, const char *phase);
+
+/* The entry's post order made on a second thread (early_order.c). */
+typedef struct spmd_early_order {
+  const hk_computation *c;
+  pthread_t thread;
+  bool running;
+  hk_instr **order;                /* malloc'ed; NULL when none */
+  int64_t n;
+} spmd_early_order;
+
+/* Starts computing c's post order on a second thread, when c is big and a
+ * second core can run it; a no-op otherwise. */
+void spmd_early_order_start(spmd_early_order *e, const hk_computation *c);
+/* Waits for the thread, if one runs. */
+void spmd_early_order_join(spmd_early_order *e);
+/* The order made for c (the caller frees it), or NULL: none was made, or
+ * it was dropped. */
+hk_instr **spmd_early_order_take(spmd_early_order *e, const hk_computation *c, int64_t *n);
+/* Waits for the thread and throws its order away (the graph may have
+ * changed since it was made). */
+void spmd_early_order_drop(spmd_early_order *e);
 
 /* The pass object (SpmdPartitioner). */
 typedef struct spmd_partitioner {
@@ -51,6 +73,7 @@ typedef struct spmd_partitioner {
   char *before_report;             /* malloc'ed */
   char *after_report;
   spmd_phase_clock clock;
+  spmd_early_order early_order;    /* the entry's order, made while preprocessing */
   /* What the base PreprocessSharding walk saw on the way, so later phases
    * need not walk again (valid only when that hook was not overridden). */
   struct spmd_walk_notes {

@@ -157,7 +157,8 @@ static hk_instr *new_param(spmd_visitor *v, hk_instr *orig, const hk_sharding *s
 
 static hk_status *visit_all(spmd_visitor *v, int n_params, const hk_sharding *const *param_shardings) {
   int64_t n = 0;
-  hk_instr **order = hk_computation_post_order(v->orig, &n);
+  hk_instr **order = spmd_early_order_take(&v->p->early_order, v->orig, &n);
+  if (!order) order = hk_computation_post_order(v->orig, &n);
   hk_status *st = NULL;
   const hk_spmd_partitioner_vtable *vt = spmd_vt(v->p);
   for (int64_t k = 0; k < n && !st; k++) {
