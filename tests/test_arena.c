@@ -1,6 +1,7 @@
 /* test_arena.c - Check suite for the module arena's big blocks: chunks made
  * present ahead of need by the prefault helper are zeroed, writable, of the
- * size asked, and arenas built from them read as zeros. */
+ * size asked, and arenas built from them read as zeros; HLOKIT_THREADS=1
+ * keeps the helper off. */
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -27,10 +28,10 @@ static void *take_when_ready(size_t n) {
 }
 
 START_TEST(prefault_serves_zeroed_blocks_of_its_size) {
-  setenv("HLOKIT_PREFAULT", "1", 1);
+  unsetenv("HLOKIT_THREADS");
   void *first = hk_prefault_take(CHUNK);   /* starts the helper */
   if (first) hk_big_free(first, CHUNK);
-  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) return;   /* no helper on one core */
+  if (hk_worker_threads() < 2) return;   /* no helper on one core */
   for (int round = 0; round < 6; round++) {   /* more than the pool holds at once */
     unsigned char *p = take_when_ready(CHUNK);
     ck_assert_ptr_nonnull(p);
@@ -48,7 +49,7 @@ START_TEST(prefault_off_serves_nothing) {
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
-    setenv("HLOKIT_PREFAULT", "0", 1);
+    setenv("HLOKIT_THREADS", "1", 1);
     bool ok = !hk_prefault_take(CHUNK);
     nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
     ok = ok && !hk_prefault_take(CHUNK);
@@ -62,7 +63,7 @@ END_TEST
 
 /* Enough to reach the arena's biggest chunks, which come from the pool. */
 START_TEST(big_arena_reads_as_zeros) {
-  setenv("HLOKIT_PREFAULT", "1", 1);
+  unsetenv("HLOKIT_THREADS");
   hk_arena a;
   hk_arena_init(&a);
   size_t total = 0;
@@ -83,19 +84,34 @@ END_TEST
 /* A child forked while the helper runs can still take blocks (its own
  * helper starts) and exits normally. */
 START_TEST(prefault_survives_fork) {
-  setenv("HLOKIT_PREFAULT", "1", 1);
+  unsetenv("HLOKIT_THREADS");
   void *p = take_when_ready(CHUNK);
   if (p) hk_big_free(p, CHUNK);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {
     void *q = take_when_ready(CHUNK);
-    bool ok = sysconf(_SC_NPROCESSORS_ONLN) < 2 || (q && all_zero(q, CHUNK));
+    bool ok = hk_worker_threads() < 2 || (q && all_zero(q, CHUNK));
     _exit(ok ? 0 : 1);
   }
   int status = 0;
   ck_assert_int_eq(waitpid(pid, &status, 0), pid);
   ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+END_TEST
+
+START_TEST(worker_threads_follow_the_environment) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  setenv("HLOKIT_THREADS", "1", 1);
+  ck_assert_int_eq(hk_worker_threads(), 1);
+  setenv("HLOKIT_THREADS", "3", 1);
+  ck_assert_int_eq(hk_worker_threads(), 3);
+  setenv("HLOKIT_THREADS", "0", 1);   /* not a count: the CPUs decide */
+  ck_assert_int_eq(hk_worker_threads(), cpus < 1 ? 1 : (int)cpus);
+  setenv("HLOKIT_THREADS", "2x", 1);
+  ck_assert_int_eq(hk_worker_threads(), cpus < 1 ? 1 : (int)cpus);
+  unsetenv("HLOKIT_THREADS");
+  ck_assert_int_eq(hk_worker_threads(), cpus < 1 ? 1 : (int)cpus);
 }
 END_TEST
 
@@ -109,6 +125,7 @@ static Suite *arena_suite(void) {
   suite_add_tcase(s, tc);
   TCase *off = tcase_create("prefault off");
   tcase_add_test(off, prefault_off_serves_nothing);
+  tcase_add_test(off, worker_threads_follow_the_environment);
   suite_add_tcase(s, off);
   return s;
 }

@@ -109,6 +109,14 @@ typedef struct hk_exec_threads {
 /* True when computation c belongs to one of the threads. */
 bool hk_exec_threads_include(const hk_exec_threads *t, const hk_computation *c);
 
+/* ---- worker threads (not XLA's execution threads) ------------------------ */
+/* How many CPU threads hlokit's own work may keep busy at once (the host
+ * prefaults memory and prints on a second one; a pass may compute ahead on
+ * one): HLOKIT_THREADS when it is set to a number >= 1, else the number of
+ * online CPUs.  HLOKIT_THREADS=1 keeps all work on the calling thread
+ * (ABI 1.3). */
+int hk_worker_threads(void);
+
 /* ---- passes --------------------------------------------------------------- */
 typedef struct hk_pass hk_pass;
 

@@ -4,6 +4,7 @@
  * The kernel's zeroing of fresh pages (a fifth to a half of a big module's
  * parse and partition time, measured with perf) so runs on another core. */
 #include "arena.h"
+#include "hlokit/hlokit.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -90,12 +91,8 @@ static void fork_child(void) {
   pthread_mutex_unlock(&pool_mu);
 }
 
-/* On only with a second core to run on, unless HLOKIT_PREFAULT=0. */
-static bool helper_wanted(void) {
-  const char *env = getenv("HLOKIT_PREFAULT");
-  if (env && strcmp(env, "0") == 0) return false;
-  return sysconf(_SC_NPROCESSORS_ONLN) > 1;
-}
+/* On only when a second thread may run (hk_worker_threads). */
+static bool helper_wanted(void) { return hk_worker_threads() > 1; }
 
 /* Decides, once per process (and once more in a forked child), whether
  * the helper runs; true if it does. */

@@ -7,7 +7,6 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "spmd_internal.h"
 
@@ -20,18 +19,10 @@ static void *compute_order(void *arg) {
   return NULL;
 }
 
-/* A second thread only where a second core can run it, unless
- * HLOKIT_THREADS=1 keeps hlokit on the calling thread. */
-static bool second_thread_wanted(void) {
-  const char *env = getenv("HLOKIT_THREADS");
-  if (env && strcmp(env, "1") == 0) return false;
-  return sysconf(_SC_NPROCESSORS_ONLN) > 1;
-}
-
 void spmd_early_order_start(spmd_early_order *e, const hk_computation *c) {
   memset(e, 0, sizeof *e);
   e->c = c;
-  if (c->n_instrs < EARLY_ORDER_MIN_INSTRS || !second_thread_wanted()) return;
+  if (c->n_instrs < EARLY_ORDER_MIN_INSTRS || hk_worker_threads() < 2) return;
   e->running = pthread_create(&e->thread, NULL, compute_order, e) == 0;
 }
 
