@@ -385,33 +385,47 @@ static hk_status *relayout_and_verify(spmd_partitioner *p, hk_module *m,
 
 /* ---- phase F: cleanup ------------------------------------------------------------------ */
 
-static void clear_sharding(void *ctx, hk_instr *i) {
-  (void)ctx;
+/* What the sort's walk does on the way: clears every sharding and notes
+ * whether some instruction calls in a control-flow context (only those
+ * give flatten-call-graph work). */
+static void clear_sharding_note_calls(void *ctx, hk_instr *i) {
+  bool *control_calls = ctx;
   i->sharding = NULL;
+  if (i->n_called && hk_opcode_call_context((hk_opcode)i->opcode) == HK_CALL_CONTROL_FLOW)
+    *control_calls = true;
 }
 
-/* DCE, tuple simplification, CSE, flattening, DCE.  The last DCE can only
- * find work the tuple simplifier or the flattening left (hlo-cse removes
- * what it replaces, and its twins keep the operands alive), so it is
- * skipped when neither changed anything: the same result, one walk less. */
+/* Runs cleanup pass `name` if the registry has it; *dirty notes dead code
+ * it may have left (leaves_dead_code). */
+static hk_status *cleanup_pass(spmd_partitioner *p, const char *name, hk_module *m,
+                               const hk_exec_threads *threads, bool leaves_dead_code,
+                               bool *dirty) {
+  if (!p->reg || !hk_registry_find_pass(p->reg, name)) return NULL;
+  bool changed;
+  HK_TRY(run_pass_changed(p, name, m, threads, &changed));
+  spmd_phase_done(&p->clock, name);
+  *dirty |= changed && leaves_dead_code;
+  return NULL;
+}
+
+/* DCE, tuple simplification, CSE, flattening, DCE, then the shardings
+ * cleared and the computations sorted callees first, as XLA prints them.
+ * The clearing and sorting share one walk, done before the flattening:
+ * the flattening reads no sharding, sorts again when it changes anything,
+ * and the walk tells whether it has anything to do (a call in a
+ * control-flow context); none of the cleanup passes depends on the order.
+ * The last DCE can only find work the tuple simplifier or the flattening
+ * left (hlo-cse removes what it replaces, and its twins keep the operands
+ * alive), so it runs only when one of them changed something. */
 static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads) {
-  static const char *const passes[] = {"hlo-dce", "tuple-simplifier", "hlo-cse",
-                                       "flatten-call-graph", "hlo-dce"};
-  static const bool leaves_dead_code[] = {false, true, false, true, false};
-  const size_t n = sizeof passes / sizeof passes[0];
-  bool dirty = false;
-  for (size_t k = 0; k < n; k++) {
-    if (!p->reg || !hk_registry_find_pass(p->reg, passes[k])) continue;
-    if (k == n - 1 && !dirty) break;
-    bool changed;
-    HK_TRY(run_pass_changed(p, passes[k], m, threads, &changed));
-    spmd_phase_done(&p->clock, passes[k]);
-    dirty |= changed && leaves_dead_code[k];
-  }
-  /* Callees before callers, as XLA prints them; the sort's walk clears the
-   * shardings too.  None of the cleanup passes depends on the order. */
-  hk_module_sort_computations_visiting(m, clear_sharding, NULL);
+  bool dirty = false, control_calls = false;
+  HK_TRY(cleanup_pass(p, "hlo-dce", m, threads, false, &dirty));
+  HK_TRY(cleanup_pass(p, "tuple-simplifier", m, threads, true, &dirty));
+  HK_TRY(cleanup_pass(p, "hlo-cse", m, threads, false, &dirty));
+  hk_module_sort_computations_visiting(m, clear_sharding_note_calls, &control_calls);
   spmd_phase_done(&p->clock, "clear shardings, sort computations");
+  if (control_calls) HK_TRY(cleanup_pass(p, "flatten-call-graph", m, threads, true, &dirty));
+  if (dirty) HK_TRY(cleanup_pass(p, "hlo-dce", m, threads, false, &dirty));
   return NULL;
 }
 
