@@ -31,14 +31,14 @@ static void *take_when_ready(size_t n) {
 START_TEST(prefault_serves_zeroed_blocks_of_its_size) {
   unsetenv("HLOKIT_THREADS");
   void *first = hk_prefault_take(CHUNK);   /* starts the helper */
-  if (first) hk_big_free(first, CHUNK);
+  if (first) hk_free_block(first, CHUNK);
   if (hk_worker_threads() < 2) return;   /* no helper on one core */
   for (int round = 0; round < 6; round++) {   /* more than the pool holds at once */
     unsigned char *p = take_when_ready(CHUNK);
     ck_assert_ptr_nonnull(p);
     ck_assert(all_zero(p, CHUNK));
     memset(p, 0xab, CHUNK);
-    hk_big_free(p, CHUNK);
+    hk_free_block(p, CHUNK);
   }
   ck_assert_ptr_null(hk_prefault_take(CHUNK / 2));   /* only the first size is served */
 }
@@ -87,7 +87,7 @@ END_TEST
 START_TEST(prefault_survives_fork) {
   unsetenv("HLOKIT_THREADS");
   void *p = take_when_ready(CHUNK);
-  if (p) hk_big_free(p, CHUNK);
+  if (p) hk_free_block(p, CHUNK);
   pid_t pid = fork();
   ck_assert_int_ge(pid, 0);
   if (pid == 0) {

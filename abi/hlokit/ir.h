@@ -285,6 +285,12 @@ void hk_module_free(hk_module *m);
 /* Arena allocation: zeroed, 16-byte aligned, freed with the module. */
 void *hk_alloc(hk_module *m, size_t n);
 void *hk_memdup(hk_module *m, const void *p, size_t n);
+/* A zeroed block of n bytes outside any module, for a big temporary array
+ * a pass fills from its start: its pages are made present on a helper
+ * thread while the caller starts filling it (where hk_worker_threads
+ * allows one).  Freed with hk_free_block and the same n (ABI 1.3). */
+void *hk_alloc_block(size_t n);
+void hk_free_block(void *p, size_t n);
 /* Interned NUL-terminated copy of s[0..len). */
 const char *hk_intern(hk_module *m, const char *s, size_t len);
 const char *hk_intern_cstr(hk_module *m, const char *s);

@@ -1,5 +1,6 @@
 /* arena.c - chunked bump allocator: each module's memory, zeroed, freed at once. */
 #include "arena.h"
+#include "hlokit/hlokit.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -15,18 +16,20 @@ struct hk_arena_chunk {
 #define ARENA_FIRST_CHUNK 4096
 #define ARENA_MAX_CHUNK ((size_t)4 << 20)
 
-/* Blocks this big are mapped directly with their pages made present in
- * one call (MAP_POPULATE): cheaper than a page fault per 4 KiB page first
- * touched, the main cost of fresh memory here.  (Transparent huge pages
- * were measured too: fast when a process reuses them, but several times
- * slower than 4 KiB pages for the first use in a process.) */
+/* Blocks this big are mapped directly and their pages made present
+ * (hk_populate: by the prefault helper while the caller starts filling the
+ * block from its start, or in one call here): cheaper than a page fault
+ * per 4 KiB page first touched, the main cost of fresh memory here.
+ * (Transparent huge pages were measured too: fast when a process reuses
+ * them, but several times slower than 4 KiB pages for the first use in a
+ * process.) */
 #define BIG_MAP_MIN ((size_t)1 << 20)
 
-void *hk_big_alloc(size_t n) {
+void *hk_alloc_block(size_t n) {
   if (n >= BIG_MAP_MIN) {
-    void *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-                   -1, 0);
+    char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) abort();
+    hk_populate(p, p + n);
     return p;
   }
   void *p = calloc(1, n);
@@ -61,10 +64,10 @@ static void *map_huge_aligned(size_t n) {
 
 void *hk_table_alloc(size_t n) {
   if (n >= HUGE_TABLE_MIN && n % HUGE_PAGE == 0) return map_huge_aligned(n);
-  return hk_big_alloc(n);
+  return hk_alloc_block(n);
 }
 
-void hk_big_free(void *p, size_t n) {
+void hk_free_block(void *p, size_t n) {
   if (!p) return;
   if (n >= BIG_MAP_MIN) munmap(p, n);
   else free(p);
@@ -81,7 +84,7 @@ void hk_arena_release(hk_arena *a) {
   hk_arena_chunk *c = a->chunks;
   while (c) {
     hk_arena_chunk *next = c->next;
-    hk_big_free(c, sizeof *c + c->size);
+    hk_free_block(c, sizeof *c + c->size);
     c = next;
   }
   hk_arena_init(a);
@@ -90,7 +93,7 @@ void hk_arena_release(hk_arena *a) {
 static hk_arena_chunk *chunk_new(hk_arena *a, size_t size) {
   hk_arena_chunk *c = NULL;
   if (size == ARENA_MAX_CHUNK) c = hk_prefault_take(sizeof *c + size);
-  if (!c) c = hk_big_alloc(sizeof *c + size);
+  if (!c) c = hk_alloc_block(sizeof *c + size);
   c->size = size;
   a->bytes += size;
   return c;

@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "hlokit/hlokit.h"
+
 typedef struct hk_arena_chunk hk_arena_chunk;
 
 typedef struct hk_arena {
@@ -35,13 +37,12 @@ size_t hk_arena_bytes(const hk_arena *a);
  * system; they read as zeros afterwards.  Returns the bytes given back. */
 size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void *item));
 
-/* Zeroed memory for big tables and chunks, freed with the same size (one
- * place to change how big blocks are obtained: blocks of 1 MiB and more
- * are mapped with their pages present at once; see arena.c). */
-void *hk_big_alloc(size_t n);
-void hk_big_free(void *p, size_t n);
-/* hk_big_alloc for a hash table probed at random: big ones get huge pages
- * where the kernel allows (freed with hk_big_free, the same size). */
+/* Big tables and chunks come from hk_alloc_block / hk_free_block (the
+ * ABI's, ir.h): the one place that decides how big blocks are obtained
+ * (blocks of 1 MiB and more are mapped, their pages made present ahead of
+ * use; see arena.c). */
+/* hk_alloc_block for a hash table probed at random: big ones get huge pages
+ * where the kernel allows (freed with hk_free_block, the same size). */
 void *hk_table_alloc(size_t n);
 /* Asks for the pages of [from, to) to be made present, when that is 1 MiB
  * or more, instead of a page fault per 4 KiB page first written (for
@@ -51,7 +52,7 @@ void *hk_table_alloc(size_t n);
  * may be freed at any time after. */
 void hk_populate(void *from, void *to);
 /* A zeroed block of n bytes made present ahead of time by a helper thread
- * (freed with hk_big_free), or NULL when none is ready: the helper starts
+ * (freed with hk_free_block), or NULL when none is ready: the helper starts
  * on the first call and from then on serves blocks of that call's size. */
 void *hk_prefault_take(size_t n);
 /* hk_table_alloc(n) made by the prefault helper while the caller goes on,

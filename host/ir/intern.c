@@ -75,7 +75,7 @@ const char *hk_str_new(hk_arena *a, const char *s, size_t len, uint32_t hash) {
 static size_t strmap_size(uint32_t cap) { return (size_t)cap * sizeof(hk_strmap_entry); }
 
 void hk_strmap_free(hk_strmap *t) {
-  if (t->slots) hk_big_free(t->slots, strmap_size(t->mask + 1));
+  if (t->slots) hk_free_block(t->slots, strmap_size(t->mask + 1));
   hk_table_future_cancel(t->pending);
   t->pending = NULL;
   t->slots = NULL;
@@ -116,7 +116,7 @@ static void strmap_move_into(hk_strmap *t, hk_strmap_entry *slots, uint32_t cap)
     for (uint32_t i = 0; i <= t->mask; i++)
       if (t->slots[i].kt)
         *strmap_place(slots, cap - 1, hk_strmap_hash(&t->slots[i])) = t->slots[i];
-    hk_big_free(t->slots, strmap_size(t->mask + 1));
+    hk_free_block(t->slots, strmap_size(t->mask + 1));
   }
   t->slots = slots;
   t->mask = cap - 1;
@@ -132,7 +132,7 @@ static void strmap_adopt_pending(hk_strmap *t) {
   if (!hk_table_future_ready(t->pending)) return;
   hk_strmap_entry *slots = hk_table_future_take(t->pending);
   t->pending = NULL;
-  if (t->slots && t->pending_cap <= t->mask + 1) hk_big_free(slots, strmap_size(t->pending_cap));
+  if (t->slots && t->pending_cap <= t->mask + 1) hk_free_block(slots, strmap_size(t->pending_cap));
   else strmap_move_into(t, slots, t->pending_cap);
 }
 
@@ -223,7 +223,7 @@ static void hc_grow(hk_hctab *t) {
   if (t->slots) {
     for (size_t i = 0; i <= t->mask; i++)
       if (t->slots[i].ptr) *hc_place(slots, cap - 1, t->slots[i].hash) = t->slots[i];
-    hk_big_free(t->slots, (t->mask + 1) * sizeof *slots);
+    hk_free_block(t->slots, (t->mask + 1) * sizeof *slots);
   }
   t->slots = slots;
   t->mask = cap - 1;

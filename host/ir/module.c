@@ -24,7 +24,7 @@ void hk_module_free(hk_module *m) {
   hk_ns_free(&impl->instr_names);
   hk_ns_free(&impl->comp_names);
   for (int t = 0; t < HK_HC_COUNT; t++)
-    if (impl->hc[t].slots) hk_big_free(impl->hc[t].slots, (impl->hc[t].mask + 1) * sizeof(hk_hc_entry));
+    if (impl->hc[t].slots) hk_free_block(impl->hc[t].slots, (impl->hc[t].mask + 1) * sizeof(hk_hc_entry));
   hk_arena_release(&impl->arena);
   hk_arena_release(&impl->instr_arena);
   free(m->computations);

@@ -79,7 +79,7 @@ static void make_table(hk_table_future *f) {
   }
   pthread_mutex_unlock(&pool_mu);
   if (cancelled) {
-    hk_big_free(t, f->bytes);
+    hk_free_block(t, f->bytes);
     free(f);
   }
 }
@@ -220,7 +220,7 @@ void hk_table_future_cancel(hk_table_future *f) {
   }
   pthread_mutex_unlock(&pool_mu);
   if (f) {
-    if (f->table) hk_big_free(f->table, f->bytes);
+    if (f->table) hk_free_block(f->table, f->bytes);
     free(f);
   }
 }

@@ -14,9 +14,14 @@ struct spmd_value_block {
   spmd_value v[];
 };
 
+static size_t block_bytes(int64_t cap) {
+  return sizeof(struct spmd_value_block) + sizeof(spmd_value) * (size_t)cap;
+}
+
+/* A block for cap values, filled from the start: its pages are made present
+ * on the host's helper thread meanwhile (hk_alloc_block). */
 static struct spmd_value_block *new_block(int64_t cap, struct spmd_value_block *next) {
-  struct spmd_value_block *b = malloc(sizeof *b + sizeof(spmd_value) * (size_t)cap);
-  if (!b) abort();
+  struct spmd_value_block *b = hk_alloc_block(block_bytes(cap));
   b->next = next;
   b->n = 0;
   b->cap = cap;
@@ -74,7 +79,7 @@ static void visitor_free(spmd_visitor *v) {
   for (struct spmd_value_block *b = v->values; b;) {
     struct spmd_value_block *nx = b->next;
     for (int64_t i = 0; i < b->n; i++) free_cache(b->v[i].cache);
-    free(b);
+    hk_free_block(b, block_bytes(b->cap));
     b = nx;
   }
 }
