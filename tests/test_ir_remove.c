@@ -163,6 +163,60 @@ START_TEST(long_and_short_lists_match_one_by_one) {
 }
 END_TEST
 
+/* k with 40 users a0..a39 (a long list: indexed by user pointer when
+ * enough of them go).  Removes the named users of k in one batch from one
+ * parse and one at a time from another; returns the batch's module. */
+static hk_module *remove_from_long_list(const char *const *dead, int n_dead) {
+  char text[4096];
+  size_t n = (size_t)snprintf(text, sizeof text,
+                              "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+                              "  k = f32[4] constant({1, 2, 3, 4})\n");
+  for (int a = 0; a < 40; a++)
+    n += (size_t)snprintf(text + n, sizeof text - n, "  a%d = f32[4] add(k, p)\n", a);
+  snprintf(text + n, sizeof text - n, "  ROOT r = f32[4] add(p, p)\n}\n");
+  hk_module *one = hk_test_parse(text), *many = hk_test_parse(text);
+  hk_instr *v[40];
+  for (int k = 0; k < n_dead; k++) {
+    ck_assert_ok(hk_instr_remove(find(one, dead[k])));
+    v[k] = find(many, dead[k]);
+  }
+  ck_assert_ok(hk_instrs_remove(v, n_dead));
+  assert_same_lists(one, many);
+  hk_module_free(one);
+  return many;
+}
+
+/* The known answer for a long list: each removal moves the last user into
+ * the freed slot, a39 (moved first) goes last and a35 takes its slot. */
+START_TEST(long_list_keeps_one_at_a_time_order) {
+  static const char *const dead[] = {"a0", "a1", "a2", "a3", "a39"};
+  hk_module *m = remove_from_long_list(dead, 5);
+  char want[1024], got[1024];
+  size_t n = (size_t)snprintf(want, sizeof want, "a35 a38 a37 a36");
+  for (int a = 4; a <= 34; a++) n += (size_t)snprintf(want + n, sizeof want - n, " a%d", a);
+  users_text(find(m, "k"), got, sizeof got);
+  ck_assert_str_eq(got, want);
+  hk_module_free(m);
+}
+END_TEST
+
+/* A few drops from a long list (searched, not indexed), the last user
+ * among them, and every user of it at once. */
+START_TEST(long_list_few_and_all_drops_match_one_by_one) {
+  static const char *const few[] = {"a39", "a7", "a38"};
+  for (int k = 1; k <= 3; k++) hk_module_free(remove_from_long_list(few, k));
+  const char *all[40];
+  char names[40][8];
+  for (int a = 0; a < 40; a++) {
+    snprintf(names[a], sizeof names[a], "a%d", (a * 13) % 40);
+    all[a] = names[a];
+  }
+  hk_module *m = remove_from_long_list(all, 40);
+  ck_assert_int_eq(find(m, "k")->n_users, 0);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *ir_remove_suite(void) {
   Suite *s = suite_create("ir_remove");
   TCase *tc = tcase_create("core");
@@ -170,6 +224,8 @@ static Suite *ir_remove_suite(void) {
   tcase_add_test(tc, refuses_and_removes_nothing);
   tcase_add_test(tc, shared_operand_many_users);
   tcase_add_test(tc, long_and_short_lists_match_one_by_one);
+  tcase_add_test(tc, long_list_keeps_one_at_a_time_order);
+  tcase_add_test(tc, long_list_few_and_all_drops_match_one_by_one);
   suite_add_tcase(s, tc);
   return s;
 }

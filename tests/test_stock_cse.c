@@ -146,6 +146,27 @@ START_TEST(cse_matches_reference_on_post_order_lists) {
 }
 END_TEST
 
+/* Ids set from outside (an imported module's): unique, but far beyond the
+ * module's next id and in no relation to the order, so the pass's table of
+ * positions by id grows as its walk meets them. */
+START_TEST(cse_matches_reference_with_ids_set_from_outside) {
+  int iterations = hk_test_iterations(20);
+  for (int seed = 0; seed < iterations; seed++) {
+    char *text = random_module((uint64_t)seed + 2000, 40 + seed * 5);
+    hk_module *want = hk_test_parse(text), *got = hk_test_parse(text);
+    int64_t n = got->entry->n_instrs, k = 0;
+    for (hk_instr *i = got->entry->first; i; i = i->next, k++)
+      i->id = got->next_id + 100000 + 7 * (n - k) + seed;
+    reference_cse(want);
+    hk_test_run_pass(reg, got, "hlo-cse", NULL);
+    assert_same_modules(want, got);
+    hk_module_free(want);
+    hk_module_free(got);
+    free(text);
+  }
+}
+END_TEST
+
 /* Side effects are asked of an instruction only once it meets a twin, so
  * identical side-effecting instructions must still all stay, whether they
  * are found through their operand's users (few) or the table (many), while
@@ -187,6 +208,7 @@ static Suite *stock_cse_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, cse_matches_reference_on_random_lists);
   tcase_add_test(tc, cse_matches_reference_on_post_order_lists);
+  tcase_add_test(tc, cse_matches_reference_with_ids_set_from_outside);
   tcase_add_test(tc, cse_keeps_identical_side_effects_among_merges);
   suite_add_tcase(s, tc);
   return s;

@@ -1,5 +1,7 @@
 /* remove_many.c - hk_instrs_remove: many removals at once, in time linear in the removed instructions and their operands' user counts. */
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "intern.h"
 #include "irpriv.h"
@@ -8,9 +10,10 @@
  * short user list drops a removed user by searching that list, as
  * hk_instr_remove does.  Drops from long lists (a constant shared by a
  * million users) are gathered per operand, in batch order, and replayed
- * through a position table indexed by user id, so each costs O(1): the
- * final lists are exactly those of one removal at a time, since an
- * operand's list depends only on the order of its own drops. */
+ * through a table of positions keyed by user pointer, so each costs O(1)
+ * and reads none of the users' structs (cold, and as many as the list is
+ * long): the final lists are exactly those of one removal at a time, since
+ * an operand's list depends only on the order of its own drops. */
 #define SHORT_USER_LIST 32
 
 /* One operand with a long user list, and where its drops go. */
@@ -114,44 +117,87 @@ static void drop_listed_user(hk_instr *op, const hk_instr *user) {
   }
 }
 
-/* Fills pos[id] with each user's position; false when ids do not index
- * the users one to one (a module with ids set from outside). */
-static bool index_by_id(const hk_instr *op, int32_t *pos, int64_t n_ids) {
-  for (int32_t u = 0; u < op->n_users; u++) {
-    int64_t id = op->users[u]->id;
-    if (id < 0 || id >= n_ids) return false;
-    pos[id] = u;
+/* Positions in one long user list, keyed by the user pointer: open
+ * addressing whose slots hold positions in op->users, so a key is compared
+ * by reading the pointer array, never a user's struct. */
+typedef struct user_index {
+  int32_t *slot;        /* USER_EMPTY, USER_DROPPED or a position */
+  size_t cap, mask;
+  unsigned shift;       /* 64 - log2(mask + 1) */
+} user_index;
+
+enum { USER_EMPTY = -1, USER_DROPPED = -2 };
+
+/* A few drops cost less by searching the list than by indexing it. */
+#define INDEX_MIN_DROPS 4
+
+/* Fibonacci hashing: spreads the fixed stride of arena-allocated
+ * instructions over the whole table. */
+static size_t user_hash(const user_index *x, const hk_instr *u) {
+  return (size_t)(((uint64_t)(uintptr_t)u * 0x9E3779B97F4A7C15ull) >> x->shift);
+}
+
+/* The slot holding user u of op, or SIZE_MAX when u is not listed (any
+ * more).  Live slots hold distinct current positions, so the first slot
+ * whose position lists u is u's. */
+static size_t find_user(const user_index *x, const hk_instr *op, const hk_instr *u) {
+  for (size_t h = user_hash(x, u);; h = (h + 1) & x->mask) {
+    int32_t p = x->slot[h];
+    if (p == USER_EMPTY) return SIZE_MAX;
+    if (p >= 0 && op->users[p] == u) return h;
   }
-  for (int32_t u = 0; u < op->n_users; u++)
-    if (pos[op->users[u]->id] != u) return false;
+}
+
+/* Indexes op->users (the table at most half full); false when a user is
+ * listed twice, which the one-at-a-time replay then handles. */
+static bool index_users(user_index *x, const hk_instr *op) {
+  size_t cap = 64;
+  unsigned bits = 6;
+  while (cap < 2 * (size_t)op->n_users) cap *= 2, bits++;
+  if (cap > x->cap) {
+    free(x->slot);
+    x->slot = malloc(cap * sizeof *x->slot);
+    if (!x->slot) abort();
+    x->cap = cap;
+  }
+  memset(x->slot, 0xff, cap * sizeof *x->slot);   /* USER_EMPTY */
+  x->mask = cap - 1;
+  x->shift = 64 - bits;
+  for (int32_t u = 0; u < op->n_users; u++) {
+    const hk_instr *user = op->users[u];
+    size_t h = user_hash(x, user);
+    for (; x->slot[h] != USER_EMPTY; h = (h + 1) & x->mask)
+      if (op->users[x->slot[h]] == user) return false;
+    x->slot[h] = u;
+  }
   return true;
 }
 
 /* Replays op's drops (users[0..n), in batch order) as hk_instr_remove
  * would: the last user takes the freed slot. */
-static void replay_drops(hk_instr *op, const hk_instr *const *users, int64_t n, int32_t *pos,
-                         int64_t n_ids) {
-  if (!index_by_id(op, pos, n_ids)) {
+static void replay_drops(hk_instr *op, const hk_instr *const *users, int64_t n, user_index *x) {
+  if (n < INDEX_MIN_DROPS || !index_users(x, op)) {
     for (int64_t k = 0; k < n; k++) drop_listed_user(op, users[k]);
     return;
   }
   for (int64_t k = 0; k < n; k++) {
-    const hk_instr *user = users[k];
-    int32_t p = pos[user->id];
-    if (p < 0 || p >= op->n_users || op->users[p] != user) continue;   /* dropped already */
-    hk_instr *last = op->users[--op->n_users];
-    op->users[p] = last;
-    pos[last->id] = p;
-    pos[user->id] = -1;
+    size_t s = find_user(x, op, users[k]);
+    if (s == SIZE_MAX) continue;   /* dropped already: a repeated operand */
+    int32_t p = x->slot[s];
+    int32_t last = --op->n_users;
+    x->slot[s] = USER_DROPPED;
+    if (p == last) continue;
+    hk_instr *moved = op->users[last];
+    x->slot[find_user(x, op, moved)] = p;
+    op->users[p] = moved;
   }
 }
 
 /* Replays every long list's drops, grouped per operand (counting sort). */
-static void replay_long_lists(long_ops *t, int64_t n_ids) {
+static void replay_long_lists(long_ops *t) {
   if (!t->n) return;
   const hk_instr **sorted = malloc(t->n_drops * sizeof *sorted);
-  int32_t *pos = calloc((size_t)(n_ids > 0 ? n_ids : 1), sizeof *pos);
-  if (!sorted || !pos) abort();
+  if (!sorted) abort();
   int64_t at = 0;
   for (size_t g = 0; g < t->n; g++) {
     t->v[g].start = at;
@@ -162,11 +208,12 @@ static void replay_long_lists(long_ops *t, int64_t n_ids) {
     long_op *g = &t->v[t->drops[k].group];
     sorted[g->start + g->n_drops++] = t->drops[k].user;
   }
+  user_index x = {0};
   for (size_t g = 0; g < t->n; g++) {
-    replay_drops(t->v[g].op, sorted + t->v[g].start, t->v[g].n_drops, pos, n_ids);
+    replay_drops(t->v[g].op, sorted + t->v[g].start, t->v[g].n_drops, &x);
     t->v[g].op->flags &= (uint16_t)~HK_IFLAG_LONG_USERS;
   }
-  free(pos);
+  free(x.slot);
   free(sorted);
 }
 
@@ -176,29 +223,30 @@ static void long_ops_free(long_ops *t) {
   free(t->drops);
 }
 
+/* Takes batch member i out of its operands' user lists (long ones are
+ * only noted, for the replay) and out of its computation, in one visit.
+ * Its users come earlier in the batch and are gone already, so nothing
+ * after this asks whether i is in the batch. */
+static void remove_member(long_ops *t, hk_instr *i) {
+  for (int32_t j = 0; j < i->n_operands; j++) {
+    hk_instr *op = i->operands[j];
+    if (in_batch(op)) continue;
+    if ((op->flags & HK_IFLAG_LONG_USERS) || op->n_users > SHORT_USER_LIST) add_drop(t, op, i);
+    else drop_listed_user(op, i);
+  }
+  i->n_users = 0;   /* its users were all removed with it */
+  i->flags &= (uint16_t)~HK_IFLAG_MARK;
+  hk_instr_detach(i);
+}
+
 hk_status *hk_instrs_remove(hk_instr *const *v, int64_t n) {
   if (n <= 0) return NULL;
   if (n == 1) return hk_instr_remove(v[0]);
   hk_status *st = check_batch(v, n);
   if (st) return st;
-  hk_module *m = v[0]->parent->module;
   long_ops t = {0};
-  for (int64_t k = 0; k < n; k++) {
-    hk_instr *i = v[k];
-    for (int32_t j = 0; j < i->n_operands; j++) {
-      hk_instr *op = i->operands[j];
-      if (in_batch(op)) continue;
-      if ((op->flags & HK_IFLAG_LONG_USERS) || op->n_users > SHORT_USER_LIST) add_drop(&t, op, i);
-      else drop_listed_user(op, i);
-    }
-  }
-  replay_long_lists(&t, m->next_id);
+  for (int64_t k = 0; k < n; k++) remove_member(&t, v[k]);
+  replay_long_lists(&t);
   long_ops_free(&t);
-  for (int64_t k = 0; k < n; k++) {
-    hk_instr *i = v[k];
-    i->n_users = 0;   /* its users were all removed with it */
-    i->flags &= (uint16_t)~HK_IFLAG_MARK;
-    hk_instr_detach(i);
-  }
   return NULL;
 }

@@ -198,12 +198,14 @@ typedef struct cse_walk {
   cse_table t;
   hk_instr **order;
   int64_t n;
-  const stock_order_ws *ws;   /* pos_by_id gives positions in order */
+  stock_order_ws *ws;   /* pos_by_id: positions of the instructions visited so far */
   uint8_t *st;
   char **keys;   /* printed forms of representatives by position, made on first need */
 } cse_walk;
 
-/* i's position in the order, or -1 if it is not in it. */
+/* i's position in the order if the walk has visited it (else -1, or its
+ * position, which holds no state yet, when a stale entry happens to
+ * match). */
 static int64_t position_of(const cse_walk *w, const hk_instr *i) {
   if (i->id < 0 || (size_t)i->id >= w->ws->n_ids) return -1;
   uint32_t q = w->ws->pos_by_id[i->id];
@@ -276,6 +278,12 @@ static hk_instr *find_or_add(cse_walk *w, hk_instr *i, int64_t pos) {
   return found;
 }
 
+/* Whether candidate i, just replaced (so without users), can go: what
+ * stock_is_removable checks beyond that, cse_candidate already did. */
+static bool replaced_is_removable(const hk_instr *i) {
+  return !i->n_users && !hk_instr_is_root(i);
+}
+
 static bool cse_candidate(const hk_instr *i, bool only_scalars) {
   if (i->opcode == HK_OP_PARAMETER || hk_instr_has_side_effect(i)) return false;
   if (i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs)) return false;
@@ -313,11 +321,14 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
   for (int64_t k = 0; k < w.n; k++) {
     hk_instr *i = w.order[k];
     prefetch_ahead(w.order, w.n, k);
+    /* Positions are needed only for instructions visited already: the
+     * first operands (earlier in post order) and the representatives. */
+    stock_order_note(ws, i, k);
     if (!cse_candidate(i, only_scalars)) continue;
     hk_instr *prev = find_or_add(&w, i, k);
     if (!prev) continue;
     hk_instr_replace_all_uses(i, prev);
-    if (stock_is_removable(i)) dead[n_dead++] = i;
+    if (replaced_is_removable(i)) dead[n_dead++] = i;
     changed = true;
   }
   table_free(&w.t);

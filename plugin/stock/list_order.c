@@ -1,7 +1,8 @@
 /* list_order.c - stock_post_order: a computation's post order
  * (hk_computation_post_order, which takes the list itself when the list
- * already is that order) plus, for hlo-cse, each instruction's position in
- * it by id, kept in buffers reused across the computations of one run. */
+ * already is that order) and, for hlo-cse, a table of positions in it by
+ * instruction id that the caller's walk fills as it goes, kept in buffers
+ * reused across the computations of one run. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,9 +15,9 @@ void stock_order_ws_free(stock_order_ws *w) {
 
 /* Room for ids below n_ids; new entries zeroed (stale or zero entries are
  * never trusted: readers check order[pos]). */
-static void reserve_ids(stock_order_ws *w, int64_t n_ids) {
+void stock_order_ws_reserve(stock_order_ws *w, int64_t n_ids) {
   if (n_ids <= 0 || (size_t)n_ids <= w->n_ids) return;
-  /* clones keep adding ids: grow geometrically */
+  /* ids set from outside may keep exceeding the size: grow geometrically */
   size_t want = w->n_ids && 2 * w->n_ids > (size_t)n_ids ? 2 * w->n_ids : (size_t)n_ids;
   w->pos_by_id = realloc(w->pos_by_id, want * sizeof *w->pos_by_id);
   if (!w->pos_by_id) abort();
@@ -25,12 +26,6 @@ static void reserve_ids(stock_order_ws *w, int64_t n_ids) {
 }
 
 hk_instr **stock_post_order(const hk_computation *c, stock_order_ws *w, int64_t *n) {
-  hk_instr **order = hk_computation_post_order(c, n);
-  int64_t max_id = c->module->next_id;
-  for (int64_t k = 0; k < *n; k++)
-    if (order[k]->id >= max_id) max_id = order[k]->id + 1;
-  reserve_ids(w, max_id);
-  for (int64_t k = 0; k < *n; k++)
-    if (order[k]->id >= 0) w->pos_by_id[order[k]->id] = (uint32_t)k;
-  return order;
+  stock_order_ws_reserve(w, c->module->next_id);
+  return hk_computation_post_order(c, n);
 }
