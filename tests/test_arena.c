@@ -7,7 +7,6 @@
 #include <time.h>
 
 #include "ir/arena.h"
-#include "ir/irpriv.h"
 #include "testutil.h"
 
 #define CHUNK ((size_t)1 << 20)
@@ -116,71 +115,6 @@ START_TEST(worker_threads_follow_the_environment) {
 }
 END_TEST
 
-/* Keys "k<n>" in the arena; the map must find every one with its value. */
-static void fill_map(hk_strmap *t, hk_arena *a, int from, int to) {
-  for (int k = from; k < to; k++) {
-    char b[24];
-    int len = snprintf(b, sizeof b, "k%d", k);
-    hk_strmap_add(t, hk_str_new(a, b, (size_t)len, hk_str_hash(b, (size_t)len)),
-                  (void *)(uintptr_t)(k + 1));
-  }
-}
-
-static void check_map(const hk_strmap *t, int n) {
-  ck_assert_uint_eq(t->count, (unsigned)n);
-  for (int k = 0; k < n; k++) {
-    char b[24];
-    int len = snprintf(b, sizeof b, "k%d", k);
-    hk_strmap_entry *e = hk_strmap_find(t, b, (size_t)len, hk_str_hash(b, (size_t)len));
-    ck_assert_ptr_nonnull(e);
-    ck_assert_ptr_eq(hk_strmap_value(e), (void *)(uintptr_t)(k + 1));
-  }
-}
-
-/* A big reservation is made by the helper: the map keeps working on its
- * small table meanwhile, then moves into the big one with every key. */
-START_TEST(big_reservation_is_adopted_with_every_key) {
-  unsetenv("HLOKIT_THREADS");
-  hk_arena a;
-  hk_arena_init(&a);
-  hk_strmap t = {0};
-  hk_strmap_reserve(&t, 1 << 20);   /* 2^21 slots, 32 MiB */
-  bool async = t.pending != NULL;
-  ck_assert(async || hk_worker_threads() < 2);
-  fill_map(&t, &a, 0, 5000);
-  for (int k = 0; async && t.pending && k < 1000; k++) {
-    nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
-    fill_map(&t, &a, 5000 + k, 5001 + k);   /* an insert is when the map looks */
-  }
-  ck_assert_ptr_null(t.pending);
-  ck_assert_uint_eq(t.mask + 1, 1u << 21);
-  int n = (int)t.count;
-  fill_map(&t, &a, n, 200000);
-  check_map(&t, 200000);
-  ck_assert_uint_eq(t.mask + 1, 1u << 21);   /* reserved: no growth */
-  hk_strmap_free(&t);
-  hk_arena_release(&a);
-}
-END_TEST
-
-/* Freed before the helper is done (or before it started): no leak, no
- * crash; the helper frees what it made. */
-START_TEST(big_reservation_cancelled) {
-  unsetenv("HLOKIT_THREADS");
-  for (int round = 0; round < 4; round++) {
-    hk_arena a;
-    hk_arena_init(&a);
-    hk_strmap t = {0};
-    hk_strmap_reserve(&t, 1 << 19);
-    fill_map(&t, &a, 0, 100);
-    check_map(&t, 100);
-    hk_strmap_free(&t);
-    hk_arena_release(&a);
-  }
-  nanosleep(&(struct timespec){0, 200 * 1000 * 1000}, NULL);   /* let the helper finish */
-}
-END_TEST
-
 static Suite *arena_suite(void) {
   Suite *s = suite_create("arena");
   TCase *tc = tcase_create("prefault");
@@ -188,8 +122,6 @@ static Suite *arena_suite(void) {
   tcase_add_test(tc, prefault_serves_zeroed_blocks_of_its_size);
   tcase_add_test(tc, big_arena_reads_as_zeros);
   tcase_add_test(tc, prefault_survives_fork);
-  tcase_add_test(tc, big_reservation_is_adopted_with_every_key);
-  tcase_add_test(tc, big_reservation_cancelled);
   suite_add_tcase(s, tc);
   TCase *off = tcase_create("prefault off");
   tcase_add_test(off, prefault_off_serves_nothing);

@@ -55,16 +55,5 @@ void hk_populate(void *from, void *to);
  * (freed with hk_free_block), or NULL when none is ready: the helper starts
  * on the first call and from then on serves blocks of that call's size. */
 void *hk_prefault_take(size_t n);
-/* hk_table_alloc(n) made by the prefault helper while the caller goes on,
- * or NULL when there is no helper (the caller then makes its own).  Poll
- * with hk_table_future_ready (no lock taken: cheap enough per insert);
- * hk_table_future_take returns the table once ready (the future is then
- * gone) and NULL before; hk_table_future_cancel gives up on it (the table,
- * made or not, is freed). */
-typedef struct hk_table_future hk_table_future;
-hk_table_future *hk_table_alloc_async(size_t n);
-bool hk_table_future_ready(const hk_table_future *f);
-void *hk_table_future_take(hk_table_future *f);
-void hk_table_future_cancel(hk_table_future *f);
 
 #endif

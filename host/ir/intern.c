@@ -76,8 +76,6 @@ static size_t strmap_size(uint32_t cap) { return (size_t)cap * sizeof(hk_strmap_
 
 void hk_strmap_free(hk_strmap *t) {
   if (t->slots) hk_free_block(t->slots, strmap_size(t->mask + 1));
-  hk_table_future_cancel(t->pending);
-  t->pending = NULL;
   t->slots = NULL;
   t->mask = 0;
   t->count = 0;
@@ -109,9 +107,9 @@ static hk_strmap_entry *strmap_place(hk_strmap_entry *slots, uint32_t mask, uint
     if (!slots[i].kt) return &slots[i];
 }
 
-/* Rehashes t into slots, a zeroed table of cap slots (a power of two above
- * its count). */
-static void strmap_move_into(hk_strmap *t, hk_strmap_entry *slots, uint32_t cap) {
+/* Rehashes t into a table of cap slots (a power of two above its count). */
+static void strmap_resize(hk_strmap *t, uint32_t cap) {
+  hk_strmap_entry *slots = hk_table_alloc(strmap_size(cap));
   if (t->slots) {
     for (uint32_t i = 0; i <= t->mask; i++)
       if (t->slots[i].kt)
@@ -122,47 +120,19 @@ static void strmap_move_into(hk_strmap *t, hk_strmap_entry *slots, uint32_t cap)
   t->mask = cap - 1;
 }
 
-static void strmap_resize(hk_strmap *t, uint32_t cap) {
-  strmap_move_into(t, hk_table_alloc(strmap_size(cap)), cap);
-}
-
-/* Moves into the helper's table once it is ready; gives it up when the map
- * has outgrown it meanwhile. */
-static void strmap_adopt_pending(hk_strmap *t) {
-  if (!hk_table_future_ready(t->pending)) return;
-  hk_strmap_entry *slots = hk_table_future_take(t->pending);
-  t->pending = NULL;
-  if (t->slots && t->pending_cap <= t->mask + 1) hk_free_block(slots, strmap_size(t->pending_cap));
-  else strmap_move_into(t, slots, t->pending_cap);
-}
-
 static void strmap_grow(hk_strmap *t) { strmap_resize(t, t->slots ? (t->mask + 1) * 2 : 16); }
 
 /* Keeps the load factor at most 3/4. */
 static void strmap_reserve_one(hk_strmap *t) {
-  if (t->pending) strmap_adopt_pending(t);
   if (!t->slots || (uint64_t)(t->count + 1) * 4 > (uint64_t)(t->mask + 1) * 3) strmap_grow(t);
 }
-
-/* Tables this big are worth making on the helper (see arena.c's huge
- * tables: the kernel zeroes them page by page, tens of ms at 10^6 keys). */
-#define STRMAP_ASYNC_MIN_BYTES ((size_t)4 << 20)
 
 /* Sized once for n entries: no intermediate tables are made and filled. */
 void hk_strmap_reserve(hk_strmap *t, size_t n) {
   if (n > (size_t)1 << 30) n = (size_t)1 << 30;
   uint64_t cap = t->slots ? (uint64_t)t->mask + 1 : 16;
   while ((uint64_t)n * 4 > cap * 3) cap *= 2;
-  if (t->slots && cap <= (uint64_t)t->mask + 1) return;
-  if (!t->pending && strmap_size((uint32_t)cap) >= STRMAP_ASYNC_MIN_BYTES) {
-    t->pending = hk_table_alloc_async(strmap_size((uint32_t)cap));
-    if (t->pending) {
-      t->pending_cap = (uint32_t)cap;
-      return;
-    }
-  }
-  if (t->pending && cap <= t->pending_cap) return;
-  strmap_resize(t, (uint32_t)cap);
+  if (!t->slots || cap > (uint64_t)t->mask + 1) strmap_resize(t, (uint32_t)cap);
 }
 
 hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_t hash) {

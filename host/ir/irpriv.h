@@ -53,10 +53,6 @@ typedef struct hk_strmap {
   hk_strmap_entry *slots;   /* malloc'ed */
   uint32_t mask;            /* capacity - 1, or 0 when no slots */
   uint32_t count;
-  /* A big reservation being made by the prefault helper: the map switches
-   * to it (pending_cap slots) at the first insert after it is ready. */
-  hk_table_future *pending;
-  uint32_t pending_cap;
 } hk_strmap;
 
 void hk_strmap_free(hk_strmap *t);
@@ -68,9 +64,7 @@ void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *
 /* Makes room for one more key and starts loading the slot for hash, so a
  * later hk_strmap_slot with that hash finds it in cache. */
 void hk_strmap_prefetch(hk_strmap *t, uint32_t hash);
-/* Grows the table (if needed) so n keys fit without growing again.  A big
- * table is made by the prefault helper when there is one: the map keeps
- * growing as usual until it is ready, then moves into it. */
+/* Grows the table (if needed) so n keys fit without growing again. */
 void hk_strmap_reserve(hk_strmap *t, size_t n);
 /* Adds key (a header string not yet present); returns its entry. */
 hk_strmap_entry *hk_strmap_add(hk_strmap *t, const char *key, void *value);

@@ -18,8 +18,6 @@
 #define READY_MAX 4
 /* Ranges waiting to be populated; more than that are populated in place. */
 #define RANGES_MAX 8
-/* Tables being made at once; more than that are made by the caller. */
-#define TABLES_MAX 4
 
 typedef struct range {
   uintptr_t from, to;
@@ -32,16 +30,6 @@ static int n_ready;
 static size_t chunk_bytes;   /* the one chunk size served, set by the first take */
 static range ranges[RANGES_MAX];
 static int n_ranges;
-
-/* A table the helper makes (hk_table_alloc) while its asker goes on. */
-struct hk_table_future {
-  size_t bytes;
-  void *table;        /* set once made */
-  bool ready;         /* read without the lock by hk_table_future_ready */
-  bool cancelled;     /* the asker left: the helper frees it when made */
-};
-static hk_table_future *tables[TABLES_MAX];   /* waiting to be made */
-static int n_tables;
 static enum { POOL_UNDECIDED, POOL_ON, POOL_OFF } pool_state;
 
 static void *map_present(size_t n) {
@@ -64,40 +52,15 @@ static void populate_now(uintptr_t from, uintptr_t to) {
 }
 
 static bool has_work_locked(void) {
-  return n_ranges > 0 || n_tables > 0 || (chunk_bytes && n_ready < READY_MAX);
+  return n_ranges > 0 || (chunk_bytes && n_ready < READY_MAX);
 }
 
-/* Makes the table f asks for (the lock not held); frees it and f when
- * the asker cancelled meanwhile. */
-static void make_table(hk_table_future *f) {
-  void *t = hk_table_alloc(f->bytes);
-  pthread_mutex_lock(&pool_mu);
-  bool cancelled = f->cancelled;
-  if (!cancelled) {
-    f->table = t;
-    __atomic_store_n(&f->ready, true, __ATOMIC_RELEASE);
-  }
-  pthread_mutex_unlock(&pool_mu);
-  if (cancelled) {
-    hk_free_block(t, f->bytes);
-    free(f);
-  }
-}
-
-/* The helper: tables first (someone waits to switch to them), then
- * ranges (someone is filling them now), then chunks. */
+/* The helper: ranges first (someone is filling them now), then chunks. */
 static void *helper_loop(void *arg) {
   (void)arg;
   for (;;) {
     pthread_mutex_lock(&pool_mu);
     while (!has_work_locked()) pthread_cond_wait(&pool_work, &pool_mu);
-    if (n_tables > 0) {
-      hk_table_future *f = tables[0];
-      memmove(tables, tables + 1, (size_t)--n_tables * sizeof *tables);
-      pthread_mutex_unlock(&pool_mu);
-      make_table(f);
-      continue;
-    }
     if (n_ranges > 0) {
       range r = ranges[0];
       memmove(ranges, ranges + 1, (size_t)--n_ranges * sizeof *ranges);
@@ -125,9 +88,6 @@ static void fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static void fork_child(void) {
   if (pool_state == POOL_ON) pool_state = POOL_UNDECIDED;
   n_ranges = 0;
-  /* tables asked for in the parent are never made here: the asker (the
-   * parent's thread) does not exist in the child */
-  n_tables = 0;
   pthread_mutex_unlock(&pool_mu);
 }
 
@@ -175,52 +135,4 @@ void hk_populate(void *from, void *to) {
   }
   pthread_mutex_unlock(&pool_mu);
   if (!queued) populate_now(a, e);
-}
-
-hk_table_future *hk_table_alloc_async(size_t n) {
-  hk_table_future *f = NULL;
-  pthread_mutex_lock(&pool_mu);
-  if (helper_on_locked() && n_tables < TABLES_MAX) {
-    f = calloc(1, sizeof *f);
-    if (f) {
-      f->bytes = n;
-      tables[n_tables++] = f;
-      pthread_cond_signal(&pool_work);
-    }
-  }
-  pthread_mutex_unlock(&pool_mu);
-  return f;
-}
-
-bool hk_table_future_ready(const hk_table_future *f) {
-  return __atomic_load_n(&f->ready, __ATOMIC_ACQUIRE);
-}
-
-void *hk_table_future_take(hk_table_future *f) {
-  if (!hk_table_future_ready(f)) return NULL;
-  void *t = f->table;
-  free(f);
-  return t;
-}
-
-void hk_table_future_cancel(hk_table_future *f) {
-  if (!f) return;
-  pthread_mutex_lock(&pool_mu);
-  bool made = f->ready;
-  if (!made) {
-    f->cancelled = true;
-    for (int k = 0; k < n_tables; k++)   /* not started: drop it from the queue */
-      if (tables[k] == f) {
-        memmove(tables + k, tables + k + 1, (size_t)(n_tables - k - 1) * sizeof *tables);
-        n_tables--;
-        made = true;   /* nobody will make it: free f here */
-        break;
-      }
-    if (!made) f = NULL;   /* being made: the helper frees it */
-  }
-  pthread_mutex_unlock(&pool_mu);
-  if (f) {
-    if (f->table) hk_free_block(f->table, f->bytes);
-    free(f);
-  }
 }
