@@ -63,22 +63,6 @@ static int64_t operand_position(const tx_post_order *po, const hk_instr *o, uint
   return p < pos && po->at[p] == o ? (int64_t)p : -1;
 }
 
-/* How many instructions ahead of the walk the parts of an instruction a
- * visitor reads (name, operand list, attributes) start loading. */
-#define PREFETCH_AHEAD 4
-
-/* Starts loading the parts of `ahead` (loaded a step ago) and the
- * instruction after it; returns that one, the next `ahead`. */
-static const hk_instr *prefetch_ahead(const hk_instr *ahead) {
-  if (!ahead) return NULL;
-  __builtin_prefetch(ahead->name);
-  __builtin_prefetch(ahead->operands);
-  if (ahead->attrs) __builtin_prefetch(ahead->attrs);
-  const hk_instr *next = ahead->next;
-  if (next) __builtin_prefetch(next);
-  return next;
-}
-
 /* Positions, operand positions (operands in c only) and the instructions
  * without users, in one forward walk; false if the DFS must see the
  * instructions themselves (an operand listed late).  Control edges are not
@@ -92,10 +76,10 @@ static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn 
   uint32_t pos = 0;
   po->n_roots = 0;
   const hk_instr *ahead = c->first;
-  for (int k = 0; k < PREFETCH_AHEAD && ahead; k++) ahead = ahead->next;
+  for (int k = 0; k < TX_PREFETCH_AHEAD && ahead; k++) ahead = ahead->next;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
     if (pos >= n || x->id < 0 || x->id >= po->n_ids) return false;
-    ahead = prefetch_ahead(ahead);
+    ahead = tx_prefetch_ahead(ahead);
     po->at[pos] = (hk_instr *)x;
     po->first[pos] = (uint32_t)n_ops;
     po->state[pos] = 0;

@@ -220,6 +220,23 @@ static inline void tx_put(hk_buf *b, const char *s, size_t n) {
 }
 static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_strlen(s)); }
 
+/* How many instructions ahead of a walk over a computation's list the
+ * parts of an instruction a printer reads (name, operand list,
+ * attributes) start loading. */
+#define TX_PREFETCH_AHEAD 4
+
+/* Starts loading the parts of `ahead` (loaded a step ago) and the
+ * instruction after it; returns that one, the next `ahead`. */
+static inline const hk_instr *tx_prefetch_ahead(const hk_instr *ahead) {
+  if (!ahead) return NULL;
+  __builtin_prefetch(ahead->name);
+  __builtin_prefetch(ahead->operands);
+  if (ahead->attrs) __builtin_prefetch(ahead->attrs);
+  const hk_instr *next = ahead->next;
+  if (next) __builtin_prefetch(next);
+  return next;
+}
+
 /* The printer's instruction order (post_order.c): DFS from each
  * instruction without users, in list order, operands in order (XLA's
  * MakeInstructionPostOrder without channel dependencies), over list
