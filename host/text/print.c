@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
+#include "ir/irpriv.h"
 #include "sharding/metadata.h"
 #include "text/text_internal.h"
 
@@ -168,6 +169,13 @@ static void put_quoted(hk_buf *b, const char *s) {
 static void put_name(printer *pr, hk_buf *b, const char *name) {
   if (pr->lng) tx_put(b, "%", 1);
   tx_puts(b, name);
+}
+
+/* An instruction's name: a header string (ir/irpriv.h) whose length is
+ * stored, so it is not counted again for every line and operand. */
+static void put_instr_name(printer *pr, hk_buf *b, const hk_instr *i) {
+  if (pr->lng) tx_put(b, "%", 1);
+  tx_put(b, i->name, hk_str_hdr(i->name)->len);
 }
 
 static void put_list(hk_buf *b, hk_i64s l) {
@@ -694,13 +702,13 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
       put_shape(pr, out, o->shape);
       tx_put(out, " %", 2);
     }
-    tx_puts(out, o->name);
+    tx_put(out, o->name, hk_str_hdr(o->name)->len);
   }
 }
 
 static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
   hk_opcode op = (hk_opcode)i->opcode;
-  put_name(pr, out, i->name);
+  put_instr_name(pr, out, i);
   tx_put(out, " = ", 3);
   put_shape(pr, out, i->shape);
   tx_put(out, " ", 1);
