@@ -144,6 +144,9 @@ void hk_ns_free(hk_namespace *ns);
  * of an instruction name that hk_instr_new will soon register. */
 void hk_module_reserve_instr_names(hk_module *m, size_t n);
 void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len);
+/* Starts loading the name map slot of a name that comes later (the next
+ * line's), without announcing it. */
+void hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len);
 
 /* ---- the module's private part --------------------------------------------- */
 struct hk_module_impl {

@@ -356,6 +356,11 @@ void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
   hint_set(&m->impl->instr_names, name, len, h);
 }
 
+void hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len) {
+  hk_strmap *t = &m->impl->instr_names.names;
+  if (t->slots) __builtin_prefetch(&t->slots[hk_str_hash(name, len) & t->mask]);
+}
+
 void *hk_ns_lookup(hk_namespace *ns, const char *name) {
   hk_ns_settle_taken(ns);
   size_t len = strlen(name);

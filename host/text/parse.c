@@ -705,6 +705,23 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
 }
 
 /* [ROOT] name = rhs */
+/* Starts loading the name map slot of the next line's instruction name: a
+ * line's parse is too short for the slot of its own name to arrive from
+ * memory in a big module (perf: the probe stalled on it), so each line
+ * asks for the next one's.  A guess only: a line that is not an
+ * instruction costs a wasted prefetch. */
+static void prefetch_next_name(tx_parser *P) {
+  const char *nl = memchr(P->p, '\n', (size_t)(P->end - P->p));
+  if (!nl) return;
+  const char *s = nl + 1;
+  while (s < P->end && (*s == ' ' || *s == '\t')) s++;
+  if (P->end - s > 5 && memcmp(s, "ROOT ", 5) == 0) s += 5;
+  if (s < P->end && *s == '%') s++;
+  const char *e = s;
+  while (e < P->end && e - s < 64 && *e != ' ' && *e != '=' && *e != '\n') e++;
+  if (e > s && e < P->end && e - s < 64) hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
+}
+
 static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, bool *is_root) {
   tx_skip(P);
   tx_pending pi;
@@ -730,6 +747,7 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
     /* the name map slot is a cache miss in a big module: start it now, it
      * is needed once the right-hand side is parsed */
     hk_module_prefetch_instr_name(P->m, s, l);
+    prefetch_next_name(P);
   }
   bool ok = parse_rhs(P, c, &pi, out);
   P->opstack.n = pi.op_base;
