@@ -395,6 +395,7 @@ void hk_ns_note_taken(hk_namespace *ns, hk_instr *to) {
     size_t cap = ns->cap_taken ? 2 * ns->cap_taken : 256;
     hk_instr **v = realloc(ns->taken, cap * sizeof *v);
     if (!v) abort();
+    hk_populate(v + ns->n_taken, v + cap);   /* filled in order: on the helper */
     ns->taken = v;
     ns->cap_taken = cap;
   }
