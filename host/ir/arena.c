@@ -1,6 +1,5 @@
 /* arena.c - chunked bump allocator: each module's memory, zeroed, freed at once. */
 #include "arena.h"
-#include "hlokit/hlokit.h"
 
 #include <stdint.h>
 #include <stdlib.h>

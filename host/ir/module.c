@@ -223,23 +223,11 @@ static comp_calls *collect_calls(hk_module *m, uint8_t *called,
 
 void hk_module_sort_computations(hk_module *m) { hk_module_sort_computations_visiting(m, NULL, NULL); }
 
-/* A module of one computation is sorted already; a visitor still sees
- * every instruction. */
-static void visit_all_instrs(hk_module *m, void (*visit)(void *ctx, hk_instr *i), void *ctx) {
-  for (int32_t k = 0; k < m->n_computations; k++)
-    for (hk_instr *i = m->computations[k]->first, *next; i; i = next) {
-      next = i->next;
-      visit(ctx, i);
-    }
-}
-
 void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx, hk_instr *i),
                                           void *ctx) {
   int32_t n = m->n_computations;
-  if (n <= 1) {
-    if (visit) visit_all_instrs(m, visit, ctx);
-    return;
-  }
+  /* One computation is sorted already; a visitor still takes the walk. */
+  if (n == 0 || (n == 1 && !visit)) return;
   for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
   uint8_t *called = calloc((size_t)n * 3, 1);
   hk_computation **out = malloc((size_t)n * sizeof *out);

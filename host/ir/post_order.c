@@ -309,8 +309,10 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   g->cap_edges = 2 * cap;
   g->edges = malloc(g->cap_edges * sizeof *g->edges);
   if (!g->at || !g->first || !g->roots || !g->pos_of_id || !g->edges) abort();
-  /* all filled by the walk below: their pages are made present on the
-   * prefault helper meanwhile (a page fault each cost ~20 ms at 10^6) */
+  /* filled by the walk below (pos_of_id at the instructions' ids, which
+   * use_positions keeps within 16 times their number): their pages are
+   * made present on the prefault helper meanwhile (a page fault each cost
+   * ~20 ms at 10^6) */
   hk_populate(g->at, g->at + cap);
   hk_populate(g->first, g->first + cap + 1);
   hk_populate(g->edges, g->edges + g->cap_edges);

@@ -4,14 +4,11 @@
  * The kernel's zeroing of fresh pages (a fifth to a half of a big module's
  * parse and partition time, measured with perf) so runs on another core. */
 #include "arena.h"
-#include "hlokit/hlokit.h"
 
 #include <pthread.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <unistd.h>
 
 /* Chunks kept ready: enough to cover a burst of allocation while the
  * helper catches up, little enough that an idle process holds 16 MiB. */
@@ -74,7 +71,7 @@ static void *helper_loop(void *arg) {
     pthread_mutex_lock(&pool_mu);
     if (p && n == chunk_bytes) ready[n_ready++] = p;
     else if (p) munmap(p, n);
-    if (!p) chunk_bytes = 0;   /* out of memory: takers map their own */
+    if (!p) chunk_bytes = 0;   /* out of memory: idle until the next take asks again */
     pthread_mutex_unlock(&pool_mu);
   }
   return NULL;
@@ -82,24 +79,25 @@ static void *helper_loop(void *arg) {
 
 /* A child forked while the helper held the lock would wait on it forever;
  * holding it across fork() avoids that.  The child has no helper thread:
- * it keeps the ready chunks (copies) and starts its own on next need. */
+ * it keeps the ready chunks (copies) and starts its own on next need, with
+ * a fresh condition (the copy may still count the parent's helper as a
+ * waiter, which would swallow a wakeup). */
 static void fork_prepare(void) { pthread_mutex_lock(&pool_mu); }
 static void fork_parent(void) { pthread_mutex_unlock(&pool_mu); }
 static void fork_child(void) {
   if (pool_state == POOL_ON) pool_state = POOL_UNDECIDED;
   n_ranges = 0;
+  pool_work = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
   pthread_mutex_unlock(&pool_mu);
 }
 
-/* On only when a second thread may run (hk_worker_threads). */
-static bool helper_wanted(void) { return hk_worker_threads() > 1; }
-
 /* Decides, once per process (and once more in a forked child), whether
- * the helper runs; true if it does. */
+ * the helper runs (only when a second thread may: hk_worker_threads);
+ * true if it does. */
 static bool helper_on_locked(void) {
   if (pool_state != POOL_UNDECIDED) return pool_state == POOL_ON;
   pool_state = POOL_OFF;
-  if (!helper_wanted()) return false;
+  if (hk_worker_threads() < 2) return false;
   static bool fork_handlers;
   if (!fork_handlers) fork_handlers = pthread_atfork(fork_prepare, fork_parent, fork_child) == 0;
   pthread_attr_t attr;
