@@ -704,7 +704,6 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
   return build_instr(P, c, pi, out);
 }
 
-/* [ROOT] name = rhs */
 /* Starts loading the name map slot of the next line's instruction name: a
  * line's parse is too short for the slot of its own name to arrive from
  * memory in a big module (perf: the probe stalled on it), so each line
@@ -722,6 +721,7 @@ static void prefetch_next_name(tx_parser *P) {
   if (e > s && e < P->end && e - s < 64) hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
 }
 
+/* [ROOT] name = rhs */
 static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, bool *is_root) {
   tx_skip(P);
   tx_pending pi;

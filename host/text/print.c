@@ -41,7 +41,7 @@ typedef struct printer {
   uint8_t *state;           /* post-order DFS state by instruction id */
   int64_t n_state;
   tx_post_order po;         /* post order over list positions */
-  const hk_computation *calls_of;   /* whose callees print_listed added to g */
+  const hk_computation *calls_of;   /* whose callees the list walk added to g */
   struct callgraph *g;      /* call graph being collected (print_in_module_order) */
   const hk_module *gm;
   hk_instr **stack;
@@ -50,9 +50,8 @@ typedef struct printer {
   size_t cap_order;
   size_t *line_at;          /* output offset of each list position's line */
   size_t cap_line_at;
-  hk_buf *walk_out;         /* where print_listed prints, */
-  size_t walk_start;        /* from where (list position walk_from's line), */
-  size_t walk_from, walk_n; /* how many lines (to size walk_out for) */
+  hk_buf *walk_out;         /* where print_line_at prints, */
+  size_t walk_start, walk_n;    /* from where, how many lines (to size walk_out for) */
   struct split_worker *worker;  /* printing the computation's first lines, or NULL */
   hk_buf split_out;         /* the caller's lines meanwhile (the last ones), */
   struct tail_chunk *chunks;    /* in chunks taken from the end backwards */
@@ -863,7 +862,7 @@ static void size_for_rest(hk_buf *out, size_t start, size_t pos, size_t n) {
  * starts; false at a control edge (the list order ignored it). */
 static bool print_line_at(printer *pr, const hk_instr *x, size_t pos) {
   if (has_control_edges(x)) return false;
-  if (pos - pr->walk_from == SIZE_SAMPLE_LINES && pr->walk_n > 4 * SIZE_SAMPLE_LINES)
+  if (pos == SIZE_SAMPLE_LINES && pr->walk_n > 4 * SIZE_SAMPLE_LINES)
     size_for_rest(pr->walk_out, pr->walk_start, SIZE_SAMPLE_LINES, pr->walk_n);
   pr->line_at[pos] = pr->walk_out->len;
   emit(pr, x, pr->walk_out);
@@ -921,8 +920,9 @@ static void reorder_lines(printer *pr, hk_buf *out, size_t start, size_t n) {
 typedef struct split_worker {
   pthread_t thread;
   printer pr;                 /* its own caches and scratch; walk_out is the caller's
-                                 output (untouched by the caller until the join),
-                                 line_at the caller's (the worker notes 0..limit-1) */
+                                 output (untouched by the caller until the join, or
+                                 until it took all lines before the worker claimed
+                                 any), line_at the caller's (the worker notes 0..limit-1) */
   const hk_computation *c;
   uint64_t range;             /* limit << 32 | end of the lines claimed (atomic) */
   int stop;                   /* the caller gave up (atomic) */
@@ -1036,12 +1036,7 @@ static bool print_positions(printer *pr, size_t from, size_t to) {
   hk_instr *const *at = pr->po.at;
   for (size_t pos = from; pos < to; pos++) {
     if (pos + 2 * TX_PREFETCH_AHEAD < to) __builtin_prefetch(at[pos + 2 * TX_PREFETCH_AHEAD]);
-    if (pos + TX_PREFETCH_AHEAD < to) {
-      const hk_instr *a = at[pos + TX_PREFETCH_AHEAD];
-      __builtin_prefetch(a->name);
-      __builtin_prefetch(a->operands);
-      if (a->attrs) __builtin_prefetch(a->attrs);
-    }
+    if (pos + TX_PREFETCH_AHEAD < to) tx_prefetch_parts(at[pos + TX_PREFETCH_AHEAD]);
     if (!print_line_at(pr, at[pos], pos)) return false;
   }
   return true;
@@ -1073,7 +1068,6 @@ static bool print_tail(printer *pr, split_worker *w) {
   pr->n_chunks = 0;
   pr->walk_out = &pr->split_out;
   pr->walk_start = 0;
-  pr->walk_from = 0;
   pr->walk_n = 0;             /* no sizing ahead: chunks come in no one order */
   size_t from, to;
   while (split_take(w, &from, &to))
@@ -1106,7 +1100,6 @@ static bool print_list_split(printer *pr, split_worker *w, const hk_computation 
     pr->n_chunks = 0;
     pr->walk_out = out;
     pr->walk_start = start;
-    pr->walk_from = 0;
     pr->walk_n = (size_t)c->n_instrs;
     ok = print_positions(pr, 0, (size_t)c->n_instrs);
   } else {
@@ -1141,7 +1134,6 @@ static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *
   } else {
     pr->walk_out = out;
     pr->walk_start = start;
-    pr->walk_from = 0;
     pr->walk_n = n;
     ok = tx_list_post_order(c, &pr->po, print_listed, pr);
   }

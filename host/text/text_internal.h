@@ -225,13 +225,18 @@ static inline void tx_puts(hk_buf *b, const char *s) { tx_put(b, s, __builtin_st
  * attributes) start loading. */
 #define TX_PREFETCH_AHEAD 4
 
+/* Starts loading those parts of x (its struct itself asked for steps before). */
+static inline void tx_prefetch_parts(const hk_instr *x) {
+  __builtin_prefetch(x->name);
+  __builtin_prefetch(x->operands);
+  if (x->attrs) __builtin_prefetch(x->attrs);
+}
+
 /* Starts loading the parts of `ahead` (loaded a step ago) and the
  * instruction after it; returns that one, the next `ahead`. */
 static inline const hk_instr *tx_prefetch_ahead(const hk_instr *ahead) {
   if (!ahead) return NULL;
-  __builtin_prefetch(ahead->name);
-  __builtin_prefetch(ahead->operands);
-  if (ahead->attrs) __builtin_prefetch(ahead->attrs);
+  tx_prefetch_parts(ahead);
   const hk_instr *next = ahead->next;
   if (next) __builtin_prefetch(next);
   return next;
