@@ -491,6 +491,21 @@ START_TEST(verify_cycle) {
 }
 END_TEST
 
+/* An operand listed after its user is no cycle: the list-order shortcut
+ * fails and the DFS decides; a real cycle through a later operand is
+ * still found. */
+START_TEST(verify_operand_listed_later) {
+  hk_module *m = parse_or_die(
+      "HloModule m\nENTRY main {\n  p = f32[2] parameter(0)\n  n = f32[2] negate(p)\n"
+      "  a = f32[2] abs(n)\n  b = f32[2] negate(p)\n  ROOT t = (f32[2], f32[2]) tuple(a, b)\n}\n");
+  hk_instr_set_operand(hk_test_find(m, "n"), 0, hk_test_find(m, "b"));
+  ck_assert_ok(hk_verify_module(m, NULL));
+  hk_instr_set_operand(hk_test_find(m, "b"), 0, hk_test_find(m, "a"));   /* b -> a -> n -> b */
+  expect_verify_error(m, "cycle", NULL);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(verify_entry_layout) {
   expect_text_verify_error(
       "HloModule m, entry_computation_layout={(f32[3])->f32[3]}\nENTRY main {\n"
@@ -860,6 +875,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_bad_sharding);
   tcase_add_test(tc, verify_duplicate_parameter);
   tcase_add_test(tc, verify_cycle);
+  tcase_add_test(tc, verify_operand_listed_later);
   tcase_add_test(tc, verify_entry_layout);
   tcase_add_test(tc, verify_more_rejections);
   tcase_add_test(tc, verify_conditional_predicate_type);
