@@ -6,7 +6,10 @@
  *
  * Threads: any number of threads may read a module at once (and call
  * hk_computation_post_order); changing it, including allocating, interning
- * and naming, needs one thread at a time.
+ * and naming, needs one thread at a time.  One exception the partitioner
+ * uses: while one thread only sets instructions' `sharding` fields (and
+ * interns shardings), others may read every other field and call
+ * hk_computation_post_order, which never reads a sharding.
  *
  * Structs are transparent so passes read fields directly on hot paths.  The
  * ABI rule that makes this safe across versions: the host allocates every
