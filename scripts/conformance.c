@@ -794,18 +794,15 @@ static void strip_layouts(const char *in, char *out, size_t cap) {
  * no other collective has (send/recv pair up by sharing one, so they are
  * not counted). */
 static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
-  hk_buf b;
-  hk_buf_init(&b);
-  hk_status *rst = hk_buf_read_file(&b, path);
-  if (rst) {
-    hk_status_free(rst);
-    hk_buf_free(&b);
+  size_t len = 0;
+  char *text = slurp(path, &len);
+  if (!text) {
     set_reason(reason, cap, "no partitioned module written");
     return false;
   }
   hk_module *m = NULL;
-  hk_status *st = hk_parse_module(b.data ? b.data : "", b.len, path, &m);
-  hk_buf_free(&b);
+  hk_status *st = hk_parse_module(text, len, path, &m);
+  free(text);
   if (st) {
     set_reason(reason, cap, "partitioned module does not parse: %.200s", st->message);
     hk_status_free(st);

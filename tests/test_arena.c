@@ -27,6 +27,17 @@ static void *take_when_ready(size_t n) {
   return NULL;
 }
 
+/* Runs body in a forked child (the helper is decided once per process, a
+ * forked child decides afresh); true if it returned true. */
+static bool in_child(bool (*body)(void)) {
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) _exit(body() ? 0 : 1);
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 START_TEST(prefault_serves_zeroed_blocks_of_its_size) {
   unsetenv("HLOKIT_THREADS");
   void *first = hk_prefault_take(CHUNK);   /* starts the helper */
@@ -43,22 +54,15 @@ START_TEST(prefault_serves_zeroed_blocks_of_its_size) {
 }
 END_TEST
 
-/* In a child of its own: the helper is decided once per process (a
- * forked child decides afresh), and CK_FORK=no runs every test in one. */
-START_TEST(prefault_off_serves_nothing) {
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    setenv("HLOKIT_THREADS", "1", 1);
-    bool ok = !hk_prefault_take(CHUNK);
-    nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
-    ok = ok && !hk_prefault_take(CHUNK);
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+/* In a child of its own: CK_FORK=no runs every test in one process. */
+static bool serves_nothing_when_off(void) {
+  setenv("HLOKIT_THREADS", "1", 1);
+  bool ok = !hk_prefault_take(CHUNK);
+  nanosleep(&(struct timespec){0, 50 * 1000 * 1000}, NULL);
+  return ok && !hk_prefault_take(CHUNK);
 }
+
+START_TEST(prefault_off_serves_nothing) { ck_assert(in_child(serves_nothing_when_off)); }
 END_TEST
 
 /* Enough to reach the arena's biggest chunks, which come from the pool. */
@@ -81,22 +85,18 @@ START_TEST(big_arena_reads_as_zeros) {
 }
 END_TEST
 
+static bool takes_a_zeroed_block(void) {
+  void *q = take_when_ready(CHUNK);
+  return hk_worker_threads() < 2 || (q && all_zero(q, CHUNK));
+}
+
 /* A child forked while the helper runs can still take blocks (its own
  * helper starts) and exits normally. */
 START_TEST(prefault_survives_fork) {
   unsetenv("HLOKIT_THREADS");
   void *p = take_when_ready(CHUNK);
   if (p) hk_free_block(p, CHUNK);
-  pid_t pid = fork();
-  ck_assert_int_ge(pid, 0);
-  if (pid == 0) {
-    void *q = take_when_ready(CHUNK);
-    bool ok = hk_worker_threads() < 2 || (q && all_zero(q, CHUNK));
-    _exit(ok ? 0 : 1);
-  }
-  int status = 0;
-  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
-  ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ck_assert(in_child(takes_a_zeroed_block));
 }
 END_TEST
 

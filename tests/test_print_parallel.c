@@ -110,16 +110,23 @@ static char *interleaved_text(int n) {
   return b.data;
 }
 
+/* Parses text and checks its two-thread print against the one-thread
+ * print; returns the one-thread short print. */
+static char *print_checked(const char *text) {
+  hk_module *m = parse(text);
+  char *seq = check_parallel_equals_sequential(m);
+  hk_module_free(m);
+  return seq;
+}
+
 /* A chain in list order prints as it was written (the generator writes
  * XLA's form), ROOT in the middle, on two threads as on one. */
 START_TEST(test_chain_root_in_middle) {
   int n = big_n();
   char *text = chain_text(n, n * 3 / 5, 0, NULL);
-  hk_module *m = parse(text);
-  char *seq = check_parallel_equals_sequential(m);
+  char *seq = print_checked(text);
   ck_assert_str_eq(seq, text);
   free(seq);
-  hk_module_free(m);
   free(text);
 }
 END_TEST
@@ -130,11 +137,9 @@ START_TEST(test_chain_root_near_ends) {
   int at[2] = {3, n - 2};
   for (int k = 0; k < 2; k++) {
     char *text = chain_text(n, at[k], 0, NULL);
-    hk_module *m = parse(text);
-    char *seq = check_parallel_equals_sequential(m);
+    char *seq = print_checked(text);
     ck_assert_str_eq(seq, text);
     free(seq);
-    hk_module_free(m);
     free(text);
   }
 }
@@ -144,8 +149,7 @@ END_TEST
 START_TEST(test_not_post_order) {
   int n = big_n();
   char *text = interleaved_text(n);
-  hk_module *m = parse(text);
-  char *seq = check_parallel_equals_sequential(m);
+  char *seq = print_checked(text);
   /* the post order: a1..a(n/2), then b1..b(n/2), then the root */
   const char *a_last = strstr(seq, "  b1 = ");
   ck_assert_ptr_nonnull(a_last);
@@ -156,7 +160,6 @@ START_TEST(test_not_post_order) {
   ck_assert(a_end < a_last);
   ck_assert_ptr_null(strstr(a_last, "  a1 = "));
   free(seq);
-  hk_module_free(m);
   free(text);
 }
 END_TEST
@@ -170,11 +173,9 @@ START_TEST(test_control_edges_fall_back) {
     char extra[64];
     snprintf(extra, sizeof extra, ", control-predecessors={a%d}", at[k] - 2);
     char *text = chain_text(n, n, at[k], extra);
-    hk_module *m = parse(text);
-    char *seq = check_parallel_equals_sequential(m);
+    char *seq = print_checked(text);
     ck_assert_ptr_nonnull(strstr(seq, extra));
     free(seq);
-    hk_module_free(m);
     free(text);
   }
 }

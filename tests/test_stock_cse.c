@@ -108,14 +108,22 @@ static void assert_same_modules(hk_module *want, hk_module *got) {
   }
 }
 
-/* Runs the reference and the pass on two parses of text and compares. */
-static void check_against_reference(const char *text) {
+/* Runs the reference and the pass on two parses of text and compares;
+ * prepare (may be NULL) first changes the pass's copy as it likes
+ * (seed passed on). */
+static void check_against_reference_prepared(const char *text, void (*prepare)(hk_module *, int),
+                                             int seed) {
   hk_module *want = hk_test_parse(text), *got = hk_test_parse(text);
+  if (prepare) prepare(got, seed);
   reference_cse(want);
   hk_test_run_pass(reg, got, "hlo-cse", NULL);
   assert_same_modules(want, got);
   hk_module_free(want);
   hk_module_free(got);
+}
+
+static void check_against_reference(const char *text) {
+  check_against_reference_prepared(text, NULL, 0);
 }
 
 /* Lists in creation order: mostly not the post order (the pass falls back
@@ -146,6 +154,13 @@ START_TEST(cse_matches_reference_on_post_order_lists) {
 }
 END_TEST
 
+/* Gives m's entry ids far beyond its next id, unrelated to the order. */
+static void set_ids_from_outside(hk_module *m, int seed) {
+  int64_t n = m->entry->n_instrs, k = 0;
+  for (hk_instr *i = m->entry->first; i; i = i->next, k++)
+    i->id = m->next_id + 100000 + 7 * (n - k) + seed;
+}
+
 /* Ids set from outside (an imported module's): unique, but far beyond the
  * module's next id and in no relation to the order, so the pass's table of
  * positions by id grows as its walk meets them. */
@@ -153,15 +168,7 @@ START_TEST(cse_matches_reference_with_ids_set_from_outside) {
   int iterations = hk_test_iterations(20);
   for (int seed = 0; seed < iterations; seed++) {
     char *text = random_module((uint64_t)seed + 2000, 40 + seed * 5);
-    hk_module *want = hk_test_parse(text), *got = hk_test_parse(text);
-    int64_t n = got->entry->n_instrs, k = 0;
-    for (hk_instr *i = got->entry->first; i; i = i->next, k++)
-      i->id = got->next_id + 100000 + 7 * (n - k) + seed;
-    reference_cse(want);
-    hk_test_run_pass(reg, got, "hlo-cse", NULL);
-    assert_same_modules(want, got);
-    hk_module_free(want);
-    hk_module_free(got);
+    check_against_reference_prepared(text, set_ids_from_outside, seed);
     free(text);
   }
 }

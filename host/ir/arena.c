@@ -15,17 +15,9 @@ struct hk_arena_chunk {
 #define ARENA_FIRST_CHUNK 4096
 #define ARENA_MAX_CHUNK ((size_t)4 << 20)
 
-/* Blocks this big are mapped directly and their pages made present
- * (hk_populate: by the prefault helper while the caller starts filling the
- * block from its start, or in one call here): cheaper than a page fault
- * per 4 KiB page first touched, the main cost of fresh memory here.
- * (Transparent huge pages were measured too: fast when a process reuses
- * them, but several times slower than 4 KiB pages for the first use in a
- * process.) */
-#define BIG_MAP_MIN ((size_t)1 << 20)
 
 void *hk_alloc_block(size_t n) {
-  if (n >= BIG_MAP_MIN) {
+  if (n >= HK_BIG_BLOCK_MIN) {
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) abort();
     hk_populate(p, p + n);
@@ -68,7 +60,7 @@ void *hk_table_alloc(size_t n) {
 
 void hk_free_block(void *p, size_t n) {
   if (!p) return;
-  if (n >= BIG_MAP_MIN) munmap(p, n);
+  if (n >= HK_BIG_BLOCK_MIN) munmap(p, n);
   else free(p);
 }
 

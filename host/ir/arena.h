@@ -37,6 +37,15 @@ size_t hk_arena_bytes(const hk_arena *a);
  * system; they read as zeros afterwards.  Returns the bytes given back. */
 size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void *item));
 
+/* Blocks this big are mapped directly and their pages made present
+ * (hk_populate: by the prefault helper while the caller starts filling the
+ * block from its start, or in one call here): cheaper than a page fault
+ * per 4 KiB page first touched, the main cost of fresh memory here.
+ * (Transparent huge pages were measured too: fast when a process reuses
+ * them, but several times slower than 4 KiB pages for the first use in a
+ * process.) */
+#define HK_BIG_BLOCK_MIN ((size_t)1 << 20)
+
 /* Big tables and chunks come from hk_alloc_block / hk_free_block (the
  * ABI's, ir.h): the one place that decides how big blocks are obtained
  * (blocks of 1 MiB and more are mapped, their pages made present ahead of

@@ -376,14 +376,11 @@ void hk_ns_retire(hk_namespace *ns, const char *name) {
 }
 
 hk_instr *hk_name_holder_of(hk_namespace *ns, const char *name) {
-  hk_ns_settle_taken(ns);
-  size_t len = strlen(name);
-  hk_strmap_entry *e = hk_strmap_find(&ns->names, name, len, hk_str_hash(name, len));
-  void *v = e ? hk_strmap_value(e) : NULL;
-  if (v == NULL || v == HK_NAME_RESERVED || v == HK_NAME_RETIRED) return NULL;
-  hk_instr *i = v;
+  hk_instr *i = hk_ns_lookup(ns, name);
+  if (!i) return NULL;
+  /* still in the module, still holding the name (not lent on or renamed) */
   bool live = i->parent && i->parent->index >= 0;
-  return live && !(i->flags & HK_IFLAG_NAME_LENT) && i->name == hk_strmap_key(e) ? i : NULL;
+  return live && !(i->flags & HK_IFLAG_NAME_LENT) && strcmp(i->name, name) == 0 ? i : NULL;
 }
 hk_strmap_entry *hk_ns_entry(const hk_namespace *ns, const char *name) {
   const hk_strhdr *h = hk_str_hdr(name);

@@ -124,7 +124,7 @@ void *hk_prefault_take(size_t n) {
 void hk_populate(void *from, void *to) {
   const uintptr_t page = 4096;
   uintptr_t a = ((uintptr_t)from + page - 1) & ~(page - 1), e = (uintptr_t)to & ~(page - 1);
-  if (e <= a || e - a < ((size_t)1 << 20)) return;   /* a fault a page costs little here */
+  if (e <= a || e - a < HK_BIG_BLOCK_MIN) return;   /* a fault a page costs little here */
   pthread_mutex_lock(&pool_mu);
   bool queued = helper_on_locked() && n_ranges < RANGES_MAX;
   if (queued) {
