@@ -140,9 +140,13 @@ hk_strmap_entry *hk_strmap_slot(hk_strmap *t, const char *s, size_t len, uint32_
   return strmap_probe(t, s, len, hash);
 }
 
+void hk_strmap_prefetch_slot(const hk_strmap *t, uint32_t hash) {
+  if (t->slots) __builtin_prefetch(&t->slots[hash & t->mask]);
+}
+
 void hk_strmap_prefetch(hk_strmap *t, uint32_t hash) {
   strmap_reserve_one(t);
-  __builtin_prefetch(&t->slots[hash & t->mask]);
+  hk_strmap_prefetch_slot(t, hash);
 }
 
 void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *value) {

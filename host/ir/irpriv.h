@@ -64,6 +64,8 @@ void hk_strmap_fill(hk_strmap *t, hk_strmap_entry *slot, const char *key, void *
 /* Makes room for one more key and starts loading the slot for hash, so a
  * later hk_strmap_slot with that hash finds it in cache. */
 void hk_strmap_prefetch(hk_strmap *t, uint32_t hash);
+/* Starts loading the slot for hash as the table is now (no room made). */
+void hk_strmap_prefetch_slot(const hk_strmap *t, uint32_t hash);
 /* Grows the table (if needed) so n keys fit without growing again. */
 void hk_strmap_reserve(hk_strmap *t, size_t n);
 /* Adds key (a header string not yet present); returns its entry. */

@@ -357,8 +357,7 @@ void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
 }
 
 void hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len) {
-  hk_strmap *t = &m->impl->instr_names.names;
-  if (t->slots) __builtin_prefetch(&t->slots[hk_str_hash(name, len) & t->mask]);
+  hk_strmap_prefetch_slot(&m->impl->instr_names.names, hk_str_hash(name, len));
 }
 
 void *hk_ns_lookup(hk_namespace *ns, const char *name) {
