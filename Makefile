@@ -14,7 +14,9 @@ BUILD    ?= build
 PREFIX   ?= /usr/local
 SAN      ?=
 OPT      ?= -O2 -g
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) \
+# -fvisibility=hidden: libhlokit.so exports what the ABI headers declare
+# and nothing else (abi/hlokit/export.h); abi/hlokit.map versions it.
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden $(OPT) \
               -Iabi -Iabi/hlokit -Ihost
 JSONC_CFLAGS := $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
@@ -61,9 +63,12 @@ $(BUILD)/obj/plugin/%.o: plugin/%.c $(HEADERS) $(PLUGIN_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+VERSION_SCRIPT := abi/hlokit.map
+$(LIB): $(LIB_OBJ) $(VERSION_SCRIPT)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libhlokit.so $(LDFLAGS_SAN) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libhlokit.so -Wl,--version-script=$(VERSION_SCRIPT) $(LDFLAGS_SAN) \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
 
 $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
@@ -81,6 +86,14 @@ $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plu
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN/..' $(CHECK_LIBS) $(LDLIBS)
+
+# Suites that test the library's insides (arena, intern table, metadata)
+# link its objects instead of libhlokit.so, which exports only the ABI.
+# They load no plugin (a plugin would see a second copy of the library).
+INTERNAL_TESTS := $(BUILD)/tests/test_arena $(BUILD)/tests/test_ir $(BUILD)/tests/test_sharding
+$(INTERNAL_TESTS): $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $(LDFLAGS_SAN) -o $@ $< $(LIB_OBJ) $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/hk-%: scripts/%.c $(LIB) $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDFLAGS_SAN) $(LDLIBS)

@@ -26,6 +26,8 @@
 #ifndef HLOKIT_IR_H
 #define HLOKIT_IR_H
 
+#include "export.h"
+
 #include "shape.h"
 #include "sharding.h"
 #include "status.h"
@@ -33,6 +35,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 typedef struct hk_module hk_module;
 typedef struct hk_computation hk_computation;
@@ -464,6 +467,8 @@ size_t hk_module_release_removed(hk_module *m);
  * NULL when there are none), *n the count.  For whole-module call-graph
  * scans, which then visit only these. */
 hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }
