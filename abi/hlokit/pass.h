@@ -115,10 +115,15 @@ bool hk_exec_threads_include(const hk_exec_threads *t, const hk_computation *c);
 /* ---- worker threads (not XLA's execution threads) ------------------------ */
 /* How many CPU threads hlokit's own work may keep busy at once (the host
  * prefaults memory and prints on a second one; a pass may compute ahead on
- * one): HLOKIT_THREADS when it is set to a number >= 1, else the number of
- * online CPUs.  HLOKIT_THREADS=1 keeps all work on the calling thread
+ * one).  1 (everything on the calling thread, the library starts no
+ * thread) until the program asks for more with hk_set_worker_threads
  * (ABI 1.3). */
 int hk_worker_threads(void);
+/* Asks for worker threads: n >= 1 exactly n; 0 the automatic count
+ * (HLOKIT_THREADS when it is set to a number >= 1, else the online CPUs),
+ * which the hlokit executable asks for at start.  Threads already started
+ * (the prefault helper) stay; n < 0 is ignored.  Pending minor. */
+void hk_set_worker_threads(int n);
 
 /* ---- passes --------------------------------------------------------------- */
 typedef struct hk_pass hk_pass;
