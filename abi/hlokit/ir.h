@@ -228,6 +228,19 @@ struct hk_instr {
   void *scratch;                   /* free for the running pass */
 };
 
+/* For a walk down an instruction list (reading a field or two per
+ * instruction, so bound by memory): the structs lie mostly in list order
+ * in memory, so the one 12 structs on is the one the walk needs soon;
+ * loading both its lines keeps the memory busy.  A hint, never
+ * dereferenced.  A walk of the 850K-instruction partitioned MLP: 27 ms
+ * with one line 4 ahead, 17 ms like this.  Pending minor (inline: no
+ * symbol). */
+static inline void hk_instr_prefetch_ahead(const hk_instr *i) {
+  const char *ahead = (const char *)i + 12 * sizeof *i;
+  __builtin_prefetch(ahead);
+  __builtin_prefetch(ahead + 64);
+}
+
 /* ---- computations ------------------------------------------------------ */
 struct hk_computation {
   const char *name;                /* interned */

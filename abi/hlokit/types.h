@@ -214,6 +214,11 @@ hk_opcode hk_opcode_from_name(const char *s, size_t len);
  * convert, ...): the per-element ops the partitioner and propagation treat
  * alike. */
 bool hk_opcode_is_elementwise(hk_opcode op);
+/* XLA's collective communication ops (hlo_query::IsCollectiveCommunicationOp):
+ * all-reduce, all-gather, all-to-all, ragged-all-to-all, collective-permute,
+ * collective-broadcast, reduce-scatter and the all-reduce-start,
+ * all-gather-start and collective-permute-start forms.  Pending minor. */
+bool hk_opcode_is_collective(hk_opcode op);
 /* Ops with side effects XLA never removes (send, recv, infeed, outfeed,
  * rng, custom-call with has_side_effect, collectives with channels, ...)
  * are judged per instruction: see hk_instr_has_side_effect(). */
