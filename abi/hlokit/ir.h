@@ -383,6 +383,11 @@ hk_attrs *hk_instr_attrs(hk_instr *i);
 void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims);
 void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called);
 void hk_instr_set_name(hk_instr *i, const char *name);   /* made unique */
+/* Sets (NULL: clears) i's sharding: s interned in i's module (what the
+ * hk_sharding_* constructors return, or another instruction's sharding of
+ * the same module).  The one way a pass changes a sharding, so the IR can
+ * later note the change in one place.  Pending minor. */
+void hk_instr_set_sharding(hk_instr *i, const hk_sharding *s);
 void hk_instr_append_operand(hk_instr *i, hk_instr *op);
 void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op);
 /* Every use of `old` (operands, and the root if it is one) now uses `new_`.
