@@ -1,0 +1,294 @@
+/* manual.c - a round-tripped manual computation (shard_map) lowered the
+ * way XLA's export of sdy.manual_computation does (mhlo_round_trip/
+ * shard_map_export.cc): for each operand a copy with the in sharding and
+ * an SPMDFullToShardShape to the local shape, the body inlined with manual
+ * (subgroup) shardings, and for each result a copy and an
+ * SPMDShardToFullShape with the out sharding.  The round-trip form read
+ * is xla.sdy.GlobalToLocalShape -> call @xla.sdy.manual_computation_body.N
+ * -> xla.sdy.LocalToGlobalShape, the in/out shardings and manual axes on
+ * the custom calls (or, in older dumps, on the call). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sdy.h"
+
+typedef struct manual_info {
+  hk_instr *call, *g2l, *l2g;
+  sdy_per_value in, out;
+  sdy_manual_axes axes;
+  const sdy_mesh *mesh;
+  int n_region;                    /* manual axes inside: this one's + the parents' */
+  char region[SDY_MAX_AXES][64];
+  int n_parent;
+  char (*parent)[64];
+} manual_info;
+
+static bool targets(const hk_instr *i, const char *target) {
+  return i && i->opcode == HK_OP_CUSTOM_CALL && i->attrs && i->attrs->custom_call_target &&
+         strcmp(i->attrs->custom_call_target, target) == 0;
+}
+
+/* The custom call feeding the call's operands (directly or through
+ * get-tuple-elements), NULL when the call has no operands. */
+static hk_instr *find_g2l(const hk_instr *call) {
+  if (!call->n_operands) return NULL;
+  hk_instr *o = call->operands[0];
+  if (o->opcode == HK_OP_GET_TUPLE_ELEMENT) o = o->operands[0];
+  return targets(o, SDY_GLOBAL_TO_LOCAL) ? o : NULL;
+}
+
+static hk_instr *find_l2g(const hk_instr *call) {
+  for (int32_t k = 0; k < call->n_users; k++) {
+    hk_instr *u = call->users[k];
+    if (targets(u, SDY_LOCAL_TO_GLOBAL)) return u;
+    if (u->opcode == HK_OP_GET_TUPLE_ELEMENT && u->n_users && targets(u->users[0], SDY_LOCAL_TO_GLOBAL))
+      return u->users[0];
+  }
+  return NULL;
+}
+
+/* An attribute of the manual computation: on the custom call (today's
+ * XLA) or on the call (older XLA). */
+static const char *manual_attr(const manual_info *mi, hk_instr *cc, const char *key,
+                               hk_instr **where) {
+  const char *v = cc ? sdy_instr_attr(cc, key) : NULL;
+  *where = cc;
+  if (!v) v = sdy_instr_attr(mi->call, key), *where = mi->call;
+  return v;
+}
+
+static hk_status *read_attrs(sdy_import_ctx *cx, manual_info *mi) {
+  hk_instr *w;
+  const char *in = manual_attr(mi, mi->g2l, SDY_IN_SHARDINGS, &w);
+  hk_status *st = in ? sdy_parse_per_value(in, &mi->in) : NULL;
+  if (st) return sdy_error_at(w, SDY_IN_SHARDINGS, st);
+  const char *out = manual_attr(mi, mi->l2g, SDY_OUT_SHARDINGS, &w);
+  st = out ? sdy_parse_per_value(out, &mi->out) : NULL;
+  if (st) return sdy_error_at(w, SDY_OUT_SHARDINGS, st);
+  const char *axes = manual_attr(mi, mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES, &w);
+  st = axes ? sdy_parse_manual_axes(axes, &mi->axes) : NULL;
+  if (st) return sdy_error_at(w, SDY_MANUAL_AXES, st);
+  if (!in || !out || !axes)
+    return sdy_error_at(mi->call, NULL,
+                        hk_error(HK_INVALID_ARGUMENT,
+                                 "a manual computation needs %s, %s and %s", SDY_IN_SHARDINGS,
+                                 SDY_OUT_SHARDINGS, SDY_MANUAL_AXES));
+  int n_in = mi->g2l ? mi->g2l->n_operands : 0;
+  if (mi->in.n != n_in || mi->in.n != mi->call->n_operands)
+    return sdy_error_at(mi->call, NULL, hk_error(HK_INVALID_ARGUMENT,
+                                                 "%d in shardings for %d operands", mi->in.n,
+                                                 mi->call->n_operands));
+  const sdy_sharding *first = mi->in.n ? &mi->in.v[0] : mi->out.n ? &mi->out.v[0] : NULL;
+  mi->mesh = first ? sdy_find_mesh(&cx->meshes, first) : NULL;
+  if (first && !mi->mesh)
+    return sdy_error_at(mi->call, NULL,
+                        hk_error(HK_INVALID_ARGUMENT, "unknown mesh @%s", first->mesh_name));
+  for (int k = 0; k < mi->axes.n; k++) memcpy(mi->region[mi->n_region++], mi->axes.names[k], 64);
+  for (int k = 0; k < mi->n_parent; k++) memcpy(mi->region[mi->n_region++], mi->parent[k], 64);
+  return NULL;
+}
+
+static bool fully_manual(const manual_info *mi) {
+  return mi->mesh && mi->mesh->n_axes == mi->n_region;
+}
+
+/* A sharding over the mesh, {replicated} where Shardy's is fully open. */
+static const hk_sharding *over_mesh(sdy_import_ctx *cx, const manual_info *mi,
+                                    const sdy_sharding *s, int n, char (*axes)[64]) {
+  const hk_sharding *h = sdy_to_hlo(cx->m, mi->mesh, s, n, axes);
+  return h ? h : hk_sharding_replicated(cx->m);
+}
+
+/* The body-side sharding of a value: s without the manual axes, with the
+ * region's manual axes as a manual subgroup ({manual} when all are). */
+static const hk_sharding *local_sharding(sdy_import_ctx *cx, manual_info *mi,
+                                         const sdy_sharding *s) {
+  if (fully_manual(mi)) return hk_sharding_manual(cx->m);
+  sdy_sharding t = *s;
+  sdy_drop_axes(&t, mi->n_region, mi->region);
+  return over_mesh(cx, mi, &t, mi->n_region, mi->region);
+}
+
+/* Gives every body instruction its manual sharding (nested manual
+ * computations lowered first, with this region's axes as their parents). */
+static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation *body) {
+  for (hk_instr *i = body->first, *next; i; i = next) {
+    next = i->next;
+    if (i->opcode == HK_OP_CALL && i->n_called == 1 && strstr(i->called[0]->name, SDY_BODY_PREFIX)) {
+      HK_TRY(sdy_import_manual(cx, i, mi->n_region, mi->region));
+      next = body->first;
+    }
+  }
+  for (hk_instr *i = body->first; i; i = i->next) {
+    if (i->sharding || !mi->mesh) continue;
+    const char *text = sdy_instr_attr(i, SDY_SHARDING);
+    const hk_sharding *s = NULL;
+    if (fully_manual(mi)) {
+      s = hk_sharding_for_shape(cx->m, hk_sharding_manual(cx->m), i->shape);
+    } else if (text) {
+      hk_status *st = sdy_sharding_for_instr(cx, i, text, mi->n_region, mi->region, &s);
+      if (st) return sdy_error_at(i, SDY_SHARDING, st);
+    } else {
+      int n = hk_shape_is_tuple(i->shape) ? i->shape->n_tuple : 1;
+      const hk_sharding *elems[SDY_MAX_VALUES];
+      for (int k = 0; k < n && k < SDY_MAX_VALUES; k++) {
+        const hk_shape *leaf = hk_shape_is_tuple(i->shape) ? i->shape->tuple[k] : i->shape;
+        sdy_sharding open;
+        sdy_open_sharding(&open, "", hk_shape_is_array(leaf) ? leaf->rank : 0);
+        elems[k] = over_mesh(cx, mi, &open, mi->n_region, mi->region);
+      }
+      s = hk_shape_is_tuple(i->shape) ? hk_sharding_tuple(cx->m, n, elems) : elems[0];
+    }
+    i->sharding = s;
+    sdy_keep_attrs(i);
+  }
+  return NULL;
+}
+
+static hk_instr *custom_call(hk_instr *before, const char *target, const hk_shape *shape,
+                             hk_instr *operand, const char *name) {
+  hk_instr *cc = hk_instr_new_before(before, HK_OP_CUSTOM_CALL, shape, 1, &operand, name);
+  hk_instr_attrs(cc)->custom_call_target = hk_intern_cstr(before->parent->module, target);
+  return cc;
+}
+
+static hk_instr *copy_of(hk_instr *before, hk_instr *v, const hk_sharding *s) {
+  hk_instr *c = hk_instr_new_before(before, HK_OP_COPY, v->shape, 1, &v, NULL);
+  c->sharding = s;
+  return c;
+}
+
+/* Copies the body into the call's computation before the call, its
+ * parameters bound to args; returns the copy of the body's root. */
+static hk_instr *inline_body(hk_instr *call, hk_instr **args) {
+  hk_computation *body = call->called[0];
+  int64_t n = 0;
+  hk_instr **order = hk_computation_post_order(body, &n);
+  hk_instr *ops[64], **big = NULL;
+  for (int64_t k = 0; k < n; k++) {
+    hk_instr *s = order[k];
+    if (s->opcode == HK_OP_PARAMETER) {
+      s->scratch = args[hk_instr_parameter_number(s)];
+      continue;
+    }
+    hk_instr **o = ops;
+    if (s->n_operands > 64 && !(o = big = realloc(big, sizeof *big * (size_t)s->n_operands))) abort();
+    for (int32_t j = 0; j < s->n_operands; j++) o[j] = s->operands[j]->scratch;
+    hk_instr *c = hk_instr_new_before(call, (hk_opcode)s->opcode, s->shape, s->n_operands, o, s->name);
+    if (s->attrs) {
+      hk_attrs *a = hk_instr_attrs(c);
+      *a = *s->attrs;
+      a->n_control_preds = a->n_control_succs = 0;
+      a->control_preds = a->control_succs = NULL;
+    }
+    if (s->n_dims) hk_instr_set_dims(c, s->n_dims, s->dims);
+    if (s->n_called) hk_instr_set_called(c, s->n_called, s->called);
+    c->sharding = s->sharding;
+    s->scratch = c;
+  }
+  hk_instr *root = body->root->scratch;
+  for (int64_t k = 0; k < n; k++) order[k]->scratch = NULL;
+  free(order);
+  free(big);
+  return root;
+}
+
+/* Removes i's get-tuple-element users (already replaced), then i. */
+static hk_status *remove_with_gtes(hk_instr *i) {
+  while (i->n_users) {
+    hk_instr *u = i->users[0];
+    if (u->opcode != HK_OP_GET_TUPLE_ELEMENT || u->n_users || hk_instr_is_root(u))
+      return sdy_error_at(u, NULL, hk_error(HK_INVALID_ARGUMENT,
+                                            "unexpected use of %s in a manual computation",
+                                            i->name));
+    HK_TRY(hk_instr_remove(u));
+  }
+  return hk_instr_remove(i);
+}
+
+static void keep(hk_instr *i, const char *key, const char *value) {
+  sdy_instr_attr_set(i, key, value);
+}
+
+static void keep_index(hk_instr *i, const char *key, int k) {
+  char v[16];
+  snprintf(v, sizeof v, "%d", k);
+  keep(i, key, v);
+}
+
+static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
+  hk_instr *call = mi->call;
+  hk_computation *body = call->called[0];
+  HK_TRY(shard_body(cx, mi, body));
+  hk_instr *args[SDY_MAX_VALUES];
+  hk_instr *w;
+  const char *in_text = manual_attr(mi, mi->g2l, SDY_IN_SHARDINGS, &w);
+  const char *out_text = manual_attr(mi, mi->l2g, SDY_OUT_SHARDINGS, &w);
+  const char *axes_text = manual_attr(mi, mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES, &w);
+  for (int k = 0; k < mi->in.n; k++) {
+    hk_instr *x = mi->g2l->operands[k];
+    hk_instr *cp = copy_of(call, x, over_mesh(cx, mi, &mi->in.v[k], mi->n_parent, mi->parent));
+    args[k] = custom_call(call, "SPMDFullToShardShape", body->params[k]->shape, cp, mi->g2l->name);
+    args[k]->sharding = local_sharding(cx, mi, &mi->in.v[k]);
+    keep(args[k], KEEP_PREFIX "in_shardings", in_text);
+    keep(args[k], KEEP_PREFIX "manual_axes", axes_text);
+    keep(args[k], KEEP_PREFIX "body", body->name);
+    keep_index(args[k], KEEP_PREFIX "operand", k);
+  }
+  hk_instr *root = inline_body(call, args);
+  int n_out = mi->out.n;
+  hk_instr *anchor = mi->l2g ? mi->l2g : call;
+  for (int j = 0; j < n_out; j++) {
+    hk_instr *r = n_out == 1 && root->opcode != HK_OP_TUPLE ? root : root->operands[j];
+    const hk_shape *global = hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->tuple[j]
+                                                                : mi->l2g->shape;
+    hk_instr *cp = copy_of(anchor, r, local_sharding(cx, mi, &mi->out.v[j]));
+    hk_instr *s2f = custom_call(anchor, "SPMDShardToFullShape", global, cp, mi->l2g->name);
+    s2f->sharding = over_mesh(cx, mi, &mi->out.v[j], mi->n_parent, mi->parent);
+    keep(s2f, KEEP_PREFIX "out_shardings", out_text);
+    keep(s2f, KEEP_PREFIX "manual_axes", axes_text);
+    keep(s2f, KEEP_PREFIX "body", body->name);
+    keep_index(s2f, KEEP_PREFIX "result", j);
+    if (!hk_shape_is_tuple(mi->l2g->shape)) {
+      hk_instr_replace_all_uses(mi->l2g, s2f);
+      continue;
+    }
+    for (int32_t u = 0; u < mi->l2g->n_users; u++)
+      if (mi->l2g->users[u]->opcode == HK_OP_GET_TUPLE_ELEMENT &&
+          hk_instr_tuple_index(mi->l2g->users[u]) == j)
+        hk_instr_replace_all_uses(mi->l2g->users[u], s2f);
+  }
+  if (mi->l2g) HK_TRY(remove_with_gtes(mi->l2g));
+  if (root->opcode == HK_OP_TUPLE && !root->n_users) HK_TRY(hk_instr_remove(root));
+  HK_TRY(remove_with_gtes(call));
+  if (mi->g2l) HK_TRY(remove_with_gtes(mi->g2l));
+  hk_module_remove_computation(cx->m, body);
+  return NULL;
+}
+
+hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
+                             char (*parent)[64]) {
+  manual_info mi = {0};
+  mi.call = call;
+  mi.g2l = find_g2l(call);
+  mi.l2g = find_l2g(call);
+  mi.n_parent = n_parent;
+  mi.parent = parent;
+  hk_status *st = NULL;
+  if (call->n_operands && !mi.g2l)
+    st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "operands of a manual computation "
+                                                                "body call must come from %s",
+                                           SDY_GLOBAL_TO_LOCAL));
+  else if (!mi.l2g)
+    st = sdy_error_at(call, NULL, hk_error(HK_UNIMPLEMENTED, "a manual computation without results "
+                                                              "(no %s)", SDY_LOCAL_TO_GLOBAL));
+  if (!st) st = read_attrs(cx, &mi);
+  if (!st && !mi.mesh) st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "a manual computation without shardings"));
+  if (!st && mi.out.n != (hk_shape_is_tuple(mi.l2g->shape) ? mi.l2g->shape->n_tuple : 1))
+    st = sdy_error_at(mi.l2g, NULL, hk_error(HK_INVALID_ARGUMENT, "%d out shardings for %s's results",
+                                             mi.out.n, mi.l2g->name));
+  if (!st) st = lower(cx, &mi);
+  sdy_per_value_free(&mi.in);
+  sdy_per_value_free(&mi.out);
+  return st;
+}
