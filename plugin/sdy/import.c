@@ -255,23 +255,18 @@ static hk_status *sdy_import_module(hk_module *m, bool *changed) {
   const char *meshes = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                     SDY_MESHES);
   sdy_import_ctx cx = {m, {0}};
-  if (meshes) {
-    hk_status *st = sdy_parse_meshes(meshes, &cx.meshes);
-    if (st) return hk_status_prefix(st, "module attribute %s=%s", SDY_MESHES, meshes);
-  }
+  if (!meshes) return NULL;        /* not a Shardy round-trip module (or imported already) */
+  hk_status *st = sdy_parse_meshes(meshes, &cx.meshes);
+  if (st) return hk_status_prefix(st, "module attribute %s=%s", SDY_MESHES, meshes);
   clear_shardings(m);
-  hk_status *st = import_manual_computations(&cx);
+  st = import_manual_computations(&cx);
   for (int32_t k = 0; !st && k < m->n_computations; k++)
     st = import_computation(&cx, m->computations[k]);
   sdy_meshes_free(&cx.meshes);
   if (st) return st;
-  if (meshes) {
-    const char *text = meshes;
-    sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, KEEP_MESHES,
-               text);
-    sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_MESHES,
-               NULL);
-  }
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, KEEP_MESHES,
+             meshes);
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_MESHES, NULL);
   *changed = true;
   return NULL;
 }
