@@ -4,6 +4,7 @@
 
 static hk_status *sdy_register(hk_registry *reg) {
   HK_TRY(hk_registry_add_pass(reg, &sdy_import_desc));
+  HK_TRY(hk_registry_add_pass(reg, &sdy_export_desc));
   return NULL;
 }
 
