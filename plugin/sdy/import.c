@@ -220,12 +220,13 @@ static hk_status *import_computation(sdy_import_ctx *cx, hk_computation *c) {
   for (hk_instr *i = c->first, *next; i; i = next) {
     next = i->next;
     if (is_custom_call(i, SDY_FUNC_RESULT)) HK_TRY(import_func_result(cx, i, &res));
-    else if (is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
   }
-  for (hk_instr *i = c->first; i; i = i->next) {
-    HK_TRY(import_sharding(cx, i));
-    sdy_keep_attrs(i);
+  for (hk_instr *i = c->first; i; i = i->next) HK_TRY(import_sharding(cx, i));
+  for (hk_instr *i = c->first, *next; i; i = next) {   /* groups join the shardings */
+    next = i->next;
+    if (is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
   }
+  for (hk_instr *i = c->first; i; i = i->next) sdy_keep_attrs(i);
   set_root_sharding(cx->m, c, &res);
   return NULL;
 }
