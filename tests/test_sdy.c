@@ -1,0 +1,365 @@
+/* test_sdy.c - Check tests of the sdy plugin: known answers for each Shardy
+ * construct the import reads (mesh, axis, sub-axis, device ids, maximal
+ * mesh, open dim, priority, manual computation, per-value, result sharding,
+ * group), its errors, the export's identity on round-tripped attribute
+ * text, and the fixtures through import -> propagation -> partitioning ->
+ * check. */
+#include <libgen.h>
+#include <limits.h>
+#include <unistd.h>
+
+#include "pipeline/pipeline.h"
+#include "testutil.h"
+
+static hk_registry *reg;
+static void load(void) { reg = hk_test_registry_with("sdy"); }
+static void unload(void) { hk_registry_free(reg); }
+
+static hk_module *import_text(const char *meshes, const char *entry) {
+  char t[8192];
+  snprintf(t, sizeof t, "HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s",
+           meshes, entry);
+  hk_module *m = hk_test_parse(t);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  return m;
+}
+
+static void assert_sharding(hk_module *m, const char *name, const char *want) {
+  const hk_instr *i = hk_test_find(m, name);
+  ck_assert_msg(i->sharding, "%s has no sharding", name);
+  char *got = hk_sharding_to_string(i->sharding);
+  ck_assert_str_eq(got, want);
+  free(got);
+}
+
+/* One parameter p of shape SHAPE with Shardy sharding TEXT. */
+static const char *param_sharded(const char *shape, const char *text) {
+  static char e[2048];
+  snprintf(e, sizeof e, "ENTRY e {\n  ROOT p = %s parameter(0), frontend_attributes={xla.sdy.sharding=\"%s\"}\n}\n",
+           shape, text);
+  return e;
+}
+
+START_TEST(mesh_axes_give_iota_tiles) {
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
+                             param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>"));
+  assert_sharding(m, "p", "{devices=[4,2]<=[8]}");
+  ck_assert_ptr_null(hk_module_find_computation(m, "nothing"));
+  hk_module_free(m);
+  m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
+                  param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {}]>"));
+  assert_sharding(m, "p", "{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}");
+  hk_module_free(m);
+  /* two axes on one dim, minor axis first */
+  m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>",
+                  param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\", \\\"x\\\"}, {}]>"));
+  assert_sharding(m, "p", "{devices=[8,1]<=[2,4]T(1,0)}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(sub_axis_splits_the_axis) {
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"data\"=2, \"model\"=4]>",
+                             param_sharded("f32[64]", "#sdy.sharding<@mesh, [{\\\"model\\\":(1)2}]>"));
+  assert_sharding(m, "p", "{devices=[2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}");
+  hk_module_free(m);
+  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
+                  param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{\\\"x\\\":(2)4}, {\\\"x\\\":(1)2}]>"));
+  assert_sharding(m, "p", "{devices=[4,2]<=[2,4]T(1,0)}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(device_ids_and_maximal_mesh) {
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4], device_ids=[7, 6, 5, 4, 3, 2, 1, 0]>",
+                             param_sharded("f32[8,4]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {\\\"x\\\"}]>"));
+  assert_sharding(m, "p", "{devices=[4,2]7,3,6,2,5,1,4,0}");
+  hk_module_free(m);
+  m = import_text("maximal_mesh_0 = #sdy.mesh<[], device_ids=[5]>",
+                  param_sharded("f32[4]", "#sdy.sharding<@maximal_mesh_0, [{}]>"));
+  assert_sharding(m, "p", "{maximal device=5}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(open_dims_priorities_and_replicated_axes) {
+  /* a fully open sharding leaves the value to propagation */
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
+                             param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{?}, {?}]>"));
+  ck_assert_ptr_null(hk_test_find(m, "p")->sharding);
+  hk_module_free(m);
+  m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
+                  param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{\\\"x\\\"}p1, {}], replicated={\\\"y\\\"}>"));
+  assert_sharding(m, "p", "{devices=[4,1,2]<=[8] last_tile_dim_replicate}");
+  /* the priority is kept with the text for later passes */
+  ck_assert_ptr_nonnull(strstr(hk_instr_attrs(hk_test_find(m, "p"))->frontend_attributes[0].value, "}p1"));
+  hk_module_free(m);
+  /* a Sharding constraint's open dims become unspecified_dims */
+  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
+                  "ENTRY e {\n  p = f32[8,8] parameter(0)\n"
+                  "  ROOT s = f32[8,8] custom-call(p), custom_call_target=\"Sharding\", sharding={replicated}, "
+                  "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {?}]>]>\"}\n}\n");
+  assert_sharding(m, "s", "{devices=[8,1]<=[8]}");
+  ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[1]\"");
+  ck_assert_ptr_null(hk_test_find(m, "p")->sharding);   /* mhlo shardings dropped, as XLA */
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(per_value_and_result_shardings) {
+  hk_module *m = import_text(
+      "mesh = #sdy.mesh<[\"x\"=8]>",
+      "ENTRY e {\n  p = f32[8] parameter(0)\n  q = f32[16] parameter(1)\n"
+      "  t = (f32[8], f32[16]) custom-call(p, q), custom_call_target=\"foo\", "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}]>, <@mesh, [{}]>]>\"}\n"
+      "  a = f32[8] get-tuple-element(t), index=0\n"
+      "  r = f32[8] custom-call(a), custom_call_target=\"xla.sdy.FuncResultSharding\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}]>]>\"}\n"
+      "  ROOT out = (f32[8], f32[8]) tuple(r, p)\n}\n");
+  assert_sharding(m, "t", "{{devices=[8]<=[8]}, {replicated}}");
+  assert_sharding(m, "out", "{{devices=[8]<=[8]}, {replicated}}");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CUSTOM_CALL), 1);   /* the result call is gone */
+  ck_assert_ptr_eq(m->entry->root->operands[0], hk_test_find(m, "a"));
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(sharding_group_becomes_shard_as) {
+  hk_module *m = import_text(
+      "mesh = #sdy.mesh<[\"x\"=8]>",
+      "ENTRY e {\n  p = f32[8] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}]>\"}\n"
+      "  ROOT n = f32[8] negate(p)\n"
+      "  g0 = () custom-call(p), custom_call_target=\"xla.sdy.ShardingGroup\", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding_group_id=\"3 : i64\"}\n"
+      "  g1 = () custom-call(n), custom_call_target=\"xla.sdy.ShardingGroup\", custom_call_has_side_effect=true, frontend_attributes={xla.sdy.sharding_group_id=\"3 : i64\"}\n}\n");
+  assert_sharding(m, "p", "{devices=[8]<=[8] shard_as 3}");
+  assert_sharding(m, "n", "{unknown shard_as 3}");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CUSTOM_CALL), 0);
+  hk_module_free(m);
+}
+END_TEST
+
+static char *slurp(const char *path) {
+  hk_buf b;
+  hk_buf_init(&b);
+  ck_assert_ok(hk_buf_read_file(&b, path));
+  return b.data;
+}
+
+static char fixture_dir[PATH_MAX + 32], bin_dir[PATH_MAX];
+
+static void find_fixtures(void) {
+  char self[PATH_MAX];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  ck_assert_int_gt(n, 0);
+  self[n] = 0;
+  snprintf(bin_dir, sizeof bin_dir, "%s/..", dirname(self));
+  snprintf(fixture_dir, sizeof fixture_dir, "%s/../fixtures", bin_dir);
+}
+
+static hk_module *read_fixture(const char *name) {
+  find_fixtures();
+  char path[PATH_MAX + 128];
+  snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
+  char *t = slurp(path);
+  hk_module *m = hk_test_parse(t);
+  free(t);
+  return m;
+}
+
+START_TEST(manual_computation_lowered) {
+  hk_module *m = read_fixture("sdy_shard_map.hlo");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert_ptr_null(hk_module_find_computation(m, "xla.sdy.manual_computation_body.1"));
+  int f2s = 0, s2f = 0;
+  for (hk_instr *i = m->entry->first; i; i = i->next) {
+    if (i->opcode != HK_OP_CUSTOM_CALL) continue;
+    const char *t = i->attrs->custom_call_target;
+    char *s = hk_sharding_to_string(i->sharding);
+    if (!strcmp(t, "SPMDFullToShardShape")) {
+      f2s++;
+      ck_assert_str_eq(s, "{manual}");   /* all mesh axes are manual */
+      ck_assert_int_eq(i->operands[0]->opcode, HK_OP_COPY);
+    } else {
+      ck_assert_str_eq(t, "SPMDShardToFullShape");
+      s2f++;
+      ck_assert_str_eq(s, "{devices=[4,1,2]<=[8] last_tile_dim_replicate}");
+      ck_assert_int_eq(i->shape->dims[0], 8);
+    }
+    free(s);
+  }
+  ck_assert_int_eq(f2s, 2);
+  ck_assert_int_eq(s2f, 1);
+  assert_sharding(m, "dot.0", "{manual}");
+  assert_sharding(m, "copy", "{devices=[4,2]<=[8]}");
+  hk_module_free(m);
+}
+END_TEST
+
+START_TEST(partly_manual_computation_has_subgroups) {
+  hk_module *m = import_text(
+      "mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>",
+      "body.1 {\n  a = f32[4,8] parameter(0)\n  ROOT n = f32[4,8] negate(a)\n}\n\n"
+      "xla.sdy.manual_computation_body.7 {\n  a = f32[4,8] parameter(0)\n  ROOT n = f32[4,8] negate(a)\n}\n\n"
+      "ENTRY e {\n  p = f32[8,8] parameter(0)\n"
+      "  g = f32[4,8] custom-call(p), custom_call_target=\"xla.sdy.GlobalToLocalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\"}\n"
+      "  c = f32[4,8] call(g), to_apply=xla.sdy.manual_computation_body.7\n"
+      "  ROOT l = f32[8,8] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\",xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\"}\n}\n");
+  /* in the body: "y" still shards dim 1, "x" is the manual subgroup */
+  assert_sharding(m, "g.1", "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dims={manual}}");
+  assert_sharding(m, "n.2", "{devices=[1,1,2,4]<=[8] last_tile_dims={manual, replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
+static void assert_import_fails(const char *meshes, const char *entry, const char *needle) {
+  char t[4096];
+  snprintf(t, sizeof t, "HloModule m, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s", meshes, entry);
+  hk_module *m = hk_test_parse(t);
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sdy-round-trip-import", NULL, &err);
+  bool changed;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, needle), "message '%s' lacks '%s'", st->message, needle);
+  hk_status_free(st);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+}
+
+START_TEST(bad_text_reported_with_instruction_and_offset) {
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
+                      param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"x\\\"]>"),
+                      "instruction p: xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\"x\"]>\": at offset 26: expected '}'");
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
+                      param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"z\\\"}]>"),
+                      "axis \"z\" is not in the mesh");
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
+                      param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"x\\\":(2)3}]>"),
+                      "does not divide");
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]", param_sharded("f32[8]", "#sdy.sharding<@mesh, [{}]>"),
+                      "module attribute xla.sdy.meshes");
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
+                      param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{}]>"),
+                      "1 dimension shardings for a rank-2 value");
+}
+END_TEST
+
+static int cmp_str(const void *x, const void *y) {
+  return strcmp(*(char *const *)x, *(char *const *)y);
+}
+
+/* The frontend_attributes={...} of a printed module that hold Shardy
+ * text, sorted, one a line (instruction names may differ). */
+static char *attr_texts(const hk_module *m) {
+  char *t = hk_module_to_string(m, HK_PRINT_LONG);
+  char *items[256];
+  int n = 0;
+  for (char *p = t; (p = strstr(p, "frontend_attributes={")) && n < 256;) {
+    char *e = strchr(p, '}');
+    while (e[1] == '}') e++;
+    if (memmem(p, (size_t)(e - p), "xla.sdy.", 8)) items[n++] = strndup(p, (size_t)(e - p + 1));
+    p = e;
+  }
+  qsort(items, (size_t)n, sizeof *items, cmp_str);
+  hk_buf b;
+  hk_buf_init(&b);
+  for (int k = 0; k < n; k++) {
+    hk_buf_printf(&b, "%s\n", items[k]);
+    free(items[k]);
+  }
+  hk_buf_put(&b, "", 1);
+  free(t);
+  return b.data;
+}
+
+static void assert_round_trip(const char *fixture) {
+  hk_module *a = read_fixture(fixture), *b = read_fixture(fixture);
+  ck_assert(hk_test_run_pass(reg, b, "sdy-round-trip-import", NULL));
+  char *imported = hk_module_to_string(b, HK_PRINT_LONG);
+  ck_assert(!strstr(imported, "xla.sdy.sharding=") && !strstr(imported, "xla.sdy.meshes"));
+  free(imported);
+  ck_assert(hk_test_run_pass(reg, b, "sdy-round-trip-export", NULL));
+  char *want = attr_texts(a), *got = attr_texts(b);
+  ck_assert_int_gt(strlen(want), 0);
+  ck_assert_str_eq(got, want);
+  free(want);
+  free(got);
+  hk_module_free(a);
+  hk_module_free(b);
+}
+
+START_TEST(export_after_import_is_identity_on_attributes) {
+  assert_round_trip("sdy_shard_map.hlo");
+  assert_round_trip("sdy_mlp.hlo");
+}
+END_TEST
+
+START_TEST(export_derives_changed_shardings) {
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
+                             param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>"));
+  hk_instr *p = hk_test_find(m, "p");
+  /* y on dim 0, x on dim 1 */
+  p->sharding = hk_sharding_canonical(m, hk_sharding_intern(m, &(hk_sharding){
+      .kind = HK_SHARDING_TILED, .n_tile_dims = 2, .tile_dims = (int64_t[]){2, 4},
+      .iota = &(hk_iota){2, (int64_t[]){2, 4}, 2, (int64_t[]){4, 2}, (int32_t[]){1, 0}}}));
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  const char *text = NULL;
+  for (int k = 0; k < p->attrs->n_frontend_attributes; k++)
+    if (!strcmp(p->attrs->frontend_attributes[k].key, "xla.sdy.sharding")) text = p->attrs->frontend_attributes[k].value;
+  ck_assert_str_eq(text, "#sdy.sharding<@mesh, [{\"y\"}, {\"x\"}]>");
+  hk_module_free(m);
+}
+END_TEST
+
+/* import -> propagation -> partitioning -> check, through the CLI, which
+ * imports by itself and says so. */
+static void assert_checks_equal(const char *fixture) {
+  find_fixtures();
+  char cmd[PATH_MAX * 4];
+  snprintf(cmd, sizeof cmd,
+           "%s/hlokit check %s/%s --num-partitions=8 "
+           "--passes='@sdy-import,spmd-partitioning{allow_module_signature_change=true}' --json "
+           "> %s.out 2> %s.err", bin_dir, fixture_dir, fixture, fixture, fixture);
+  ck_assert_int_eq(system(cmd), 0);
+  char out[PATH_MAX], err[PATH_MAX];
+  snprintf(out, sizeof out, "%s.out", fixture);
+  snprintf(err, sizeof err, "%s.err", fixture);
+  char *o = slurp(out), *e = slurp(err);
+  ck_assert_ptr_nonnull(strstr(o, "\"equal\": true"));
+  ck_assert_ptr_nonnull(strstr(e, "running sdy-round-trip-import"));
+  free(o);
+  free(e);
+  unlink(out);
+  unlink(err);
+}
+
+START_TEST(fixtures_partition_and_check_equal) {
+  assert_checks_equal("sdy_shard_map.hlo");
+  assert_checks_equal("sdy_mlp.hlo");
+}
+END_TEST
+
+static Suite *sdy_suite(void) {
+  Suite *s = suite_create("sdy");
+  TCase *tc = tcase_create("sdy");
+  tcase_add_unchecked_fixture(tc, load, unload);
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, mesh_axes_give_iota_tiles);
+  tcase_add_test(tc, sub_axis_splits_the_axis);
+  tcase_add_test(tc, device_ids_and_maximal_mesh);
+  tcase_add_test(tc, open_dims_priorities_and_replicated_axes);
+  tcase_add_test(tc, per_value_and_result_shardings);
+  tcase_add_test(tc, sharding_group_becomes_shard_as);
+  tcase_add_test(tc, manual_computation_lowered);
+  tcase_add_test(tc, partly_manual_computation_has_subgroups);
+  tcase_add_test(tc, bad_text_reported_with_instruction_and_offset);
+  tcase_add_test(tc, export_after_import_is_identity_on_attributes);
+  tcase_add_test(tc, export_derives_changed_shardings);
+  tcase_add_test(tc, fixtures_partition_and_check_equal);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+HK_TEST_MAIN(sdy_suite)
