@@ -213,6 +213,44 @@ START_TEST(partly_manual_computation_has_subgroups) {
 }
 END_TEST
 
+START_TEST(nested_manual_computations_take_parent_axes) {
+  hk_module *m = read_fixture("sdy_nested_shard_map.hlo");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert_int_eq(m->n_computations, 1);
+  /* outer region: "a" manual; inner region: "b" then its parent's "a" */
+  assert_sharding(m, "g.3", "{devices=[1,1,2,8]<=[16] last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "copy.3", "{devices=[1,2,2,4]<=[2,2,4]T(1,0,2) last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "g.4", "{devices=[1,1,4,4]<=[2,2,4]T(1,0,2) last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "mul.2", "{devices=[1,1,4,4]<=[2,2,4]T(1,0,2) last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "l.4", "{devices=[2,1,8]<=[16] last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* Older XLA put the in/out shardings and manual axes on the call; a
+ * manual computation without operands has no GlobalToLocalShape. */
+START_TEST(manual_computation_without_operands_and_call_attributes) {
+  hk_module *m = import_text(
+      "mesh_0 = #sdy.mesh<[\"a\"=4, \"b\"=2]>",
+      "xla.sdy.manual_computation_body_6 {\n  ROOT c = s64[2] constant({2, 3})\n}\n\n"
+      "ENTRY e {\n"
+      "  k = s64[2] call(), to_apply=xla.sdy.manual_computation_body_6, "
+      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"b\\\"}>\","
+      "xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh_0, [{\\\"b\\\"}]>]>\"}\n"
+      "  ROOT l = s64[4] custom-call(k), custom_call_target=\"xla.sdy.LocalToGlobalShape\", custom_call_has_side_effect=true\n}\n");
+  ck_assert_int_eq(m->n_computations, 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_CALL), 0);
+  /* the constant is local, replicated over the free axis "a" */
+  assert_sharding(m, "c.1", "{devices=[1,2,4]<=[4,2]T(1,0) last_tile_dims={manual, replicated}}");
+  hk_instr *root = m->entry->root;
+  ck_assert_str_eq(root->attrs->custom_call_target, "SPMDShardToFullShape");
+  char *s = hk_sharding_to_string(root->sharding);
+  ck_assert_str_eq(s, "{devices=[2,4]<=[4,2]T(1,0) last_tile_dim_replicate}");
+  free(s);
+  hk_module_free(m);
+}
+END_TEST
+
 static void assert_import_fails(const char *meshes, const char *entry, const char *needle) {
   char t[4096];
   snprintf(t, sizeof t, "HloModule m, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s", meshes, entry);
@@ -293,6 +331,7 @@ static void assert_round_trip(const char *fixture) {
 START_TEST(export_after_import_is_identity_on_attributes) {
   assert_round_trip("sdy_shard_map.hlo");
   assert_round_trip("sdy_mlp.hlo");
+  assert_round_trip("sdy_nested_shard_map.hlo");
 }
 END_TEST
 
@@ -315,13 +354,13 @@ END_TEST
 
 /* import -> propagation -> partitioning -> check, through the CLI, which
  * imports by itself and says so. */
-static void assert_checks_equal(const char *fixture) {
+static void assert_checks_equal(const char *fixture, int parts) {
   find_fixtures();
   char cmd[PATH_MAX * 4];
   snprintf(cmd, sizeof cmd,
-           "%s/hlokit check %s/%s --num-partitions=8 "
+           "%s/hlokit check %s/%s --num-partitions=%d "
            "--passes='@sdy-import,spmd-partitioning{allow_module_signature_change=true}' --json "
-           "> %s.out 2> %s.err", bin_dir, fixture_dir, fixture, fixture, fixture);
+           "> %s.out 2> %s.err", bin_dir, fixture_dir, fixture, parts, fixture, fixture);
   ck_assert_int_eq(system(cmd), 0);
   char out[PATH_MAX], err[PATH_MAX];
   snprintf(out, sizeof out, "%s.out", fixture);
@@ -336,8 +375,9 @@ static void assert_checks_equal(const char *fixture) {
 }
 
 START_TEST(fixtures_partition_and_check_equal) {
-  assert_checks_equal("sdy_shard_map.hlo");
-  assert_checks_equal("sdy_mlp.hlo");
+  assert_checks_equal("sdy_shard_map.hlo", 8);
+  assert_checks_equal("sdy_mlp.hlo", 8);
+  assert_checks_equal("sdy_nested_shard_map.hlo", 16);
 }
 END_TEST
 
@@ -354,6 +394,8 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, sharding_group_becomes_shard_as);
   tcase_add_test(tc, manual_computation_lowered);
   tcase_add_test(tc, partly_manual_computation_has_subgroups);
+  tcase_add_test(tc, nested_manual_computations_take_parent_axes);
+  tcase_add_test(tc, manual_computation_without_operands_and_call_attributes);
   tcase_add_test(tc, bad_text_reported_with_instruction_and_offset);
   tcase_add_test(tc, export_after_import_is_identity_on_attributes);
   tcase_add_test(tc, export_derives_changed_shardings);

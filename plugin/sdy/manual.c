@@ -68,7 +68,9 @@ static hk_status *read_attrs(sdy_import_ctx *cx, manual_info *mi) {
   const char *axes = manual_attr(mi, mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES, &w);
   st = axes ? sdy_parse_manual_axes(axes, &mi->axes) : NULL;
   if (st) return sdy_error_at(w, SDY_MANUAL_AXES, st);
-  if (!in || !out || !axes)
+  /* Without operands (results) there is no GlobalToLocalShape
+   * (LocalToGlobalShape) and its shardings may be absent: none. */
+  if ((!in && mi->call->n_operands) || (!out && mi->l2g) || (!axes && (mi->g2l || mi->l2g)))
     return sdy_error_at(mi->call, NULL,
                         hk_error(HK_INVALID_ARGUMENT,
                                  "a manual computation needs %s, %s and %s", SDY_IN_SHARDINGS,
@@ -240,6 +242,7 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
   hk_instr *anchor = mi->l2g ? mi->l2g : call;
   for (int j = 0; j < n_out; j++) {
     hk_instr *r = n_out == 1 && root->opcode != HK_OP_TUPLE ? root : root->operands[j];
+    if (!mi->l2g) break;           /* read_attrs: no LocalToGlobalShape, no out shardings */
     const hk_shape *global = hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->tuple[j]
                                                                 : mi->l2g->shape;
     hk_instr *cp = copy_of(anchor, r, local_sharding(cx, mi, &mi->out.v[j]));
@@ -279,12 +282,15 @@ hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
     st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "operands of a manual computation "
                                                                 "body call must come from %s",
                                            SDY_GLOBAL_TO_LOCAL));
-  else if (!mi.l2g)
-    st = sdy_error_at(call, NULL, hk_error(HK_UNIMPLEMENTED, "a manual computation without results "
-                                                              "(no %s)", SDY_LOCAL_TO_GLOBAL));
+  else if (!mi.l2g && (call->n_users || hk_instr_is_root(call)))
+    st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "the results of a manual computation "
+                                                              "body call must go to %s",
+                                           SDY_LOCAL_TO_GLOBAL));
   if (!st) st = read_attrs(cx, &mi);
-  if (!st && !mi.mesh) st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "a manual computation without shardings"));
-  if (!st && mi.out.n != (hk_shape_is_tuple(mi.l2g->shape) ? mi.l2g->shape->n_tuple : 1))
+  if (!st && !mi.mesh && mi.axes.n)
+    st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "manual axes without in or out "
+                                                                "shardings: no mesh to take them from"));
+  if (!st && mi.l2g && mi.out.n != (hk_shape_is_tuple(mi.l2g->shape) ? mi.l2g->shape->n_tuple : 1))
     st = sdy_error_at(mi.l2g, NULL, hk_error(HK_INVALID_ARGUMENT, "%d out shardings for %s's results",
                                              mi.out.n, mi.l2g->name));
   if (!st) st = lower(cx, &mi);
