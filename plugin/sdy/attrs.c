@@ -53,3 +53,15 @@ hk_status *sdy_error_at(const hk_instr *i, const char *key, hk_status *st) {
   if (i) return hk_status_prefix(st, "instruction %s", i->name);
   return hk_status_prefix(st, "module attribute %s", key);
 }
+
+const char *sdy_kept(const hk_instr *i, const char *what) {
+  char key[96];
+  snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
+  return sdy_instr_attr(i, key);
+}
+
+void sdy_unkeep(hk_instr *i, const char *what) {
+  char key[96];
+  snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
+  sdy_instr_attr_set(i, key, NULL);
+}

@@ -17,18 +17,6 @@ typedef struct export_ctx {
   sdy_meshes meshes;
 } export_ctx;
 
-static const char *kept(const hk_instr *i, const char *what) {
-  char key[96];
-  snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
-  return sdy_instr_attr(i, key);
-}
-
-static void unkeep(hk_instr *i, const char *what) {
-  char key[96];
-  snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
-  sdy_instr_attr_set(i, key, NULL);
-}
-
 /* Does the kept text still mean sharding h of instruction i? */
 static bool kept_matches(export_ctx *cx, hk_instr *i, const char *text, const hk_sharding *h) {
   sdy_import_ctx ic = {cx->m, cx->meshes};
@@ -111,9 +99,9 @@ static hk_status *result_call(export_ctx *cx, hk_instr *before, hk_instr *v, con
 
 static hk_status *export_results(export_ctx *cx, hk_computation *c) {
   hk_instr *root = c->root;
-  const char *whole = kept(root, "result_sharding");
+  const char *whole = sdy_kept(root, "result_sharding");
   if (whole) {
-    unkeep(root, "result_sharding");
+    sdy_unkeep(root, "result_sharding");
     hk_instr *cc;
     HK_TRY(result_call(cx, NULL, root, whole, root->sharding, &cc));
     hk_computation_set_root(c, cc);
@@ -123,9 +111,9 @@ static hk_status *export_results(export_ctx *cx, hk_computation *c) {
   for (int32_t k = 0; k < root->n_operands; k++) {
     char what[48];
     snprintf(what, sizeof what, "result_sharding.%d", k);
-    const char *text = kept(root, what);
+    const char *text = sdy_kept(root, what);
     if (!text) continue;
-    unkeep(root, what);
+    sdy_unkeep(root, what);
     int64_t idx = k;
     const hk_sharding *h = root->sharding ? hk_sharding_subsharding(root->sharding, 1, &idx) : NULL;
     hk_instr *cc;
@@ -138,7 +126,7 @@ static hk_status *export_results(export_ctx *cx, hk_computation *c) {
 /* ShardingGroup custom calls for i's shard group (ids the import kept, or
  * the group of its sharding). */
 static void export_group(export_ctx *cx, hk_instr *i) {
-  const char *ids = kept(i, "sharding_group_id");
+  const char *ids = sdy_kept(i, "sharding_group_id");
   char own[40];
   if (!ids && i->sharding && i->sharding->shard_group_kind != HK_SHARD_GROUP_NONE) {
     snprintf(own, sizeof own, "%lld : i64", (long long)i->sharding->shard_group_id);
@@ -147,7 +135,7 @@ static void export_group(export_ctx *cx, hk_instr *i) {
   if (!ids) return;
   char buf[256];
   snprintf(buf, sizeof buf, "%s", ids);
-  unkeep(i, "sharding_group_id");
+  sdy_unkeep(i, "sharding_group_id");
   for (char *save = NULL, *id = strtok_r(buf, ";", &save); id; id = strtok_r(NULL, ";", &save)) {
     hk_instr *v = i;
     hk_instr *cc = new_custom_call(i->parent, i->next, SDY_GROUP, hk_shape_tuple(cx->m, 0, NULL), 1,
@@ -180,10 +168,10 @@ static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
   for (hk_instr *i = c->first, *next; i; i = next) {
     next = i->next;
     if (sdy_instr_attr(i, KEEP_PREFIX "body")) continue;   /* manual.c's pattern: outline.c */
-    const char *text = kept(i, "sharding");
+    const char *text = sdy_kept(i, "sharding");
     bool param = i->opcode == HK_OP_PARAMETER && c->is_entry;
     if (text || (param && i->sharding)) {
-      unkeep(i, "sharding");
+      sdy_unkeep(i, "sharding");
       HK_TRY(write_sharding(cx, i, text, i->sharding,
                             text ? strncmp(text, "#sdy.sharding_per_value", 23) == 0 : false));
     }
@@ -193,7 +181,6 @@ static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
   return NULL;
 }
 
-hk_status *sdy_outline_manual(hk_module *m);
 
 static hk_status *export_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                              bool *changed) {
@@ -216,20 +203,15 @@ static hk_status *export_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   return NULL;
 }
 
-static void export_destroy(hk_pass *self) { free(self); }
-
 static const hk_pass_vtable export_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "sdy-round-trip-export", .run = export_run,
-    .destroy = export_destroy};
+    .destroy = sdy_pass_destroy};
 
 static hk_pass *export_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
   (void)err;
-  hk_pass *p = calloc(1, sizeof *p);
-  if (!p) abort();
-  p->vt = &export_vtable;
-  return p;
+  return sdy_pass_new(&export_vtable);
 }
 
 const hk_pass_desc sdy_export_desc = {

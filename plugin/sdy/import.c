@@ -272,10 +272,6 @@ static hk_status *sdy_import_module(hk_module *m, bool *changed) {
   return NULL;
 }
 
-typedef struct sdy_pass {
-  hk_pass pass;
-} sdy_pass;
-
 static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                              bool *changed) {
   (void)self;
@@ -283,8 +279,6 @@ static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   *changed = false;
   return sdy_import_module(m, changed);
 }
-
-static void sdy_pass_destroy(hk_pass *self) { free(self); }
 
 static const hk_pass_vtable import_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "sdy-round-trip-import", .run = import_run,
@@ -294,10 +288,7 @@ static hk_pass *import_create(const hk_option_values *opts, hk_registry *reg, hk
   (void)opts;
   (void)reg;
   (void)err;
-  sdy_pass *p = calloc(1, sizeof *p);
-  if (!p) abort();
-  p->pass.vt = &import_vtable;
-  return &p->pass;
+  return sdy_pass_new(&import_vtable);
 }
 
 const hk_pass_desc sdy_import_desc = {

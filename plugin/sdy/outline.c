@@ -16,20 +16,14 @@ typedef struct region {
   hk_instr *in_copy[SDY_MAX_VALUES], *out_copy[SDY_MAX_VALUES];   /* their copies */
 } region;
 
-static const char *kept(const hk_instr *i, const char *what) {
-  char key[96];
-  snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
-  return sdy_instr_attr(i, key);
-}
-
 /* The first region in c: every pair naming the first body found. */
 static bool find_region(hk_computation *c, region *r) {
   memset(r, 0, sizeof *r);
   for (hk_instr *i = c->first; i; i = i->next) {
-    const char *body = kept(i, "body");
+    const char *body = sdy_kept(i, "body");
     if (!body || (r->body && strcmp(body, r->body) != 0)) continue;
     r->body = body;
-    const char *in = kept(i, "operand"), *out = kept(i, "result");
+    const char *in = sdy_kept(i, "operand"), *out = sdy_kept(i, "result");
     int k = atoi(in ? in : out ? out : "0");
     if (k < 0 || k >= SDY_MAX_VALUES) continue;
     if (in) r->f2s[k] = i, r->n_in = r->n_in > k + 1 ? r->n_in : k + 1;
@@ -140,8 +134,8 @@ static hk_status *outline(hk_module *m, hk_computation *c, region *r) {
     hk_instr *first = r->f2s[0];
     const hk_shape *ls = r->n_in == 1 ? shapes[0] : hk_shape_tuple(m, r->n_in, shapes);
     hk_instr *g2l = sdy_call(at, SDY_GLOBAL_TO_LOCAL, r->n_in, ops, ls);
-    sdy_instr_attr_set(g2l, SDY_IN_SHARDINGS, kept(first, "in_shardings"));
-    sdy_instr_attr_set(g2l, SDY_MANUAL_AXES, kept(first, "manual_axes"));
+    sdy_instr_attr_set(g2l, SDY_IN_SHARDINGS, sdy_kept(first, "in_shardings"));
+    sdy_instr_attr_set(g2l, SDY_MANUAL_AXES, sdy_kept(first, "manual_axes"));
     for (int k = 0; k < r->n_in; k++) args[k] = element(at, g2l, r->n_in, k);
   }
   hk_instr *call = hk_instr_new_before(at, HK_OP_CALL, body->root->shape, r->n_in, args, "call");
@@ -153,8 +147,8 @@ static hk_status *outline(hk_module *m, hk_computation *c, region *r) {
   }
   const hk_shape *gs = r->n_out == 1 ? shapes[0] : hk_shape_tuple(m, r->n_out, shapes);
   hk_instr *l2g = sdy_call(at, SDY_LOCAL_TO_GLOBAL, r->n_out, ops, gs);
-  sdy_instr_attr_set(l2g, SDY_MANUAL_AXES, kept(r->s2f[0], "manual_axes"));
-  sdy_instr_attr_set(l2g, SDY_OUT_SHARDINGS, kept(r->s2f[0], "out_shardings"));
+  sdy_instr_attr_set(l2g, SDY_MANUAL_AXES, sdy_kept(r->s2f[0], "manual_axes"));
+  sdy_instr_attr_set(l2g, SDY_OUT_SHARDINGS, sdy_kept(r->s2f[0], "out_shardings"));
   for (int j = 0; j < r->n_out; j++) hk_instr_replace_all_uses(r->s2f[j], element(at, l2g, r->n_out, j));
   return remove_marked(c, r);
 }

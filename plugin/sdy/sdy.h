@@ -135,6 +135,9 @@ const char *sdy_instr_attr(const hk_instr *i, const char *key);
 void sdy_kv_set(hk_module *m, int32_t *n, const hk_kv **kvs, const char *key,
                 const char *value);
 void sdy_instr_attr_set(hk_instr *i, const char *key, const char *value);
+/* The text the import kept as hlokit.sdy.WHAT, and its removal. */
+const char *sdy_kept(const hk_instr *i, const char *what);
+void sdy_unkeep(hk_instr *i, const char *what);
 /* Renames i's xla.sdy.* frontend attributes to hlokit.sdy.* (import.c). */
 void sdy_keep_attrs(hk_instr *i);
 hk_status *sdy_error_at(const hk_instr *i, const char *key, hk_status *st);
@@ -149,7 +152,11 @@ hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
 hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
                                   int n_manual, char (*manual)[64], const hk_sharding **out);
 
-/* ---- passes ---------------------------------------------------------------- */
+/* ---- passes (plugin.c: the one pass struct both use) ------------------------ */
+hk_pass *sdy_pass_new(const hk_pass_vtable *vt);
+void sdy_pass_destroy(hk_pass *self);
+/* outline.c: the export of lowered manual computations */
+hk_status *sdy_outline_manual(hk_module *m);
 extern const hk_pass_desc sdy_import_desc;
 extern const hk_pass_desc sdy_export_desc;
 
