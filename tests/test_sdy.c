@@ -15,13 +15,17 @@ static hk_registry *reg;
 static void load(void) { reg = hk_test_registry_with("sdy"); }
 static void unload(void) { hk_registry_free(reg); }
 
-static hk_module *import_text(const char *meshes, const char *entry) {
+static hk_module *import_parts(int parts, const char *meshes, const char *entry) {
   char t[8192];
-  snprintf(t, sizeof t, "HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s",
-           meshes, entry);
+  snprintf(t, sizeof t, "HloModule m, num_partitions=%d, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s",
+           parts, meshes, entry);
   hk_module *m = hk_test_parse(t);
   ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
   return m;
+}
+
+static hk_module *import_text(const char *meshes, const char *entry) {
+  return import_parts(8, meshes, entry);
 }
 
 static void assert_sharding(hk_module *m, const char *name, const char *want) {
@@ -54,6 +58,96 @@ START_TEST(mesh_axes_give_iota_tiles) {
   m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>",
                   param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\", \\\"x\\\"}, {}]>"));
   assert_sharding(m, "p", "{devices=[8,1]<=[2,4]T(1,0)}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* Known answers from XLA's own test of its Shardy -> HloSharding export
+ * (xla/service/spmd/shardy/test/mhlo_export_pipeline.mlir). */
+START_TEST(xla_export_known_answers) {
+  static const struct {
+    int parts;
+    const char *mesh, *shape, *sharding, *want;
+  } cases[] = {
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,8]", "[{\"axis_2\"}, {\"axis_0\", \"axis_1\"}]",
+       "{devices=[4,8]<=[8,4]T(1,0)}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,8]", "[{}, {\"axis_0\"}]",
+       "{devices=[1,2,16]<=[32] last_tile_dim_replicate}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,16]", "[{\"axis_1\"}, {\"axis_2\"}]",
+       "{devices=[4,4,2]<=[2,16]T(1,0) last_tile_dim_replicate}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,8]", "[{}, {\"axis_0\", \"axis_2\"}]",
+       "{devices=[1,8,4]<=[2,4,4]T(0,2,1) last_tile_dim_replicate}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,16]", "[{}, {\"axis_1\"}]",
+       "{devices=[1,4,8]<=[2,4,4]T(1,0,2) last_tile_dim_replicate}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,16]", "[{\"axis_0\", \"axis_1\"}, {\"axis_2\"}]",
+       "{devices=[8,4]<=[32]}"},
+      {32, "[\"axis_0\"=2, \"axis_1\"=4, \"axis_2\"=4]", "f32[8,8]", "[{\"axis_1\",\"axis_0\"}, {}]",
+       "{devices=[8,1,4]<=[2,4,4]T(1,0,2) last_tile_dim_replicate}"},
+      {32, "[\"x\"=8, \"y\"=4]", "f32[8,8]", "[{\"y\"}, {}]",
+       "{devices=[4,1,8]<=[8,4]T(1,0) last_tile_dim_replicate}"},
+      {32, "[\"x\"=8, \"y\"=4]", "f32[8,8]", "[{\"y\"}, {\"x\":(2)2}]",
+       "{devices=[4,2,4]<=[2,2,2,4]T(3,1,0,2) last_tile_dim_replicate}"},
+      {32, "[\"x\"=8, \"y\"=4]", "f32[8,16]", "[{\"x\":(1)2}, {\"x\":(2)4}]",
+       "{devices=[2,4,4]<=[32] last_tile_dim_replicate}"},
+      {32, "[\"x\"=8, \"y\"=4]", "f32[8,16]", "[{\"x\":(1)2, \"x\":(4)2}, {}]",
+       "{devices=[4,1,8]<=[2,2,2,4]T(0,2,1,3) last_tile_dim_replicate}"},
+      {16, "[\"a\"=2, \"b\"=2, \"c\"=2, \"d\"=2]", "f32[8,16]", "[{\"a\", ?}, {\"b\", ?}]",
+       "{devices=[2,2,4]<=[16] last_tile_dim_replicate}"},
+      {16, "[\"a\"=2, \"b\"=2, \"c\"=2, \"d\"=2]", "f32[16,32]", "[{\"b\", ?}, {?}]",
+       "{devices=[2,1,8]<=[2,2,4]T(1,0,2) last_tile_dim_replicate}"},
+      {8, "[\"axis_0\"=2, \"axis_1\"=2, \"axis_2\"=2], device_ids=[0,2,4,6,1,3,5,7]", "f32[8,8]",
+       "[{\"axis_2\"}, {\"axis_0\", \"axis_1\"}]", "{devices=[2,4]0,4,1,5,2,6,3,7}"},
+      {8, "[\"axis_0\"=2, \"axis_1\"=2, \"axis_2\"=2], device_ids=[0,2,4,6,1,3,5,7]", "f32[8,8]",
+       "[{}, {\"axis_0\", \"axis_2\"}]", "{devices=[1,4,2]0,4,2,6,1,5,3,7 last_tile_dim_replicate}"},
+      {8, "[\"axis_0\"=2, \"axis_1\"=2, \"axis_2\"=2], device_ids=[0,2,4,6,1,3,5,7]", "f32[8,16]",
+       "[{}, {\"axis_1\"}]", "{devices=[1,2,4]0,1,2,3,4,5,6,7 last_tile_dim_replicate}"},
+      {8, "[\"axis_0\"=2, \"axis_1\"=2, \"axis_2\"=2], device_ids=[0,2,4,6,1,3,5,7]", "f32[8,8]",
+       "[{\"axis_1\",\"axis_0\"}, {}]", "{devices=[4,1,2]0,2,1,3,4,6,5,7 last_tile_dim_replicate}"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char meshes[256], text[512], escaped[1024];
+    snprintf(meshes, sizeof meshes, "mesh = #sdy.mesh<%s>", cases[k].mesh);
+    snprintf(text, sizeof text, "#sdy.sharding<@mesh, %s>", cases[k].sharding);
+    size_t w = 0;                  /* quotes escaped for the HLO string */
+    for (const char *q = text; *q && w + 2 < sizeof escaped; q++) {
+      if (*q == '"') escaped[w++] = '\\';
+      escaped[w++] = *q;
+    }
+    escaped[w] = 0;
+    hk_module *m = import_parts(cases[k].parts, meshes, param_sharded(cases[k].shape, escaped));
+    assert_sharding(m, "p", cases[k].want);
+    hk_module_free(m);
+  }
+}
+END_TEST
+
+/* XLA's sharding_in_manual_computation_body: the shardings of a partly
+ * manual region (mesh a,b,c,d; manual a,b), from the same test file. */
+START_TEST(xla_manual_region_known_answers) {
+  hk_module *m = import_parts(
+      16, "mesh_3 = #sdy.mesh<[\"a\"=2, \"b\"=2, \"c\"=2, \"d\"=2]>",
+      "xla.sdy.manual_computation_body.3 {\n  p0 = f32[4,8] parameter(0)\n  p1 = f32[8,32] parameter(1)\n"
+      "  add = f32[4,8] add(p0, p0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh_3, [{\\\"c\\\"}, {}]>]>\"}\n"
+      "  dot = f32[4,32] dot(add, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh_3, [{\\\"c\\\"}, {\\\"d\\\"}]>]>\"}\n"
+      "  ROOT sine = f32[4,32] sine(dot)\n}\n\n"
+      "ENTRY e {\n  x = f32[8,16] parameter(0)\n  y = f32[16,32] parameter(1)\n"
+      "  g = (f32[4,8], f32[8,32]) custom-call(x, y), custom_call_target=\"xla.sdy.GlobalToLocalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[<@mesh_3, [{\\\"b\\\"}, {\\\"a\\\"}]>, <@mesh_3, [{\\\"b\\\"}, {}], replicated={\\\"a\\\"}>]>\","
+      "xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"a\\\", \\\"b\\\"}>\"}\n"
+      "  g0 = f32[4,8] get-tuple-element(g), index=0\n  g1 = f32[8,32] get-tuple-element(g), index=1\n"
+      "  c = f32[4,32] call(g0, g1), to_apply=xla.sdy.manual_computation_body.3\n"
+      "  ROOT l = f32[8,32] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"a\\\", \\\"b\\\"}>\","
+      "xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh_3, [{\\\"a\\\"}, {}], replicated={\\\"b\\\"}>]>\"}\n}\n");
+  assert_sharding(m, "copy", "{devices=[2,2,4]<=[2,2,4]T(1,0,2) last_tile_dim_replicate}");
+  assert_sharding(m, "g.1", "{devices=[1,1,4,4]<=[16] last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "copy.1", "{devices=[2,1,8]<=[2,2,4]T(1,0,2) last_tile_dim_replicate}");
+  assert_sharding(m, "add.1", "{devices=[2,1,4,2]<=[4,2,2]T(1,0,2) last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "dot.1", "{devices=[2,2,4]<=[4,4]T(1,0) last_tile_dims={manual}}");
+  assert_sharding(m, "sine.1", "{devices=[1,1,4,4]<=[16] last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "copy.2", "{devices=[1,1,4,4]<=[16] last_tile_dims={manual, replicated}}");
+  assert_sharding(m, "l.1", "{devices=[2,1,8]<=[16] last_tile_dim_replicate}");
   hk_module_free(m);
 }
 END_TEST
@@ -387,6 +481,8 @@ static Suite *sdy_suite(void) {
   tcase_add_unchecked_fixture(tc, load, unload);
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, mesh_axes_give_iota_tiles);
+  tcase_add_test(tc, xla_export_known_answers);
+  tcase_add_test(tc, xla_manual_region_known_answers);
   tcase_add_test(tc, sub_axis_splits_the_axis);
   tcase_add_test(tc, device_ids_and_maximal_mesh);
   tcase_add_test(tc, open_dims_priorities_and_replicated_axes);

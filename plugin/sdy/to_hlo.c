@@ -99,8 +99,9 @@ typedef struct piece {
 } piece;
 
 /* The mesh's axes split at every sub-axis boundary the dims use (XLA's
- * getOrderedAxisRefs).  Within an axis, larger pre-sizes are minor, so the
- * pieces of one axis are listed from the largest pre-size down. */
+ * getOrderedAxisRefs).  A sub-axis's pre-size is the product of the
+ * pieces before (major to) it, so the pieces of one axis are listed by
+ * increasing pre-size. */
 static int ordered_pieces(const sdy_mesh *mesh, const sdy_sharding *s, piece *out) {
   int n = 0;
   for (int a = 0; a < mesh->n_axes; a++) {
@@ -125,7 +126,6 @@ static int ordered_pieces(const sdy_mesh *mesh, const sdy_sharding *s, piece *ou
     for (int i = 1; i < nc; i++)
       if (cuts[i] != cuts[u - 1]) cuts[u++] = cuts[i];
     if (u == 1) u = 2, cuts[1] = cuts[0];   /* a size-1 axis: one piece */
-    /* Major first: the piece with pre-size 1 is the most major. */
     for (int i = 0; i + 1 < u; i++) out[n++] = (piece){a, cuts[i], cuts[i + 1]};
   }
   return n;
