@@ -247,7 +247,7 @@ static void find_fixtures(void) {
   ck_assert_int_gt(n, 0);
   self[n] = 0;
   snprintf(bin_dir, sizeof bin_dir, "%s/..", dirname(self));
-  snprintf(fixture_dir, sizeof fixture_dir, "%s/../fixtures", bin_dir);
+  snprintf(fixture_dir, sizeof fixture_dir, "fixtures");   /* tests run from the top of the tree */
 }
 
 static hk_module *read_fixture(const char *name) {
@@ -475,6 +475,30 @@ START_TEST(fixtures_partition_and_check_equal) {
 }
 END_TEST
 
+/* The partitioned MLP's entry takes local shards where Shardy shards a
+ * parameter: x [{"data"}, {}] of f32[16,32] over data=2 is f32[8,32],
+ * b1 [{"model":(1)2}] of f32[64] is f32[32]. */
+START_TEST(partitioned_entry_takes_local_shards) {
+  hk_registry *all = hk_registry_new();
+  const char *plugins[] = {"sdy", "propagation", "spmd", "barriers"};
+  for (int k = 0; k < 4; k++) {
+    char path[4096];
+    hk_test_plugin_path(plugins[k], path, sizeof path);
+    ck_assert_ok(hk_plugin_load(all, path, HK_ORIGIN_EXPLICIT));
+  }
+  hk_module *m = read_fixture("sdy_mlp.hlo");
+  hk_test_run_pass(all, m, "sdy-round-trip-import", NULL);
+  hk_test_run_pass(all, m, "sharding-propagation", "is_spmd=true");
+  hk_test_run_pass(all, m, "spmd-partitioning", "allow_module_signature_change=true");
+  const hk_shape *x = m->entry->params[0]->shape, *b1 = m->entry->params[2]->shape;
+  ck_assert_int_eq(x->dims[0], 8);
+  ck_assert_int_eq(x->dims[1], 32);
+  ck_assert_int_eq(b1->dims[0], 32);
+  hk_module_free(m);
+  hk_registry_free(all);
+}
+END_TEST
+
 static Suite *sdy_suite(void) {
   Suite *s = suite_create("sdy");
   TCase *tc = tcase_create("sdy");
@@ -496,6 +520,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, export_after_import_is_identity_on_attributes);
   tcase_add_test(tc, export_derives_changed_shardings);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
+  tcase_add_test(tc, partitioned_entry_takes_local_shards);
   suite_add_tcase(s, tc);
   return s;
 }
