@@ -429,6 +429,12 @@ START_TEST(export_after_import_is_identity_on_attributes) {
 }
 END_TEST
 
+static const char *sdy_attr(const hk_instr *i, const char *key) {
+  for (int k = 0; i->attrs && k < i->attrs->n_frontend_attributes; k++)
+    if (!strcmp(i->attrs->frontend_attributes[k].key, key)) return i->attrs->frontend_attributes[k].value;
+  return "";
+}
+
 START_TEST(export_derives_changed_shardings) {
   hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
                              param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>"));
@@ -438,10 +444,30 @@ START_TEST(export_derives_changed_shardings) {
       .kind = HK_SHARDING_TILED, .n_tile_dims = 2, .tile_dims = (int64_t[]){2, 4},
       .iota = &(hk_iota){2, (int64_t[]){2, 4}, 2, (int64_t[]){4, 2}, (int32_t[]){1, 0}}}));
   ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
-  const char *text = NULL;
-  for (int k = 0; k < p->attrs->n_frontend_attributes; k++)
-    if (!strcmp(p->attrs->frontend_attributes[k].key, "xla.sdy.sharding")) text = p->attrs->frontend_attributes[k].value;
+  const char *text = sdy_attr(p, "xla.sdy.sharding");
   ck_assert_str_eq(text, "#sdy.sharding<@mesh, [{\"y\"}, {\"x\"}]>");
+  hk_module_free(m);
+  /* a single-device sharding goes over the maximal mesh of that device */
+  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>, maximal_mesh_3 = #sdy.mesh<[], device_ids=[3]>",
+                  param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"x\\\"}]>"));
+  p = hk_test_find(m, "p");
+  p->sharding = hk_sharding_maximal(m, 3);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  ck_assert_str_eq(sdy_attr(p, "xla.sdy.sharding"), "#sdy.sharding<@maximal_mesh_3, [{}]>");
+  hk_module_free(m);
+  /* a device order the mesh cannot give is refused, naming the instruction */
+  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
+                  param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"x\\\"}]>"));
+  p = hk_test_find(m, "p");
+  p->sharding = hk_sharding_tiled(m, 1, (int64_t[]){8}, (int64_t[]){7, 6, 5, 4, 3, 2, 1, 0}, false);
+  hk_status *err = NULL;
+  hk_pass *ex = hk_registry_create_pass(reg, "sdy-round-trip-export", NULL, &err);
+  bool changed;
+  hk_status *st = hk_pass_run(ex, m, NULL, &changed);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(st->message, "instruction p: sharding {devices=[8]7,6,5,4,3,2,1,0} is not expressible"));
+  hk_status_free(st);
+  hk_pass_destroy(ex);
   hk_module_free(m);
 }
 END_TEST

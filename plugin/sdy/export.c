@@ -32,17 +32,29 @@ static bool kept_matches(export_ctx *cx, hk_instr *i, const char *text, const hk
 
 /* The Shardy text for sharding h of a value of shape `shape`, per value
  * (#sdy.sharding_per_value) or not; NULL when the mesh cannot express it. */
+/* The mesh a derived sharding is written over: for a single device, the
+ * maximal mesh of that device; else the first mesh with axes. */
+static const sdy_mesh *mesh_for(const export_ctx *cx, const hk_sharding *h) {
+  int64_t dev = hk_sharding_unique_device(h);
+  for (int k = 0; k < cx->meshes.n; k++) {
+    const sdy_mesh *m = &cx->meshes.m[k];
+    if (dev >= 0 ? m->n_axes == 0 && m->n_devices == 1 && m->devices[0] == dev : m->n_axes > 0)
+      return m;
+  }
+  return NULL;
+}
+
 static char *derive(export_ctx *cx, const hk_sharding *h, const hk_shape *shape, bool per_value) {
-  if (!cx->meshes.n || !h) return NULL;
-  const sdy_mesh *mesh = &cx->meshes.m[0];
+  if (!h) return NULL;
   int n = hk_shape_is_tuple(shape) ? shape->n_tuple : 1;
   sdy_sharding *v = calloc((size_t)n, sizeof *v);
   bool ok = v != NULL && (!hk_shape_is_tuple(shape) || per_value);
   for (int k = 0; ok && k < n; k++) {
     const hk_shape *leaf = hk_shape_is_tuple(shape) ? shape->tuple[k] : shape;
     const hk_sharding *e = hk_sharding_is_tuple(h) ? (k < h->n_elems ? h->elems[k] : NULL) : h;
-    ok = e && sdy_from_hlo(cx->m, mesh, mesh->name, e, hk_shape_is_array(leaf) ? leaf->rank : 0,
-                           &v[k]);
+    const sdy_mesh *mesh = e ? mesh_for(cx, e) : NULL;
+    ok = mesh && sdy_from_hlo(cx->m, mesh, mesh->name, e, hk_shape_is_array(leaf) ? leaf->rank : 0,
+                              &v[k]);
   }
   char *out = NULL;
   if (ok) {

@@ -26,6 +26,11 @@ bool sdy_from_hlo(hk_module *m, const sdy_mesh *mesh, const char *mesh_name,
                   const hk_sharding *h, int rank, sdy_sharding *out) {
   int where[SDY_MAX_AXES] = {0};
   int64_t tries = 0;
+  if (mesh->n_axes == 0) {          /* a maximal mesh: every dim closed and empty */
+    build(mesh, mesh_name, where, rank, out);
+    const hk_sharding *got = sdy_to_hlo(m, mesh, out, 0, NULL);
+    return hk_sharding_equivalent(got, hk_sharding_without_shard_group(m, h));
+  }
   for (;;) {
     build(mesh, mesh_name, where, rank, out);
     const hk_sharding *got = sdy_to_hlo(m, mesh, out, 0, NULL);

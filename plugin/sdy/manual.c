@@ -208,14 +208,10 @@ static hk_status *remove_with_gtes(hk_instr *i) {
   return hk_instr_remove(i);
 }
 
-static void keep(hk_instr *i, const char *key, const char *value) {
-  sdy_instr_attr_set(i, key, value);
-}
-
 static void keep_index(hk_instr *i, const char *key, int k) {
   char v[16];
   snprintf(v, sizeof v, "%d", k);
-  keep(i, key, v);
+  sdy_instr_attr_set(i, key, v);
 }
 
 static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
@@ -232,9 +228,9 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
     hk_instr *cp = copy_of(call, x, over_mesh(cx, mi, &mi->in.v[k], mi->n_parent, mi->parent));
     args[k] = custom_call(call, "SPMDFullToShardShape", body->params[k]->shape, cp, mi->g2l->name);
     args[k]->sharding = local_sharding(cx, mi, &mi->in.v[k]);
-    keep(args[k], KEEP_PREFIX "in_shardings", in_text);
-    keep(args[k], KEEP_PREFIX "manual_axes", axes_text);
-    keep(args[k], KEEP_PREFIX "body", body->name);
+    sdy_instr_attr_set(args[k], KEEP_PREFIX "in_shardings", in_text);
+    sdy_instr_attr_set(args[k], KEEP_PREFIX "manual_axes", axes_text);
+    sdy_instr_attr_set(args[k], KEEP_PREFIX "body", body->name);
     keep_index(args[k], KEEP_PREFIX "operand", k);
   }
   hk_instr *root = inline_body(call, args);
@@ -248,9 +244,9 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
     hk_instr *cp = copy_of(anchor, r, local_sharding(cx, mi, &mi->out.v[j]));
     hk_instr *s2f = custom_call(anchor, "SPMDShardToFullShape", global, cp, mi->l2g->name);
     s2f->sharding = over_mesh(cx, mi, &mi->out.v[j], mi->n_parent, mi->parent);
-    keep(s2f, KEEP_PREFIX "out_shardings", out_text);
-    keep(s2f, KEEP_PREFIX "manual_axes", axes_text);
-    keep(s2f, KEEP_PREFIX "body", body->name);
+    sdy_instr_attr_set(s2f, KEEP_PREFIX "out_shardings", out_text);
+    sdy_instr_attr_set(s2f, KEEP_PREFIX "manual_axes", axes_text);
+    sdy_instr_attr_set(s2f, KEEP_PREFIX "body", body->name);
     keep_index(s2f, KEEP_PREFIX "result", j);
     if (!hk_shape_is_tuple(mi->l2g->shape)) {
       hk_instr_replace_all_uses(mi->l2g, s2f);
