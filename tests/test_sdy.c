@@ -121,6 +121,20 @@ START_TEST(xla_export_known_answers) {
 }
 END_TEST
 
+/* Unreduced axes: newer XLA's V3ToV2Sharding known answers
+ * (hlo_sharding_test.cc: Unreduced, and the mixed subgroup case). */
+START_TEST(unreduced_axes_known_answers) {
+  hk_module *m = import_parts(4, "mesh = #sdy.mesh<[\"a\"=2, \"b\"=2]>",
+                              param_sharded("f32[6,6]", "#sdy.sharding<@mesh, [{\\\"a\\\"}, {}], unreduced={\\\"b\\\"}>"));
+  assert_sharding(m, "p", "{devices=[2,1,2]<=[4] last_tile_dims={unreduced}}");
+  hk_module_free(m);
+  m = import_parts(4, "mesh = #sdy.mesh<[\"a\"=2, \"b\"=2]>",
+                   param_sharded("f32[6,6]", "#sdy.sharding<@mesh, [{}, {}], unreduced={\\\"b\\\"}>"));
+  assert_sharding(m, "p", "{devices=[1,1,2,2]<=[2,2]T(1,0) last_tile_dims={unreduced, replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
 /* XLA's sharding_in_manual_computation_body: the shardings of a partly
  * manual region (mesh a,b,c,d; manual a,b), from the same test file. */
 START_TEST(xla_manual_region_known_answers) {
@@ -533,6 +547,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, mesh_axes_give_iota_tiles);
   tcase_add_test(tc, xla_export_known_answers);
   tcase_add_test(tc, xla_manual_region_known_answers);
+  tcase_add_test(tc, unreduced_axes_known_answers);
   tcase_add_test(tc, sub_axis_splits_the_axis);
   tcase_add_test(tc, device_ids_and_maximal_mesh);
   tcase_add_test(tc, open_dims_priorities_and_replicated_axes);

@@ -3,7 +3,8 @@
  * export_shardings.cc) builds it: the mesh's axes, split into the sub-axes
  * the sharding uses, form the reshape dims of an iota (or of the mesh's
  * device list); sharded axes come first in dim order, then the manual
- * axes, then every other axis as one replicated subgroup dim. */
+ * axes, then the unreduced axes (as newer XLA's V3ToV2Sharding), then
+ * every other axis as one replicated subgroup dim. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,17 +106,21 @@ typedef struct piece {
 static int ordered_pieces(const sdy_mesh *mesh, const sdy_sharding *s, piece *out) {
   int n = 0;
   for (int a = 0; a < mesh->n_axes; a++) {
-    int64_t cuts[2 + 2 * SDY_MAX_DIMS * SDY_MAX_AXES];
+    int64_t cuts[2 + 2 * (SDY_MAX_DIMS + 1) * SDY_MAX_AXES];
     int nc = 0;
     cuts[nc++] = 1;
     cuts[nc++] = mesh->axes[a].size;
+    const sdy_axis_ref *refs[SDY_MAX_DIMS * SDY_MAX_AXES + SDY_MAX_AXES];
+    int nr = 0;
     for (int d = 0; d < s->rank; d++)
-      for (int k = 0; k < s->dims[d].n_axes; k++) {
-        const sdy_axis_ref *r = &s->dims[d].axes[k];
-        if (!r->sub || strcmp(r->name, mesh->axes[a].name) != 0) continue;
-        cuts[nc++] = r->pre_size;
-        cuts[nc++] = r->pre_size * r->size;
-      }
+      for (int k = 0; k < s->dims[d].n_axes; k++) refs[nr++] = &s->dims[d].axes[k];
+    for (int k = 0; k < s->n_unreduced; k++) refs[nr++] = &s->unreduced[k];
+    for (int k = 0; k < nr; k++) {
+      const sdy_axis_ref *r = refs[k];
+      if (!r->sub || strcmp(r->name, mesh->axes[a].name) != 0) continue;
+      cuts[nc++] = r->pre_size;
+      cuts[nc++] = r->pre_size * r->size;
+    }
     for (int i = 1; i < nc; i++)   /* sort, dedup */
       for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
         int64_t t = cuts[j];
@@ -178,7 +183,7 @@ const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_shar
   int np = ordered_pieces(mesh, s, pieces);
   int pos_of_piece[SDY_MAX_AXES * 4];
   for (int k = 0; k < np; k++) pos_of_piece[k] = -1;
-  int64_t tile[SDY_MAX_DIMS + 2];
+  int64_t tile[SDY_MAX_DIMS + 3];
   int nt = s->rank, pos = 0;
   for (int d = 0; d < s->rank; d++) {
     tile[d] = 1;
@@ -188,7 +193,7 @@ const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_shar
       pos_of_piece[p] = pos++;
     }
   }
-  uint8_t types[2];
+  uint8_t types[3];
   int ntypes = 0;
   if (n_manual) {
     tile[nt] = 1;
@@ -201,6 +206,16 @@ const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_shar
     }
     nt++;
     types[ntypes++] = HK_SUBGROUP_MANUAL;
+  }
+  if (s->n_unreduced) {            /* newer XLA: an unreduced subgroup after the manual one */
+    tile[nt] = 1;
+    for (int j = 0; j < s->n_unreduced; j++) {
+      int p = find_piece(pieces, np, mesh, &s->unreduced[j]);
+      tile[nt] *= pieces[p].hi / pieces[p].lo;
+      pos_of_piece[p] = pos++;
+    }
+    nt++;
+    types[ntypes++] = HK_SUBGROUP_UNREDUCED;
   }
   int64_t rdims[SDY_MAX_AXES * 4], replicated = 1;
   int32_t perm[SDY_MAX_AXES * 4];
@@ -221,7 +236,7 @@ const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_shar
   int64_t total = 1, data = 1;
   for (int k = 0; k < nt; k++) total *= tile[k];
   for (int d = 0; d < s->rank; d++) data *= tile[d];
-  if (data == 1 && !n_manual) return hk_sharding_replicated(m);
+  if (data == 1 && !n_manual && !s->n_unreduced) return hk_sharding_replicated(m);
   hk_iota iota = {nt, tile, np, rdims, perm};
   hk_sharding t = {.kind = HK_SHARDING_TILED, .n_tile_dims = nt, .tile_dims = tile,
                    .n_subgroups = ntypes, .subgroups = types};
