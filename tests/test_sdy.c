@@ -36,6 +36,12 @@ static void assert_sharding(hk_module *m, const char *name, const char *want) {
   free(got);
 }
 
+static const char *sdy_attr(const hk_instr *i, const char *key) {
+  for (int k = 0; i->attrs && k < i->attrs->n_frontend_attributes; k++)
+    if (!strcmp(i->attrs->frontend_attributes[k].key, key)) return i->attrs->frontend_attributes[k].value;
+  return "";
+}
+
 /* One parameter p of shape SHAPE with Shardy sharding TEXT. */
 static const char *param_sharded(const char *shape, const char *text) {
   static char e[2048];
@@ -162,6 +168,13 @@ START_TEST(xla_manual_region_known_answers) {
   assert_sharding(m, "sine.1", "{devices=[1,1,4,4]<=[16] last_tile_dims={manual, replicated}}");
   assert_sharding(m, "copy.2", "{devices=[1,1,4,4]<=[16] last_tile_dims={manual, replicated}}");
   assert_sharding(m, "l.1", "{devices=[2,1,8]<=[16] last_tile_dim_replicate}");
+  /* the export outlines the body again with the shardings it came with */
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  hk_instr *dot = hk_test_last_op(m, HK_OP_DOT);
+  ck_assert_ptr_null(dot->sharding);
+  ck_assert(strstr(dot->parent->name, "xla.sdy.manual_computation_body") == dot->parent->name);
+  ck_assert_str_eq(sdy_attr(dot, "xla.sdy.sharding"),
+                   "#sdy.sharding_per_value<[<@mesh_3, [{\"c\"}, {\"d\"}]>]>");
   hk_module_free(m);
 }
 END_TEST
@@ -442,12 +455,6 @@ START_TEST(export_after_import_is_identity_on_attributes) {
   assert_round_trip("sdy_nested_shard_map.hlo");
 }
 END_TEST
-
-static const char *sdy_attr(const hk_instr *i, const char *key) {
-  for (int k = 0; i->attrs && k < i->attrs->n_frontend_attributes; k++)
-    if (!strcmp(i->attrs->frontend_attributes[k].key, key)) return i->attrs->frontend_attributes[k].value;
-  return "";
-}
 
 START_TEST(export_derives_changed_shardings) {
   hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",

@@ -72,7 +72,8 @@ static char *derive(export_ctx *cx, const hk_sharding *h, const hk_shape *shape,
 /* Writes xla.sdy.sharding on i for sharding h (kept text or derived). */
 static hk_status *write_sharding(export_ctx *cx, hk_instr *i, const char *kept_text,
                                  const hk_sharding *h, bool per_value) {
-  if (kept_text && kept_matches(cx, i, kept_text, h)) {
+  /* No sharding to compare with (a body outlined again): the text stands. */
+  if (kept_text && (!h || kept_matches(cx, i, kept_text, h))) {
     sdy_instr_attr_set(i, SDY_SHARDING, kept_text);
     return NULL;
   }
