@@ -242,6 +242,14 @@ START_TEST(per_value_and_result_shardings) {
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_CUSTOM_CALL), 1);   /* the result call is gone */
   ck_assert_ptr_eq(m->entry->root->operands[0], hk_test_find(m, "a"));
   hk_module_free(m);
+  /* a nested tuple takes one sharding per leaf, depth first */
+  m = import_text(
+      "mesh = #sdy.mesh<[\"x\"=8]>",
+      "ENTRY e {\n  p = f32[8] parameter(0)\n"
+      "  ROOT t = ((f32[8], f32[8]), f32[8]) custom-call(p), custom_call_target=\"foo\", "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{}]>, <@mesh, [{\\\"x\\\"}]>, <@mesh, [{?}]>]>\"}\n}\n");
+  assert_sharding(m, "t", "{{replicated}, {devices=[8]<=[8]}, {replicated}}");
+  hk_module_free(m);
 }
 END_TEST
 

@@ -258,10 +258,6 @@ hk_status *sdy_parse_per_value(const char *text, sdy_per_value *out) {
   bool ok = expect(&c, "#sdy.sharding_per_value") && expect(&c, "<") && expect(&c, "[");
   if (ok && !accept(&c, "]")) {
     do {
-      if (out->n == SDY_MAX_VALUES) {
-        ok = fail(&c, "fewer values");
-        break;
-      }
       out->v = realloc(out->v, sizeof *out->v * (size_t)(out->n + 1));
       if (!out->v) abort();
       ok = parse_sharding_body(&c, &out->v[out->n++]);

@@ -48,9 +48,18 @@ static hk_status *convert_one(sdy_import_ctx *cx, const sdy_sharding *sh, const 
   return NULL;
 }
 
+/* The array leaves of a shape, depth first (a tuple sharding's order). */
+static void collect_leaves(const hk_shape *s, const hk_shape **out, int *n) {
+  if (!hk_shape_is_tuple(s)) {
+    out[(*n)++] = s;
+    return;
+  }
+  for (int32_t k = 0; k < s->n_tuple; k++) collect_leaves(s->tuple[k], out, n);
+}
+
 /* The HloSharding of `text` (#sdy.sharding or #sdy.sharding_per_value)
  * for instruction i: one sharding per value, a tuple sharding over a
- * tuple's elements. */
+ * tuple's leaves ({replicated} for a fully open one among others). */
 hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
                                   int n_manual, char (*manual)[64], const hk_sharding **out) {
   *out = NULL;
@@ -64,18 +73,17 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
   sdy_per_value pv;
   HK_TRY(sdy_parse_per_value(text, &pv));
   bool tuple = hk_shape_is_tuple(i->shape);
-  int n = tuple ? i->shape->n_tuple : 1;
+  int n = 0;
+  const hk_shape **leaves = malloc(sizeof *leaves * (size_t)(hk_shape_leaf_count(i->shape) + 1));
+  const hk_sharding **elems = malloc(sizeof *elems * (size_t)(hk_shape_leaf_count(i->shape) + 1));
+  if (!leaves || !elems) abort();
+  collect_leaves(i->shape, leaves, &n);
   hk_status *st = NULL;
   if (pv.n != n)
     st = hk_error(HK_INVALID_ARGUMENT, "%d shardings for %d values", pv.n, n);
-  const hk_sharding *elems[SDY_MAX_VALUES];
   bool any = false;
   for (int k = 0; !st && k < n; k++) {
-    const hk_shape *leaf = tuple ? i->shape->tuple[k] : i->shape;
-    if (hk_shape_is_tuple(leaf))
-      st = hk_error(HK_UNIMPLEMENTED, "a nested tuple value (element %d)", k);
-    else
-      st = convert_one(cx, &pv.v[k], leaf, n_manual, manual, &elems[k]);
+    st = convert_one(cx, &pv.v[k], leaves[k], n_manual, manual, &elems[k]);
     if (!st) any |= elems[k] != NULL;
   }
   if (!st && any && !tuple) *out = elems[0];
@@ -84,6 +92,8 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
       if (!elems[k]) elems[k] = hk_sharding_replicated(cx->m);
     *out = hk_sharding_tuple(cx->m, n, elems);
   }
+  free(leaves);
+  free(elems);
   sdy_per_value_free(&pv);
   return st;
 }
@@ -178,6 +188,7 @@ static void set_root_sharding(hk_module *m, hk_computation *c, const results *re
   if (!res->n || c->root->opcode != HK_OP_TUPLE) return;
   const hk_sharding *elems[SDY_MAX_VALUES];
   int n = c->root->n_operands;
+  if (n > SDY_MAX_VALUES) return;
   for (int k = 0; k < n; k++) {
     const hk_shape *leaf = c->root->shape->tuple[k];
     if (hk_shape_is_tuple(leaf)) return;   /* nested tuple results: not written by XLA */

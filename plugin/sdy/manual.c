@@ -75,6 +75,10 @@ static hk_status *read_attrs(sdy_import_ctx *cx, manual_info *mi) {
                         hk_error(HK_INVALID_ARGUMENT,
                                  "a manual computation needs %s, %s and %s", SDY_IN_SHARDINGS,
                                  SDY_OUT_SHARDINGS, SDY_MANUAL_AXES));
+  if (mi->in.n > SDY_MAX_VALUES || mi->out.n > SDY_MAX_VALUES)
+    return sdy_error_at(mi->call, NULL, hk_error(HK_UNIMPLEMENTED, "a manual computation with more "
+                                                                   "than %d operands or results",
+                                                 SDY_MAX_VALUES));
   int n_in = mi->g2l ? mi->g2l->n_operands : 0;
   if (mi->in.n != n_in || mi->in.n != mi->call->n_operands)
     return sdy_error_at(mi->call, NULL, hk_error(HK_INVALID_ARGUMENT,
@@ -133,7 +137,10 @@ static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation
     } else {
       int n = hk_shape_is_tuple(i->shape) ? i->shape->n_tuple : 1;
       const hk_sharding *elems[SDY_MAX_VALUES];
-      for (int k = 0; k < n && k < SDY_MAX_VALUES; k++) {
+      if (n > SDY_MAX_VALUES)
+        return sdy_error_at(i, NULL, hk_error(HK_UNIMPLEMENTED, "a tuple of more than %d values in a "
+                                                                "manual computation", SDY_MAX_VALUES));
+      for (int k = 0; k < n; k++) {
         const hk_shape *leaf = hk_shape_is_tuple(i->shape) ? i->shape->tuple[k] : i->shape;
         sdy_sharding open;
         sdy_open_sharding(&open, "", hk_shape_is_array(leaf) ? leaf->rank : 0);

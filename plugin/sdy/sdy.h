@@ -36,7 +36,7 @@
 #define SDY_MAX_AXES 16
 #define SDY_MAX_DIMS 16
 #define SDY_MAX_MESHES 16
-#define SDY_MAX_VALUES 64
+#define SDY_MAX_VALUES 1024      /* operands/results of one manual computation */
 
 typedef struct sdy_axis {          /* a mesh axis "x"=4 */
   char name[64];
