@@ -50,21 +50,23 @@ static const char *param_sharded(const char *shape, const char *text) {
   return e;
 }
 
+/* Imports one parameter with Shardy sharding TEXT (quotes escaped for
+ * HLO) over MESHES on `parts` devices and checks its HloSharding. */
+static void assert_param(int parts, const char *meshes, const char *shape, const char *text,
+                         const char *want) {
+  hk_module *m = import_parts(parts, meshes, param_sharded(shape, text));
+  assert_sharding(m, "p", want);
+  hk_module_free(m);
+}
+
 START_TEST(mesh_axes_give_iota_tiles) {
-  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
-                             param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>"));
-  assert_sharding(m, "p", "{devices=[4,2]<=[8]}");
-  ck_assert_ptr_null(hk_module_find_computation(m, "nothing"));
-  hk_module_free(m);
-  m = import_text("mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>",
-                  param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {}]>"));
-  assert_sharding(m, "p", "{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}");
-  hk_module_free(m);
+  assert_param(8, "mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>", "f32[8,16]",
+               "#sdy.sharding<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>", "{devices=[4,2]<=[8]}");
+  assert_param(8, "mesh = #sdy.mesh<[\"x\"=4, \"y\"=2]>", "f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {}]>",
+               "{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dim_replicate}");
   /* two axes on one dim, minor axis first */
-  m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>",
-                  param_sharded("f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\", \\\"x\\\"}, {}]>"));
-  assert_sharding(m, "p", "{devices=[8,1]<=[2,4]T(1,0)}");
-  hk_module_free(m);
+  assert_param(8, "mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>", "f32[8,16]", "#sdy.sharding<@mesh, [{\\\"y\\\", \\\"x\\\"}, {}]>",
+               "{devices=[8,1]<=[2,4]T(1,0)}");
 }
 END_TEST
 
@@ -120,9 +122,7 @@ START_TEST(xla_export_known_answers) {
       escaped[w++] = *q;
     }
     escaped[w] = 0;
-    hk_module *m = import_parts(cases[k].parts, meshes, param_sharded(cases[k].shape, escaped));
-    assert_sharding(m, "p", cases[k].want);
-    hk_module_free(m);
+    assert_param(cases[k].parts, meshes, cases[k].shape, escaped, cases[k].want);
   }
 }
 END_TEST
@@ -180,26 +180,18 @@ START_TEST(xla_manual_region_known_answers) {
 END_TEST
 
 START_TEST(sub_axis_splits_the_axis) {
-  hk_module *m = import_text("mesh = #sdy.mesh<[\"data\"=2, \"model\"=4]>",
-                             param_sharded("f32[64]", "#sdy.sharding<@mesh, [{\\\"model\\\":(1)2}]>"));
-  assert_sharding(m, "p", "{devices=[2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}");
-  hk_module_free(m);
-  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
-                  param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{\\\"x\\\":(2)4}, {\\\"x\\\":(1)2}]>"));
-  assert_sharding(m, "p", "{devices=[4,2]<=[2,4]T(1,0)}");
-  hk_module_free(m);
+  assert_param(8, "mesh = #sdy.mesh<[\"data\"=2, \"model\"=4]>", "f32[64]", "#sdy.sharding<@mesh, [{\\\"model\\\":(1)2}]>",
+               "{devices=[2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}");
+  assert_param(8, "mesh = #sdy.mesh<[\"x\"=8]>", "f32[8,8]", "#sdy.sharding<@mesh, [{\\\"x\\\":(2)4}, {\\\"x\\\":(1)2}]>",
+               "{devices=[4,2]<=[2,4]T(1,0)}");
 }
 END_TEST
 
 START_TEST(device_ids_and_maximal_mesh) {
-  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4], device_ids=[7, 6, 5, 4, 3, 2, 1, 0]>",
-                             param_sharded("f32[8,4]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {\\\"x\\\"}]>"));
-  assert_sharding(m, "p", "{devices=[4,2]7,3,6,2,5,1,4,0}");
-  hk_module_free(m);
-  m = import_text("maximal_mesh_0 = #sdy.mesh<[], device_ids=[5]>",
-                  param_sharded("f32[4]", "#sdy.sharding<@maximal_mesh_0, [{}]>"));
-  assert_sharding(m, "p", "{maximal device=5}");
-  hk_module_free(m);
+  assert_param(8, "mesh = #sdy.mesh<[\"x\"=2, \"y\"=4], device_ids=[7, 6, 5, 4, 3, 2, 1, 0]>", "f32[8,4]", "#sdy.sharding<@mesh, [{\\\"y\\\"}, {\\\"x\\\"}]>",
+               "{devices=[4,2]7,3,6,2,5,1,4,0}");
+  assert_param(8, "maximal_mesh_0 = #sdy.mesh<[], device_ids=[5]>", "f32[4]", "#sdy.sharding<@maximal_mesh_0, [{}]>",
+               "{maximal device=5}");
 }
 END_TEST
 
