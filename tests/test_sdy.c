@@ -214,6 +214,15 @@ START_TEST(open_dims_priorities_and_replicated_axes) {
                   "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {?}]>]>\"}\n}\n");
   assert_sharding(m, "s", "{devices=[8,1]<=[8]}");
   ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[1]\"");
+  hk_module_free(m);
+  /* dims the custom call already leaves open stay open */
+  m = import_text("mesh = #sdy.mesh<[\"x\"=8]>",
+                  "ENTRY e {\n  p = f32[8,8,8] parameter(0)\n"
+                  "  ROOT s = f32[8,8,8] custom-call(p), custom_call_target=\"Sharding\", backend_config=\"unspecified_dims=[0]\", "
+                  "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{}, {\\\"x\\\"}, {?}]>]>\"}\n}\n");
+  ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0,2]\"");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0]\"");
   ck_assert_ptr_null(hk_test_find(m, "p")->sharding);   /* mhlo shardings dropped, as XLA */
   hk_module_free(m);
 }

@@ -188,6 +188,11 @@ static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
       HK_TRY(write_sharding(cx, i, text, i->sharding,
                             text ? strncmp(text, "#sdy.sharding_per_value", 23) == 0 : false));
     }
+    const char *bc = sdy_kept(i, "backend_config");
+    if (bc) {
+      hk_instr_attrs(i)->backend_config = *bc ? bc : NULL;
+      sdy_unkeep(i, "backend_config");
+    }
     export_group(cx, i);
     restore_rest(i);
   }

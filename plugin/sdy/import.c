@@ -100,19 +100,37 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
 
 /* A Sharding custom call's open dims without axes stay open for
  * propagation: backend_config="unspecified_dims=[...]" (XLA's
- * sharding_op_util spelling). */
+ * sharding_op_util spelling), joined with the dims it already names, which
+ * XLA's import opens too. */
 static void mark_open_dims(hk_instr *i, const char *text) {
   sdy_per_value pv;
-  if (sdy_parse_per_value(text, &pv)) return;   /* already reported by the caller */
+  hk_status *st = sdy_parse_per_value(text, &pv);
+  if (st) {                        /* converted already, so it parses; never reached */
+    hk_status_free(st);
+    return;
+  }
+  bool open[SDY_MAX_DIMS] = {false};
+  int rank = pv.n == 1 ? pv.v[0].rank : 0;
+  for (int d = 0; d < rank; d++) open[d] = pv.v[0].dims[d].open && pv.v[0].dims[d].n_axes == 0;
+  const char *bc = i->attrs ? i->attrs->backend_config : NULL;
+  const char *had = bc ? strstr(bc, "unspecified_dims=[") : NULL;
+  for (const char *q = had ? had + strlen("unspecified_dims=[") : NULL; q && *q && *q != ']';) {
+    char *end;
+    long d = strtol(q, &end, 10);
+    if (end == q) break;
+    if (d >= 0 && d < rank) open[d] = true;
+    q = *end == ',' ? end + 1 : end;
+  }
   hk_buf b;
   hk_buf_init(&b);
   int n = 0;
-  for (int d = 0; pv.n == 1 && d < pv.v[0].rank; d++)
-    if (pv.v[0].dims[d].open && pv.v[0].dims[d].n_axes == 0)
-      hk_buf_printf(&b, "%s%d", n++ ? "," : "\"unspecified_dims=[", d);
+  for (int d = 0; d < rank; d++)
+    if (open[d]) hk_buf_printf(&b, "%s%d", n++ ? "," : "\"unspecified_dims=[", d);
   if (n) {
     hk_buf_puts(&b, "]\"");
     hk_buf_put(&b, "", 1);
+    /* the export gives back the config as it came ("" for none) */
+    sdy_instr_attr_set(i, KEEP_PREFIX "backend_config", bc ? bc : "");
     hk_instr_attrs(i)->backend_config = hk_intern_cstr(i->parent->module, b.data);
   }
   hk_buf_free(&b);
