@@ -411,6 +411,22 @@ START_TEST(bad_text_reported_with_instruction_and_offset) {
   assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
                       param_sharded("f32[8,8]", "#sdy.sharding<@mesh, [{}]>"),
                       "1 dimension shardings for a rank-2 value");
+  /* a group custom call must have no users */
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
+                      "ENTRY e {\n  p = f32[8] parameter(0)\n"
+                      "  ROOT g = () custom-call(p), custom_call_target=\"xla.sdy.ShardingGroup\", "
+                      "frontend_attributes={xla.sdy.sharding_group_id=\"1 : i64\"}\n}\n",
+                      "instruction g: xla.sdy.ShardingGroup CustomCallOp should have no uses.");
+  /* a body whose local shape does not fit the sharding */
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=4]>",
+                      "xla.sdy.manual_computation_body.1 {\n  ROOT a = f32[8,8] parameter(0)\n}\n\n"
+                      "ENTRY e {\n  x = f32[8,8] parameter(0)\n"
+                      "  g = f32[8,8] custom-call(x), custom_call_target=\"xla.sdy.GlobalToLocalShape\", "
+                      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\"}\n"
+                      "  c = f32[8,8] call(g), to_apply=xla.sdy.manual_computation_body.1\n"
+                      "  ROOT l = f32[8,8] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", "
+                      "frontend_attributes={xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, [{}, {}]>]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\"}\n}\n",
+                      "instruction g: operand 0: local shape f32[8,8]{1,0} is not global shape f32[8,8]{1,0} split");
 }
 END_TEST
 
@@ -462,6 +478,7 @@ START_TEST(export_after_import_is_identity_on_attributes) {
   assert_round_trip("sdy_shard_map.hlo");
   assert_round_trip("sdy_mlp.hlo");
   assert_round_trip("sdy_nested_shard_map.hlo");
+  assert_round_trip("sdy_two_results.hlo");
 }
 END_TEST
 
@@ -528,6 +545,7 @@ START_TEST(fixtures_partition_and_check_equal) {
   assert_checks_equal("sdy_shard_map.hlo", 8);
   assert_checks_equal("sdy_mlp.hlo", 8);
   assert_checks_equal("sdy_nested_shard_map.hlo", 16);
+  assert_checks_equal("sdy_two_results.hlo", 4);
 }
 END_TEST
 

@@ -47,7 +47,7 @@ void sdy_instr_attr_set(hk_instr *i, const char *key, const char *value) {
 }
 
 hk_status *sdy_error_at(const hk_instr *i, const char *key, hk_status *st) {
-  const char *text = i ? sdy_instr_attr(i, key) : NULL;
+  const char *text = i && key ? sdy_instr_attr(i, key) : NULL;
   if (i && text)
     return hk_status_prefix(st, "instruction %s: %s=\"%s\"", i->name, key, text);
   if (i) return hk_status_prefix(st, "instruction %s", i->name);

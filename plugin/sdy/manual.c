@@ -115,6 +115,43 @@ static const hk_sharding *local_sharding(sdy_import_ctx *cx, manual_info *mi,
   return over_mesh(cx, mi, &t, mi->n_region, mi->region);
 }
 
+/* The number of devices an axis ref spans. */
+static int64_t ref_size(const sdy_mesh *mesh, const sdy_axis_ref *r) {
+  if (r->sub) return r->size;
+  for (int k = 0; k < mesh->n_axes; k++)
+    if (!strcmp(mesh->axes[k].name, r->name)) return mesh->axes[k].size;
+  return 1;
+}
+
+/* Does `local` have the shape of `global` split by the manual axes of s
+ * (the region's own axes: parents' are split already)? */
+static bool local_shape_fits(const manual_info *mi, const sdy_sharding *s, const hk_shape *global,
+                             const hk_shape *local) {
+  if (!hk_shape_is_array(global) || !hk_shape_is_array(local)) return true;   /* tokens */
+  if (global->rank != local->rank || s->rank != global->rank) return false;
+  for (int d = 0; d < s->rank; d++) {
+    int64_t parts = 1;
+    for (int k = 0; k < s->dims[d].n_axes; k++)
+      for (int j = 0; j < mi->axes.n; j++)
+        if (!strcmp(s->dims[d].axes[k].name, mi->axes.names[j]))
+          parts *= ref_size(mi->mesh, &s->dims[d].axes[k]);
+    if (global->dims[d] != local->dims[d] * parts) return false;
+  }
+  return true;
+}
+
+static hk_status *shape_mismatch(const hk_instr *at, const char *what, int k, const hk_shape *global,
+                                 const hk_shape *local) {
+  char *g = hk_shape_to_string(global), *l = hk_shape_to_string(local);
+  hk_status *st = sdy_error_at(at, NULL, hk_error(HK_INVALID_ARGUMENT,
+                                                  "%s %d: local shape %s is not global shape %s "
+                                                  "split by the manual axes of its sharding",
+                                                  what, k, l, g));
+  free(g);
+  free(l);
+  return st;
+}
+
 /* Gives every body instruction its manual sharding (nested manual
  * computations lowered first, with this region's axes as their parents). */
 static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation *body) {
@@ -224,12 +261,21 @@ static void keep_index(hk_instr *i, const char *key, int k) {
 static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
   hk_instr *call = mi->call;
   hk_computation *body = call->called[0];
-  HK_TRY(shard_body(cx, mi, body));
   hk_instr *args[SDY_MAX_VALUES];
   hk_instr *w;
   const char *in_text = manual_attr(mi, mi->g2l, SDY_IN_SHARDINGS, &w);
   const char *out_text = manual_attr(mi, mi->l2g, SDY_OUT_SHARDINGS, &w);
   const char *axes_text = manual_attr(mi, mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES, &w);
+  for (int k = 0; k < mi->in.n; k++)
+    if (!local_shape_fits(mi, &mi->in.v[k], mi->g2l->operands[k]->shape, body->params[k]->shape))
+      return shape_mismatch(mi->g2l, "operand", k, mi->g2l->operands[k]->shape, body->params[k]->shape);
+  for (int j = 0; mi->l2g && j < mi->out.n; j++) {
+    const hk_shape *global = hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->tuple[j] : mi->l2g->shape;
+    const hk_shape *local = mi->l2g->operands[j]->shape;
+    if (!local_shape_fits(mi, &mi->out.v[j], global, local))
+      return shape_mismatch(mi->l2g, "result", j, global, local);
+  }
+  HK_TRY(shard_body(cx, mi, body));
   for (int k = 0; k < mi->in.n; k++) {
     hk_instr *x = mi->g2l->operands[k];
     hk_instr *cp = copy_of(call, x, over_mesh(cx, mi, &mi->in.v[k], mi->n_parent, mi->parent));
@@ -244,8 +290,15 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
   int n_out = mi->out.n;
   hk_instr *anchor = mi->l2g ? mi->l2g : call;
   for (int j = 0; j < n_out; j++) {
-    hk_instr *r = n_out == 1 && root->opcode != HK_OP_TUPLE ? root : root->operands[j];
     if (!mi->l2g) break;           /* read_attrs: no LocalToGlobalShape, no out shardings */
+    hk_instr *r = root;            /* result j of the body */
+    if (root->opcode == HK_OP_TUPLE && hk_shape_is_tuple(call->shape)) {
+      r = root->operands[j];
+    } else if (hk_shape_is_tuple(call->shape)) {
+      r = hk_instr_new_before(anchor, HK_OP_GET_TUPLE_ELEMENT, root->shape->tuple[j], 1, &root, NULL);
+      hk_instr_attrs(r)->tuple_index = j;
+      r->sharding = hk_sharding_subsharding(root->sharding, 1, (int64_t[]){j});
+    }
     const hk_shape *global = hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->tuple[j]
                                                                 : mi->l2g->shape;
     hk_instr *cp = copy_of(anchor, r, local_sharding(cx, mi, &mi->out.v[j]));
@@ -272,6 +325,27 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
   return NULL;
 }
 
+/* Is v value k of t: t itself when t has one value, else its
+ * get-tuple-element k? */
+static bool is_value(const hk_instr *v, const hk_instr *t, int k) {
+  if (!hk_shape_is_tuple(t->shape)) return v == t && k == 0;
+  return v->opcode == HK_OP_GET_TUPLE_ELEMENT && v->operands[0] == t && hk_instr_tuple_index(v) == k;
+}
+
+/* The form the export writes: call operand k is GlobalToLocalShape value
+ * k, LocalToGlobalShape operand j is call value j. */
+static hk_status *check_wiring(const manual_info *mi) {
+  for (int32_t k = 0; mi->g2l && k < mi->call->n_operands; k++)
+    if (!is_value(mi->call->operands[k], mi->g2l, k) || mi->call->n_operands != mi->g2l->n_operands)
+      return sdy_error_at(mi->call, NULL, hk_error(HK_UNIMPLEMENTED, "operand %d is not value %d of "
+                                                                     "%s", k, k, mi->g2l->name));
+  for (int32_t j = 0; mi->l2g && j < mi->l2g->n_operands; j++)
+    if (!is_value(mi->l2g->operands[j], mi->call, j))
+      return sdy_error_at(mi->l2g, NULL, hk_error(HK_UNIMPLEMENTED, "operand %d is not value %d of "
+                                                                    "%s", j, j, mi->call->name));
+  return NULL;
+}
+
 hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
                              char (*parent)[64]) {
   manual_info mi = {0};
@@ -289,6 +363,7 @@ hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
     st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "the results of a manual computation "
                                                               "body call must go to %s",
                                            SDY_LOCAL_TO_GLOBAL));
+  if (!st) st = check_wiring(&mi);
   if (!st) st = read_attrs(cx, &mi);
   if (!st && !mi.mesh && mi.axes.n)
     st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "manual axes without in or out "
