@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <unistd.h>
 
+#include "hlokit/text.h"
 #include "pipeline/pipeline.h"
 #include "testutil.h"
 
@@ -434,6 +435,74 @@ static int cmp_str(const void *x, const void *y) {
   return strcmp(*(char *const *)x, *(char *const *)y);
 }
 
+/* Escapes quotes and backslashes of raw text for an HLO string. */
+static void hlo_escape(const char *raw, char *out, size_t cap) {
+  size_t w = 0;
+  for (const char *q = raw; *q && w + 3 < cap; q++) {
+    if (*q == '"' || *q == '\\') out[w++] = '\\';
+    out[w++] = *q;
+  }
+  out[w] = 0;
+}
+
+/* Runs the import on a module built from the templates with one raw
+ * Shardy text in it: it succeeds or fails with a message, never more. */
+static bool import_survives(const char *meshes_raw, const char *sharding_raw, const char *axes_raw) {
+  char meshes[512], sharding[1024], axes[512], t[8192];
+  hlo_escape(meshes_raw, meshes, sizeof meshes);
+  hlo_escape(sharding_raw, sharding, sizeof sharding);
+  hlo_escape(axes_raw, axes, sizeof axes);
+  snprintf(t, sizeof t,
+           "HloModule m, frontend_attributes={xla.sdy.meshes=\"%s\"}\n\n"
+           "xla.sdy.manual_computation_body.1 {\n  ROOT a = f32[2,8] parameter(0)\n}\n\n"
+           "ENTRY e {\n  x = f32[8,8] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding%s\"}\n"
+           "  g = f32[2,8] custom-call(x), custom_call_target=\"xla.sdy.GlobalToLocalShape\", "
+           "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[%s]>\",xla.sdy.manual_axes=\"%s\"}\n"
+           "  c = f32[2,8] call(g), to_apply=xla.sdy.manual_computation_body.1\n"
+           "  ROOT l = f32[8,8] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", "
+           "frontend_attributes={xla.sdy.out_shardings=\"#sdy.sharding_per_value<[%s]>\",xla.sdy.manual_axes=\"%s\"}\n}\n",
+           meshes, sharding, sharding, axes, sharding, axes);
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(t, strlen(t), "mutated", &m);
+  if (!st) {
+    hk_status *err = NULL;
+    hk_pass *p = hk_registry_create_pass(reg, "sdy-round-trip-import", NULL, &err);
+    bool changed;
+    st = hk_pass_run(p, m, NULL, &changed);
+    ck_assert(!st || (st->message && *st->message));
+    hk_pass_destroy(p);
+  }
+  bool ok = !st;
+  hk_status_free(st);
+  hk_module_free(m);
+  return ok;
+}
+
+/* Every one-character deletion or replacement of valid texts. */
+START_TEST(mutated_texts_never_crash) {
+  const char *meshes = "{mesh = #sdy.mesh<[\"x\"=4, \"y\"=4], "
+                       "device_ids=[15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0]>}";
+  const char *sharding = "<@mesh, [{\"x\", ?}p1, {\"y\":(1)2}], replicated={\"y\":(2)2}>";
+  const char *axes = "#sdy<manual_axes{\"x\"}>";
+  const char repl[] = "{}[]<>,?:()=@p09x\"\\ #";
+  const char *texts[3] = {meshes, sharding, axes};
+  ck_assert_msg(import_survives(meshes, sharding, axes), "base texts do not import");
+  int budget = hk_test_iterations(100000), done = 0;
+  for (int w = 0; w < 3; w++) {
+    size_t n = strlen(texts[w]);
+    for (size_t at = 0; at < n && done < budget; at++)
+      for (size_t r = 0; r <= sizeof repl - 1 && done < budget; r++, done++) {
+        char mut[512];
+        snprintf(mut, sizeof mut, "%s", texts[w]);
+        if (r == sizeof repl - 1) memmove(mut + at, mut + at + 1, n - at);   /* delete */
+        else mut[at] = repl[r];
+        import_survives(w == 0 ? mut : meshes, w == 1 ? mut : sharding, w == 2 ? mut : axes);
+      }
+  }
+  ck_assert_int_gt(done, 0);
+}
+END_TEST
+
 /* The frontend_attributes={...} of a printed module that hold Shardy
  * text, sorted, one a line (instruction names may differ). */
 static char *attr_texts(const hk_module *m) {
@@ -596,6 +665,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, export_derives_changed_shardings);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
   tcase_add_test(tc, partitioned_entry_takes_local_shards);
+  tcase_add_test(tc, mutated_texts_never_crash);
   suite_add_tcase(s, tc);
   return s;
 }

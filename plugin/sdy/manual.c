@@ -57,6 +57,56 @@ static const char *manual_attr(const manual_info *mi, hk_instr *cc, const char *
   return v;
 }
 
+static int rank_of(const hk_shape *s) { return hk_shape_is_array(s) ? s->rank : 0; }
+
+/* Every in/out sharding is valid over the one mesh of the computation
+ * (Shardy requires one), for its value's rank; the manual axes are the
+ * mesh's. */
+static hk_status *check_shardings(sdy_import_ctx *cx, const manual_info *mi) {
+  int n_results = !mi->l2g ? 0 : hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->n_tuple : 1;
+  if (mi->out.n != n_results)
+    return sdy_error_at(mi->l2g ? mi->l2g : mi->call, NULL,
+                        hk_error(HK_INVALID_ARGUMENT, "%d out shardings for %d results", mi->out.n,
+                                 n_results));
+  if (!mi->mesh)
+    return mi->axes.n ? sdy_error_at(mi->call, NULL,
+                                     hk_error(HK_INVALID_ARGUMENT, "manual axes without in or out "
+                                                                   "shardings: no mesh to take them from"))
+                      : NULL;
+  for (int k = 0; k < mi->in.n + mi->out.n; k++) {
+    bool in = k < mi->in.n;
+    const sdy_sharding *sh = in ? &mi->in.v[k] : &mi->out.v[k - mi->in.n];
+    const hk_instr *at = in ? mi->g2l : mi->l2g;
+    int j = in ? k : k - mi->in.n;
+    const hk_shape *v = in ? at->operands[j]->shape
+                           : hk_shape_is_tuple(at->shape) ? at->shape->tuple[j] : at->shape;
+    hk_status *st = NULL;
+    if (sdy_find_mesh(&cx->meshes, sh) != mi->mesh)
+      st = hk_error(HK_INVALID_ARGUMENT, "%s sharding %d is on another mesh", in ? "in" : "out", j);
+    else
+      st = sdy_check_sharding(mi->mesh, sh, rank_of(v));
+    if (!st) st = sdy_check_free_of(sh, mi->n_parent, mi->parent);
+    if (st) return sdy_error_at(at, in ? SDY_IN_SHARDINGS : SDY_OUT_SHARDINGS, st);
+  }
+  for (int k = 0; k < mi->axes.n; k++) {
+    bool found = false;
+    for (int a = 0; a < mi->mesh->n_axes; a++) found |= !strcmp(mi->mesh->axes[a].name, mi->axes.names[k]);
+    for (int j = 0; j < k; j++) found &= strcmp(mi->axes.names[j], mi->axes.names[k]) != 0;
+    if (!found)
+      return sdy_error_at(mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES,
+                          hk_error(HK_INVALID_ARGUMENT, "manual axis \"%s\" is not a distinct axis of "
+                                                        "the mesh", mi->axes.names[k]));
+  }
+  for (int k = 0; k < mi->n_parent; k++)
+    for (int j = 0; j < mi->axes.n; j++)
+      if (!strcmp(mi->parent[k], mi->axes.names[j]))
+        return sdy_error_at(mi->g2l ? mi->g2l : mi->l2g, SDY_MANUAL_AXES,
+                            hk_error(HK_INVALID_ARGUMENT, "manual axis \"%s\" is manual in the "
+                                                          "enclosing computation already",
+                                     mi->parent[k]));
+  return NULL;
+}
+
 static hk_status *read_attrs(sdy_import_ctx *cx, manual_info *mi) {
   hk_instr *w;
   const char *in = manual_attr(mi, mi->g2l, SDY_IN_SHARDINGS, &w);
@@ -89,6 +139,7 @@ static hk_status *read_attrs(sdy_import_ctx *cx, manual_info *mi) {
   if (first && !mi->mesh)
     return sdy_error_at(mi->call, NULL,
                         hk_error(HK_INVALID_ARGUMENT, "unknown mesh @%s", first->mesh_name));
+  HK_TRY(check_shardings(cx, mi));
   for (int k = 0; k < mi->axes.n; k++) memcpy(mi->region[mi->n_region++], mi->axes.names[k], 64);
   for (int k = 0; k < mi->n_parent; k++) memcpy(mi->region[mi->n_region++], mi->parent[k], 64);
   return NULL;
@@ -365,12 +416,6 @@ hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
                                            SDY_LOCAL_TO_GLOBAL));
   if (!st) st = check_wiring(&mi);
   if (!st) st = read_attrs(cx, &mi);
-  if (!st && !mi.mesh && mi.axes.n)
-    st = sdy_error_at(call, NULL, hk_error(HK_INVALID_ARGUMENT, "manual axes without in or out "
-                                                                "shardings: no mesh to take them from"));
-  if (!st && mi.l2g && mi.out.n != (hk_shape_is_tuple(mi.l2g->shape) ? mi.l2g->shape->n_tuple : 1))
-    st = sdy_error_at(mi.l2g, NULL, hk_error(HK_INVALID_ARGUMENT, "%d out shardings for %s's results",
-                                             mi.out.n, mi.l2g->name));
   if (!st) st = lower(cx, &mi);
   sdy_per_value_free(&mi.in);
   sdy_per_value_free(&mi.out);

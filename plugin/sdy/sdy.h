@@ -117,6 +117,8 @@ hk_status *sdy_check_sharding(const sdy_mesh *mesh, const sdy_sharding *s, int r
  * with no axes at all. */
 const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_sharding *s,
                               int n_manual, char (*manual)[64]);
+/* An error when s names one of the (manual) axes `names`. */
+hk_status *sdy_check_free_of(const sdy_sharding *s, int n, char (*names)[64]);
 /* s with the manual axes removed from its dims (the body-side sharding). */
 void sdy_drop_axes(sdy_sharding *s, int n, char (*names)[64]);
 /* A fully open sharding of rank `rank` on mesh `mesh_name`. */

@@ -73,6 +73,24 @@ hk_status *sdy_check_sharding(const sdy_mesh *mesh, const sdy_sharding *s, int r
   return NULL;
 }
 
+static bool names_one_of(const sdy_axis_ref *r, int n, char (*names)[64]) {
+  for (int k = 0; k < n; k++)
+    if (!strcmp(r->name, names[k])) return true;
+  return false;
+}
+
+hk_status *sdy_check_free_of(const sdy_sharding *s, int n, char (*names)[64]) {
+  const sdy_axis_ref *bad = NULL;
+  for (int d = 0; d < s->rank && !bad; d++)
+    for (int k = 0; k < s->dims[d].n_axes && !bad; k++)
+      if (names_one_of(&s->dims[d].axes[k], n, names)) bad = &s->dims[d].axes[k];
+  for (int k = 0; k < s->n_replicated && !bad; k++)
+    if (names_one_of(&s->replicated[k], n, names)) bad = &s->replicated[k];
+  for (int k = 0; k < s->n_unreduced && !bad; k++)
+    if (names_one_of(&s->unreduced[k], n, names)) bad = &s->unreduced[k];
+  return bad ? hk_error(HK_INVALID_ARGUMENT, "axis \"%s\" is manual here", bad->name) : NULL;
+}
+
 void sdy_open_sharding(sdy_sharding *s, const char *mesh_name, int rank) {
   memset(s, 0, sizeof *s);
   snprintf(s->mesh_name, sizeof s->mesh_name, "%s", mesh_name);
