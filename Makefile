@@ -129,7 +129,7 @@ bench: all tools
 FUZZ_TIME ?= 60
 FUZZ_CC   ?= clang
 FUZZ_SRC  ?= scripts/fuzz_parser.c
-FUZZ_DIRS ?= ir text sharding
+FUZZ_DIRS ?= ir text sharding analysis
 FUZZ_CORPUS_SRC ?= ../shared/conformance
 FUZZ_FLAGS ?=
 fuzz:

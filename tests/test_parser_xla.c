@@ -189,6 +189,120 @@ START_TEST(test_integer_ranges) {
 }
 END_TEST
 
+/* shapes XLA infers when the text leaves them out (dot, sparse dot, unary,
+ * broadcast of a scalar without dimensions); the others are refused */
+START_TEST(test_inferred_shapes) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  a = f32[3,4,5]{2,1,0} parameter(0)\n  b = f32[3,5,6]{2,1,0} parameter(1)\n"
+      "  ROOT d = dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+      "rhs_contracting_dims={1}\n}\n");
+  char *s = hk_shape_to_string(m->entry->root->shape);
+  ck_assert_str_eq(s, "f32[3,4,6]{2,1,0}");
+  free(s);
+  hk_module_free(m);
+  m = hk_test_parse("HloModule m\n\nENTRY e {\n  a = f32[2,3]{0,1} parameter(0)\n  ROOT t = tanh(a)\n}\n");
+  s = hk_shape_to_string(m->entry->root->shape);
+  ck_assert_str_eq(s, "f32[2,3]{0,1}");
+  free(s);
+  hk_module_free(m);
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
+                   "  ROOT b = f32[2,2] broadcast(p)\n}\n",
+                   HK_PRINT_SHORT, "broadcast(p), dimensions={}");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT b = f32[2,2] broadcast(p)\n}\n",
+               "t:5:21:", "attribute dimensions is expected but not seen");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = reshape(p)\n}\n",
+               "t:5:19:", "cannot infer shape for opcode: reshape");
+  expect_error("HloModule m\n\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[4,5] parameter(1)\n"
+               "  ROOT d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+               NULL, "failed to infer shape for opcode: dot");
+}
+END_TEST
+
+/* dim_labels as XLA's lexer and parser read them; '?' keeps a dimension
+ * unnamed and prints back in place */
+START_TEST(test_dim_labels) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  ROOT r = f32[4]{0} custom-call(), custom_call_target=\"t\", dim_labels=";
+  char t[512];
+  snprintf(t, sizeof t, "%s?b01f_0?1io->b01?f\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "dim_labels=?b01f_0?1io->b01?f");
+  snprintf(t, sizeof t, "%sbf00_01io->bf01\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects unique lhs dimension numbers, but sees bf00");
+  snprintf(t, sizeof t, "%sb0f_01io->bf01\n}\n", pre);
+  expect_error(t, "t:4:72:",
+               "input, kernel, and output must have same number of spatial dimensions, but got 1, 2, 2");
+  snprintf(t, sizeof t, "%sb3f_0io->bf0\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects [0-2bf?] in lhs dimension numbers");
+  snprintf(t, sizeof t, "%sbf0_i->bf0\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects dim labels pattern");
+}
+END_TEST
+
+/* a while prints its body before its condition (XLA's called order) */
+START_TEST(test_while_computation_order) {
+  const char *t =
+      "HloModule m\n\ncond {\n  c = s32[] parameter(0)\n  z = s32[] constant(5)\n"
+      "  ROOT lt = pred[] compare(c, z), direction=LT\n}\n\n"
+      "body {\n  b = s32[] parameter(0)\n  one = s32[] constant(1)\n  ROOT n = s32[] add(b, one)\n}\n\n"
+      "ENTRY e {\n  i = s32[] constant(0)\n  ROOT w = s32[] while(i), condition=cond, body=body\n}\n";
+  hk_module *m = hk_test_parse(t);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  char *b = strstr(out, "\nbody "), *c = strstr(out, "\ncond ");
+  ck_assert_msg(b && c && b < c, "body should print first:\n%s", out);
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
+/* async-update/done may repeat the chain's thread and computation, not others */
+START_TEST(test_async_chain_attributes) {
+  const char *pre =
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+      "  s = ((f32[4]), f32[4], s32[]) custom-call-start(p), custom_call_target=\"foo\"\n";
+  char t[1024];
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"other\"\n}\n", pre);
+  expect_error(t, "t:7:1:", "Expect async_execution_thread to be main, but got other");
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"main\"\n}\n", pre);
+  hk_module_free(hk_test_parse(t));
+  expect_error(
+      "HloModule m\n\nw0 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
+      "w1 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
+      "ENTRY e {\n  p = f32[4] parameter(0)\n  s = ((f32[4]), f32[4], s32[]) async-start(p), calls=w0\n"
+      "  ROOT d = f32[4] async-done(s), calls=w1\n}\n",
+      "t:17:1:", "Expect async_wrapped_computation to be w0, but got w1");
+}
+END_TEST
+
+/* result_accuracy only on XLA's unary ops with it; mode or tolerance */
+START_TEST(test_result_accuracy) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT r = f32[] ";
+  char t[512];
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=HIGHEST}\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "result_accuracy={mode=highest}");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=default}\n}\n", pre);
+  hk_module *m = hk_test_parse(t);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_null(strstr(out, "result_accuracy"));
+  free(out);
+  hk_module_free(m);
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=fast}\n}\n", pre);
+  expect_error(t, "t:5:56:", "expects ResultAccuracy type but sees: fast");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={1}\n}\n", pre);
+  expect_error(t, "t:5:51:", "expects attribute name");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={tolerance={ulps=1, bar=2}}\n}\n", pre);
+  expect_error(t, "t:5:74:", "invalid attribute name: bar");
+  snprintf(t, sizeof t, "%snegate(x), result_accuracy={mode=highest}\n}\n", pre);
+  expect_error(t, "t:5:29:", "unexpected attribute \"result_accuracy\"");
+}
+END_TEST
+
+/* an original value needs the shape written out */
+START_TEST(test_origin_needs_shape) {
+  expect_error("HloModule m\n\nENTRY e {\n  a = f32[2] parameter(0), origin={{\"a\"}}\n"
+               "  ROOT v = abs(a), origin={{\"v\"}}\n}\n",
+               "t:5:27:", "expects instruction shape");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -199,6 +313,12 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_nan_literals);
   tcase_add_test(tc, test_small_float_digits);
   tcase_add_test(tc, test_integer_ranges);
+  tcase_add_test(tc, test_inferred_shapes);
+  tcase_add_test(tc, test_dim_labels);
+  tcase_add_test(tc, test_while_computation_order);
+  tcase_add_test(tc, test_async_chain_attributes);
+  tcase_add_test(tc, test_result_accuracy);
+  tcase_add_test(tc, test_origin_needs_shape);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hlokit/analysis.h"
 #include "ir/irpriv.h"
 #include "text/text_internal.h"
 
@@ -328,7 +329,9 @@ static bool next_attr(tx_parser *P, const char **name, size_t *len, const char *
 
 /* ---- shape inference for instructions written without a shape ------------------- */
 
-static bool infer_shape(tx_parser *P, tx_pending *pi) {
+/* The shapes the text's operands give directly; false leaves it to shape
+ * inference once the instruction exists (infer_from_instr). */
+static bool infer_shape_quick(tx_parser *P, tx_pending *pi) {
   hk_instr **ops = pending_operands(P, pi);
   int n = pi->n_operands;
   hk_opcode op = pi->op;
@@ -384,8 +387,40 @@ static bool infer_shape(tx_parser *P, tx_pending *pi) {
     pi->shape = hk_shape_token(P->m);
     return true;
   }
-  return tx_error_at(P, pi->at, "expects a shape for %s: its shape cannot be inferred",
-                     hk_opcode_name(op));
+  return false;
+}
+
+/* An inferred shape with XLA's default layouts (ShapeUtil::MakeShape). */
+static const hk_shape *with_default_layout(hk_module *m, const hk_shape *s) {
+  if (hk_shape_is_tuple(s)) {
+    const hk_shape *stack[16] = {0};
+    const hk_shape **el = s->n_tuple <= 16 ? stack : malloc(sizeof *el * (size_t)s->n_tuple);
+    for (int k = 0; k < s->n_tuple; k++) el[k] = with_default_layout(m, s->tuple[k]);
+    const hk_shape *t = hk_shape_tuple(m, s->n_tuple, el);
+    if (el != stack) free(el);
+    return t;
+  }
+  if (!hk_shape_is_array(s) || s->layout) return s;
+  hk_shape tmpl = *s;
+  const hk_shape *d = hk_shape_array(m, (hk_prim)s->elem, s->rank, s->dims);
+  tmpl.layout = d->layout;
+  return hk_shape_intern(m, &tmpl);
+}
+
+/* XLA infers the shape of an instruction written without one from its
+ * operands and attributes (ShapeInference); i has a placeholder till then. */
+static bool infer_from_instr(tx_parser *P, hk_instr *i) {
+  const hk_shape *s = NULL;
+  hk_status *st = hk_infer_shape(P->m, i, &s);
+  if (st) {
+    tx_skip(P);
+    tx_error_at(P, P->p, "failed to infer shape for opcode: %s, error: %s",
+                hk_opcode_name((hk_opcode)i->opcode), st->message ? st->message : "");
+    hk_status_free(st);
+    return false;
+  }
+  i->shape = with_default_layout(P->m, s);
+  return true;
 }
 
 /* ---- checks XLA's parser makes ---------------------------------------------------- */
@@ -404,7 +439,10 @@ static bool check_instr(tx_parser *P, tx_pending *pi) {
   }
   switch (pi->op) {
     case HK_OP_BROADCAST:
-      if (!pi->seen_dims) return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
+      /* dimensions may be left out when the operand is a scalar: {} */
+      if (!pi->seen_dims && !(pi->n_operands == 1 && hk_shape_is_array(ops[0]->shape) &&
+                              ops[0]->shape->rank == 0))
+        return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
       break;
     case HK_OP_GET_TUPLE_ELEMENT:
       if (!pi->seen_index) return tx_error_at(P, pi->op_at, "attribute index is expected but not seen");
@@ -584,6 +622,23 @@ static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk
     return tx_error_at(P, pi->op_at, "Expect async wrapped opcode to be %s, but got %s",
                        hk_opcode_name((hk_opcode)w->root->opcode), hk_opcode_name(pi->op));
   *wrapped = w;
+  /* threads and computations written on update/done must be the chain's */
+  const hk_instr *start = ops[0];
+  while (start->opcode == HK_OP_ASYNC_UPDATE && start->n_operands == 1) start = start->operands[0];
+  const char *thread = start->attrs && start->attrs->async_execution_thread
+                           ? start->attrs->async_execution_thread
+                           : "main";
+  if (pi->async_thread && strcmp(pi->async_thread, thread) != 0) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "Expect async_execution_thread to be %s, but got %s", thread,
+                       pi->async_thread);
+  }
+  hk_computation *calls = pi->n_list ? pi->list[0] : pi->to_apply;
+  if (calls && w && calls != w) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "Expect async_wrapped_computation to be %s, but got %s", w->name,
+                       calls->name);
+  }
   return true;
 }
 
@@ -638,7 +693,8 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
 }
 
 static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
-  if (!pi->shape && !infer_shape(P, pi)) return false;
+  bool infer_later = !pi->shape && !infer_shape_quick(P, pi);
+  if (infer_later) pi->shape = hk_shape_tuple(P->m, 0, NULL);
   if (!check_instr(P, pi)) return false;
   hk_instr *i = NULL;
   if (pi->async_kind) {
@@ -664,6 +720,7 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
     i = hk_instr_new(c, pi->op, pi->shape, pi->n_operands, ops, instr_name(P, pi, nb, sizeof nb));
     apply_attrs(P, i, pi, false, false);
     if (wrapped && !i->n_called) hk_instr_set_called(i, 1, &wrapped);
+    if (infer_later && !infer_from_instr(P, i)) return false;
   }
   if (pi->name && !define_name(P, i, pi->name, pi->name_len))
     return tx_error_at(P, pi->at, "instruction already exists: %.*s", (int)pi->name_len, pi->name);
@@ -689,6 +746,12 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
     return false;
   tx_skip(P);
   if (!parse_opcode(P, pi)) return false;
+  if (!pi->shape && (pi->async_kind || !tx_can_infer_shape(pi->op))) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "cannot infer shape for opcode: %s",
+                       pi->async_kind ? hk_opcode_name((hk_opcode)pi->async_kind)
+                                      : hk_opcode_name(pi->op));
+  }
   if (pi->op == HK_OP_CONSTANT && !pi->async_kind) {
     if (!pi->shape) return tx_error_at(P, pi->op_at, "constant needs a shape");
     if (!tx_expect(P, '(', "at the start of a constant")) return false;

@@ -205,6 +205,8 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len);
 const char *tx_missing_required(const tx_pending *pi);
 int tx_opcode_arity(hk_opcode op);
+/* XLA's CanInferShape: op's shape may be left out of the text. */
+bool tx_can_infer_shape(hk_opcode op);
 
 /* instructions (parse.c) */
 bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open);
