@@ -169,7 +169,7 @@ static hk_instr *slice_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
 }
 
 /* Pads h with zeros at the high end up to `dims`. */
-static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
+hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   const hk_shape *s = h->shape;
   bool same = true;
   for (int i = 0; i < s->rank; i++) same = same && s->dims[i] == dims[i];
@@ -183,6 +183,29 @@ static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   a->n_pad = s->rank;
   a->pad = pd;
   return p;
+}
+
+/* See spmd_internal.h. */
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill) {
+  const hk_shape *ls = x->shape;
+  const hk_shape *is = hk_shape_with_elem(v->m, ls, HK_S32);
+  int64_t dim = d;
+  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
+  hk_instr_set_dims(iota, 1, &dim);
+  hk_instr *ops[3] = {iota, hk_build_broadcast_scalar(v->comp, NULL,
+                                                      spmd_tile_offset(v, s, gs, d), is)};
+  hk_instr *index = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
+  ops[0] = index;
+  ops[1] = hk_build_broadcast_scalar(
+      v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, gs->dims[d]), is);
+  hk_instr *inside = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, ls, HK_PRED),
+                                  2, ops, NULL);
+  hk_instr_attrs(inside)->cmp_dir = HK_CMP_LT;
+  ops[0] = inside;
+  ops[1] = x;
+  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, fill, ls);
+  return hk_instr_new(v->comp, HK_OP_SELECT, ls, 3, ops, NULL);
 }
 
 /* maximal(k) -> replicated: all-reduce of the value masked to device k. */
@@ -250,7 +273,7 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
     padded[d] = parts * ls->dims[d];
     sizes[d] = ls->dims[d];
   }
-  hk_instr *p = pad_to(v, h, padded);
+  hk_instr *p = spmd_pad_to(v, h, padded);
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
   if (!ops) abort();
   ops[0] = p;
@@ -384,7 +407,7 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   int64_t n_groups, gsize, ad = a, dims[HK_MAX_RANK];
   memcpy(dims, h->shape->dims, sizeof(int64_t) * (size_t)r);
   dims[b] = (gs->dims[b] + k - 1) / k * k;
-  if (dims[b] != h->shape->dims[b]) h = pad_to(v, h, dims);
+  if (dims[b] != h->shape->dims[b]) h = spmd_pad_to(v, h, dims);
   int64_t *groups = spmd_groups(v, from, 1, &ad, &n_groups, &gsize);
   const hk_spmd_collective_ops *c = &v->p->collectives;
   hk_instr *moved = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,

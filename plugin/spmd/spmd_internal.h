@@ -207,7 +207,12 @@ typedef struct spmd_windowed_dot {
   hk_instr *lhs, *rhs;                  /* local operands */
   const hk_sharding *ring;              /* its tiles along ring_dim order the ring */
   int ring_dim;
+  int64_t ring_size;                    /* tiles along ring_dim: the loop's trip count */
   const hk_sharding *out;               /* the result's sharding */
+  /* Scatter: the operands' shardings and their (partnered) contracting
+   * dims, for zeroing uneven padding. */
+  const hk_sharding *lhs_sharding, *rhs_sharding;
+  int lhs_contract, rhs_contract;
 } spmd_windowed_dot;
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
@@ -245,6 +250,13 @@ hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
 hk_instr *spmd_gte(hk_computation *c, hk_instr *tuple, int64_t k);
 hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value);
 hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape);
+/* h padded with zeros at the high end of every dim up to `dims`. */
+hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims);
+/* x (a local tile under s of global shape gs) with the elements past the
+ * global bound of dim d (the padding of an uneven tile) replaced by `fill`
+ * (a scalar). */
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill);
 /* Groups (partition ids) of devices of s differing only in the listed
  * tile dims; *group_size set; malloc'ed. */
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
