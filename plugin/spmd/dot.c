@@ -503,11 +503,116 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
   return NULL;
 }
 
-/* The cheapest of the three plans (output-driven, lhs-driven, rhs-driven)
- * whose shardings exist and keep spatial dims whole; false if none. */
+/* ---- XLA's base case: the rules it tries before any cost ------------------- */
+
+static const hk_sharding *implied_output(spmd_visitor *v, const dot_dims *dm,
+                                         const hk_sharding *s, int side);
+
+/* A dim's role: batch (in both operands and the output), contracting, or
+ * non-contracting (one operand and the output). */
+enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
+
+static int dim_role(const dot_dims *dm, int side, int d) {
+  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
+  if (od < 0) return ROLE_CONTRACTING;
+  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
+}
+
+/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
+ * one role. */
+static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
+  int64_t n = 1;
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
+  return n;
+}
+
+/* The output's partitions along the dims operand `side` brings alone. */
+static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
+  int64_t n = 1;
+  for (int od = 0; od < dm->ro; od++) {
+    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
+    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
+  }
+  return n;
+}
+
+/* Operand `side` (sharding s) tiles exactly as the output o on the dims
+ * they share, and o splits nothing else (XLA: s transposed to the output
+ * equals o). */
+static bool matches_output(const dot_dims *dm, const hk_sharding *s, int side, const hk_sharding *o) {
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == ROLE_CONTRACTING && hk_sharding_dim_partitions(s, d) > 1) return false;
+  for (int od = 0; od < dm->ro; od++) {
+    int src = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    if (hk_sharding_dim_partitions(o, od) != (src >= 0 ? hk_sharding_dim_partitions(s, src) : 1)) return false;
+  }
+  return true;
+}
+
+/* Fully tiled, one device per tile: where XLA's base case applies. */
+static bool base_case_sharding(const spmd_visitor *v, const hk_sharding *s) {
+  return plain_tiled(s) && hk_sharding_is_tiled(s) && !s->replicate_on_last_tile_dim &&
+         hk_sharding_num_tiles(s) == v->p->num_partitions;
+}
+
+/* XLA's PartitionBaseCase, in its order, for dots whose shardings are all
+ * fully tiled: operands batch-partitioned alike -> local dot; output
+ * batch-partitioned like one operand -> the other matched to it; both
+ * operands split over the contracting dims -> the smaller matched to the
+ * larger, local dot, partial sums combined; an operand split like the
+ * output on its non-contracting dims -> the other replicated.  The plans
+ * here keep the operand XLA keeps, whatever the byte count says (XLA's
+ * choice is a rule, not a cost). */
+static bool xla_base_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
+                          const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
+                          dot_plan *p) {
+  int64_t n = v->p->num_partitions;
+  if (dm->n_whole || n < 2 || !base_case_sharding(v, lc) || !base_case_sharding(v, rc) ||
+      !base_case_sharding(v, o))
+    return false;
+  int64_t lb = role_partitions(dm, lc, 0, ROLE_BATCH), rb = role_partitions(dm, rc, 1, ROLE_BATCH);
+  int64_t lk = role_partitions(dm, lc, 0, ROLE_CONTRACTING), rk = role_partitions(dm, rc, 1, ROLE_CONTRACTING);
+  const hk_sharding *implied = implied_output(v, dm, lc, 0);
+  dot_plan q;
+  if (lb == n && rb == n && implied) {
+    plan_output(v, dm, implied, &q);
+    if (q.ok && hk_sharding_equivalent(q.lhs, lc) && hk_sharding_equivalent(q.rhs, rc)) {
+      *p = q;
+      return true;
+    }
+  }
+  for (int side = 0; side < 2; side++) {
+    const hk_sharding *s = side ? rc : lc;
+    if ((side ? rb : lb) == n && matches_output(dm, s, side, o)) {
+      plan_output(v, dm, o, p);
+      return p->ok;
+    }
+  }
+  if (lk == n && rk == n) {
+    int side = hk_shape_byte_size(dot->operands[0]->shape) < hk_shape_byte_size(dot->operands[1]->shape);
+    plan_operand(v, dm, dot->operands[side]->shape, side ? rc : lc, side, p);
+    if (p->ok) return true;
+  }
+  for (int side = 0; side < 2; side++) {
+    const hk_sharding *s = side ? rc : lc;
+    if (role_partitions(dm, s, side, ROLE_NON_CONTRACTING) == n &&
+        output_non_contracting_partitions(dm, o, side) == n && matches_output(dm, s, side, o)) {
+      plan_output(v, dm, o, p);
+      return p->ok;
+    }
+  }
+  return false;
+}
+
+/* XLA's base case when it applies, else the cheapest of the three plans
+ * (output-driven, lhs-driven, rhs-driven) whose shardings exist and keep
+ * spatial dims whole; false if none. */
 static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
                       const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
                       dot_plan *best) {
+  if (xla_base_plan(v, dot, dm, lc, rc, o, best)) return true;
   dot_plan plans[3];
   plan_output(v, dm, o, &plans[0]);
   plan_operand(v, dm, dot->operands[0]->shape, lc, 0, &plans[1]);

@@ -208,6 +208,27 @@ hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shap
   return hk_instr_new(v->comp, HK_OP_SELECT, ls, 3, ops, NULL);
 }
 
+/* The all-gather that made h whole: h itself or under the slices that cut
+ * an uneven dim's padding off. */
+static const hk_instr *gathering_instr(const hk_instr *h) {
+  while (h->opcode == HK_OP_SLICE && h->n_operands == 1) h = h->operands[0];
+  return h;
+}
+
+void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
+                          const hk_shape *gs, const hk_sharding *from, const hk_sharding *to) {
+  char *a = from ? hk_sharding_to_string(from) : NULL, *b = to ? hk_sharding_to_string(to) : NULL;
+  const hk_instr *ag = gathering_instr(whole);
+  hk_buf_printf(&v->p->remat_notes,
+                "  involuntary full rematerialization: %s made whole by %s %%%s (%lld bytes per "
+                "device) going from %s to %s\n",
+                value->name, hk_opcode_name(ag->opcode), ag->name, (long long)hk_shape_byte_size(gs),
+                a ? a : "{replicated}", b ? b : "{replicated}");
+  free(a);
+  free(b);
+  v->p->full_rematerializations++;
+}
+
 /* maximal(k) -> replicated: all-reduce of the value masked to device k. */
 static hk_instr *maximal_to_replicated(spmd_visitor *v, hk_instr *h, int64_t device) {
   hk_module *m = v->m;
@@ -494,12 +515,13 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
         try_permute(v, h, gs, cur, want, &moved)) {
       h = moved;
     } else {
+      hk_instr *partial = h;
       for (int d = 0; d < gs->rank && cur->kind == HK_SHARDING_TILED; d++)
         if (hk_sharding_dim_partitions(cur, d) > 1) h = gather_dim(v, h, gs, cur, d, &cur);
       ns = 0;
       for (int d = 0; d < gs->rank; d++)
         if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-      if (ns) v->p->full_rematerializations++;
+      if (ns && h != partial) spmd_note_full_remat(v, partial, h, gs, from, to);
     }
   }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;

@@ -60,6 +60,7 @@ typedef struct spmd_partitioner {
   int64_t next_channel_id;
   hk_spmd_collective_ops collectives;
   int64_t full_rematerializations;
+  hk_buf remat_notes;              /* one line per full rematerialization */
   int64_t replicated_fallbacks;     /* instructions the fallback partitioned */
   int64_t collectives_emitted;
   /* Replica groups made this run, shared by every collective over the
@@ -243,6 +244,12 @@ hk_instr *spmd_per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t d,
 /* The same in computation c (which may be a new loop body). */
 hk_instr *spmd_per_tile_scalar_in(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
                                   int64_t d, const int64_t *values);
+/* Records an involuntary full rematerialization (counted, and named in the
+ * after-report): the value `value` (local instruction) made whole by the
+ * all-gather `whole` (or what holds it) while going from `from` to `to`;
+ * gs is its global shape (the bytes each device then holds). */
+void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
+                          const hk_shape *gs, const hk_sharding *from, const hk_sharding *to);
 /* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out);
