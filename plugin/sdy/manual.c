@@ -215,7 +215,7 @@ static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation
   }
   for (hk_instr *i = body->first; i; i = i->next) {
     if (i->sharding || !mi->mesh) continue;
-    const char *text = sdy_instr_attr(i, SDY_SHARDING);
+    const char *text = sdy_takes_sharding(i) ? sdy_instr_attr(i, SDY_SHARDING) : NULL;
     const hk_sharding *s = NULL;
     if (fully_manual(mi)) {
       s = hk_sharding_for_shape(cx->m, hk_sharding_manual(cx->m), i->shape);

@@ -140,6 +140,8 @@ void sdy_instr_attr_set(hk_instr *i, const char *key, const char *value);
 /* The text the import kept as hlokit.sdy.WHAT, and its removal. */
 const char *sdy_kept(const hk_instr *i, const char *what);
 void sdy_unkeep(hk_instr *i, const char *what);
+/* Whether the import reads i's xla.sdy.sharding, as XLA's (import.c). */
+bool sdy_takes_sharding(const hk_instr *i);
 /* Renames i's xla.sdy.* frontend attributes to hlokit.sdy.* (import.c). */
 void sdy_keep_attrs(hk_instr *i);
 hk_status *sdy_error_at(const hk_instr *i, const char *key, hk_status *st);
