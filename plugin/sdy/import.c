@@ -14,29 +14,12 @@
 
 #include "sdy.h"
 
-static bool is_custom_call(const hk_instr *i, const char *target) {
-  return i->opcode == HK_OP_CUSTOM_CALL && i->attrs && i->attrs->custom_call_target &&
-         strcmp(i->attrs->custom_call_target, target) == 0;
-}
-
 static bool is_manual_body_call(const hk_instr *i) {
   return i->opcode == HK_OP_CALL && i->n_called == 1 &&
          strstr(i->called[0]->name, SDY_BODY_PREFIX) != NULL;
 }
 
-/* Renames every xla.sdy.* frontend attribute of i to hlokit.sdy.*. */
-void sdy_keep_attrs(hk_instr *i) {
-  if (!i->attrs) return;
-  for (int32_t k = 0; k < i->attrs->n_frontend_attributes; k++) {
-    const hk_kv kv = i->attrs->frontend_attributes[k];
-    if (strncmp(kv.key, "xla.sdy.", 8) != 0) continue;
-    char key[128];
-    snprintf(key, sizeof key, KEEP_PREFIX "%s", kv.key + 8);
-    sdy_instr_attr_set(i, kv.key, NULL);
-    sdy_instr_attr_set(i, key, kv.value);
-    k = -1;                        /* the list was rebuilt */
-  }
-}
+void sdy_keep_attrs(hk_instr *i) { sdy_rename_attrs(i, "xla.sdy.", KEEP_PREFIX); }
 
 /* One value's sharding: sh over the value's shape. */
 static hk_status *convert_one(sdy_import_ctx *cx, const sdy_sharding *sh, const hk_shape *shape,
@@ -157,7 +140,7 @@ bool sdy_takes_sharding(const hk_instr *i) {
       return true;
     case HK_OP_CUSTOM_CALL:
       for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++)
-        if (is_custom_call(i, targets[k])) return true;
+        if (sdy_is_custom_call(i, targets[k])) return true;
       return false;
     default:
       return false;
@@ -171,7 +154,7 @@ static hk_status *import_sharding(sdy_import_ctx *cx, hk_instr *i) {
   hk_status *st = sdy_sharding_for_instr(cx, i, text, 0, NULL, &s);
   if (st) return sdy_error_at(i, SDY_SHARDING, st);
   i->sharding = s;
-  if (is_custom_call(i, "Sharding")) mark_open_dims(i, text);
+  if (sdy_is_custom_call(i, "Sharding")) mark_open_dims(i, text);
   return NULL;
 }
 
@@ -275,12 +258,12 @@ static hk_status *import_computation(sdy_import_ctx *cx, hk_computation *c) {
   results res = {0};
   for (hk_instr *i = c->first, *next; i; i = next) {
     next = i->next;
-    if (is_custom_call(i, SDY_FUNC_RESULT)) HK_TRY(import_func_result(cx, i, &res));
+    if (sdy_is_custom_call(i, SDY_FUNC_RESULT)) HK_TRY(import_func_result(cx, i, &res));
   }
   for (hk_instr *i = c->first; i; i = i->next) HK_TRY(import_sharding(cx, i));
   for (hk_instr *i = c->first, *next; i; i = next) {   /* groups join the shardings */
     next = i->next;
-    if (is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
+    if (sdy_is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
   }
   for (hk_instr *i = c->first; i; i = i->next) sdy_keep_attrs(i);
   set_root_sharding(cx->m, c, &res);
