@@ -65,3 +65,22 @@ void sdy_unkeep(hk_instr *i, const char *what) {
   snprintf(key, sizeof key, KEEP_PREFIX "%s", what);
   sdy_instr_attr_set(i, key, NULL);
 }
+
+bool sdy_is_custom_call(const hk_instr *i, const char *target) {
+  return i && i->opcode == HK_OP_CUSTOM_CALL && i->attrs && i->attrs->custom_call_target &&
+         strcmp(i->attrs->custom_call_target, target) == 0;
+}
+
+void sdy_rename_attrs(hk_instr *i, const char *from, const char *to) {
+  if (!i->attrs) return;
+  size_t n = strlen(from);
+  for (int32_t k = 0; k < i->attrs->n_frontend_attributes; k++) {
+    const hk_kv kv = i->attrs->frontend_attributes[k];
+    if (strncmp(kv.key, from, n) != 0) continue;
+    char key[128];
+    snprintf(key, sizeof key, "%s%s", to, kv.key + n);
+    sdy_instr_attr_set(i, kv.key, NULL);
+    sdy_instr_attr_set(i, key, kv.value);
+    k = -1;                        /* the list was rebuilt */
+  }
+}

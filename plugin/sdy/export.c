@@ -161,21 +161,6 @@ static void export_group(export_ctx *cx, hk_instr *i) {
   }
 }
 
-/* Restores the other kept attributes (sharding rules, Sharding custom
- * calls' texts) under their xla.sdy names. */
-static void restore_rest(hk_instr *i) {
-  if (!i->attrs) return;
-  for (int32_t k = 0; k < i->attrs->n_frontend_attributes; k++) {
-    const hk_kv kv = i->attrs->frontend_attributes[k];
-    if (strncmp(kv.key, KEEP_PREFIX, strlen(KEEP_PREFIX)) != 0) continue;
-    char key[128];
-    snprintf(key, sizeof key, "xla.sdy.%s", kv.key + strlen(KEEP_PREFIX));
-    sdy_instr_attr_set(i, kv.key, NULL);
-    sdy_instr_attr_set(i, key, kv.value);
-    k = -1;
-  }
-}
-
 static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
   if (c->is_entry) HK_TRY(export_results(cx, c));
   for (hk_instr *i = c->first, *next; i; i = next) {
@@ -194,7 +179,7 @@ static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
       sdy_unkeep(i, "backend_config");
     }
     export_group(cx, i);
-    restore_rest(i);
+    sdy_rename_attrs(i, KEEP_PREFIX, "xla.sdy.");   /* the other kept texts (sharding rules, ...) */
   }
   return NULL;
 }

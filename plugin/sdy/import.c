@@ -1,8 +1,9 @@
 /* import.c - sdy-round-trip-import: XLA's SdyRoundTripImportPipeline read
- * into HloShardings.  The module's xla.sdy.meshes give the meshes; every
- * instruction's xla.sdy.sharding becomes its sharding (other `sharding=`
- * attributes are dropped, as XLA's import drops mhlo.sharding, since the
- * Shardy attributes are the source of truth); FuncResultSharding custom
+ * into HloShardings.  The module's xla.sdy.meshes give the meshes; the
+ * xla.sdy.sharding of the instructions XLA reads it on (sdy_takes_sharding)
+ * becomes their sharding, and every other `sharding=` is dropped (but on
+ * infeed / outfeed), as XLA's import drops mhlo.sharding: the Shardy
+ * attributes are the source of truth; FuncResultSharding custom
  * calls go onto the root; ShardingGroup custom calls become shard_as
  * groups; open dims of a Sharding custom call become its unspecified_dims;
  * manual computations are lowered in manual.c.  The attribute texts are
@@ -13,29 +14,12 @@
 
 #include "sdy.h"
 
-static bool is_custom_call(const hk_instr *i, const char *target) {
-  return i->opcode == HK_OP_CUSTOM_CALL && i->attrs && i->attrs->custom_call_target &&
-         strcmp(i->attrs->custom_call_target, target) == 0;
-}
-
 static bool is_manual_body_call(const hk_instr *i) {
   return i->opcode == HK_OP_CALL && i->n_called == 1 &&
          strstr(i->called[0]->name, SDY_BODY_PREFIX) != NULL;
 }
 
-/* Renames every xla.sdy.* frontend attribute of i to hlokit.sdy.*. */
-void sdy_keep_attrs(hk_instr *i) {
-  if (!i->attrs) return;
-  for (int32_t k = 0; k < i->attrs->n_frontend_attributes; k++) {
-    const hk_kv kv = i->attrs->frontend_attributes[k];
-    if (strncmp(kv.key, "xla.sdy.", 8) != 0) continue;
-    char key[128];
-    snprintf(key, sizeof key, KEEP_PREFIX "%s", kv.key + 8);
-    sdy_instr_attr_set(i, kv.key, NULL);
-    sdy_instr_attr_set(i, key, kv.value);
-    k = -1;                        /* the list was rebuilt */
-  }
-}
+void sdy_keep_attrs(hk_instr *i) { sdy_rename_attrs(i, "xla.sdy.", KEEP_PREFIX); }
 
 /* One value's sharding: sh over the value's shape. */
 static hk_status *convert_one(sdy_import_ctx *cx, const sdy_sharding *sh, const hk_shape *shape,
@@ -138,14 +122,39 @@ static void mark_open_dims(hk_instr *i, const char *text) {
   sdy_per_value_free(&pv);
 }
 
+/* Whether XLA's import reads i's xla.sdy.sharding (import_shardy_attrs.cc):
+ * parameters (function arguments), Sharding constraints, Python callbacks,
+ * send / recv / after-all (TPU callbacks), and the SPMD shape custom calls
+ * an older round trip wrote.  Any other instruction's is dropped: XLA
+ * copies frontend attributes onto new instructions whose shapes may differ. */
+bool sdy_takes_sharding(const hk_instr *i) {
+  static const char *const targets[] = {
+      "Sharding", "xla_python_cpu_callback", "xla_python_gpu_callback",
+      "xla_ffi_python_cpu_callback", "xla_ffi_python_gpu_callback", "SPMDFullToShardShape",
+      "SPMDShardToFullShape"};
+  switch (i->opcode) {
+    case HK_OP_PARAMETER:
+    case HK_OP_SEND:
+    case HK_OP_RECV:
+    case HK_OP_AFTER_ALL:
+      return true;
+    case HK_OP_CUSTOM_CALL:
+      for (size_t k = 0; k < sizeof targets / sizeof targets[0]; k++)
+        if (sdy_is_custom_call(i, targets[k])) return true;
+      return false;
+    default:
+      return false;
+  }
+}
+
 static hk_status *import_sharding(sdy_import_ctx *cx, hk_instr *i) {
   const char *text = sdy_instr_attr(i, SDY_SHARDING);
-  if (!text) return NULL;
+  if (!text || !sdy_takes_sharding(i)) return NULL;
   const hk_sharding *s;
   hk_status *st = sdy_sharding_for_instr(cx, i, text, 0, NULL, &s);
   if (st) return sdy_error_at(i, SDY_SHARDING, st);
   i->sharding = s;
-  if (is_custom_call(i, "Sharding")) mark_open_dims(i, text);
+  if (sdy_is_custom_call(i, "Sharding")) mark_open_dims(i, text);
   return NULL;
 }
 
@@ -249,12 +258,12 @@ static hk_status *import_computation(sdy_import_ctx *cx, hk_computation *c) {
   results res = {0};
   for (hk_instr *i = c->first, *next; i; i = next) {
     next = i->next;
-    if (is_custom_call(i, SDY_FUNC_RESULT)) HK_TRY(import_func_result(cx, i, &res));
+    if (sdy_is_custom_call(i, SDY_FUNC_RESULT)) HK_TRY(import_func_result(cx, i, &res));
   }
   for (hk_instr *i = c->first; i; i = i->next) HK_TRY(import_sharding(cx, i));
   for (hk_instr *i = c->first, *next; i; i = next) {   /* groups join the shardings */
     next = i->next;
-    if (is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
+    if (sdy_is_custom_call(i, SDY_GROUP)) HK_TRY(import_group(cx, i));
   }
   for (hk_instr *i = c->first; i; i = i->next) sdy_keep_attrs(i);
   set_root_sharding(cx->m, c, &res);
@@ -265,7 +274,9 @@ static hk_status *import_computation(sdy_import_ctx *cx, hk_computation *c) {
  * it all. */
 static void clear_shardings(hk_module *m) {
   for (int32_t k = 0; k < m->n_computations; k++)
-    for (hk_instr *i = m->computations[k]->first; i; i = i->next) i->sharding = NULL;
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->opcode != HK_OP_INFEED && i->opcode != HK_OP_OUTFEED)   /* XLA keeps those */
+        i->sharding = NULL;
 }
 
 static hk_status *import_manual_computations(sdy_import_ctx *cx) {

@@ -23,25 +23,20 @@ typedef struct manual_info {
   char (*parent)[64];
 } manual_info;
 
-static bool targets(const hk_instr *i, const char *target) {
-  return i && i->opcode == HK_OP_CUSTOM_CALL && i->attrs && i->attrs->custom_call_target &&
-         strcmp(i->attrs->custom_call_target, target) == 0;
-}
-
 /* The custom call feeding the call's operands (directly or through
  * get-tuple-elements), NULL when the call has no operands. */
 static hk_instr *find_g2l(const hk_instr *call) {
   if (!call->n_operands) return NULL;
   hk_instr *o = call->operands[0];
   if (o->opcode == HK_OP_GET_TUPLE_ELEMENT) o = o->operands[0];
-  return targets(o, SDY_GLOBAL_TO_LOCAL) ? o : NULL;
+  return sdy_is_custom_call(o, SDY_GLOBAL_TO_LOCAL) ? o : NULL;
 }
 
 static hk_instr *find_l2g(const hk_instr *call) {
   for (int32_t k = 0; k < call->n_users; k++) {
     hk_instr *u = call->users[k];
-    if (targets(u, SDY_LOCAL_TO_GLOBAL)) return u;
-    if (u->opcode == HK_OP_GET_TUPLE_ELEMENT && u->n_users && targets(u->users[0], SDY_LOCAL_TO_GLOBAL))
+    if (sdy_is_custom_call(u, SDY_LOCAL_TO_GLOBAL)) return u;
+    if (u->opcode == HK_OP_GET_TUPLE_ELEMENT && u->n_users && sdy_is_custom_call(u->users[0], SDY_LOCAL_TO_GLOBAL))
       return u->users[0];
   }
   return NULL;
@@ -215,7 +210,7 @@ static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation
   }
   for (hk_instr *i = body->first; i; i = i->next) {
     if (i->sharding || !mi->mesh) continue;
-    const char *text = sdy_instr_attr(i, SDY_SHARDING);
+    const char *text = sdy_takes_sharding(i) ? sdy_instr_attr(i, SDY_SHARDING) : NULL;
     const hk_sharding *s = NULL;
     if (fully_manual(mi)) {
       s = hk_sharding_for_shape(cx->m, hk_sharding_manual(cx->m), i->shape);

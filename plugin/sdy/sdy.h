@@ -140,8 +140,13 @@ void sdy_instr_attr_set(hk_instr *i, const char *key, const char *value);
 /* The text the import kept as hlokit.sdy.WHAT, and its removal. */
 const char *sdy_kept(const hk_instr *i, const char *what);
 void sdy_unkeep(hk_instr *i, const char *what);
-/* Renames i's xla.sdy.* frontend attributes to hlokit.sdy.* (import.c). */
+/* Whether the import reads i's xla.sdy.sharding, as XLA's (import.c). */
+bool sdy_takes_sharding(const hk_instr *i);
+/* Renames i's frontend attributes FROM* to TO* (keys kept in order of
+ * change); sdy_keep_attrs: xla.sdy.* to hlokit.sdy.* (import.c). */
+void sdy_rename_attrs(hk_instr *i, const char *from, const char *to);
 void sdy_keep_attrs(hk_instr *i);
+bool sdy_is_custom_call(const hk_instr *i, const char *target);
 hk_status *sdy_error_at(const hk_instr *i, const char *key, hk_status *st);
 
 /* ---- manual.c: manual computations ------------------------------------ */
