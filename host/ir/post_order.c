@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "irpriv.h"
+#include "ptr_table.h"
 
 /* Both walks give the same order: a DFS from each instruction without
  * users, in list order, that visits an instruction's control predecessors
@@ -54,8 +55,8 @@ static void stack_push(ptr_stack *s, hk_instr *i) {
 
 /* Collectives sharing a channel id run together (XLA's
  * ComputeChannelDependencies): each depends on the earlier ones of its
- * channel.  They are kept sorted by (channel, list position) with an
- * address table to find an instruction's place. */
+ * channel.  They are kept sorted by (channel, list position) with a
+ * pointer map (index + 1) to find an instruction's place. */
 typedef struct channel_entry {
   hk_instr *instr;
   int64_t channel, pos;
@@ -64,21 +65,13 @@ typedef struct channel_entry {
 typedef struct channel_deps {
   channel_entry *v;      /* sorted by channel, then list position */
   int64_t n;
-  int64_t *slot_of;      /* open-addressed: address -> index in v, -1 empty */
-  hk_instr **slot_key;
-  size_t mask;
+  hk_ptr_map index;      /* instruction -> its index in v, plus one */
 } channel_deps;
 
 static int channel_entry_cmp(const void *a, const void *b) {
   const channel_entry *x = a, *y = b;
   if (x->channel != y->channel) return x->channel < y->channel ? -1 : 1;
   return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-static size_t channel_slot(const channel_deps *d, const hk_instr *i) {
-  size_t h = (size_t)hk_hash_combine((uint64_t)(uintptr_t)i, 77) & d->mask;
-  while (d->slot_key[h] && d->slot_key[h] != i) h = (h + 1) & d->mask;
-  return h;
 }
 
 static void channel_deps_init(channel_deps *d, const hk_computation *c) {
@@ -94,23 +87,14 @@ static void channel_deps_init(channel_deps *d, const hk_computation *c) {
   }
   if (!d->n) return;
   qsort(d->v, (size_t)d->n, sizeof *d->v, channel_entry_cmp);
-  size_t cap = 16;
-  while (cap < 2 * (size_t)d->n) cap *= 2;
-  d->mask = cap - 1;
-  d->slot_key = calloc(cap, sizeof *d->slot_key);
-  d->slot_of = malloc(cap * sizeof *d->slot_of);
-  if (!d->slot_key || !d->slot_of) abort();
-  for (int64_t k = 0; k < d->n; k++) {
-    size_t h = channel_slot(d, d->v[k].instr);
-    d->slot_key[h] = d->v[k].instr;
-    d->slot_of[h] = k;
-  }
+  hk_ptr_map_init(&d->index, (size_t)d->n);
+  for (int64_t k = 0; k < d->n; k++)
+    hk_ptr_map_put(&d->index, d->v[k].instr, (void *)(intptr_t)(k + 1));
 }
 
 static void channel_deps_free(channel_deps *d) {
   free(d->v);
-  free(d->slot_key);
-  free(d->slot_of);
+  hk_ptr_map_free(&d->index);
 }
 
 /* The channel table is built the first time the walk meets a channel
@@ -132,9 +116,8 @@ static void push_channel_deps(post_walk *w, const hk_instr *cur) {
   }
   const channel_deps *d = &w->d;
   if (!d->n) return;
-  size_t h = channel_slot(d, cur);
-  if (d->slot_key[h] != cur) return;
-  int64_t k = d->slot_of[h];
+  int64_t k = (int64_t)(intptr_t)hk_ptr_map_get(&d->index, cur) - 1;
+  if (k < 0) return;
   /* earlier members of the channel, in list order */
   int64_t first = k;
   while (first > 0 && d->v[first - 1].channel == d->v[k].channel) first--;
