@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hlokit/status.h"
+
 static inline size_t hk_ptr_hash(const void *p) {
   uint64_t x = (uint64_t)(uintptr_t)p;
   x ^= x >> 33;
@@ -42,7 +44,7 @@ static inline void hk_ptr_map_init(hk_ptr_map *m, size_t expected) {
   size_t cap = hk_ptr_table_cap(expected);
   m->keys = calloc(cap, sizeof *m->keys);
   m->vals = calloc(cap, sizeof *m->vals);
-  if (!m->keys || !m->vals) abort();   /* the OOM policy: abi/hlokit/status.h */
+  if (!m->keys || !m->vals) hk_out_of_memory();
   m->mask = cap - 1;
   m->n = 0;
 }
@@ -92,7 +94,7 @@ typedef struct hk_ptr_set {
 static inline void hk_ptr_set_init(hk_ptr_set *s, size_t expected) {
   size_t cap = hk_ptr_table_cap(expected);
   s->keys = calloc(cap, sizeof *s->keys);
-  if (!s->keys) abort();
+  if (!s->keys) hk_out_of_memory();
   s->mask = cap - 1;
   s->n = 0;
 }

@@ -92,7 +92,7 @@ static size_t hash_ptr(uintptr_t k) {
 static cache_slot *cache_find(printer *pr, uintptr_t key, bool *found) {
   if ((pr->n + 1) * 2 > pr->cap) {
     size_t ncap = pr->cap ? pr->cap * 2 : 256;
-    cache_slot *ns = calloc(ncap, sizeof *ns);
+    cache_slot *ns = hk_check_alloc(calloc(ncap, sizeof *ns));
     for (size_t i = 0; i < pr->cap; i++) {
       if (!pr->slots[i].key) continue;
       size_t j = hash_ptr(pr->slots[i].key) & (ncap - 1);
@@ -231,7 +231,7 @@ static hk_buf *piece_begin(printer *pr) { return &pr->scratch; }
 static void piece_end(printer *pr, int rank, size_t start) {
   if (pr->n_pieces == pr->cap_pieces) {
     pr->cap_pieces = pr->cap_pieces ? 2 * pr->cap_pieces : 32;
-    pr->pieces = realloc(pr->pieces, sizeof *pr->pieces * (size_t)pr->cap_pieces);
+    pr->pieces = hk_check_alloc(realloc(pr->pieces, sizeof *pr->pieces * (size_t)pr->cap_pieces));
   }
   pr->pieces[pr->n_pieces++] = (piece){rank, (uint32_t)start, (uint32_t)(pr->scratch.len - start)};
 }
@@ -767,7 +767,7 @@ static void ensure_state(printer *pr, int64_t id) {
   if (id < pr->n_state) return;
   int64_t n = pr->n_state ? pr->n_state : 1024;
   while (n <= id) n *= 2;
-  pr->state = realloc(pr->state, (size_t)n);
+  pr->state = hk_check_alloc(realloc(pr->state, (size_t)n));
   memset(pr->state + pr->n_state, 0, (size_t)(n - pr->n_state));
   pr->n_state = n;
 }
@@ -775,7 +775,7 @@ static void ensure_state(printer *pr, int64_t id) {
 static void push(printer *pr, size_t *sp, hk_instr *i) {
   if (*sp == pr->cap_stack) {
     pr->cap_stack = pr->cap_stack ? 2 * pr->cap_stack : 256;
-    pr->stack = realloc(pr->stack, sizeof *pr->stack * pr->cap_stack);
+    pr->stack = hk_check_alloc(realloc(pr->stack, sizeof *pr->stack * pr->cap_stack));
   }
   pr->stack[(*sp)++] = i;
 }
@@ -807,7 +807,7 @@ static bool dfs_collect(printer *pr, const hk_computation *c, hk_instr *r, size_
         pr->state[cur->id] = 2;
         if (*n_order == pr->cap_order) {
           pr->cap_order = pr->cap_order ? 2 * pr->cap_order : 1024;
-          pr->order = realloc(pr->order, sizeof *pr->order * pr->cap_order);
+          pr->order = hk_check_alloc(realloc(pr->order, sizeof *pr->order * pr->cap_order));
         }
         pr->order[(*n_order)++] = cur;
       }
@@ -1312,13 +1312,13 @@ typedef struct callgraph {
 
 static void callgraph_init(callgraph *g, int n) {
   g->n = n;
-  g->start = calloc((size_t)n + 1, sizeof *g->start);
-  g->nonroot = calloc((size_t)n + 1, 1);
-  g->sugar = calloc((size_t)n + 1, 1);
-  g->seen = calloc((size_t)n + 1, 1);
+  g->start = hk_check_alloc(calloc((size_t)n + 1, sizeof *g->start));
+  g->nonroot = hk_check_alloc(calloc((size_t)n + 1, 1));
+  g->sugar = hk_check_alloc(calloc((size_t)n + 1, 1));
+  g->seen = hk_check_alloc(calloc((size_t)n + 1, 1));
   g->len = 0;
   g->cap = 16;
-  g->callee = malloc(g->cap * sizeof *g->callee);
+  g->callee = hk_check_alloc(malloc(g->cap * sizeof *g->callee));
 }
 
 /* Appends the computations instruction i calls (callees of the computation
@@ -1327,7 +1327,7 @@ static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const h
   for (int j = 0; j < i->n_called; j++) {
     const hk_computation *c = i->called[j];
     if (!c || c->index < 0 || c->index >= g->n || m->computations[c->index] != c) continue;
-    if (g->len == g->cap) g->callee = realloc(g->callee, (g->cap *= 2) * sizeof *g->callee);
+    if (g->len == g->cap) g->callee = hk_check_alloc(realloc(g->callee, (g->cap *= 2) * sizeof *g->callee));
     g->callee[g->len++] = c;
     g->nonroot[c->index] = 1;
     if (i->opcode == HK_OP_ASYNC_START && j == 0 && can_expand(c)) g->sugar[c->index] = 1;
@@ -1386,7 +1386,7 @@ static bool print_in_module_order(printer *pr, const hk_module *m, callgraph *g,
   }
   pr->g = NULL;
   g->start[g->n] = (int)g->len;
-  int *seq = malloc(((size_t)g->n + 1) * sizeof *seq), n_seq = 0;
+  int *seq = hk_check_alloc(malloc(((size_t)g->n + 1) * sizeof *seq)), n_seq = 0;
   visit_all(pr, g, m, NULL, seq, &n_seq);
   bool same = n_seq == g->n;
   for (int k = 0; same && k < n_seq; k++) same = seq[k] == k;
