@@ -5,6 +5,7 @@
 
 #include "irpriv.h"
 #include "ptr_table.h"
+#include "walk.h"
 
 /* Both walks give the same order: a DFS from each instruction without
  * users, in list order, that visits an instruction's control predecessors
@@ -14,7 +15,7 @@
  * those are done.  Instructions left over (only reachable through a cycle)
  * start DFSes of their own, in list order. */
 
-static bool is_channel_collective(const hk_instr *i) {
+bool hk_instr_is_channel_collective(const hk_instr *i) {
   switch ((hk_opcode)i->opcode) {
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_ALL_TO_ALL:
     case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_COLLECTIVE_PERMUTE:
@@ -78,7 +79,7 @@ static void channel_deps_init(channel_deps *d, const hk_computation *c) {
   memset(d, 0, sizeof *d);
   int64_t pos = 0;
   for (hk_instr *i = c->first; i; i = i->next, pos++) {
-    if (!is_channel_collective(i)) continue;
+    if (!hk_instr_is_channel_collective(i)) continue;
     if ((d->n & (d->n - 1)) == 0) {   /* grow at powers of two */
       d->v = realloc(d->v, (size_t)(d->n ? 2 * d->n : 1) * sizeof *d->v);
       if (!d->v) abort();
@@ -109,7 +110,7 @@ typedef struct post_walk {
 } post_walk;
 
 static void push_channel_deps(post_walk *w, const hk_instr *cur) {
-  if (!is_channel_collective(cur)) return;
+  if (!hk_instr_is_channel_collective(cur)) return;
   if (!w->have_deps) {
     channel_deps_init(&w->d, w->c);
     w->have_deps = true;
@@ -249,7 +250,7 @@ static bool add_edge(pos_graph *g, const hk_instr *o, uint32_t pos) {
 }
 
 static void note_channel(pos_graph *g, const hk_instr *x) {
-  if (!is_channel_collective(x)) return;
+  if (!hk_instr_is_channel_collective(x)) return;
   if (g->n_channels == g->cap_channels)
     g->channels = grow_array(g->channels, &g->cap_channels, sizeof *g->channels);
   g->channels[g->n_channels++] = x->attrs->channel_id;
@@ -272,11 +273,11 @@ static int int64_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static bool channels_distinct(pos_graph *g) {
-  if (g->n_channels < 2) return true;
-  qsort(g->channels, g->n_channels, sizeof *g->channels, int64_cmp);
-  for (size_t k = 1; k < g->n_channels; k++)
-    if (g->channels[k] == g->channels[k - 1]) return false;
+bool hk_channel_ids_distinct(int64_t *ids, size_t n) {
+  if (n < 2) return true;
+  qsort(ids, n, sizeof *ids, int64_cmp);
+  for (size_t k = 1; k < n; k++)
+    if (ids[k] == ids[k - 1]) return false;
   return true;
 }
 
@@ -313,7 +314,7 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   }
   g->n = pos;
   g->first[pos] = (uint32_t)g->n_edges;
-  return channels_distinct(g);
+  return hk_channel_ids_distinct(g->channels, g->n_channels);
 }
 
 /* The DFS from position r (state 1 = visited, 2 = emitted). */
