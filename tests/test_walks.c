@@ -468,6 +468,40 @@ START_TEST(next_channel_id_all_computations) {
 }
 END_TEST
 
+/* The printer lists a computation in XLA's post order, channel edges
+ * included: c (channel 1) depends on a (channel 1, listed earlier), so a
+ * is printed before c although the root names c first. */
+START_TEST(printer_follows_channel_edges) {
+  static const char text[] =
+      "HloModule m\n\n"
+      "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(x, y)\n}\n\n"
+      "ENTRY e {\n  p = f32[] parameter(0)\n"
+      "  a = f32[] all-reduce(p), channel_id=1, to_apply=add\n"
+      "  b = f32[] negate(p)\n"
+      "  c = f32[] all-reduce(b), channel_id=1, to_apply=add\n"
+      "  ROOT t = (f32[], f32[]) tuple(c, a)\n}\n";
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(text, strlen(text), "channels.hlo", &m));
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  const char *pa = strstr(out, "  a = "), *pb = strstr(out, "  b = "), *pc = strstr(out, "  c = ");
+  ck_assert_msg(pa && pb && pc && pb < pa && pa < pc, "order not p, b, a, c, t:\n%s", out);
+  int64_t n;
+  hk_instr **order = hk_computation_post_order(m->entry, &n);
+  const char *at = out;
+  for (int64_t k = 0; k < n; k++) {   /* the printed lines follow the IR's post order */
+    char line[64];
+    snprintf(line, sizeof line, " %s = ", order[k]->name);
+    const char *hit = strstr(at, line);
+    ck_assert_msg(hit, "%s not after the previous line:\n%s", order[k]->name, out);
+    at = hit;
+  }
+  free(order);
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *walks_suite(void) {
   Suite *s = suite_create("walks");
   TCase *tc = tcase_create("core");
@@ -483,6 +517,7 @@ static Suite *walks_suite(void) {
   tcase_add_test(tc, sort_computations_cycle);
   tcase_add_test(tc, call_graph_sites_and_contexts);
   tcase_add_test(tc, next_channel_id_all_computations);
+  tcase_add_test(tc, printer_follows_channel_edges);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -43,6 +43,19 @@ hk_status *hk_status_prefix(hk_status *st, const char *fmt, ...)
 void hk_status_free(hk_status *st);
 const char *hk_code_name(hk_code code);
 
+/* Out of memory, the one policy: hlokit stops the process.  A failed
+ * allocation is never turned into a status (a status says what the input
+ * or the caller got wrong, and every caller would have to unwind a
+ * half-built IR for a condition it cannot fix); the library calls
+ * hk_out_of_memory, which writes "hlokit: out of memory" to stderr and
+ * aborts.  Check an allocation with hk_check_alloc(malloc(n)); plugins
+ * follow the same rule.  Pending minor. */
+_Noreturn void hk_out_of_memory(void);
+static inline void *hk_check_alloc(void *p) {
+  if (!p) hk_out_of_memory();
+  return p;
+}
+
 /* Return early with the status of an expression that failed. */
 #define HK_TRY(expr)                      \
   do {                                    \

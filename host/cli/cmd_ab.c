@@ -10,6 +10,7 @@
 
 #include "check_eval.h"
 #include "commands.h"
+#include "ir/ptr_table.h"
 #include "pass_counters.h"
 
 static const char usage[] =
@@ -46,37 +47,22 @@ typedef struct ab_side {
  * dynamic-slices: data operand reached from an all-gather, offsets computed
  * from partition-id, through any non-collective instructions. */
 
-typedef struct ptr_set {
-  const void **slots;
-  size_t cap;
-} ptr_set;
-
-static bool ptr_set_add(ptr_set *s, const void *p) {
-  size_t h = ((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL & (s->cap - 1);
-  while (s->slots[h]) {
-    if (s->slots[h] == p) return false;
-    h = (h + 1) & (s->cap - 1);
-  }
-  s->slots[h] = p;
-  return true;
-}
-
 /* True when i is, or is computed without another collective from, an
  * instruction of opcode `want`. */
-static bool reaches(const hk_instr *i, hk_opcode want, ptr_set *seen) {
+static bool reaches(const hk_instr *i, hk_opcode want, hk_ptr_set *seen) {
   if (i->opcode == want) return true;
-  if (hk_opcode_is_collective(i->opcode) || !ptr_set_add(seen, i)) return false;
+  if (hk_opcode_is_collective(i->opcode) || !hk_ptr_set_add(seen, i)) return false;
   for (int32_t k = 0; k < i->n_operands; k++)
     if (reaches(i->operands[k], want, seen)) return true;
   return false;
 }
 
-static bool reaches_fresh(const hk_instr *i, hk_opcode want, ptr_set *seen) {
-  memset(seen->slots, 0, seen->cap * sizeof *seen->slots);
+static bool reaches_fresh(const hk_instr *i, hk_opcode want, hk_ptr_set *seen) {
+  hk_ptr_set_clear(seen);
   return reaches(i, want, seen);
 }
 
-static bool is_remat_slice(const hk_instr *ds, ptr_set *seen) {
+static bool is_remat_slice(const hk_instr *ds, hk_ptr_set *seen) {
   if (ds->opcode != HK_OP_DYNAMIC_SLICE || ds->n_operands < 2) return false;
   const hk_instr *data = ds->operands[0];
   if (data->opcode != HK_OP_ALL_GATHER && !reaches_fresh(data, HK_OP_ALL_GATHER, seen))
@@ -90,12 +76,10 @@ static int64_t count_full_remats(const hk_module *m) {
   int64_t n = 0;
   for (int32_t c = 0; c < m->n_computations; c++) {
     const hk_computation *comp = m->computations[c];
-    ptr_set seen = {NULL, 16};
-    while (seen.cap < 2 * (size_t)comp->n_instrs + 2) seen.cap *= 2;
-    seen.slots = calloc(seen.cap, sizeof *seen.slots);
-    if (!seen.slots) abort();
+    hk_ptr_set seen;
+    hk_ptr_set_init(&seen, (size_t)comp->n_instrs);
     for (const hk_instr *i = comp->first; i; i = i->next) n += is_remat_slice(i, &seen);
-    free(seen.slots);
+    hk_ptr_set_free(&seen);
   }
   return n;
 }

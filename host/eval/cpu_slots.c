@@ -16,8 +16,7 @@ struct hk_cpu_slots {
 static _Thread_local hk_cpu_slots *held;
 
 hk_cpu_slots *hk_cpu_slots_new(void) {
-  hk_cpu_slots *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  hk_cpu_slots *s = hk_check_alloc(calloc(1, sizeof *s));
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->freed, NULL);
   s->free = hk_worker_threads();

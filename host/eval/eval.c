@@ -4,44 +4,18 @@
 #include <time.h>
 
 #include "eval/eval_internal.h"
+#include "ir/ptr_table.h"
 
 /* ---- pointer -> index map (built once, read by every device thread) ---- */
-typedef struct ptr_map {
-  size_t cap;              /* power of two */
-  const void **keys;
-  int64_t *vals;
-} ptr_map;
-
-static size_t ptr_hash(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= UINT64_C(0xff51afd7ed558ccd);
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
-static void ptr_map_init(ptr_map *m, size_t n) {
-  m->cap = 16;
-  while (m->cap < 2 * n + 1) m->cap *= 2;
-  m->keys = calloc(m->cap, sizeof(void *));
-  m->vals = calloc(m->cap, sizeof(int64_t));
-  if (!m->keys || !m->vals) abort();
-}
+typedef hk_ptr_map ptr_map;
 
 static void ptr_map_put(ptr_map *m, const void *k, int64_t v) {
-  size_t i = ptr_hash(k) & (m->cap - 1);
-  while (m->keys[i] && m->keys[i] != k) i = (i + 1) & (m->cap - 1);
-  m->keys[i] = k;
-  m->vals[i] = v;
+  hk_ptr_map_put(m, k, (void *)(intptr_t)(v + 1));   /* NULL stays "absent" */
 }
 
+/* The index put for k, -1 when there is none. */
 static int64_t ptr_map_get(const ptr_map *m, const void *k) {
-  size_t i = ptr_hash(k) & (m->cap - 1);
-  while (m->keys[i]) {
-    if (m->keys[i] == k) return m->vals[i];
-    i = (i + 1) & (m->cap - 1);
-  }
-  return -1;
+  return (int64_t)(intptr_t)hk_ptr_map_get(m, k) - 1;
 }
 
 /* ---- the plan ------------------------------------------------------------ */
@@ -104,7 +78,7 @@ static hk_status *build_comp_plan(hk_eval_plan *p, comp_plan *cp,
   cp->order = hk_computation_post_order(c, &cp->n);
   int64_t n = cp->n, total_ops = 0;
   ptr_map local;
-  ptr_map_init(&local, (size_t)n);
+  hk_ptr_map_init(&local, (size_t)n);
   for (int64_t k = 0; k < n; k++) {
     ptr_map_put(&local, cp->order[k], k);
     ptr_map_put(&p->index, cp->order[k], base + k);
@@ -187,7 +161,7 @@ hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out) {
   p->comps = calloc((size_t)(p->n_comps ? p->n_comps : 1), sizeof(comp_plan));
   int64_t total = 0;
   for (int32_t i = 0; i < m->n_computations; i++) total += m->computations[i]->n_instrs;
-  ptr_map_init(&p->index, (size_t)(total + m->n_computations));
+  hk_ptr_map_init(&p->index, (size_t)(total + m->n_computations));
   hk_status *st = NULL;
   int64_t base = 0;
   for (int32_t i = 0; i < m->n_computations && !st; i++) {

@@ -3,57 +3,17 @@
 #include <string.h>
 
 #include "irpriv.h"
+#include "ptr_table.h"
 
 /* Resolved from host/sharding when it is linked in (it interns the copy);
  * otherwise shardings are deep-copied here without interning. */
 #pragma weak hk_sharding_import
 
-/* ---- pointer map (source object -> copy) ---------------------------------------- */
-
-typedef struct ptr_map {
-  const void **keys;
-  void **vals;
-  size_t mask;
-} ptr_map;
-
-static void ptr_map_init(ptr_map *pm, size_t n) {
-  size_t cap = 16;
-  while (cap < 2 * n + 2) cap *= 2;
-  pm->keys = calloc(cap, sizeof *pm->keys);
-  pm->vals = calloc(cap, sizeof *pm->vals);
-  if (!pm->keys || !pm->vals) abort();
-  pm->mask = cap - 1;
-}
-
-static size_t ptr_slot(const ptr_map *pm, const void *k) {
-  uint64_t h = hk_hash_combine((uint64_t)(uintptr_t)k, 0x1234);
-  size_t i = (size_t)h & pm->mask;
-  while (pm->keys[i] && pm->keys[i] != k) i = (i + 1) & pm->mask;
-  return i;
-}
-
-static void ptr_map_put(ptr_map *pm, const void *k, void *v) {
-  size_t i = ptr_slot(pm, k);
-  pm->keys[i] = k;
-  pm->vals[i] = v;
-}
-
-static void *ptr_map_get(const ptr_map *pm, const void *k) {
-  if (!pm || !k) return NULL;
-  size_t i = ptr_slot(pm, k);
-  return pm->keys[i] ? pm->vals[i] : NULL;
-}
-
-static void ptr_map_free(ptr_map *pm) {
-  free(pm->keys);
-  free(pm->vals);
-}
-
 /* Instructions map through a dense array indexed by id when the source ids
  * are unique and below next_id (always, unless someone rewrote ids), else
  * through the pointer map. */
 typedef struct clone_map {
-  ptr_map ptrs;          /* computations, and instructions when !by_id */
+  hk_ptr_map ptrs;          /* computations, and instructions when !by_id */
   hk_instr **by_id;
   int64_t n_ids;
 } clone_map;
@@ -81,22 +41,22 @@ static void clone_map_init(clone_map *cm, const hk_module *src, size_t n_instrs)
     if (!cm->by_id) abort();
     n_instrs = 0;
   }
-  ptr_map_init(&cm->ptrs, n_instrs + (size_t)src->n_computations);
+  hk_ptr_map_init(&cm->ptrs, n_instrs + (size_t)src->n_computations);
 }
 
 static void clone_map_free(clone_map *cm) {
   free(cm->by_id);
-  ptr_map_free(&cm->ptrs);
+  hk_ptr_map_free(&cm->ptrs);
 }
 
 static void map_put_instr(clone_map *cm, const hk_instr *src, hk_instr *copy) {
   if (cm->by_id) cm->by_id[src->id] = copy;
-  else ptr_map_put(&cm->ptrs, src, copy);
+  else hk_ptr_map_put(&cm->ptrs, src, copy);
 }
 
 static hk_instr *map_instr(const clone_map *cm, const hk_instr *src) {
   if (!cm || !src) return NULL;
-  if (!cm->by_id) return ptr_map_get(&cm->ptrs, src);
+  if (!cm->by_id) return hk_ptr_map_get(&cm->ptrs, src);
   return src->id >= 0 && src->id < cm->n_ids ? cm->by_id[src->id] : NULL;
 }
 
@@ -493,7 +453,7 @@ static void instr_links(hk_module *m, const hk_instr *si, const clone_map *map) 
   if (si->n_called) {
     hk_computation **called = hk_alloc(m, (size_t)si->n_called * sizeof *called);
     for (int32_t k = 0; k < si->n_called; k++) {
-      hk_computation *x = ptr_map_get(&map->ptrs, si->called[k]);
+      hk_computation *x = hk_ptr_map_get(&map->ptrs, si->called[k]);
       called[k] = x ? x : si->called[k];
     }
     i->n_called = si->n_called;
@@ -514,7 +474,7 @@ hk_module *hk_module_clone(const hk_module *src) {
   clone_map_init(&map, src, module_instr_count(src));
   for (int32_t k = 0; k < src->n_computations; k++) {
     hk_computation *c = computation_shell(m, src->computations[k]);
-    ptr_map_put(&map.ptrs, src->computations[k], c);
+    hk_ptr_map_put(&map.ptrs, src->computations[k], c);
     c->index = -1;
     if (m->n_computations == m->cap_computations) {
       m->cap_computations = m->cap_computations ? m->cap_computations * 2 : 8;
@@ -534,7 +494,7 @@ hk_module *hk_module_clone(const hk_module *src) {
     c->n_params = c->cap_params = s->n_params;
     c->params = s->n_params ? mapped_instrs(m, s->params, s->n_params, &map) : NULL;
   }
-  m->entry = ptr_map_get(&map.ptrs, src->entry);
+  m->entry = hk_ptr_map_get(&map.ptrs, src->entry);
   m->next_id = src->next_id;
   config_copy(m, &m->config, &src->config);
   namespace_copy(m, &m->impl->instr_names, &src->impl->instr_names);

@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "irpriv.h"
+#include "ptr_table.h"
+#include "walk.h"
 
 /* Both walks give the same order: a DFS from each instruction without
  * users, in list order, that visits an instruction's control predecessors
@@ -13,7 +15,7 @@
  * those are done.  Instructions left over (only reachable through a cycle)
  * start DFSes of their own, in list order. */
 
-static bool is_channel_collective(const hk_instr *i) {
+bool hk_instr_is_channel_collective(const hk_instr *i) {
   switch ((hk_opcode)i->opcode) {
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_ALL_TO_ALL:
     case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_COLLECTIVE_PERMUTE:
@@ -54,8 +56,8 @@ static void stack_push(ptr_stack *s, hk_instr *i) {
 
 /* Collectives sharing a channel id run together (XLA's
  * ComputeChannelDependencies): each depends on the earlier ones of its
- * channel.  They are kept sorted by (channel, list position) with an
- * address table to find an instruction's place. */
+ * channel.  They are kept sorted by (channel, list position) with a
+ * pointer map (index + 1) to find an instruction's place. */
 typedef struct channel_entry {
   hk_instr *instr;
   int64_t channel, pos;
@@ -64,9 +66,7 @@ typedef struct channel_entry {
 typedef struct channel_deps {
   channel_entry *v;      /* sorted by channel, then list position */
   int64_t n;
-  int64_t *slot_of;      /* open-addressed: address -> index in v, -1 empty */
-  hk_instr **slot_key;
-  size_t mask;
+  hk_ptr_map index;      /* instruction -> its index in v, plus one */
 } channel_deps;
 
 static int channel_entry_cmp(const void *a, const void *b) {
@@ -75,17 +75,11 @@ static int channel_entry_cmp(const void *a, const void *b) {
   return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-static size_t channel_slot(const channel_deps *d, const hk_instr *i) {
-  size_t h = (size_t)hk_hash_combine((uint64_t)(uintptr_t)i, 77) & d->mask;
-  while (d->slot_key[h] && d->slot_key[h] != i) h = (h + 1) & d->mask;
-  return h;
-}
-
 static void channel_deps_init(channel_deps *d, const hk_computation *c) {
   memset(d, 0, sizeof *d);
   int64_t pos = 0;
   for (hk_instr *i = c->first; i; i = i->next, pos++) {
-    if (!is_channel_collective(i)) continue;
+    if (!hk_instr_is_channel_collective(i)) continue;
     if ((d->n & (d->n - 1)) == 0) {   /* grow at powers of two */
       d->v = realloc(d->v, (size_t)(d->n ? 2 * d->n : 1) * sizeof *d->v);
       if (!d->v) abort();
@@ -94,23 +88,14 @@ static void channel_deps_init(channel_deps *d, const hk_computation *c) {
   }
   if (!d->n) return;
   qsort(d->v, (size_t)d->n, sizeof *d->v, channel_entry_cmp);
-  size_t cap = 16;
-  while (cap < 2 * (size_t)d->n) cap *= 2;
-  d->mask = cap - 1;
-  d->slot_key = calloc(cap, sizeof *d->slot_key);
-  d->slot_of = malloc(cap * sizeof *d->slot_of);
-  if (!d->slot_key || !d->slot_of) abort();
-  for (int64_t k = 0; k < d->n; k++) {
-    size_t h = channel_slot(d, d->v[k].instr);
-    d->slot_key[h] = d->v[k].instr;
-    d->slot_of[h] = k;
-  }
+  hk_ptr_map_init(&d->index, (size_t)d->n);
+  for (int64_t k = 0; k < d->n; k++)
+    hk_ptr_map_put(&d->index, d->v[k].instr, (void *)(intptr_t)(k + 1));
 }
 
 static void channel_deps_free(channel_deps *d) {
   free(d->v);
-  free(d->slot_key);
-  free(d->slot_of);
+  hk_ptr_map_free(&d->index);
 }
 
 /* The channel table is built the first time the walk meets a channel
@@ -125,16 +110,15 @@ typedef struct post_walk {
 } post_walk;
 
 static void push_channel_deps(post_walk *w, const hk_instr *cur) {
-  if (!is_channel_collective(cur)) return;
+  if (!hk_instr_is_channel_collective(cur)) return;
   if (!w->have_deps) {
     channel_deps_init(&w->d, w->c);
     w->have_deps = true;
   }
   const channel_deps *d = &w->d;
   if (!d->n) return;
-  size_t h = channel_slot(d, cur);
-  if (d->slot_key[h] != cur) return;
-  int64_t k = d->slot_of[h];
+  int64_t k = (int64_t)(intptr_t)hk_ptr_map_get(&d->index, cur) - 1;
+  if (k < 0) return;
   /* earlier members of the channel, in list order */
   int64_t first = k;
   while (first > 0 && d->v[first - 1].channel == d->v[k].channel) first--;
@@ -266,7 +250,7 @@ static bool add_edge(pos_graph *g, const hk_instr *o, uint32_t pos) {
 }
 
 static void note_channel(pos_graph *g, const hk_instr *x) {
-  if (!is_channel_collective(x)) return;
+  if (!hk_instr_is_channel_collective(x)) return;
   if (g->n_channels == g->cap_channels)
     g->channels = grow_array(g->channels, &g->cap_channels, sizeof *g->channels);
   g->channels[g->n_channels++] = x->attrs->channel_id;
@@ -289,11 +273,11 @@ static int int64_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-static bool channels_distinct(pos_graph *g) {
-  if (g->n_channels < 2) return true;
-  qsort(g->channels, g->n_channels, sizeof *g->channels, int64_cmp);
-  for (size_t k = 1; k < g->n_channels; k++)
-    if (g->channels[k] == g->channels[k - 1]) return false;
+bool hk_channel_ids_distinct(int64_t *ids, size_t n) {
+  if (n < 2) return true;
+  qsort(ids, n, sizeof *ids, int64_cmp);
+  for (size_t k = 1; k < n; k++)
+    if (ids[k] == ids[k - 1]) return false;
   return true;
 }
 
@@ -330,7 +314,7 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   }
   g->n = pos;
   g->first[pos] = (uint32_t)g->n_edges;
-  return channels_distinct(g);
+  return hk_channel_ids_distinct(g->channels, g->n_channels);
 }
 
 /* The DFS from position r (state 1 = visited, 2 = emitted). */

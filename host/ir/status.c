@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "hlokit/status.h"
 
@@ -74,4 +75,10 @@ const char *hk_code_name(hk_code code) {
     case HK_INTERNAL: return "INTERNAL";
   }
   return "UNKNOWN";
+}
+
+void hk_out_of_memory(void) {
+  static const char msg[] = "hlokit: out of memory\n";
+  if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) { /* nothing more to do */ }
+  abort();
 }

@@ -54,7 +54,7 @@ static hk_status *open_library(const char *path, void **handle) {
    * on the command line is a file, so make it a path. */
   char *p = strchr(path, '/') ? strdup(path) : NULL;
   if (!p) {
-    p = malloc(strlen(path) + 3);
+    p = hk_check_alloc(malloc(strlen(path) + 3));
     strcpy(p, "./");
     strcat(p, path);
   }
@@ -161,7 +161,7 @@ static int list_plugins(DIR *d, char ***out) {
     if (!is_so_name(e->d_name)) continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 16;
-      names = realloc(names, sizeof(char *) * (size_t)cap);
+      names = hk_check_alloc(realloc(names, sizeof(char *) * (size_t)cap));
     }
     names[n++] = strdup(e->d_name);
   }
@@ -185,7 +185,7 @@ hk_status *hk_plugin_load_dir(hk_registry *reg, const char *dir, hk_plugin_origi
   for (int i = 0; i < n; i++) {
     if (!st) {
       size_t len = strlen(dir) + strlen(names[i]) + 2;
-      char *path = malloc(len);
+      char *path = hk_check_alloc(malloc(len));
       snprintf(path, len, "%s/%s", dir, names[i]);
       st = hk_plugin_load(reg, path, origin);
       free(path);
@@ -199,7 +199,7 @@ hk_status *hk_plugin_load_dir(hk_registry *reg, const char *dir, hk_plugin_origi
 /* dir/rel, resolved (no "..") when it exists. */
 static char *join_path(const char *dir, const char *rel) {
   size_t len = strlen(dir) + strlen(rel) + 2;
-  char *p = malloc(len);
+  char *p = hk_check_alloc(malloc(len));
   snprintf(p, len, "%s/%s", dir, rel);
   char *real = realpath(p, NULL);
   if (!real) return p;
@@ -232,7 +232,7 @@ static hk_status *load_default_dirs(hk_registry *reg) {
 static hk_status *load_env_path(hk_registry *reg) {
   const char *env = getenv("HLOKIT_PLUGIN_PATH");
   if (!env || !*env) return NULL;
-  char *copy = strdup(env), *save = NULL;
+  char *copy = hk_check_alloc(strdup(env)), *save = NULL;
   hk_status *st = NULL;
   for (char *d = strtok_r(copy, ":", &save); d && !st; d = strtok_r(NULL, ":", &save))
     st = hk_plugin_load_dir(reg, d, HK_ORIGIN_ENV_PATH, false);

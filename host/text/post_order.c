@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "ir/arena.h"
+#include "ir/walk.h"
 #include "text/text_internal.h"
 
 void tx_post_order_init(tx_post_order *po, int64_t n_ids) {
@@ -21,6 +22,7 @@ void tx_post_order_free(tx_post_order *po) {
   free(po->stack);
   free(po->state);
   free(po->order);
+  free(po->channels);
   memset(po, 0, sizeof *po);
 }
 
@@ -63,9 +65,18 @@ static int64_t operand_position(const tx_post_order *po, const hk_instr *o, uint
   return p < pos && po->at[p] == o ? (int64_t)p : -1;
 }
 
+/* Notes x's channel id when it is a channel collective. */
+static void note_channel(tx_post_order *po, const hk_instr *x) {
+  if (!hk_instr_is_channel_collective(x)) return;
+  po->channels = grow(po->channels, &po->cap_channels, po->n_channels + 1, sizeof *po->channels,
+                      false);
+  po->channels[po->n_channels++] = x->attrs->channel_id;
+}
+
 /* Positions, operand positions (operands in c only) and the instructions
  * without users, in one forward walk; false if the DFS must see the
- * instructions themselves (an operand listed late).  Control edges are not
+ * instructions themselves (an operand listed late, collectives sharing a
+ * channel: XLA's channel edges, which this walk does not add).  Control edges are not
  * looked at (they live in the attributes, a cache miss apiece): the caller
  * checks them. */
 static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
@@ -75,6 +86,7 @@ static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn 
   reserve_positions(po, n);
   uint32_t pos = 0;
   po->n_roots = 0;
+  po->n_channels = 0;
   const hk_instr *ahead = c->first;
   for (int k = 0; k < TX_PREFETCH_AHEAD && ahead; k++) ahead = ahead->next;
   for (const hk_instr *x = c->first; x; x = x->next, pos++) {
@@ -91,10 +103,11 @@ static bool build_graph(const hk_computation *c, tx_post_order *po, tx_visit_fn 
       add_op(po, &n_ops, (uint32_t)p);
     }
     if (!x->n_users) po->roots[po->n_roots++] = pos;
+    note_channel(po, x);
     po->pos_by_id[x->id] = pos;
     if (visit && !visit(ctx, x, pos)) return false;
   }
-  if (pos != n) return false;
+  if (pos != n || !hk_channel_ids_distinct(po->channels, po->n_channels)) return false;
   po->first[n] = (uint32_t)n_ops;
   po->stack = grow(po->stack, &po->cap_stack, n_ops + 1, sizeof *po->stack, false);
   return true;

@@ -38,16 +38,10 @@ typedef struct printer {
   hk_buf scratch;           /* attribute pieces of one instruction */
   piece *pieces;
   int n_pieces, cap_pieces;
-  uint8_t *state;           /* post-order DFS state by instruction id */
-  int64_t n_state;
   tx_post_order po;         /* post order over list positions */
   const hk_computation *calls_of;   /* whose callees the list walk added to g */
   struct callgraph *g;      /* call graph being collected (print_in_module_order) */
   const hk_module *gm;
-  hk_instr **stack;
-  size_t cap_stack;
-  hk_instr **order;
-  size_t cap_order;
   size_t *line_at;          /* output offset of each list position's line */
   size_t cap_line_at;
   hk_buf *walk_out;         /* where print_line_at prints, */
@@ -72,10 +66,7 @@ static void printer_free(printer *pr) {
   hk_buf_free(&pr->text);
   hk_buf_free(&pr->scratch);
   free(pr->pieces);
-  free(pr->state);
   tx_post_order_free(&pr->po);
-  free(pr->stack);
-  free(pr->order);
   free(pr->line_at);
   hk_buf_free(&pr->split_out);
   free(pr->chunks);
@@ -92,7 +83,7 @@ static size_t hash_ptr(uintptr_t k) {
 static cache_slot *cache_find(printer *pr, uintptr_t key, bool *found) {
   if ((pr->n + 1) * 2 > pr->cap) {
     size_t ncap = pr->cap ? pr->cap * 2 : 256;
-    cache_slot *ns = calloc(ncap, sizeof *ns);
+    cache_slot *ns = hk_check_alloc(calloc(ncap, sizeof *ns));
     for (size_t i = 0; i < pr->cap; i++) {
       if (!pr->slots[i].key) continue;
       size_t j = hash_ptr(pr->slots[i].key) & (ncap - 1);
@@ -231,7 +222,7 @@ static hk_buf *piece_begin(printer *pr) { return &pr->scratch; }
 static void piece_end(printer *pr, int rank, size_t start) {
   if (pr->n_pieces == pr->cap_pieces) {
     pr->cap_pieces = pr->cap_pieces ? 2 * pr->cap_pieces : 32;
-    pr->pieces = realloc(pr->pieces, sizeof *pr->pieces * (size_t)pr->cap_pieces);
+    pr->pieces = hk_check_alloc(realloc(pr->pieces, sizeof *pr->pieces * (size_t)pr->cap_pieces));
   }
   pr->pieces[pr->n_pieces++] = (piece){rank, (uint32_t)start, (uint32_t)(pr->scratch.len - start)};
 }
@@ -769,71 +760,11 @@ char *hk_instr_to_string(const hk_instr *i, hk_print_form form) {
 
 /* ---- computations -------------------------------------------------------------------- */
 
-static void ensure_state(printer *pr, int64_t id) {
-  if (id < pr->n_state) return;
-  int64_t n = pr->n_state ? pr->n_state : 1024;
-  while (n <= id) n *= 2;
-  pr->state = realloc(pr->state, (size_t)n);
-  memset(pr->state + pr->n_state, 0, (size_t)(n - pr->n_state));
-  pr->n_state = n;
-}
-
-static void push(printer *pr, size_t *sp, hk_instr *i) {
-  if (*sp == pr->cap_stack) {
-    pr->cap_stack = pr->cap_stack ? 2 * pr->cap_stack : 256;
-    pr->stack = realloc(pr->stack, sizeof *pr->stack * pr->cap_stack);
-  }
-  pr->stack[(*sp)++] = i;
-}
-
 static void emit(printer *pr, const hk_instr *i, hk_buf *out) {
   tx_put(out, "  ", 2);
   if (i->parent && i->parent->root == i) tx_put(out, "ROOT ", 5);
   print_instr_line(pr, i, out);
   tx_put(out, "\n", 1);
-}
-
-/* Post-order DFS from r into pr->order (state 1 = on the stack, 2 = done).
- * Returns false if it met a control edge (then the caller must not assume
- * r is the only instruction without users). */
-static bool dfs_collect(printer *pr, const hk_computation *c, hk_instr *r, size_t *n_order) {
-  bool clean = true;
-  size_t sp = 0;
-  push(pr, &sp, r);
-  while (sp) {
-    hk_instr *cur = pr->stack[sp - 1];
-    ensure_state(pr, cur->id);
-    if (cur->parent != c) {
-      sp--;
-      continue;
-    }
-    if (pr->state[cur->id]) {
-      sp--;
-      if (pr->state[cur->id] == 1) {
-        pr->state[cur->id] = 2;
-        if (*n_order == pr->cap_order) {
-          pr->cap_order = pr->cap_order ? 2 * pr->cap_order : 1024;
-          pr->order = realloc(pr->order, sizeof *pr->order * pr->cap_order);
-        }
-        pr->order[(*n_order)++] = cur;
-      }
-      continue;
-    }
-    pr->state[cur->id] = 1;
-    for (int k = cur->n_operands - 1; k >= 0; k--) {
-      __builtin_prefetch(cur->operands[k]);
-      push(pr, &sp, cur->operands[k]);
-    }
-    if (cur->attrs && (cur->attrs->n_control_preds || cur->attrs->n_control_succs)) {
-      clean = false;
-      for (int k = 0; k < cur->attrs->n_control_preds; k++) push(pr, &sp, cur->attrs->control_preds[k]);
-    }
-  }
-  return clean;
-}
-
-static void emit_order(printer *pr, size_t n, hk_buf *out) {
-  for (size_t k = 0; k < n; k++) emit(pr, pr->order[k], out);
 }
 
 static bool has_control_edges(const hk_instr *i) {
@@ -1152,47 +1083,19 @@ static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *
   return true;
 }
 
-/* XLA's MakeInstructionPostOrder: DFS from every instruction without users,
- * in list order; operands pushed in reverse, control predecessors last.
- * Usually computed over list positions (post_order.c); the DFS over the
- * instructions below handles control edges and operands listed late.
- * Ids are unique in the module, so the state array is never reset. */
+/* XLA's MakeInstructionPostOrder.  Usually computed over list positions
+ * while the lines are printed (post_order.c); where that walk cannot
+ * (control edges, operands listed late, collectives sharing a channel),
+ * the IR's post order (host/ir/post_order.c) gives it. */
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
-  size_t n = 0;
   if (print_list_post_order(pr, c, out)) {
     pr->calls_of = c;
     return;
   }
-  /* Fast path: everything is reachable from a user-less root, so the root
-   * is the only DFS start and the list need not be walked. */
-  if (c->root && !c->root->n_users && c->root->parent == c) {
-    bool clean = dfs_collect(pr, c, c->root, &n);
-    if (clean && (int64_t)n == c->n_instrs) {
-      emit_order(pr, n, out);
-      return;
-    }
-    for (size_t k = 0; k < n; k++) pr->state[pr->order[k]->id] = 0;
-  }
-  int64_t printed = 0;
-  for (hk_instr *r = c->first; r; r = r->next) {
-    if (r->next) __builtin_prefetch(r->next);
-    if (r->n_users) continue;
-    ensure_state(pr, r->id);
-    if (pr->state[r->id]) continue;
-    n = 0;
-    dfs_collect(pr, c, r, &n);
-    emit_order(pr, n, out);
-    printed += (int64_t)n;
-  }
-  if (printed == c->n_instrs) return;
-  /* only reachable through a cycle: print what is left in list order */
-  for (hk_instr *i = c->first; i; i = i->next) {
-    ensure_state(pr, i->id);
-    if (pr->state[i->id] != 2) {
-      pr->state[i->id] = 2;
-      emit(pr, i, out);
-    }
-  }
+  int64_t n;
+  hk_instr **order = hk_computation_post_order(c, &n);
+  for (int64_t k = 0; k < n; k++) emit(pr, order[k], out);
+  free(order);
 }
 
 static void print_computation(printer *pr, const hk_computation *c, hk_buf *out) {
@@ -1318,13 +1221,13 @@ typedef struct callgraph {
 
 static void callgraph_init(callgraph *g, int n) {
   g->n = n;
-  g->start = calloc((size_t)n + 1, sizeof *g->start);
-  g->nonroot = calloc((size_t)n + 1, 1);
-  g->sugar = calloc((size_t)n + 1, 1);
-  g->seen = calloc((size_t)n + 1, 1);
+  g->start = hk_check_alloc(calloc((size_t)n + 1, sizeof *g->start));
+  g->nonroot = hk_check_alloc(calloc((size_t)n + 1, 1));
+  g->sugar = hk_check_alloc(calloc((size_t)n + 1, 1));
+  g->seen = hk_check_alloc(calloc((size_t)n + 1, 1));
   g->len = 0;
   g->cap = 16;
-  g->callee = malloc(g->cap * sizeof *g->callee);
+  g->callee = hk_check_alloc(malloc(g->cap * sizeof *g->callee));
 }
 
 /* Appends the computations instruction i calls (callees of the computation
@@ -1336,7 +1239,7 @@ static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const h
   for (int j = 0; j < i->n_called; j++) {
     const hk_computation *c = i->called[body_first ? 1 - j : j];
     if (!c || c->index < 0 || c->index >= g->n || m->computations[c->index] != c) continue;
-    if (g->len == g->cap) g->callee = realloc(g->callee, (g->cap *= 2) * sizeof *g->callee);
+    if (g->len == g->cap) g->callee = hk_check_alloc(realloc(g->callee, (g->cap *= 2) * sizeof *g->callee));
     g->callee[g->len++] = c;
     g->nonroot[c->index] = 1;
     if (i->opcode == HK_OP_ASYNC_START && j == 0 && can_expand(c)) g->sugar[c->index] = 1;
@@ -1395,7 +1298,7 @@ static bool print_in_module_order(printer *pr, const hk_module *m, callgraph *g,
   }
   pr->g = NULL;
   g->start[g->n] = (int)g->len;
-  int *seq = malloc(((size_t)g->n + 1) * sizeof *seq), n_seq = 0;
+  int *seq = hk_check_alloc(malloc(((size_t)g->n + 1) * sizeof *seq)), n_seq = 0;
   visit_all(pr, g, m, NULL, seq, &n_seq);
   bool same = n_seq == g->n;
   for (int k = 0; same && k < n_seq; k++) same = seq[k] == k;
@@ -1408,16 +1311,14 @@ void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer pr;
   printer_init(&pr, out, form);
   pr.scheduled = m->config.is_scheduled;
-  ensure_state(&pr, m->next_id);
   tx_post_order_init(&pr.po, m->next_id);
   print_header(&pr, m, out);
   size_t body = out->len;
   callgraph g;
   if (!print_in_module_order(&pr, m, &g, out)) {
-    /* print again in the right order (the DFS marks are per instruction) */
+    /* print again in the right order */
     out->len = body;
     if (out->data) out->data[body] = 0;
-    memset(pr.state, 0, (size_t)pr.n_state);
     visit_all(&pr, &g, m, out, NULL, NULL);
   }
   callgraph_free(&g);

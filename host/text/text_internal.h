@@ -269,6 +269,8 @@ typedef struct tx_post_order {
   uint32_t *first, *ops, *roots, *stack;
   uint8_t *state;
   size_t cap, cap_ops, cap_stack, n_roots;
+  int64_t *channels;          /* channel ids of the channel collectives (walk.h) */
+  size_t n_channels, cap_channels;
 } tx_post_order;
 void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
 void tx_post_order_free(tx_post_order *po);
