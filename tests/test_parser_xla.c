@@ -303,6 +303,82 @@ START_TEST(test_origin_needs_shape) {
 }
 END_TEST
 
+/* the verifier takes what XLA's HloVerifier takes: dots and convolutions
+ * of any operand types (bf16 x s8), the declared result type; and refuses
+ * mixed precision elsewhere */
+static hk_status *verify_text(const char *t) {
+  hk_module *m = hk_test_parse(t);
+  hk_verify_options o = hk_verify_defaults();
+  hk_status *st = hk_verify_module(m, &o);
+  hk_module_free(m);
+  return st;
+}
+
+START_TEST(test_verifier_mixed_precision) {
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  a = bf16[2,3] parameter(0)\n  b = s8[3,4] parameter(1)\n"
+      "  d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  x = bf16[1,4,2] parameter(2)\n  k = s8[2,2,3] parameter(3)\n"
+      "  ROOT c = f32[1,4,3] convolution(x, k), window={size=2 pad=0_1}, dim_labels=b0f_0io->b0f\n}\n"));
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  a = s8[2,3] parameter(0)\n  b = s32[3,4] parameter(1)\n"
+      "  ROOT d = s8[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
+  hk_status *st = verify_text(
+      "HloModule m\n\nENTRY e {\n  a = f32[2] parameter(0)\n  b = bf16[2] parameter(1)\n"
+      "  ROOT s = f32[2] add(a, b)\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "mixed precision is disallowed"), "%s", st->message);
+  hk_status_free(st);
+  /* a shape-less dot of two types takes the higher-precision one */
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  a = bf16[2,3] parameter(0)\n  b = s32[3,4] parameter(1)\n"
+      "  ROOT d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  ck_assert_int_eq(m->entry->root->shape->elem, HK_BF16);
+  hk_module_free(m);
+}
+END_TEST
+
+/* parameter numbers are unique per computation (XLA: at the parameter) */
+START_TEST(test_duplicate_parameter_number) {
+  expect_error("HloModule m\n\nENTRY e {\n  a = s8[] parameter(0)\n  b = s8[] parameter(0)\n"
+               "  ROOT a = s8[] add(a, b)\n}\n",
+               "t:5:23:", "Duplicate parameter number 0");
+  hk_module_free(hk_test_parse("HloModule m\n\nENTRY e {\n  b = s8[] parameter(1)\n  a = s8[] parameter(0)\n"
+                               "  ROOT s = s8[] add(a, b)\n}\n"));
+}
+END_TEST
+
+/* padding dimensions may mix lo_hi and lo_hi_interior; all print with
+ * interior once one has it */
+START_TEST(test_padding_mixed_forms) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT q = f32[3,10] pad(p, z), padding=0_1x2_3_1\n}\n",
+                   HK_PRINT_SHORT, "padding=0_1_0x2_3_1");
+}
+END_TEST
+
+/* a dense dimension is unique and ordered (D+ and D~ are refused) */
+START_TEST(test_dim_level_types) {
+  const hk_shape *s;
+  hk_module *m = hk_module_new("m");
+  const char *bad = "f32[4]{0:D(D~)}";
+  hk_status *st = hk_parse_shape(m, bad, strlen(bad), &s);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "invalid DimLevelType/unique/ordered combination in shape"),
+                "%s", st->message);
+  hk_status_free(st);
+  const char *ok = "f32[4]{0:D(C+~)}";
+  ck_assert_ok(hk_parse_shape(m, ok, strlen(ok), &s));
+  const char *m2m = "f32[2,3]{0}";
+  st = hk_parse_shape(m, m2m, strlen(m2m), &s);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "Dimensions size is 2, but minor to major size is 1."), "%s",
+                st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -319,6 +395,10 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_async_chain_attributes);
   tcase_add_test(tc, test_result_accuracy);
   tcase_add_test(tc, test_origin_needs_shape);
+  tcase_add_test(tc, test_verifier_mixed_precision);
+  tcase_add_test(tc, test_duplicate_parameter_number);
+  tcase_add_test(tc, test_padding_mixed_forms);
+  tcase_add_test(tc, test_dim_level_types);
   suite_add_tcase(s, tc);
   return s;
 }
