@@ -379,6 +379,37 @@ START_TEST(test_dim_level_types) {
 }
 END_TEST
 
+/* literal elements as XLA reads them: true/false for 1/0 in any real type,
+ * pred only 0 or 1, no decimals for integer types */
+START_TEST(test_literal_elements) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = (s32[2], f32[2]) constant(({true, 2}, {false, 1.5}))\n}\n",
+                   HK_PRINT_SHORT, "constant(( {1, 2}, {0, 1.5} ))");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = pred[2] constant({1, 2})\n}\n", "t:4:33:",
+               "value 2 is out of range for literal's primitive type PRED namely [0, 1].");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = s32[] constant(1.5)\n}\n", "t:4:27:",
+               "expects integer for primitive type: S32");
+  /* every narrow float type prints with its own digits */
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f8e5m2[2] constant({57344, inf})\n}\n",
+                   HK_PRINT_SHORT, "constant({5.7e+04, inf})");
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f8e4m3fn[2] constant({inf, 448})\n}\n",
+                   HK_PRINT_SHORT, "constant({nan, 448})");
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f4e2m1fn[3] constant({0.5, 6, -0})\n}\n",
+                   HK_PRINT_SHORT, "constant({0.5, 6, -0})");
+}
+END_TEST
+
+/* Shardy round-trip attributes are strings with escaped quotes inside
+ * frontend_attributes; they print back unchanged */
+START_TEST(test_shardy_frontend_attributes) {
+  const char *attr =
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\", ?}, "
+      "{\\\"y\\\":(1)2}]>]>\"}";
+  char t[1024];
+  snprintf(t, sizeof t, "HloModule m\n\nENTRY e {\n  ROOT p = f32[8,16] parameter(0), %s\n}\n", attr);
+  expect_print_has(t, HK_PRINT_SHORT, attr);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -399,6 +430,8 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_duplicate_parameter_number);
   tcase_add_test(tc, test_padding_mixed_forms);
   tcase_add_test(tc, test_dim_level_types);
+  tcase_add_test(tc, test_literal_elements);
+  tcase_add_test(tc, test_shardy_frontend_attributes);
   suite_add_tcase(s, tc);
   return s;
 }
