@@ -410,6 +410,36 @@ START_TEST(test_shardy_frontend_attributes) {
 }
 END_TEST
 
+/* a bare element for an array literal is element 0 (XLA ignores its own
+ * nesting complaint); one element too many is an error */
+START_TEST(test_bare_array_literal) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = s8[3] constant(7)\n}\n", HK_PRINT_SHORT,
+                   "constant({7, 0, 0})");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[2] constant({1, 2, 3})\n}\n", "t:4:35:",
+               "tries to set value 3 to a literal in shape f32[2] at linear index 2, but the index is out of range");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[0] constant(1)\n}\n", "t:4:28:",
+               "index is out of range");
+}
+END_TEST
+
+/* shape rules XLA's verifier applies: FFT/IFFT keep the operand shape
+ * whatever fft_length says; a tuple-returning reducer gives a tuple */
+START_TEST(test_verifier_fft_and_tuple_reducer) {
+  ck_assert_ok(verify_text("HloModule m\n\nENTRY e {\n  p = c64[1,1,4] parameter(0)\n"
+                           "  ROOT f = c64[1,1,4] fft(p), fft_type=FFT, fft_length={0}\n}\n"));
+  hk_status *st = verify_text("HloModule m\n\nENTRY e {\n  p = f32[1,8] parameter(0)\n"
+                              "  ROOT f = c64[1,5] fft(p), fft_type=RFFT, fft_length={4}\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "RFFT requires innermost dimensions match fft_length"), "%s",
+                st->message);
+  hk_status_free(st);
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nfn {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  s = f32[] add(a, b)\n"
+      "  ROOT t = (f32[]) tuple(s)\n}\n\nENTRY e {\n  p = f32[4,3] parameter(0)\n  z = f32[] constant(0)\n"
+      "  ROOT r = (f32[3]) reduce(p, z), dimensions={0}, to_apply=fn\n}\n"));
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -432,6 +462,8 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_dim_level_types);
   tcase_add_test(tc, test_literal_elements);
   tcase_add_test(tc, test_shardy_frontend_attributes);
+  tcase_add_test(tc, test_bare_array_literal);
+  tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -297,7 +297,15 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   if (rank == 0) return parse_element(P, p, l->data, &pos);
   if (tx_peek(P) != '{') {
     if (tx_peek(P) == '}') return tx_error_at(P, P->p, "unexpected '}' token");
-    return tx_error_at(P, P->p, "expects '{' at the start of an array literal");
+    /* XLA's ParseDenseLiteral ignores its nesting complaint about a bare
+     * element: it becomes element 0, the others stay zero */
+    if (hk_shape_elements(s) == 0) {
+      char *h = tx_human_shape(s);
+      tx_error_at(P, P->p, "tries to set a value to a literal in shape %s at linear index 0, but the index is out of range", h);
+      free(h);
+      return false;
+    }
+    return parse_element(P, p, l->data, &pos);
   }
   if (at_elided(P)) {
     P->p++;
@@ -342,7 +350,17 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
     } else {
       if (nest < rank)
         return tx_error_at(P, at, "expects nested array in rank %d, but sees %d", rank, nest);
-      if (idx >= total) return tx_error_at(P, at, "too many elements in the literal");
+      if (idx >= total) {
+        char *h = tx_human_shape(s);
+        const char *v = at;
+        while (v < P->end && *v != ',' && *v != '}' && *v != '\n' && v - at < 64) v++;
+        tx_error_at(P, at,
+                    "tries to set value %.*s to a literal in shape %s at linear index %lld, but "
+                    "the index is out of range",
+                    (int)(v - at), at, h, (long long)idx);
+        free(h);
+        return false;
+      }
       seen[rank - 1]++;
       pos.index = idx;
       if (!parse_element(P, p, (char *)l->data + idx * esz, &pos)) return false;
