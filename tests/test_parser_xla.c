@@ -64,19 +64,6 @@ static void parse_print_reparse(const char *text, size_t len) {
 
 /* ---- fuzz regressions ---------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  *len = fread(b, 1, (size_t)n, f);
-  b[*len] = 0;
-  fclose(f);
-  return b;
-}
-
 START_TEST(test_fuzz_regressions) {
   DIR *d = opendir("tests/fuzz_regressions");
   ck_assert_msg(d, "tests/fuzz_regressions is missing (run from the repository root)");
@@ -86,11 +73,10 @@ START_TEST(test_fuzz_regressions) {
     if (e->d_name[0] == '.') continue;
     char path[1024];
     snprintf(path, sizeof path, "tests/fuzz_regressions/%s", e->d_name);
-    size_t len = 0;
-    char *text = slurp(path, &len);
-    ck_assert_msg(text, "cannot read %s", path);
-    parse_print_reparse(text, len);
-    free(text);
+    hk_file_bytes fb;
+    ck_assert_ok(hk_file_bytes_open(path, &fb));
+    parse_print_reparse(fb.data, fb.len);
+    hk_file_bytes_close(&fb);
     n++;
   }
   closedir(d);
