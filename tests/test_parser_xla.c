@@ -64,19 +64,6 @@ static void parse_print_reparse(const char *text, size_t len) {
 
 /* ---- fuzz regressions ---------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  *len = fread(b, 1, (size_t)n, f);
-  b[*len] = 0;
-  fclose(f);
-  return b;
-}
-
 START_TEST(test_fuzz_regressions) {
   DIR *d = opendir("tests/fuzz_regressions");
   ck_assert_msg(d, "tests/fuzz_regressions is missing (run from the repository root)");
@@ -86,11 +73,10 @@ START_TEST(test_fuzz_regressions) {
     if (e->d_name[0] == '.') continue;
     char path[1024];
     snprintf(path, sizeof path, "tests/fuzz_regressions/%s", e->d_name);
-    size_t len = 0;
-    char *text = slurp(path, &len);
-    ck_assert_msg(text, "cannot read %s", path);
-    parse_print_reparse(text, len);
-    free(text);
+    hk_file_bytes fb;
+    ck_assert_ok(hk_file_bytes_open(path, &fb));
+    parse_print_reparse(fb.data, fb.len);
+    hk_file_bytes_close(&fb);
     n++;
   }
   closedir(d);
@@ -303,6 +289,143 @@ START_TEST(test_origin_needs_shape) {
 }
 END_TEST
 
+/* the verifier takes what XLA's HloVerifier takes: dots and convolutions
+ * of any operand types (bf16 x s8), the declared result type; and refuses
+ * mixed precision elsewhere */
+static hk_status *verify_text(const char *t) {
+  hk_module *m = hk_test_parse(t);
+  hk_verify_options o = hk_verify_defaults();
+  hk_status *st = hk_verify_module(m, &o);
+  hk_module_free(m);
+  return st;
+}
+
+START_TEST(test_verifier_mixed_precision) {
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  a = bf16[2,3] parameter(0)\n  b = s8[3,4] parameter(1)\n"
+      "  d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  x = bf16[1,4,2] parameter(2)\n  k = s8[2,2,3] parameter(3)\n"
+      "  ROOT c = f32[1,4,3] convolution(x, k), window={size=2 pad=0_1}, dim_labels=b0f_0io->b0f\n}\n"));
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  a = s8[2,3] parameter(0)\n  b = s32[3,4] parameter(1)\n"
+      "  ROOT d = s8[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n"));
+  hk_status *st = verify_text(
+      "HloModule m\n\nENTRY e {\n  a = f32[2] parameter(0)\n  b = bf16[2] parameter(1)\n"
+      "  ROOT s = f32[2] add(a, b)\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "mixed precision is disallowed"), "%s", st->message);
+  hk_status_free(st);
+  /* a shape-less dot of two types takes the higher-precision one */
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  a = bf16[2,3] parameter(0)\n  b = s32[3,4] parameter(1)\n"
+      "  ROOT d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  ck_assert_int_eq(m->entry->root->shape->elem, HK_BF16);
+  hk_module_free(m);
+}
+END_TEST
+
+/* parameter numbers are unique per computation (XLA: at the parameter) */
+START_TEST(test_duplicate_parameter_number) {
+  expect_error("HloModule m\n\nENTRY e {\n  a = s8[] parameter(0)\n  b = s8[] parameter(0)\n"
+               "  ROOT a = s8[] add(a, b)\n}\n",
+               "t:5:23:", "Duplicate parameter number 0");
+  hk_module_free(hk_test_parse("HloModule m\n\nENTRY e {\n  b = s8[] parameter(1)\n  a = s8[] parameter(0)\n"
+                               "  ROOT s = s8[] add(a, b)\n}\n"));
+}
+END_TEST
+
+/* padding dimensions may mix lo_hi and lo_hi_interior; all print with
+ * interior once one has it */
+START_TEST(test_padding_mixed_forms) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[2,3] parameter(0)\n  z = f32[] constant(0)\n"
+                   "  ROOT q = f32[3,10] pad(p, z), padding=0_1x2_3_1\n}\n",
+                   HK_PRINT_SHORT, "padding=0_1_0x2_3_1");
+}
+END_TEST
+
+/* a dense dimension is unique and ordered (D+ and D~ are refused) */
+START_TEST(test_dim_level_types) {
+  const hk_shape *s;
+  hk_module *m = hk_module_new("m");
+  const char *bad = "f32[4]{0:D(D~)}";
+  hk_status *st = hk_parse_shape(m, bad, strlen(bad), &s);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "invalid DimLevelType/unique/ordered combination in shape"),
+                "%s", st->message);
+  hk_status_free(st);
+  const char *ok = "f32[4]{0:D(C+~)}";
+  ck_assert_ok(hk_parse_shape(m, ok, strlen(ok), &s));
+  const char *m2m = "f32[2,3]{0}";
+  st = hk_parse_shape(m, m2m, strlen(m2m), &s);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "Dimensions size is 2, but minor to major size is 1."), "%s",
+                st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+/* literal elements as XLA reads them: true/false for 1/0 in any real type,
+ * pred only 0 or 1, no decimals for integer types */
+START_TEST(test_literal_elements) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = (s32[2], f32[2]) constant(({true, 2}, {false, 1.5}))\n}\n",
+                   HK_PRINT_SHORT, "constant(( {1, 2}, {0, 1.5} ))");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = pred[2] constant({1, 2})\n}\n", "t:4:33:",
+               "value 2 is out of range for literal's primitive type PRED namely [0, 1].");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = s32[] constant(1.5)\n}\n", "t:4:27:",
+               "expects integer for primitive type: S32");
+  /* every narrow float type prints with its own digits */
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f8e5m2[2] constant({57344, inf})\n}\n",
+                   HK_PRINT_SHORT, "constant({5.7e+04, inf})");
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f8e4m3fn[2] constant({inf, 448})\n}\n",
+                   HK_PRINT_SHORT, "constant({nan, 448})");
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f4e2m1fn[3] constant({0.5, 6, -0})\n}\n",
+                   HK_PRINT_SHORT, "constant({0.5, 6, -0})");
+}
+END_TEST
+
+/* Shardy round-trip attributes are strings with escaped quotes inside
+ * frontend_attributes; they print back unchanged */
+START_TEST(test_shardy_frontend_attributes) {
+  const char *attr =
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\", ?}, "
+      "{\\\"y\\\":(1)2}]>]>\"}";
+  char t[1024];
+  snprintf(t, sizeof t, "HloModule m\n\nENTRY e {\n  ROOT p = f32[8,16] parameter(0), %s\n}\n", attr);
+  expect_print_has(t, HK_PRINT_SHORT, attr);
+}
+END_TEST
+
+/* a bare element for an array literal is element 0 (XLA ignores its own
+ * nesting complaint); one element too many is an error */
+START_TEST(test_bare_array_literal) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = s8[3] constant(7)\n}\n", HK_PRINT_SHORT,
+                   "constant({7, 0, 0})");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[2] constant({1, 2, 3})\n}\n", "t:4:35:",
+               "tries to set value 3 to a literal in shape f32[2] at linear index 2, but the index is out of range");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[0] constant(1)\n}\n", "t:4:28:",
+               "index is out of range");
+}
+END_TEST
+
+/* shape rules XLA's verifier applies: FFT/IFFT keep the operand shape
+ * whatever fft_length says; a tuple-returning reducer gives a tuple */
+START_TEST(test_verifier_fft_and_tuple_reducer) {
+  ck_assert_ok(verify_text("HloModule m\n\nENTRY e {\n  p = c64[1,1,4] parameter(0)\n"
+                           "  ROOT f = c64[1,1,4] fft(p), fft_type=FFT, fft_length={0}\n}\n"));
+  hk_status *st = verify_text("HloModule m\n\nENTRY e {\n  p = f32[1,8] parameter(0)\n"
+                              "  ROOT f = c64[1,5] fft(p), fft_type=RFFT, fft_length={4}\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "RFFT requires innermost dimensions match fft_length"), "%s",
+                st->message);
+  hk_status_free(st);
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nfn {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  s = f32[] add(a, b)\n"
+      "  ROOT t = (f32[]) tuple(s)\n}\n\nENTRY e {\n  p = f32[4,3] parameter(0)\n  z = f32[] constant(0)\n"
+      "  ROOT r = (f32[3]) reduce(p, z), dimensions={0}, to_apply=fn\n}\n"));
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -319,6 +442,14 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_async_chain_attributes);
   tcase_add_test(tc, test_result_accuracy);
   tcase_add_test(tc, test_origin_needs_shape);
+  tcase_add_test(tc, test_verifier_mixed_precision);
+  tcase_add_test(tc, test_duplicate_parameter_number);
+  tcase_add_test(tc, test_padding_mixed_forms);
+  tcase_add_test(tc, test_dim_level_types);
+  tcase_add_test(tc, test_literal_elements);
+  tcase_add_test(tc, test_shardy_frontend_attributes);
+  tcase_add_test(tc, test_bare_array_literal);
+  tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
   suite_add_tcase(s, tc);
   return s;
 }

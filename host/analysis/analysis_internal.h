@@ -34,6 +34,8 @@ bool ana_compatible_ignoring_fp(const hk_shape *a, const hk_shape *b);
 bool ana_same_dims(const hk_shape *a, const hk_shape *b);
 bool ana_is_scalar(const hk_shape *s);
 bool ana_same_elem_ignoring_fp(hk_prim a, hk_prim b);
+/* XLA's primitive_util::HigherPrecisionType. */
+hk_prim ana_higher_precision(hk_prim a, hk_prim b);
 
 /* Layout-free interned array shape; dyn may be NULL. */
 const hk_shape *ana_array(hk_module *m, hk_prim elem, int rank,

@@ -195,3 +195,41 @@ hk_status *hk_infer_shape(hk_module *m, const hk_instr *i, const hk_shape **out)
   ana_ctx c = {m, i, false};
   return ana_infer(&c, out);
 }
+
+/* numeric_limits<T>::max_exponent and ::digits of a floating type. */
+static void float_range(hk_prim p, int *max_exp, int *digits) {
+  switch (p) {
+    case HK_F16: *max_exp = 16, *digits = 11; return;
+    case HK_BF16: *max_exp = 128, *digits = 8; return;
+    case HK_F32: *max_exp = 128, *digits = 24; return;
+    case HK_F64: *max_exp = 1024, *digits = 53; return;
+    case HK_F8E5M2: case HK_F8E5M2FNUZ: *max_exp = 16, *digits = 3; return;
+    case HK_F8E4M3: case HK_F8E4M3FNUZ: *max_exp = 8, *digits = 4; return;
+    case HK_F8E4M3FN: *max_exp = 9, *digits = 4; return;
+    case HK_F8E4M3B11FNUZ: *max_exp = 5, *digits = 4; return;
+    case HK_F8E3M4: *max_exp = 4, *digits = 5; return;
+    case HK_F4E2M1FN: *max_exp = 3, *digits = 2; return;
+    case HK_F8E8M0FNU: *max_exp = 128, *digits = 1; return;
+    default: *max_exp = -1, *digits = -1; return;
+  }
+}
+
+/* XLA's primitive_util::HigherPrecisionType: complex first, then more float
+ * range, more float precision, more bits, signed over unsigned. */
+hk_prim ana_higher_precision(hk_prim a, hk_prim b) {
+  int ka[5], kb[5];
+  hk_prim t[2] = {a, b};
+  int *k[2] = {ka, kb};
+  for (int j = 0; j < 2; j++) {
+    hk_prim p = t[j];
+    bool cplx = hk_prim_is_complex(p);
+    hk_prim comp = p == HK_C64 ? HK_F32 : p == HK_C128 ? HK_F64 : p;
+    k[j][0] = cplx;
+    float_range(comp, &k[j][1], &k[j][2]);
+    k[j][3] = hk_prim_bits(comp);
+    k[j][4] = hk_prim_is_signed_int(comp);
+  }
+  for (int i = 0; i < 5; i++)
+    if (ka[i] != kb[i]) return ka[i] > kb[i] ? a : b;
+  return a;
+}

@@ -37,19 +37,12 @@ static const hk_i64s no_dims = {0, NULL};
 
 /* ---- dot ------------------------------------------------------------------ */
 
+/* XLA's InferDotOpShape / InferConvolveShape: any operand element types
+ * (mixed precision, int x float); the result takes the declared type, or
+ * the higher-precision operand type when the shape is being inferred. */
 static hk_status *dot_result_type(ana_ctx *c, hk_prim l, hk_prim r, hk_prim *out) {
-  bool both_int = hk_prim_is_integral(l) && hk_prim_is_integral(r);
-  if (!ana_same_elem_ignoring_fp(l, r) && !both_int)
-    return ana_fail(c->i, "dot/convolution operand element types %s and %s do not match",
-                    hk_prim_name(l), hk_prim_name(r));
-  hk_prim from = hk_prim_bits(r) > hk_prim_bits(l) ? r : l;
   hk_prim pref = elem_of(c->i->shape);
-  if (!hk_prim_is_array(pref)) pref = from;
-  if (pref != from && !hk_prim_is_float(from) && !hk_prim_is_complex(from) &&
-      hk_prim_bits(pref) < hk_prim_bits(from))
-    return ana_fail(c->i, "result type %s must not be narrower than the operand type %s",
-                    hk_prim_name(pref), hk_prim_name(from));
-  *out = pref;
+  *out = hk_prim_is_array(pref) ? pref : ana_higher_precision(l, r);
   return NULL;
 }
 

@@ -356,28 +356,40 @@ static hk_status *infer_fft(ana_ctx *c, const hk_shape **out) {
   HK_TRY(need_operand_array(c, 0));
   const char *type = a && a->fft_type ? a->fft_type : "FFT";
   hk_i64s len = a ? a->fft_length : (hk_i64s){0, NULL};
-  if (len.n < 1 || len.n > 3 || len.n > op->rank)
-    return ana_fail(c->i, "fft_length must have 1 to 3 entries, at most the operand rank");
+  if (len.n < 1 || len.n > 3) return ana_fail(c->i, "FFT only supports ranks 1-3; got %d.", len.n);
   int base = op->rank - len.n;
   bool real_in = strcmp(type, "RFFT") == 0, real_out = strcmp(type, "IRFFT") == 0;
-  hk_prim e = elem_of(op), re = e;
+  hk_prim e = elem_of(op);
   if (real_in ? !(e == HK_F32 || e == HK_F64) : !hk_prim_is_complex(e))
     return ana_fail(c->i, "%s does not accept operands of type %s", type, hk_prim_name(e));
+  if (base < 0)
+    return ana_fail(c->i, "FFT of rank %d requires input of at least same rank; got input of rank %d",
+                    len.n, op->rank);
+  /* XLA's InferFftShape: FFT and IFFT keep the operand shape whatever
+   * fft_length says; RFFT matches every transformed dimension, IRFFT all
+   * but the last, whose size is fft_length/2+1 (unbounded '?' sizes pass) */
+  if (!real_in && !real_out) {
+    *out = op;
+    return NULL;
+  }
   int64_t dims[HK_MAX_RANK];
   ana_copy_dims(dims, op);
-  for (int k = 0; k < len.n; k++) {
-    int64_t want = len.v[k];
-    if (real_out && k == len.n - 1) want = len.v[k] / 2 + 1;
-    if (op->dims[base + k] != want)
-      return ana_fail(c->i, "%s operand dimension %d must be %lld, is %lld", type,
-                      base + k, (long long)want, (long long)op->dims[base + k]);
-  }
+  int64_t last_len = len.v[len.n - 1];
+  for (int k = 0; k < (real_out ? len.n - 1 : len.n); k++)
+    if (op->dims[base + k] >= 0 && op->dims[base + k] != len.v[k])
+      return ana_fail(c->i, "%s requires innermost dimensions match fft_length but dimension %d is %lld and should be %lld.",
+                      type, base + k, (long long)op->dims[base + k], (long long)len.v[k]);
+  int64_t last_in = op->dims[op->rank - 1];
+  if (real_out && (last_in != 0 || last_len != 0) && last_in >= 0 && last_in != last_len / 2 + 1)
+    return ana_fail(c->i, "IRFFT requires innermost dimension matches fft_length/2+1, but dimension %d is %lld and should be %lld.",
+                    op->rank - 1, (long long)last_in, (long long)(last_len / 2 + 1));
+  hk_prim re;
   if (real_in) {
     re = e == HK_F64 ? HK_C128 : HK_C64;
-    dims[op->rank - 1] = len.v[len.n - 1] / 2 + 1;
-  } else if (real_out) {
+    if (last_len != 0) dims[op->rank - 1] = last_len / 2 + 1;
+  } else {
     re = e == HK_C128 ? HK_F64 : HK_F32;
-    dims[op->rank - 1] = len.v[len.n - 1];
+    dims[op->rank - 1] = last_len;
   }
   *out = ana_array(c->m, re, op->rank, dims, NULL);
   return NULL;

@@ -129,10 +129,6 @@ static const hk_shape *merged(ana_ctx *c, const hk_shape *a, const hk_shape *b,
   return ana_array(c->m, e, a->rank, a->dims, dyn);
 }
 
-static hk_prim higher_precision(hk_prim a, hk_prim b) {
-  return hk_prim_bits(b) > hk_prim_bits(a) ? b : a;
-}
-
 static hk_status *infer_binary(ana_ctx *c, type_rule r, const hk_shape **out) {
   HK_TRY(need_array(c, 0));
   HK_TRY(need_array(c, 1));
@@ -150,7 +146,7 @@ static hk_status *infer_binary(ana_ctx *c, type_rule r, const hk_shape **out) {
   if (!type_ok(r, elem_of(a)))
     return ana_fail(c->i, "%s expects %s operands, got %s", hk_opcode_name(op),
                     rule_name(r), hk_prim_name(elem_of(a)));
-  hk_prim e = higher_precision(elem_of(a), elem_of(b));
+  hk_prim e = ana_higher_precision(elem_of(a), elem_of(b));
   if (op == HK_OP_COMPARE) e = HK_PRED;
   if (op == HK_OP_COMPLEX) {
     if (e != HK_F32 && e != HK_F64)
@@ -177,7 +173,7 @@ static hk_status *infer_select(ana_ctx *c, const hk_shape **out) {
   if (!ana_same_dims(p, t))
     return ana_fail(c->i, "select's predicate %s and operands %s must have the same dimensions",
                     ana_shape_str(p, s1, sizeof s1), ana_shape_str(t, s2, sizeof s2));
-  *out = merged(c, t, f, higher_precision(elem_of(t), elem_of(f)));
+  *out = merged(c, t, f, ana_higher_precision(elem_of(t), elem_of(f)));
   return NULL;
 }
 

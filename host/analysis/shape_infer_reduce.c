@@ -104,6 +104,14 @@ static hk_status *half_operands(ana_ctx *c, int *n) {
   return NULL;
 }
 
+/* XLA: a reducer returning a tuple gives a tuple result (one of one
+ * element too); a scalar reducer the array itself. */
+static const hk_shape *reducer_result(ana_ctx *c, const hk_computation *comp, int n,
+                                      const hk_shape *const *res) {
+  if (comp->root && hk_shape_is_tuple(comp->root->shape)) return ana_tuple(c->m, n, res);
+  return ana_single_or_tuple(c->m, n, res);
+}
+
 static hk_status *infer_reduce(ana_ctx *c, const hk_shape **out) {
   int n = 0;
   hk_computation *comp;
@@ -134,7 +142,7 @@ static hk_status *infer_reduce(ana_ctx *c, const hk_shape **out) {
     }
   const hk_shape *res[HK_MAX_RANK];
   for (int k = 0; k < n; k++) res[k] = ana_array(c->m, acc[k], r, dims, dyn);
-  *out = ana_single_or_tuple(c->m, n, res);
+  *out = reducer_result(c, comp, n, res);
   return NULL;
 }
 
@@ -181,7 +189,7 @@ static hk_status *infer_reduce_window(ana_ctx *c, const hk_shape **out) {
                            in->dims, dims));
   const hk_shape *res[HK_MAX_RANK];
   for (int k = 0; k < n; k++) res[k] = ana_array(c->m, acc[k], in->rank, dims, NULL);
-  *out = ana_single_or_tuple(c->m, n, res);
+  *out = reducer_result(c, comp, n, res);
   return NULL;
 }
 

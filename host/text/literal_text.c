@@ -222,22 +222,34 @@ static bool int_in_range(tx_parser *P, hk_prim p, uint64_t u, bool neg, const ch
 static bool parse_element(tx_parser *P, hk_prim p, void *e, const elem_pos *pos) {
   tx_skip(P);
   const char *at = P->p;
-  if (p == HK_PRED) {
-    bool b;
-    if (tx_accept_word(P, "true")) b = true;
-    else if (tx_accept_word(P, "false")) b = false;
-    else {
-      int64_t v;
-      if (!tx_int(P, &v)) return false;
-      b = v != 0;
+  /* true/false stand for 1/0 in a literal of any real type */
+  bool word_true = tx_accept_word(P, "true");
+  if (word_true || tx_accept_word(P, "false")) {
+    if (hk_prim_is_complex(p)) return tx_error_at(P, at, "expects a complex number");
+    if (hk_prim_is_float(p)) {
+      encode_real(p, e, word_true ? 1.0 : 0.0);
+    } else {
+      uint64_t one = word_true;
+      store_bits(p, e, one);
     }
-    *(uint8_t *)e = b;
     return true;
   }
-  if (hk_prim_is_integral(p)) {
+  if (p == HK_PRED || hk_prim_is_integral(p)) {
     uint64_t u;
     bool neg;
+    char un[32];
     if (!tx_uint64(P, &u, &neg)) return false;
+    if (P->p < P->end && (*P->p == '.' || *P->p == 'e' || *P->p == 'E'))
+      return tx_error_at(P, at, "expects integer for primitive type: %s", upper_name(p, un));
+    if (p == HK_PRED) {
+      if (neg ? u != 0 : u > 1)
+        return tx_error_at(P, at,
+                           "value %s%llu is out of range for literal's primitive type PRED namely "
+                           "[0, 1].",
+                           neg ? "-" : "", (unsigned long long)u);
+      *(uint8_t *)e = u != 0;
+      return true;
+    }
     if (!int_in_range(P, p, u, neg, at)) return false;
     uint64_t bits = neg ? 0 - u : u;
     int sb = hk_prim_storage_bytes(p);
@@ -285,7 +297,15 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   if (rank == 0) return parse_element(P, p, l->data, &pos);
   if (tx_peek(P) != '{') {
     if (tx_peek(P) == '}') return tx_error_at(P, P->p, "unexpected '}' token");
-    return tx_error_at(P, P->p, "expects '{' at the start of an array literal");
+    /* XLA's ParseDenseLiteral ignores its nesting complaint about a bare
+     * element: it becomes element 0, the others stay zero */
+    if (hk_shape_elements(s) == 0) {
+      char *h = tx_human_shape(s);
+      tx_error_at(P, P->p, "tries to set a value to a literal in shape %s at linear index 0, but the index is out of range", h);
+      free(h);
+      return false;
+    }
+    return parse_element(P, p, l->data, &pos);
   }
   if (at_elided(P)) {
     P->p++;
@@ -330,7 +350,17 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
     } else {
       if (nest < rank)
         return tx_error_at(P, at, "expects nested array in rank %d, but sees %d", rank, nest);
-      if (idx >= total) return tx_error_at(P, at, "too many elements in the literal");
+      if (idx >= total) {
+        char *h = tx_human_shape(s);
+        const char *v = at;
+        while (v < P->end && *v != ',' && *v != '}' && *v != '\n' && v - at < 64) v++;
+        tx_error_at(P, at,
+                    "tries to set value %.*s to a literal in shape %s at linear index %lld, but "
+                    "the index is out of range",
+                    (int)(v - at), at, h, (long long)idx);
+        free(h);
+        return false;
+      }
       seen[rank - 1]++;
       pos.index = idx;
       if (!parse_element(P, p, (char *)l->data + idx * esz, &pos)) return false;

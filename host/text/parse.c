@@ -225,8 +225,10 @@ static hk_instr *auto_parameter(tx_parser *P, hk_computation *c, const hk_shape 
     snprintf(buf, sizeof buf, "parameter");
   }
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, buf);
-  hk_instr_attrs(p)->parameter_number = P->n_auto_params++;
+  int64_t num = P->n_auto_params++;
+  hk_instr_attrs(p)->parameter_number = num;
   if (P->params) tx_vec_push(P->params, p);
+  if (num > P->params_max) P->params_max = num;
   if (named) define_name(P, p, name, len);
   return p;
 }
@@ -692,7 +694,22 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
   return true;
 }
 
+/* XLA's HloComputation::Builder::AddParameter: a number once per
+ * computation.  Parameters come in increasing order mostly: only a number
+ * not above the largest so far is looked for. */
+static bool check_parameter_number(tx_parser *P, tx_pending *pi) {
+  if (!P->params) return true;
+  int64_t num = pi->a.parameter_number;
+  if (num <= P->params_max)
+    for (size_t k = 0; k < P->params->n; k++)
+      if (((hk_instr *)P->params->v[k])->attrs->parameter_number == num)
+        return tx_error_at(P, pi->param_close_at, "Duplicate parameter number %lld", (long long)num);
+  if (num > P->params_max) P->params_max = num;
+  return true;
+}
+
 static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
+  if (pi->op == HK_OP_PARAMETER && !pi->async_kind && !check_parameter_number(P, pi)) return false;
   bool infer_later = !pi->shape && !infer_shape_quick(P, pi);
   if (infer_later) pi->shape = hk_shape_tuple(P->m, 0, NULL);
   if (!check_instr(P, pi)) return false;
@@ -764,6 +781,7 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
     const char *at = (tx_skip(P), P->p);
     if (!tx_int(P, &num)) return false;
     if (num < 0) return tx_error_at(P, at, "parameter number must be >= 0");
+    pi->param_close_at = (tx_skip(P), P->p);
     if (!tx_expect(P, ')', "after the parameter number")) return false;
     pi->a.parameter_number = num;
     pi->has_attrs = true;
@@ -867,6 +885,7 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   tx_table scope, *saved = P->scope, renamed, *saved_renamed = P->renamed;
   bool saved_single = P->single_instr;
   tx_vec params = {0}, *saved_params = P->params;
+  int64_t saved_max = P->params_max;
   hk_computation *saved_comp = P->comp;
   tx_table_init(&scope);
   tx_table_init(&renamed);
@@ -874,6 +893,7 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   P->renamed = &renamed;
   P->comp = c;
   P->params = &params;
+  P->params_max = -1;
   P->single_instr = false;
   hk_instr *root = NULL, *last = NULL;
   bool ok = true;
@@ -911,6 +931,7 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   P->renamed = saved_renamed;
   P->comp = saved_comp;
   P->params = saved_params;
+  P->params_max = saved_max;
   P->single_instr = saved_single;
   return ok;
 }
@@ -1198,6 +1219,7 @@ static bool parse_single_instruction(tx_parser *P) {
   P->renamed = &renamed;
   P->comp = c;
   P->params = &params;
+  P->params_max = -1;
   P->single_instr = true;
   hk_instr *i;
   bool is_root;

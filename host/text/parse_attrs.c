@@ -310,9 +310,9 @@ static bool parse_dim_labels(tx_parser *P, tx_pending *pi) {
 }
 
 static bool parse_padding(tx_parser *P, tx_pending *pi) {
+  /* each dimension lo_hi or lo_hi_interior (XLA's lexer: they may mix) */
   int64_t v[HK_MAX_RANK * 3];
   int k = 0;
-  int per = -1;
   tx_skip(P);
   for (;;) {
     int here = 0;
@@ -329,20 +329,24 @@ static bool parse_padding(tx_parser *P, tx_pending *pi) {
     }
     if (here < 2 || here > 3)
       return tx_error_at(P, P->p, "expects padding_low, padding_high and optional padding_interior separated by '_'");
-    if (per < 0) per = here;
-    if (here != per) return tx_error_at(P, P->p, "inconsistent padding dimensions");
+    if (here == 3 && v[k - 1] < 0)
+      return tx_error_at(P, P->p, "expects padding config, e.g., '0_0_0x3_3_1'");
+    if (here == 2) {
+      if (k >= HK_MAX_RANK * 3) return tx_error_at(P, P->p, "padding has too many dimensions");
+      v[k++] = 0;
+    }
     if (P->p < P->end && *P->p == 'x') {
       P->p++;
       continue;
     }
     break;
   }
-  int n = k / per;
+  int n = k / 3;
   hk_pad_dim *d = hk_alloc(P->m, sizeof *d * (size_t)(n ? n : 1));
   for (int i = 0; i < n; i++) {
-    d[i].lo = v[i * per];
-    d[i].hi = v[i * per + 1];
-    d[i].interior = per == 3 ? v[i * per + 2] : 0;
+    d[i].lo = v[i * 3];
+    d[i].hi = v[i * 3 + 1];
+    d[i].interior = v[i * 3 + 2];
   }
   pi->a.n_pad = n;
   pi->a.pad = d;

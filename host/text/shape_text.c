@@ -70,9 +70,15 @@ static bool check_dim_level_types(tx_parser *P, const char *p, size_t n, int ran
     while (q < e && (*q == ' ' || *q == ',')) q++;
     if (q >= e) break;
     if (*q != 'D' && *q != 'C' && *q != 'S' && *q != 'H')
-      return tx_error_at(P, q, "expected a DimLevelType abbreviation (D, C, S, or H)");
-    q++;
-    while (q < e && (*q == '+' || *q == '~')) q++;
+      return tx_error_at(P, q, "expected a DimLevelType abbreviation (D, C, or S)");
+    bool dense = *q++ == 'D';
+    /* '+': not unique, '~': not ordered, in that order; a dense
+     * dimension is both (XLA's LayoutUtil::ValidateDimLevel) */
+    bool unique = true, ordered = true;
+    if (q < e && *q == '+') unique = false, q++;
+    if (q < e && *q == '~') ordered = false, q++;
+    if (dense && !(unique && ordered))
+      return tx_error_at(P, q, "invalid DimLevelType/unique/ordered combination in shape");
     cnt++;
   }
   *count = cnt;
@@ -255,8 +261,8 @@ static bool parse_array_shape(tx_parser *P, const hk_shape **out) {
     if (hk_prim_is_array(prim) && lay.n_minor_to_major != rank &&
         !(lay.n_minor_to_major == 0 && rank == 0)) {
       free(extra);
-      return tx_error_at(P, lat, "layout has %d minor-to-major entries, shape has rank %d",
-                         lay.n_minor_to_major, rank);
+      return tx_error_at(P, lat, "Dimensions size is %d, but minor to major size is %d.", rank,
+                         lay.n_minor_to_major);
     }
     lay.extra = extra;
     if (hk_prim_is_array(prim)) tmpl.layout = &lay;

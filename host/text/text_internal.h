@@ -42,6 +42,7 @@ typedef struct tx_parser {
   tx_vec opstack;             /* operands of instructions being parsed */
   tx_table async_comps;       /* computations already wrapped by an async op, by name */
   tx_vec *params;             /* parameters of the computation being parsed */
+  int64_t params_max;         /* their largest number (-1: none yet) */
   tx_table shapes;            /* shape text -> interned shape (array shapes) */
   struct tx_shape_memo {      /* shape texts met lately (slots: tx_memo_index) */
     const char *text;
@@ -186,6 +187,7 @@ typedef struct tx_pending {
   int n_ctrl, cap_ctrl;
   hk_instr **ctrl;
   const char *async_thread;
+  const char *param_close_at; /* the ')' after a parameter number (errors) */
   /* attributes seen (required-attribute checks) */
   bool seen_dims, seen_index, seen_direction, seen_slice, seen_padding, seen_window;
   bool seen_dnums_dot, seen_dim_labels;
