@@ -1,9 +1,11 @@
-/* dot.c - the dot handler: picks the cheapest of three plans - operands
- * resharded to match the output's tiling (batch / non-contracting dims), or
- * the lhs (rhs) kept as it is with the other operand matched to it on the
- * contracting dims, local dot, all-reduce of the partial sums (or a
- * reduce-scatter straight into the output's sharding when that splits the
- * result across the summing devices) - by the bytes each plan moves. */
+/* dot.c - the dot handler: XLA's windowed einsum when its gate says so,
+ * then XLA's base-case rules (fully tiled shardings), else the cheapest of
+ * three plans - operands resharded to match the output's tiling (batch /
+ * non-contracting dims), or the lhs (rhs) kept as it is with the other
+ * operand matched to it on the contracting dims, local dot, all-reduce of
+ * the partial sums (or a reduce-scatter straight into the output's sharding
+ * when that splits the result across the summing devices) - priced by the
+ * planned_collective_cost hook. */
 #include "spmd_internal.h"
 
 typedef struct dot_dims {
@@ -62,24 +64,6 @@ static void map_dims(const hk_instr *dot, dot_dims *m) {
 static bool plain_tiled(const hk_sharding *s) {
   return s && s->kind == HK_SHARDING_TILED && !spmd_is_subgroup_manual(s) &&
          s->n_subgroups == 0;
-}
-
-/* Bytes moved to reshard a value of `bytes` global bytes from a to b:
- * 0 when equal or when b only refines a (a local slice). */
-static int64_t reshard_cost(spmd_visitor *v, const hk_sharding *a, const hk_sharding *b,
-                            int rank, int64_t bytes) {
-  if (hk_sharding_equivalent(a, b)) return 0;
-  if (!hk_sharding_is_tiled(b)) return hk_sharding_is_tiled(a) ? bytes : 0;
-  int64_t dims[HK_MAX_RANK];
-  int n = 0;
-  for (int d = 0; d < rank; d++)
-    if (hk_sharding_dim_partitions(b, d) > 1 &&
-        (!hk_sharding_is_tiled(a) || hk_sharding_dim_partitions(a, d) == 1))
-      dims[n++] = d;
-  const hk_sharding *c = n ? spmd_replicate_dims(v, b, n, dims) : b;
-  if (hk_sharding_equivalent(c, a) || (!hk_sharding_is_tiled(a) && !hk_sharding_is_tiled(c)))
-    return 0;
-  return bytes;
 }
 
 typedef struct dot_plan {
@@ -188,11 +172,16 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
 static int64_t plan_cost(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
                          const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
                          const dot_plan *p) {
-  int64_t c = reshard_cost(v, lc, p->lhs, dm->rl, hk_shape_byte_size(dot->operands[0]->shape));
-  c += reshard_cost(v, rc, p->rhs, dm->rr, hk_shape_byte_size(dot->operands[1]->shape));
-  if (p->n_reduce)
-    c += hk_shape_byte_size(spmd_local_shape(v, p->out, dot->shape));
-  c += reshard_cost(v, p->out, o, dm->ro, hk_shape_byte_size(dot->shape));
+  (void)dm;
+  int64_t c = spmd_reshard_cost(v, dot->operands[0]->shape, lc, p->lhs);
+  c += spmd_reshard_cost(v, dot->operands[1]->shape, rc, p->rhs);
+  if (p->n_reduce) {   /* the partial sums, all-reduced over the contracting splits */
+    int64_t group = 1;
+    for (int k = 0; k < p->n_reduce; k++) group *= hk_sharding_dim_partitions(p->driver, (int)p->reduce_dims[k]);
+    c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE,
+                        hk_shape_byte_size(spmd_local_shape(v, p->out, dot->shape)), group);
+  }
+  c += spmd_reshard_cost(v, dot->shape, p->out, o);
   return c;
 }
 
