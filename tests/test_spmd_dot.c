@@ -137,6 +137,32 @@ START_TEST(shared_operand_reshard_keeps_the_gather) {
 }
 END_TEST
 
+START_TEST(sparse_dot_metadata_follows_its_operand) {
+  /* A 2:4 sparse lhs batch-split like the output: the metadata (lhs's
+   * dims) is split alike, rhs sliced locally from its replicas: no
+   * collective. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[2,4,16] parameter(0), sharding={devices=[2,2,1]<=[4]}\n"
+      "  rhs = f32[2,32,6] parameter(1), sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  meta = u16[2,4,2] parameter(2), sharding={devices=[2,2,1]<=[4]}\n"
+      "  ROOT dot = f32[2,4,6] dot(lhs, rhs, meta), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sparsity=L.2@2:4,"
+      " sharding={devices=[2,2,1]<=[4]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
+                       hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE),
+                   0);
+  hk_instr *dot = hk_test_last_op(m, HK_OP_DOT);
+  ck_assert_int_eq(dot->n_operands, 3);
+  ck_assert_int_eq(dot->operands[2]->shape->dims[1], 2);   /* meta u16[1,2,2] */
+  ck_assert_int_eq(dot->shape->dims[1], 2);
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 /* ---- the planned_collective_cost hook ----------------------------------------- */
 
 static hk_spmd_partitioner_vtable pricey_vt;
@@ -288,6 +314,7 @@ static Suite *suite(void) {
   tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
   tcase_add_test(t, scatter_window_rings_within_subgroups);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
+  tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("reshard");
   tcase_add_checked_fixture(c, setup, teardown);

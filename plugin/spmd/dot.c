@@ -656,6 +656,38 @@ static const dot_plan *memo_best_plan(spmd_visitor *v, const hk_instr *dot, cons
   return p;
 }
 
+/* A sparse dot's descriptor sparsity=L.d@N:M (R.d@N:M): the sparse
+ * operand (0 lhs, 1 rhs) and its compressed dim d; false for a dense dot. */
+static bool sparse_operand(const hk_instr *dot, int *side, int *dim) {
+  for (int32_t i = 0; dot->attrs && i < dot->attrs->n_raw; i++) {
+    char which;
+    int d;
+    if (strcmp(dot->attrs->raw[i].name, "sparsity") ||
+        sscanf(dot->attrs->raw[i].value, "%c.%d@", &which, &d) != 2 || (which != 'L' && which != 'R'))
+      continue;
+    *side = which == 'R';
+    *dim = d;
+    return true;
+  }
+  return false;
+}
+
+/* The operands as the plan wants them: a sparse dot's metadata (third
+ * operand, the sparse operand's dims) follows the sparse operand; false
+ * (nothing to do) when the plan would split the compressed dim. */
+static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_plan *p, hk_instr **ops,
+                          hk_status **err) {
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  int side, dim;
+  if (orig->n_operands == 3) {
+    const hk_sharding *t = sparse_operand(orig, &side, &dim) ? (side ? p->rhs : p->lhs) : NULL;
+    if (!t || (hk_sharding_is_tiled(t) && hk_sharding_dim_partitions(t, dim) > 1)) return false;
+    if ((*err = spmd_reshard(v, spmd_lookup(v, orig->operands[2]), t, &ops[2]))) return true;
+  }
+  if (!(*err = spmd_reshard(v, lv, p->lhs, &ops[0]))) *err = spmd_reshard(v, rv, p->rhs, &ops[1]);
+  return true;
+}
+
 static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                         bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -663,14 +695,14 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *lc = lv->sharding, *rc = rv->sharding;
   if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
-  HK_TRY(try_windowed(v, orig, dm, handled));
+  if (orig->n_operands == 2) HK_TRY(try_windowed(v, orig, dm, handled));
   if (*handled) return NULL;
   const dot_plan *p = memo_best_plan(v, orig, dm, lc, rc, o);
   if (!p) return NULL;
-  hk_instr *ops[2];
-  HK_TRY(spmd_reshard(v, lv, p->lhs, &ops[0]));
-  HK_TRY(spmd_reshard(v, rv, p->rhs, &ops[1]));
-  hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), 2, ops);
+  hk_instr *ops[3];
+  hk_status *err = NULL;
+  if (!plan_operands(v, orig, p, ops, &err) || err) return err;
+  hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), orig->n_operands, ops);
   if (p->n_reduce) {
     int64_t n_groups, gsize;
     int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
@@ -698,8 +730,9 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
 
 hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
   *handled = false;
-  if (!orig->attrs || !orig->attrs->dot || orig->n_operands != 2 ||
-      orig->shape->elem == HK_PRED)
+  int side, dim;
+  if (!orig->attrs || !orig->attrs->dot || orig->shape->elem == HK_PRED ||
+      (orig->n_operands != 2 && (orig->n_operands != 3 || !sparse_operand(orig, &side, &dim))))
     return NULL;
   dot_dims dm;
   map_dims(orig, &dm);
