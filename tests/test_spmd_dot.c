@@ -137,6 +137,29 @@ START_TEST(shared_operand_reshard_keeps_the_gather) {
 }
 END_TEST
 
+START_TEST(uneven_contraction_zeroes_the_padding) {
+  /* The contracting dim 15 over 4 devices (tiles of 4, the last with one
+   * padded row): exp makes the padding 1, so it must be zeroed on both
+   * sides before the local dot; then one all-reduce of f32[8,6]. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  a0 = f32[8,15] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  a = f32[8,15] exponential(a0), sharding={devices=[1,4]<=[4]}\n"
+      "  b0 = f32[15,6] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[15,6] exponential(b0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT d = f32[8,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={replicated}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(operand_bytes(hk_test_last_op(m, HK_OP_ALL_REDUCE)), 8 * 6 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SELECT), 2);   /* one mask per operand */
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 START_TEST(sparse_dot_metadata_follows_its_operand) {
   /* A 2:4 sparse lhs batch-split like the output: the metadata (lhs's
    * dims) is split alike, rhs sliced locally from its replicas: no
@@ -315,6 +338,7 @@ static Suite *suite(void) {
   tcase_add_test(t, scatter_window_rings_within_subgroups);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
+  tcase_add_test(t, uneven_contraction_zeroes_the_padding);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("reshard");
   tcase_add_checked_fixture(c, setup, teardown);

@@ -71,6 +71,7 @@ typedef struct dot_plan {
   int n_reduce;                         /* tile dims of `driver` summed over */
   int64_t reduce_dims[HK_MAX_RANK];
   const hk_sharding *driver;
+  int driver_side;                      /* 0 lhs, 1 rhs */
   int64_t cost;
   bool ok;
 } dot_plan;
@@ -113,7 +114,7 @@ static void plan_output(spmd_visitor *v, const dot_dims *dm, const hk_sharding *
 
 /* The `side` operand (0 lhs, 1 rhs) keeps its sharding d; the other is
  * matched on batch and contracting dims; partial sums all-reduced. */
-static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs_drv,
+static void plan_operand(spmd_visitor *v, const dot_dims *dm,
                          const hk_sharding *d, int side, dot_plan *p) {
   memset(p, 0, sizeof *p);
   if (!plain_tiled(d)) return;
@@ -124,11 +125,8 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
   const int *out_from_drv = side ? dm->out_from_rhs : dm->out_from_lhs;
   for (int i = 0; i < rd; i++)
     if (drv_to_out[i] < 0) {
-      int64_t parts = hk_sharding_dim_partitions(d, i);
-      if (parts > 1) {
-        if (gs_drv->dims[i] % parts) return;
-        p->reduce_dims[p->n_reduce++] = i;
-      }
+      /* Uneven splits too: the padding is zeroed before the local dot. */
+      if (hk_sharding_dim_partitions(d, i) > 1) p->reduce_dims[p->n_reduce++] = i;
     }
   if (!p->n_reduce) return;
   bool repl = d->replicate_on_last_tile_dim;
@@ -164,6 +162,7 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
   if (repl) gbuf[dm->ro][gsz[dm->ro]++] = rd;
   p->out = spmd_regroup_memo(v, d, dm->ro + 1, gsz, groups, true);
   p->driver = d;
+  p->driver_side = side;
   p->lhs = side ? other : d;
   p->rhs = side ? d : other;
   p->ok = true;
@@ -581,7 +580,7 @@ static bool xla_base_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *
   }
   if (lk == n && rk == n) {
     int side = hk_shape_byte_size(dot->operands[0]->shape) < hk_shape_byte_size(dot->operands[1]->shape);
-    plan_operand(v, dm, dot->operands[side]->shape, side ? rc : lc, side, p);
+    plan_operand(v, dm, side ? rc : lc, side, p);
     if (p->ok) return true;
   }
   for (int side = 0; side < 2; side++) {
@@ -604,8 +603,8 @@ static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
   if (xla_base_plan(v, dot, dm, lc, rc, o, best)) return true;
   dot_plan plans[3];
   plan_output(v, dm, o, &plans[0]);
-  plan_operand(v, dm, dot->operands[0]->shape, lc, 0, &plans[1]);
-  plan_operand(v, dm, dot->operands[1]->shape, rc, 1, &plans[2]);
+  plan_operand(v, dm, lc, 0, &plans[1]);
+  plan_operand(v, dm, rc, 1, &plans[2]);
   int b = -1;
   for (int k = 0; k < 3; k++) {
     if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
@@ -675,8 +674,32 @@ static bool sparse_operand(const hk_instr *dot, int *side, int *dim) {
 /* The operands as the plan wants them: a sparse dot's metadata (third
  * operand, the sparse operand's dims) follows the sparse operand; false
  * (nothing to do) when the plan would split the compressed dim. */
-static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_plan *p, hk_instr **ops,
-                          hk_status **err) {
+/* Operand k's local tile with the padding of its uneven dim d (split by
+ * s) zeroed: padding summed over a split contracting dim must add
+ * nothing (XLA's PadWithZero, on both operands: a NaN on one side is not
+ * cancelled by a zero on the other). */
+static hk_instr *zero_uneven(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, int d,
+                             hk_instr *x) {
+  const hk_shape *gs = orig->operands[k]->shape;
+  if (gs->dims[d] % hk_sharding_dim_partitions(s, d) == 0) return x;
+  return spmd_mask_padding(v, s, gs, d, x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0));
+}
+
+/* The padding of the plan's summed contracting dims zeroed in both
+ * operands. */
+static void zero_contracted_padding(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                    const dot_plan *p, hk_instr **ops) {
+  int s = p->driver_side;
+  const hk_sharding *other = s ? p->lhs : p->rhs;
+  for (int k = 0; k < p->n_reduce; k++) {
+    int i = (int)p->reduce_dims[k], j = s ? dm->lhs_contract_of_rhs[i] : dm->rhs_contract_of_lhs[i];
+    ops[s] = zero_uneven(v, orig, s, p->driver, i, ops[s]);
+    if (j >= 0) ops[1 - s] = zero_uneven(v, orig, 1 - s, other, j, ops[1 - s]);
+  }
+}
+
+static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, const dot_plan *p,
+                          hk_instr **ops, hk_status **err) {
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   int side, dim;
   if (orig->n_operands == 3) {
@@ -685,6 +708,7 @@ static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_plan *p, hk
     if ((*err = spmd_reshard(v, spmd_lookup(v, orig->operands[2]), t, &ops[2]))) return true;
   }
   if (!(*err = spmd_reshard(v, lv, p->lhs, &ops[0]))) *err = spmd_reshard(v, rv, p->rhs, &ops[1]);
+  if (!*err && p->n_reduce) zero_contracted_padding(v, orig, dm, p, ops);
   return true;
 }
 
@@ -701,7 +725,7 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   if (!p) return NULL;
   hk_instr *ops[3];
   hk_status *err = NULL;
-  if (!plan_operands(v, orig, p, ops, &err) || err) return err;
+  if (!plan_operands(v, orig, dm, p, ops, &err) || err) return err;
   hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), orig->n_operands, ops);
   if (p->n_reduce) {
     int64_t n_groups, gsize;
