@@ -674,27 +674,17 @@ static bool sparse_operand(const hk_instr *dot, int *side, int *dim) {
 /* The operands as the plan wants them: a sparse dot's metadata (third
  * operand, the sparse operand's dims) follows the sparse operand; false
  * (nothing to do) when the plan would split the compressed dim. */
-/* Operand k's local tile with the padding of its uneven dim d (split by
- * s) zeroed: padding summed over a split contracting dim must add
- * nothing (XLA's PadWithZero, on both operands: a NaN on one side is not
- * cancelled by a zero on the other). */
-static hk_instr *zero_uneven(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, int d,
-                             hk_instr *x) {
-  const hk_shape *gs = orig->operands[k]->shape;
-  if (gs->dims[d] % hk_sharding_dim_partitions(s, d) == 0) return x;
-  return spmd_mask_padding(v, s, gs, d, x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0));
-}
-
 /* The padding of the plan's summed contracting dims zeroed in both
- * operands. */
+ * operands: it must add nothing (XLA's PadWithZero, on both sides: a NaN
+ * on one is not cancelled by a zero on the other). */
 static void zero_contracted_padding(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                     const dot_plan *p, hk_instr **ops) {
   int s = p->driver_side;
   const hk_sharding *other = s ? p->lhs : p->rhs;
   for (int k = 0; k < p->n_reduce; k++) {
     int i = (int)p->reduce_dims[k], j = s ? dm->lhs_contract_of_rhs[i] : dm->rhs_contract_of_lhs[i];
-    ops[s] = zero_uneven(v, orig, s, p->driver, i, ops[s]);
-    if (j >= 0) ops[1 - s] = zero_uneven(v, orig, 1 - s, other, j, ops[1 - s]);
+    ops[s] = spmd_zero_padding(v, p->driver, orig->operands[s]->shape, i, ops[s]);
+    if (j >= 0) ops[1 - s] = spmd_zero_padding(v, other, orig->operands[1 - s]->shape, j, ops[1 - s]);
   }
 }
 

@@ -229,6 +229,12 @@ void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr
   v->p->full_rematerializations++;
 }
 
+hk_instr *spmd_zero_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x) {
+  if (gs->dims[d] % hk_sharding_dim_partitions(s, d) == 0) return x;
+  return spmd_mask_padding(v, s, gs, d, x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0));
+}
+
 /* maximal(k) -> replicated: all-reduce of the value masked to device k. */
 static hk_instr *maximal_to_replicated(spmd_visitor *v, hk_instr *h, int64_t device) {
   hk_module *m = v->m;

@@ -275,6 +275,10 @@ hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims);
  * (a scalar). */
 hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
                             hk_instr *x, hk_instr *fill);
+/* spmd_mask_padding with zero, when dim d is split unevenly (x itself
+ * otherwise): what a contraction over d must not add. */
+hk_instr *spmd_zero_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x);
 /* Groups (partition ids) of devices of s differing only in the listed
  * tile dims; *group_size set; malloc'ed. */
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,
