@@ -1,10 +1,12 @@
 /* test_spmd_dot.c - Check tests of the dot handler's windowed einsum
- * (uneven dims, rings within subgroups, shared reshards) and of the
- * after-report's involuntary full rematerializations: the collectives,
- * their pairs and bytes, and the partitioned program's values. */
+ * (uneven dims, rings within subgroups, shared reshards), the reshard
+ * engine's all-to-alls and its cost hook, and the after-report's
+ * involuntary full rematerializations: the collectives, their pairs and
+ * bytes, and the partitioned program's values. */
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "hlokit/spmd.h"
 #include "spmd_check.h"
 
 static hk_registry *reg;
@@ -135,6 +137,148 @@ START_TEST(shared_operand_reshard_keeps_the_gather) {
 }
 END_TEST
 
+START_TEST(uneven_contraction_zeroes_the_padding) {
+  /* The contracting dim 15 over 4 devices (tiles of 4, the last with one
+   * padded row): exp makes the padding 1, so it must be zeroed on both
+   * sides before the local dot; then one all-reduce of f32[8,6]. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  a0 = f32[8,15] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  a = f32[8,15] exponential(a0), sharding={devices=[1,4]<=[4]}\n"
+      "  b0 = f32[15,6] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[15,6] exponential(b0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT d = f32[8,6] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={replicated}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(operand_bytes(hk_test_last_op(m, HK_OP_ALL_REDUCE)), 8 * 6 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SELECT), 2);   /* one mask per operand */
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(sparse_dot_metadata_follows_its_operand) {
+  /* A 2:4 sparse lhs batch-split like the output: the metadata (lhs's
+   * dims) is split alike, rhs sliced locally from its replicas: no
+   * collective. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[2,4,16] parameter(0), sharding={devices=[2,2,1]<=[4]}\n"
+      "  rhs = f32[2,32,6] parameter(1), sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  meta = u16[2,4,2] parameter(2), sharding={devices=[2,2,1]<=[4]}\n"
+      "  ROOT dot = f32[2,4,6] dot(lhs, rhs, meta), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={1}, sparsity=L.2@2:4,"
+      " sharding={devices=[2,2,1]<=[4]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
+                       hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE),
+                   0);
+  hk_instr *dot = hk_test_last_op(m, HK_OP_DOT);
+  ck_assert_int_eq(dot->n_operands, 3);
+  ck_assert_int_eq(dot->operands[2]->shape->dims[1], 2);   /* meta u16[1,2,2] */
+  ck_assert_int_eq(dot->shape->dims[1], 2);
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+/* ---- the planned_collective_cost hook ----------------------------------------- */
+
+static hk_spmd_partitioner_vtable pricey_vt;
+
+/* All-to-alls priced a thousand times what the base says. */
+static int64_t pricey_all_to_all(hk_pass *self, int kind, int64_t bytes, int64_t group) {
+  (void)self;
+  int64_t g = group > 1 ? group : 1;
+  int64_t moved = kind == HK_COLL_ALL_GATHER ? (g - 1) * bytes : (g - 1) * bytes / g;
+  return kind == HK_COLL_ALL_TO_ALL ? 1000 * moved : moved;
+}
+
+/* m partitioned by spmd-partitioning, with the cost hook overridden when
+ * `pricey`. */
+static void partition_priced(hk_module *m, bool pricey) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "spmd-partitioning", "allow_module_signature_change=true", &err);
+  ck_assert_ok(err);
+  const hk_spmd_partitioner_vtable *vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
+  ck_assert_ptr_nonnull(vt);
+  ck_assert_ptr_nonnull(vt->planned_collective_cost);
+  if (pricey) {
+    pricey_vt = *vt;
+    pricey_vt.planned_collective_cost = pricey_all_to_all;
+    vt->set_vtable(p, &pricey_vt);
+  }
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  hk_pass_destroy(p);
+}
+
+START_TEST(cost_hook_changes_the_reshard) {
+  /* A dim move [4,1] -> [1,4]: one all-to-all of the f32[2,8] tile by the
+   * base prices; priced out, an all-gather of dim 0 and a local slice. */
+  static const char text[] =
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT c = f32[8,8] copy(p), sharding={devices=[1,4]<=[4]}\n}\n";
+  hk_module *g = hk_test_parse(text);
+  hk_module *m = hk_module_clone(g);
+  partition_priced(m, false);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(operand_bytes(hk_test_last_op(m, HK_OP_ALL_TO_ALL)), 2 * 8 * 4);
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  m = hk_module_clone(g);
+  partition_priced(m, true);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);
+  spmd_check_same_values(g, m, 4);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(all_to_all_moves_a_factor_within_subgroups) {
+  /* [2,4] -> [4,2] (XLA's SubgroupAllToAllReshard): half of dim 1's split
+   * moves to dim 0 by all-to-alls in pairs, then one permute puts the
+   * tiles on the target's devices; no all-gather. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+      "  ROOT c = f32[8,8] copy(p), sharding={devices=[4,2]0,1,4,5,2,3,6,7}\n}\n");
+  hk_module *m = hk_module_clone(g);
+  partition_priced(m, false);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  hk_instr *a2a = hk_test_last_op(m, HK_OP_ALL_TO_ALL);
+  ck_assert_int_eq(operand_bytes(a2a), 4 * 2 * 4);   /* the f32[4,2] tile */
+  const hk_replica_groups *rg = a2a->attrs->replica_groups;
+  ck_assert_ptr_nonnull(rg);
+  ck_assert_int_eq(rg->n_groups, 4);   /* pairs */
+  ck_assert_int_eq(rg->group_start[1] - rg->group_start[0], 2);
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  /* From partial replication: [1,2 r4] -> [8,1]: the replicas slice dim 0
+   * locally, one all-to-all moves dim 1's split. */
+  hk_module_free(g);
+  g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  p = f32[16,4] parameter(0), sharding={devices=[1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}\n"
+      "  ROOT c = f32[16,4] copy(p), sharding={devices=[8,1]<=[8]}\n}\n");
+  m = hk_module_clone(g);
+  partition_priced(m, false);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 /* Runs spmd-partitioning on text with HLOKIT_SPMD_REPORT set; returns what
  * it printed to stderr (malloc'ed). */
 static char *report_of(const char *text) {
@@ -193,7 +337,14 @@ static Suite *suite(void) {
   tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
   tcase_add_test(t, scatter_window_rings_within_subgroups);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
+  tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
+  tcase_add_test(t, uneven_contraction_zeroes_the_padding);
   suite_add_tcase(s, t);
+  TCase *c = tcase_create("reshard");
+  tcase_add_checked_fixture(c, setup, teardown);
+  tcase_add_test(c, cost_hook_changes_the_reshard);
+  tcase_add_test(c, all_to_all_moves_a_factor_within_subgroups);
+  suite_add_tcase(s, c);
   TCase *r = tcase_create("report");
   tcase_add_checked_fixture(r, setup, teardown);
   tcase_add_test(r, after_report_names_each_full_rematerialization);

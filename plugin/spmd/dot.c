@@ -1,9 +1,11 @@
-/* dot.c - the dot handler: picks the cheapest of three plans - operands
- * resharded to match the output's tiling (batch / non-contracting dims), or
- * the lhs (rhs) kept as it is with the other operand matched to it on the
- * contracting dims, local dot, all-reduce of the partial sums (or a
- * reduce-scatter straight into the output's sharding when that splits the
- * result across the summing devices) - by the bytes each plan moves. */
+/* dot.c - the dot handler: XLA's windowed einsum when its gate says so,
+ * then XLA's base-case rules (fully tiled shardings), else the cheapest of
+ * three plans - operands resharded to match the output's tiling (batch /
+ * non-contracting dims), or the lhs (rhs) kept as it is with the other
+ * operand matched to it on the contracting dims, local dot, all-reduce of
+ * the partial sums (or a reduce-scatter straight into the output's sharding
+ * when that splits the result across the summing devices) - priced by the
+ * planned_collective_cost hook. */
 #include "spmd_internal.h"
 
 typedef struct dot_dims {
@@ -64,29 +66,12 @@ static bool plain_tiled(const hk_sharding *s) {
          s->n_subgroups == 0;
 }
 
-/* Bytes moved to reshard a value of `bytes` global bytes from a to b:
- * 0 when equal or when b only refines a (a local slice). */
-static int64_t reshard_cost(spmd_visitor *v, const hk_sharding *a, const hk_sharding *b,
-                            int rank, int64_t bytes) {
-  if (hk_sharding_equivalent(a, b)) return 0;
-  if (!hk_sharding_is_tiled(b)) return hk_sharding_is_tiled(a) ? bytes : 0;
-  int64_t dims[HK_MAX_RANK];
-  int n = 0;
-  for (int d = 0; d < rank; d++)
-    if (hk_sharding_dim_partitions(b, d) > 1 &&
-        (!hk_sharding_is_tiled(a) || hk_sharding_dim_partitions(a, d) == 1))
-      dims[n++] = d;
-  const hk_sharding *c = n ? spmd_replicate_dims(v, b, n, dims) : b;
-  if (hk_sharding_equivalent(c, a) || (!hk_sharding_is_tiled(a) && !hk_sharding_is_tiled(c)))
-    return 0;
-  return bytes;
-}
-
 typedef struct dot_plan {
   const hk_sharding *lhs, *rhs, *out;   /* operand targets, result sharding */
   int n_reduce;                         /* tile dims of `driver` summed over */
   int64_t reduce_dims[HK_MAX_RANK];
   const hk_sharding *driver;
+  int driver_side;                      /* 0 lhs, 1 rhs */
   int64_t cost;
   bool ok;
 } dot_plan;
@@ -129,7 +114,7 @@ static void plan_output(spmd_visitor *v, const dot_dims *dm, const hk_sharding *
 
 /* The `side` operand (0 lhs, 1 rhs) keeps its sharding d; the other is
  * matched on batch and contracting dims; partial sums all-reduced. */
-static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs_drv,
+static void plan_operand(spmd_visitor *v, const dot_dims *dm,
                          const hk_sharding *d, int side, dot_plan *p) {
   memset(p, 0, sizeof *p);
   if (!plain_tiled(d)) return;
@@ -140,11 +125,8 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
   const int *out_from_drv = side ? dm->out_from_rhs : dm->out_from_lhs;
   for (int i = 0; i < rd; i++)
     if (drv_to_out[i] < 0) {
-      int64_t parts = hk_sharding_dim_partitions(d, i);
-      if (parts > 1) {
-        if (gs_drv->dims[i] % parts) return;
-        p->reduce_dims[p->n_reduce++] = i;
-      }
+      /* Uneven splits too: the padding is zeroed before the local dot. */
+      if (hk_sharding_dim_partitions(d, i) > 1) p->reduce_dims[p->n_reduce++] = i;
     }
   if (!p->n_reduce) return;
   bool repl = d->replicate_on_last_tile_dim;
@@ -180,6 +162,7 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
   if (repl) gbuf[dm->ro][gsz[dm->ro]++] = rd;
   p->out = spmd_regroup_memo(v, d, dm->ro + 1, gsz, groups, true);
   p->driver = d;
+  p->driver_side = side;
   p->lhs = side ? other : d;
   p->rhs = side ? d : other;
   p->ok = true;
@@ -188,11 +171,16 @@ static void plan_operand(spmd_visitor *v, const dot_dims *dm, const hk_shape *gs
 static int64_t plan_cost(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
                          const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
                          const dot_plan *p) {
-  int64_t c = reshard_cost(v, lc, p->lhs, dm->rl, hk_shape_byte_size(dot->operands[0]->shape));
-  c += reshard_cost(v, rc, p->rhs, dm->rr, hk_shape_byte_size(dot->operands[1]->shape));
-  if (p->n_reduce)
-    c += hk_shape_byte_size(spmd_local_shape(v, p->out, dot->shape));
-  c += reshard_cost(v, p->out, o, dm->ro, hk_shape_byte_size(dot->shape));
+  (void)dm;
+  int64_t c = spmd_reshard_cost(v, dot->operands[0]->shape, lc, p->lhs);
+  c += spmd_reshard_cost(v, dot->operands[1]->shape, rc, p->rhs);
+  if (p->n_reduce) {   /* the partial sums, all-reduced over the contracting splits */
+    int64_t group = 1;
+    for (int k = 0; k < p->n_reduce; k++) group *= hk_sharding_dim_partitions(p->driver, (int)p->reduce_dims[k]);
+    c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE,
+                        hk_shape_byte_size(spmd_local_shape(v, p->out, dot->shape)), group);
+  }
+  c += spmd_reshard_cost(v, dot->shape, p->out, o);
   return c;
 }
 
@@ -592,7 +580,7 @@ static bool xla_base_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *
   }
   if (lk == n && rk == n) {
     int side = hk_shape_byte_size(dot->operands[0]->shape) < hk_shape_byte_size(dot->operands[1]->shape);
-    plan_operand(v, dm, dot->operands[side]->shape, side ? rc : lc, side, p);
+    plan_operand(v, dm, side ? rc : lc, side, p);
     if (p->ok) return true;
   }
   for (int side = 0; side < 2; side++) {
@@ -615,8 +603,8 @@ static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
   if (xla_base_plan(v, dot, dm, lc, rc, o, best)) return true;
   dot_plan plans[3];
   plan_output(v, dm, o, &plans[0]);
-  plan_operand(v, dm, dot->operands[0]->shape, lc, 0, &plans[1]);
-  plan_operand(v, dm, dot->operands[1]->shape, rc, 1, &plans[2]);
+  plan_operand(v, dm, lc, 0, &plans[1]);
+  plan_operand(v, dm, rc, 1, &plans[2]);
   int b = -1;
   for (int k = 0; k < 3; k++) {
     if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
@@ -667,6 +655,53 @@ static const dot_plan *memo_best_plan(spmd_visitor *v, const hk_instr *dot, cons
   return p;
 }
 
+/* A sparse dot's descriptor sparsity=L.d@N:M (R.d@N:M): the sparse
+ * operand (0 lhs, 1 rhs) and its compressed dim d; false for a dense dot. */
+static bool sparse_operand(const hk_instr *dot, int *side, int *dim) {
+  for (int32_t i = 0; dot->attrs && i < dot->attrs->n_raw; i++) {
+    char which;
+    int d;
+    if (strcmp(dot->attrs->raw[i].name, "sparsity") ||
+        sscanf(dot->attrs->raw[i].value, "%c.%d@", &which, &d) != 2 || (which != 'L' && which != 'R'))
+      continue;
+    *side = which == 'R';
+    *dim = d;
+    return true;
+  }
+  return false;
+}
+
+/* The operands as the plan wants them: a sparse dot's metadata (third
+ * operand, the sparse operand's dims) follows the sparse operand; false
+ * (nothing to do) when the plan would split the compressed dim. */
+/* The padding of the plan's summed contracting dims zeroed in both
+ * operands: it must add nothing (XLA's PadWithZero, on both sides: a NaN
+ * on one is not cancelled by a zero on the other). */
+static void zero_contracted_padding(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                    const dot_plan *p, hk_instr **ops) {
+  int s = p->driver_side;
+  const hk_sharding *other = s ? p->lhs : p->rhs;
+  for (int k = 0; k < p->n_reduce; k++) {
+    int i = (int)p->reduce_dims[k], j = s ? dm->lhs_contract_of_rhs[i] : dm->rhs_contract_of_lhs[i];
+    ops[s] = spmd_zero_padding(v, p->driver, orig->operands[s]->shape, i, ops[s]);
+    if (j >= 0) ops[1 - s] = spmd_zero_padding(v, other, orig->operands[1 - s]->shape, j, ops[1 - s]);
+  }
+}
+
+static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, const dot_plan *p,
+                          hk_instr **ops, hk_status **err) {
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  int side, dim;
+  if (orig->n_operands == 3) {
+    const hk_sharding *t = sparse_operand(orig, &side, &dim) ? (side ? p->rhs : p->lhs) : NULL;
+    if (!t || (hk_sharding_is_tiled(t) && hk_sharding_dim_partitions(t, dim) > 1)) return false;
+    if ((*err = spmd_reshard(v, spmd_lookup(v, orig->operands[2]), t, &ops[2]))) return true;
+  }
+  if (!(*err = spmd_reshard(v, lv, p->lhs, &ops[0]))) *err = spmd_reshard(v, rv, p->rhs, &ops[1]);
+  if (!*err && p->n_reduce) zero_contracted_padding(v, orig, dm, p, ops);
+  return true;
+}
+
 static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                         bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -674,14 +709,14 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *lc = lv->sharding, *rc = rv->sharding;
   if (!lc || !rc || spmd_is_subgroup_manual(lc) || spmd_is_subgroup_manual(rc)) return NULL;
-  HK_TRY(try_windowed(v, orig, dm, handled));
+  if (orig->n_operands == 2) HK_TRY(try_windowed(v, orig, dm, handled));
   if (*handled) return NULL;
   const dot_plan *p = memo_best_plan(v, orig, dm, lc, rc, o);
   if (!p) return NULL;
-  hk_instr *ops[2];
-  HK_TRY(spmd_reshard(v, lv, p->lhs, &ops[0]));
-  HK_TRY(spmd_reshard(v, rv, p->rhs, &ops[1]));
-  hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), 2, ops);
+  hk_instr *ops[3];
+  hk_status *err = NULL;
+  if (!plan_operands(v, orig, dm, p, ops, &err) || err) return err;
+  hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), orig->n_operands, ops);
   if (p->n_reduce) {
     int64_t n_groups, gsize;
     int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
@@ -709,8 +744,9 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
 
 hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
   *handled = false;
-  if (!orig->attrs || !orig->attrs->dot || orig->n_operands != 2 ||
-      orig->shape->elem == HK_PRED)
+  int side, dim;
+  if (!orig->attrs || !orig->attrs->dot || orig->shape->elem == HK_PRED ||
+      (orig->n_operands != 2 && (orig->n_operands != 3 || !sparse_operand(orig, &side, &dim))))
     return NULL;
   dot_dims dm;
   map_dims(orig, &dm);

@@ -616,6 +616,7 @@ static const hk_spmd_partitioner_vtable spmd_base_vtable = {
     .collective_ops = spmd_default_collective_ops,
     .communication_cost = spmd_communication_cost,
     .memory_cost = spmd_memory_cost,
+    .planned_collective_cost = spmd_planned_collective_cost,
 };
 
 static hk_pass *spmd_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {

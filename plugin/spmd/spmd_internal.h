@@ -141,6 +141,12 @@ void spmd_default_collective_ops(hk_pass *self, int64_t num_partitions, int64_t 
 hk_computation *spmd_reducer(hk_module *m, hk_prim elem, hk_opcode op);
 int64_t spmd_communication_cost(hk_pass *self, const hk_instr *collective);
 int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i);
+int64_t spmd_planned_collective_cost(hk_pass *self, int kind, int64_t operand_bytes,
+                                     int64_t group_size);
+/* The planned_collective_cost hook of p's current vtable (the base's when
+ * the vtable predates it). */
+int64_t spmd_plan_cost(const spmd_partitioner *p, int kind, int64_t operand_bytes,
+                       int64_t group_size);
 
 /* ---- memo.c: the sharding algebra the partitioner repeats per
  * instruction, memoized per run (interned shardings: keyed by pointer) ---- */
@@ -250,6 +256,11 @@ hk_instr *spmd_per_tile_scalar_in(spmd_visitor *v, hk_computation *c, const hk_s
  * gs is its global shape (the bytes each device then holds). */
 void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
                           const hk_shape *gs, const hk_sharding *from, const hk_sharding *to);
+/* The price (by the planned_collective_cost hook) of the collectives the
+ * reshard engine would build to take an array of global shape gs from
+ * `from` to `to`; nothing is built. */
+int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const hk_sharding *to);
 /* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out);
@@ -264,6 +275,10 @@ hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims);
  * (a scalar). */
 hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
                             hk_instr *x, hk_instr *fill);
+/* spmd_mask_padding with zero, when dim d is split unevenly (x itself
+ * otherwise): what a contraction over d must not add. */
+hk_instr *spmd_zero_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x);
 /* Groups (partition ids) of devices of s differing only in the listed
  * tile dims; *group_size set; malloc'ed. */
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,

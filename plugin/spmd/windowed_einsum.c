@@ -121,15 +121,6 @@ static hk_instr *pad_dim_to(spmd_visitor *v, hk_instr *x, int d, int64_t size) {
   return spmd_pad_to(v, x, dims);
 }
 
-/* Operand k's local tile with the padding of its uneven dim d (sharded
- * by s) zeroed: a contracted dim's padding must add nothing. */
-static hk_instr *zero_padding(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, int d,
-                              hk_instr *x) {
-  const hk_shape *gs = orig->operands[k]->shape;
-  if (gs->dims[d] % hk_sharding_dim_partitions(s, d) == 0) return x;
-  return spmd_mask_padding(v, s, gs, d, x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0));
-}
-
 /* The loop's operands made ready for uneven dims (see the top). */
 static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w,
                              hk_instr **in) {
@@ -140,13 +131,13 @@ static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowe
     case SPMD_WINDOW_GATHER:
       break;
     case SPMD_WINDOW_CONTRACT:
-      in[w->side] = zero_padding(v, orig, w->side, w->ring, w->dim, in[w->side]);
+      in[w->side] = spmd_zero_padding(v, w->ring, orig->operands[w->side]->shape, w->dim, in[w->side]);
       in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->other_dim, full);
       break;
     case SPMD_WINDOW_SCATTER:
     default:
-      in[0] = zero_padding(v, orig, 0, w->lhs_sharding, w->lhs_contract, in[0]);
-      in[1] = zero_padding(v, orig, 1, w->rhs_sharding, w->rhs_contract, in[1]);
+      in[0] = spmd_zero_padding(v, w->lhs_sharding, orig->operands[0]->shape, w->lhs_contract, in[0]);
+      in[1] = spmd_zero_padding(v, w->rhs_sharding, orig->operands[1]->shape, w->rhs_contract, in[1]);
       in[w->side] = pad_dim_to(v, in[w->side], w->dim, full);
       break;
   }
