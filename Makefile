@@ -87,6 +87,15 @@ $(BUILD)/hk-%: scripts/%.c $(LIB) $(HEADERS)
 
 tools: $(TOOLS)
 
+# The Open MPI collective back end (backend/mpi/): its own shared object,
+# dlopened by hlokit only for --backend=mpi; skipped when mpicc is missing.
+MPICC  ?= $(shell command -v mpicc 2>/dev/null)
+MPI_SO := $(if $(MPICC),$(BUILD)/backends/mpi.so)
+all: $(MPI_SO)
+$(BUILD)/backends/mpi.so: $(wildcard backend/mpi/*.c backend/mpi/*.h) $(HEADERS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -shared -o $@ $(filter %.c,$^) -L$(BUILD) -lhlokit $(LDFLAGS_SAN) $(LDLIBS)
+
 deps:
 	@bash scripts/deps.sh
 

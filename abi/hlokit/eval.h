@@ -345,6 +345,27 @@ typedef struct hk_eval_cost {
 } hk_eval_cost;
 hk_eval_cost hk_eval_estimate_cost(const hk_module *m);
 
+/* ---- devices spread over processes (appended: the MPI back end) ----------
+ * hk_eval_spmd for devices first .. first + count - 1 of the
+ * num_replicas x num_partitions grid only: args[k], results[k] and
+ * stats[k] (may be NULL) belong to device first + k.  The other devices
+ * run elsewhere (other processes) and meet these through opts->backend,
+ * which must be given.  Errors name the global device id. */
+hk_status *hk_eval_spmd_devices(const hk_module *m, int64_t num_partitions,
+                                int64_t num_replicas, int64_t first, int64_t count,
+                                hk_value *const *const *args, int n_args,
+                                hk_value **results, const hk_eval_options *opts,
+                                hk_eval_stats *stats);
+
+/* The reducer (to_apply) of an all-reduce or reduce-scatter when it is one
+ * plain binary op of its two scalar parameters (a back end may then use its
+ * own reduction); anything else is HK_REDUCE_GENERIC (appended). */
+typedef enum hk_reduce_kind {
+  HK_REDUCE_GENERIC, HK_REDUCE_ADD, HK_REDUCE_MUL, HK_REDUCE_MAX, HK_REDUCE_MIN,
+  HK_REDUCE_AND, HK_REDUCE_OR, HK_REDUCE_XOR
+} hk_reduce_kind;
+hk_reduce_kind hk_collective_reducer(const hk_instr *ins);
+
 #ifdef __cplusplus
 }
 #endif
