@@ -366,6 +366,27 @@ typedef enum hk_reduce_kind {
 } hk_reduce_kind;
 hk_reduce_kind hk_collective_reducer(const hk_instr *ins);
 
+/* ---- one device's share of a distributed check (appended: host/eval/sample_shard.c)
+ * The entry parameters of the partitioned module p on `device`, made as
+ * the sampled evaluator makes them: a pure function of (seed, parameter,
+ * leaf, GLOBAL index) at the device's tile offset (0 in the padding of
+ * uneven tiles), so each process makes only its own devices' pieces.
+ * *out gets n_out new references (free the array). */
+hk_status *hk_eval_sampled_inputs(const hk_module *global, const hk_module *partitioned,
+                                  int64_t num_partitions, int64_t num_replicas,
+                                  int64_t device, uint64_t seed, hk_value ***out,
+                                  int *n_out);
+/* Compares `result`, device's output of the partitioned module run on
+ * those inputs, with the global module evaluated on demand at positions
+ * inside the device's piece of each output leaf (by the recorded output
+ * sharding): every position of a piece of up to 2^18 elements, else
+ * o->samples of them (corners, then random).  out->samples counts the
+ * positions compared; mismatch indices are global. */
+hk_status *hk_eval_compare_piece(const hk_module *global, const hk_module *partitioned,
+                                 int64_t num_partitions, int64_t num_replicas,
+                                 int64_t device, const hk_value *result,
+                                 const hk_sample_options *o, hk_sample_result *out);
+
 #ifdef __cplusplus
 }
 #endif
