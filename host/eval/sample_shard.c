@@ -45,15 +45,13 @@ static hk_status *param_value(se_ctx *x, se_frame *f, const hk_instr *ins, const
   return se_op_parameter_entry(x, f, ins, (*leaf)++, &b, out);
 }
 
-hk_status *hk_eval_sampled_inputs(const hk_module *g, const hk_module *p, int64_t num_partitions,
-                                  int64_t num_replicas, int64_t device, uint64_t seed,
-                                  hk_value ***out, int *n_out) {
-  if (device < 0 || device >= num_partitions * num_replicas)
-    return hk_error(HK_INVALID_ARGUMENT, "device %lld is not in the grid", (long long)device);
-  if (!p->entry || !g->entry || p->entry->n_params != g->entry->n_params)
-    return hk_error(HK_INVALID_ARGUMENT, "the partitioned entry does not take the global one's parameters");
+/* The entry parameters of m (g itself, or its partitioned program) on
+ * device. */
+static hk_status *inputs_of(const hk_module *g, const hk_module *p, bool partitioned, int64_t num_partitions,
+                            int64_t num_replicas, int64_t device, uint64_t seed, hk_value ***out,
+                            int *n_out) {
   se_ctx x;
-  HK_TRY(se_ctx_init(&x, p, g, true, num_partitions, num_replicas, seed));
+  HK_TRY(se_ctx_init(&x, p, g, partitioned, num_partitions, num_replicas, seed));
   int np = p->entry->n_params;
   hk_value **v = calloc((size_t)(np ? np : 1), sizeof *v);
   if (!v) abort();
@@ -75,14 +73,36 @@ hk_status *hk_eval_sampled_inputs(const hk_module *g, const hk_module *p, int64_
   return NULL;
 }
 
+hk_status *hk_eval_sampled_inputs(const hk_module *g, const hk_module *p, int64_t num_partitions,
+                                  int64_t num_replicas, int64_t device, uint64_t seed,
+                                  hk_value ***out, int *n_out) {
+  if (device < 0 || device >= num_partitions * num_replicas)
+    return hk_error(HK_INVALID_ARGUMENT, "device %lld is not in the grid", (long long)device);
+  if (!p->entry || !g->entry || p->entry->n_params != g->entry->n_params)
+    return hk_error(HK_INVALID_ARGUMENT, "the partitioned entry does not take the global one's parameters");
+  return inputs_of(g, p, true, num_partitions, num_replicas, device, seed, out, n_out);
+}
+
 /* ---- comparing one device's piece --------------------------------------------------- */
 
 typedef struct piece {
   int leaf;
   const hk_shape *gs;              /* global leaf shape */
   const hk_value *local;           /* the device's leaf */
-  se_box box;                      /* the piece in global coordinates (clipped) */
+  se_box box;                      /* what is compared, in global coordinates */
+  int64_t off[SE_MAX_RANK];        /* the device's tile offset: local = global - off */
+  const hk_value *dense;           /* the global leaf evaluated densely, or NULL: on demand */
 } piece;
+
+/* The global program's elements in box b. */
+static hk_status *expected_box(se_ctx *gx, se_frame *f, const piece *pc, const se_box *b, hk_value **out) {
+  if (!pc->dense) return se_eval(gx, f, gx->m->entry->root, pc->leaf, b, out);
+  se_box whole;
+  se_box_full(&whole, pc->gs);
+  *out = se_value_of_box((hk_prim)pc->dense->elem, b);
+  se_copy_box(*out, b, pc->dense, &whole);
+  return NULL;
+}
 
 static int64_t global_linear(const piece *pc, const int64_t *local_idx) {
   int64_t lin = 0;
@@ -114,26 +134,58 @@ static void note_compare(hk_sample_result *out, const hk_compare_result *c, int 
   if (c->message && !out->message) out->message = strdup(c->message);
 }
 
-/* Every element of the piece: one request for the whole box. */
-static hk_status *compare_dense(se_ctx *gx, se_frame *f, const piece *pc, int64_t device,
-                                const hk_sample_options *o, hk_sample_result *out) {
+static bool out_of_time(const se_ctx *x, const hk_status *st) {
+  return st && st->code == HK_FAILED_PRECONDITION && x->deadline_ns && now_ns() >= x->deadline_ns;
+}
+
+/* The elements of box b (inside the piece) compared in one request. */
+static hk_status *compare_box(se_ctx *gx, se_frame *f, const piece *pc, const se_box *b, int64_t device,
+                              const hk_sample_options *o, hk_sample_result *out) {
   hk_value *want;
-  HK_TRY(se_eval(gx, f, gx->m->entry->root, pc->leaf, &pc->box, &want));
-  se_box lb = pc->box, whole;
-  for (int d = 0; d < lb.rank; d++) lb.lo[d] = 0;
-  whole = lb;
-  for (int d = 0; d < whole.rank; d++) whole.n[d] = pc->local->dims[d];
+  HK_TRY(expected_box(gx, f, pc, b, &want));
+  se_box lb = *b, whole = *b;
+  for (int d = 0; d < lb.rank; d++) {
+    lb.lo[d] -= pc->off[d];
+    whole.lo[d] = 0;
+    whole.n[d] = pc->local->dims[d];
+  }
   hk_value *got = se_value_of_box((hk_prim)pc->local->elem, &lb);
   se_copy_box(got, &lb, pc->local, &whole);
   hk_compare_result c;
   hk_value_compare(want, got, o->atol, o->rtol, &c);
   int64_t idx[SE_MAX_RANK] = {0};
   if (c.has_mismatch) unravel(lb.rank, lb.n, c.mismatch_index, idx);
+  for (int d = 0; d < lb.rank; d++) idx[d] += b->lo[d] - pc->box.lo[d];
   note_compare(out, &c, pc->leaf, device, global_linear(pc, idx));
-  out->samples += se_box_count(&pc->box);
+  out->samples += se_box_count(b);
   hk_compare_result_free(&c);
   hk_value_release(want);
   hk_value_release(got);
+  return NULL;
+}
+
+/* Every element of the piece, in slabs of the outermost dim of about
+ * 4096 elements (a time limit then keeps the slabs already compared). */
+static hk_status *compare_dense(se_ctx *gx, se_frame *f, const piece *pc, int64_t device,
+                                const hk_sample_options *o, hk_sample_result *out) {
+  se_box b = pc->box;
+  int64_t rows = b.rank ? b.n[0] : 1, per_row = rows ? se_box_count(&b) / rows : 0;
+  int64_t step = per_row > 0 && per_row < 4096 ? 4096 / per_row : 1;
+  for (int64_t r = 0; r < rows; r += step) {
+    if (b.rank) {
+      b.lo[0] = pc->box.lo[0] + r;
+      b.n[0] = r + step < rows ? step : rows - r;
+    }
+    hk_status *st = compare_box(gx, f, pc, &b, device, o, out);
+    if (out_of_time(gx, st) && out->samples > 0) {
+      hk_status_free(st);
+      out->timed_out = true;
+      return NULL;
+    }
+    if (st) return st;
+    se_ctx_trim(gx);
+    if (!b.rank) break;
+  }
   return NULL;
 }
 
@@ -174,11 +226,11 @@ static hk_status *compare_sampled(se_ctx *gx, se_frame *f, const piece *pc, int6
     for (int d = 0; d < b.rank; d++) {
       b.lo[d] += idx[d];
       b.n[d] = 1;
-      li += idx[d] * lst[d];
+      li += (pc->box.lo[d] - pc->off[d] + idx[d]) * lst[d];
     }
     hk_value *e;
-    st = se_eval(gx, f, gx->m->entry->root, pc->leaf, &b, &e);
-    if (st && st->code == HK_FAILED_PRECONDITION && gx->deadline_ns && now_ns() >= gx->deadline_ns && done) {
+    st = expected_box(gx, f, pc, &b, &e);
+    if (out_of_time(gx, st) && done) {
       hk_status_free(st);
       st = NULL;
       out->timed_out = true;
@@ -212,11 +264,50 @@ static const hk_sharding *leaf_sharding(const hk_module *g, const hk_module *p, 
   return s;
 }
 
-/* The piece of leaf k the device holds: false when it holds none. */
-static hk_status *find_piece(const hk_module *g, const hk_module *p, int64_t partition, int leaf,
-                             const hk_value *local, piece *pc, bool *holds) {
+/* Where device `partition` is among the partitions holding the same tile
+ * of s as it (*index of *count; replicated: every partition). */
+static void holder_position(const hk_sharding *s, int64_t partition, int64_t num_partitions,
+                            int64_t *index, int64_t *count) {
+  *index = partition;
+  *count = num_partitions;
+  if (!s || s->kind != HK_SHARDING_TILED) return;
+  int rank = hk_sharding_data_rank(s);
+  int64_t mine[HK_MAX_RANK], other[HK_MAX_RANK];
+  if (!hk_sharding_tile_index(s, partition, mine)) return;
+  *index = 0;
+  *count = 0;
+  for (int64_t q = 0; q < num_partitions; q++)
+    if (hk_sharding_tile_index(s, q, other) && !memcmp(mine, other, sizeof(int64_t) * (size_t)rank)) {
+      if (q < partition) (*index)++;
+      (*count)++;
+    }
+}
+
+/* Of a piece held by `count` devices, holder `index` compares one slice
+ * along the outermost dim longer than 1 (a holder left without rows
+ * compares the piece's first element), so the positions compared grow
+ * with the devices instead of every holder repeating them. */
+static void take_slice(se_box *b, int64_t index, int64_t count) {
+  int d = 0;
+  while (d < b->rank && b->n[d] <= 1) d++;
+  if (d == b->rank || count <= 1) return;
+  int64_t n = b->n[d], lo = index * n / count, hi = (index + 1) * n / count;
+  if (hi > lo) {
+    b->lo[d] += lo;
+    b->n[d] = hi - lo;
+    return;
+  }
+  for (int e = 0; e < b->rank; e++) b->n[e] = 1;
+}
+
+/* The slice of leaf k's piece this device compares: false when it holds
+ * none. */
+static hk_status *find_piece(const hk_module *g, const hk_module *p, int64_t device, int64_t num_partitions,
+                             int64_t num_replicas, int leaf, const hk_value *local, piece *pc, bool *holds) {
   const hk_shape *gs = se_leaf_shape(g->entry->root->shape, leaf);
+  int64_t partition = device % num_partitions, replica = device / num_partitions;
   *holds = false;
+  if (gs && !hk_shape_is_array(gs) && !hk_prim_is_array((hk_prim)local->elem)) return NULL;   /* tokens */
   if (!gs || !hk_shape_is_array(gs) || gs->rank != local->rank || gs->elem != local->elem ||
       gs->rank > SE_MAX_RANK) {
     char *a = gs ? hk_shape_to_string(gs) : strdup("?"), *b = hk_value_shape_string(local);
@@ -227,35 +318,30 @@ static hk_status *find_piece(const hk_module *g, const hk_module *p, int64_t par
     return st;
   }
   const hk_sharding *s = leaf_sharding(g, p, leaf);
-  int64_t off[HK_MAX_RANK] = {0};
+  int64_t off[HK_MAX_RANK] = {0}, index = 0, count = 1;
   if (s && s->kind == HK_SHARDING_MAXIMAL && s->device != partition) return NULL;
-  if (s && s->kind == HK_SHARDING_TILED && hk_sharding_data_rank(s) == gs->rank &&
-      !hk_sharding_tile_offset(s, gs, partition, off))
-    return NULL;
+  bool tiled = s && s->kind == HK_SHARDING_TILED && hk_sharding_data_rank(s) == gs->rank;
+  if (tiled && !hk_sharding_tile_offset(s, gs, partition, off)) return NULL;
+  if (!s || s->kind != HK_SHARDING_MAXIMAL) holder_position(tiled ? s : NULL, partition, num_partitions, &index, &count);
   pc->leaf = leaf;
   pc->gs = gs;
   pc->local = local;
   pc->box.rank = gs->rank;
   for (int d = 0; d < gs->rank; d++) {
-    pc->box.lo[d] = off[d];
+    pc->box.lo[d] = pc->off[d] = off[d];
     pc->box.n[d] = local->dims[d] < gs->dims[d] - off[d] ? local->dims[d] : gs->dims[d] - off[d];
     if (pc->box.n[d] <= 0) return NULL;
   }
+  take_slice(&pc->box, replica * count + index, count * num_replicas);
   *holds = true;
   return NULL;
 }
 
-hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t num_partitions,
+/* Compares every leaf's piece (dense: the global result evaluated densely,
+ * else on demand). */
+static hk_status *compare_leaves(const hk_module *g, const hk_module *p, int64_t num_partitions,
                                  int64_t num_replicas, int64_t device, const hk_value *result,
-                                 const hk_sample_options *o, hk_sample_result *out) {
-  memset(out, 0, sizeof *out);
-  out->equal = true;
-  static const hk_sample_options defaults = {.atol = -1, .rtol = -1};
-  if (!o) o = &defaults;
-  int64_t n_leaves = hk_value_leaf_count(result);
-  if (n_leaves != hk_shape_leaf_count(g->entry->root->shape))
-    return hk_error(HK_INVALID_ARGUMENT, "device %lld returns %lld leaves, the global program %lld",
-                    (long long)device, (long long)n_leaves, (long long)hk_shape_leaf_count(g->entry->root->shape));
+                                 const hk_value *dense, const hk_sample_options *o, hk_sample_result *out) {
   se_ctx gx;
   HK_TRY(se_ctx_init(&gx, g, g, false, 1, num_replicas, o->seed));
   if (o->time_limit_ms > 0) {
@@ -264,18 +350,79 @@ hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t
   }
   se_frame *f = se_entry_frame(&gx, device / num_partitions);
   hk_status *st = NULL;
-  for (int k = 0; k < n_leaves && !st && !out->timed_out; k++) {
+  for (int k = 0; k < hk_value_leaf_count(result) && !st && !out->timed_out; k++) {
     piece pc;
     bool holds = false;
-    st = find_piece(g, p, device % num_partitions, k, hk_value_leaf(result, k), &pc, &holds);
+    st = find_piece(g, p, device, num_partitions, num_replicas, k, hk_value_leaf(result, k), &pc, &holds);
     if (st || !holds) continue;
+    pc.dense = dense ? hk_value_leaf(dense, k) : NULL;
     int64_t count = se_box_count(&pc.box), budget = o->samples > 0 ? o->samples : DEFAULT_PIECE_SAMPLES;
     out->samples_planned += count <= DENSE_PIECE_ELEMENTS ? count : budget;
     st = count <= DENSE_PIECE_ELEMENTS ? compare_dense(&gx, f, &pc, device, o, out)
-                                                       : compare_sampled(&gx, f, &pc, device, o, out);
+                                       : compare_sampled(&gx, f, &pc, device, o, out);
     se_ctx_trim(&gx);
   }
   se_ctx_free(&gx);
+  return st;
+}
+
+/* The global module's result on `replica`, evaluated densely on the same
+ * inputs (when the on-demand evaluator lacks an op). */
+static hk_status *global_dense(const hk_module *g, int64_t num_replicas, int64_t replica, uint64_t seed,
+                               hk_value **out) {
+  hk_eval_options limits = {.seed = seed};
+  HK_TRY(hk_eval_check_sizes(g, &limits));
+  hk_eval_cost cost = hk_eval_estimate_cost(g);
+  if (cost.macs > 2e9 || cost.largest_elements > ((int64_t)1 << 24))
+    return hk_error(HK_UNIMPLEMENTED, "too big to evaluate densely");
+  hk_value ***args = calloc((size_t)num_replicas, sizeof *args);
+  hk_value **res = calloc((size_t)num_replicas, sizeof *res);
+  if (!args || !res) abort();
+  int n = 0;
+  hk_status *st = NULL;
+  for (int64_t r = 0; r < num_replicas && !st; r++) st = inputs_of(g, g, false, 1, num_replicas, r, seed, &args[r], &n);
+  hk_eval_options eo = {.seed = seed, .opaque_custom_calls = true};
+  if (!st && num_replicas == 1) st = hk_eval_module(g, args[0], n, &res[0], &eo, NULL);
+  else if (!st) st = hk_eval_spmd(g, 1, num_replicas, (hk_value *const *const *)args, n, res, &eo, NULL);
+  for (int64_t r = 0; r < num_replicas; r++) {
+    for (int i = 0; args[r] && i < n; i++) hk_value_release(args[r][i]);
+    free(args[r]);
+    if (r == replica && !st) *out = res[r];
+    else hk_value_release(res[r]);
+  }
+  free(args);
+  free(res);
+  return st;
+}
+
+hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t num_partitions,
+                                 int64_t num_replicas, int64_t device, const hk_value *result,
+                                 const hk_sample_options *o, hk_sample_result *out) {
+  static const hk_sample_options defaults = {.atol = -1, .rtol = -1};
+  if (!o) o = &defaults;
+  memset(out, 0, sizeof *out);
+  out->equal = true;
+  int64_t n_leaves = hk_value_leaf_count(result);
+  if (n_leaves != hk_shape_leaf_count(g->entry->root->shape))
+    return hk_error(HK_INVALID_ARGUMENT, "device %lld returns %lld leaves, the global program %lld",
+                    (long long)device, (long long)n_leaves, (long long)hk_shape_leaf_count(g->entry->root->shape));
+  hk_status *st = compare_leaves(g, p, num_partitions, num_replicas, device, result, NULL, o, out);
+  if (st && st->code == HK_UNIMPLEMENTED) {
+    /* An op the on-demand evaluator lacks: the dense evaluator, when the
+     * global module is small enough for it. */
+    hk_value *dense = NULL;
+    hk_status *dst = global_dense(g, num_replicas, device / num_partitions, o->seed, &dense);
+    if (!dst) {
+      hk_status_free(st);
+      hk_sample_result_free(out);
+      memset(out, 0, sizeof *out);
+      out->equal = true;
+      st = compare_leaves(g, p, num_partitions, num_replicas, device, result, dense, o, out);
+      hk_value_release(dense);
+    } else {
+      hk_status_free(dst);
+    }
+  }
   if (st) hk_sample_result_free(out);
   return st ? hk_status_prefix(st, "global module") : NULL;
 }
