@@ -2,6 +2,7 @@
 #
 # make            build/libhlokit.so, build/hlokit, build/plugins/*.so
 # make test       deps, Check suites (normal, ASan/UBSan, valgrind) + conformance
+#                 + scripts/test-mpi.sh (MPI back end; skipped without Open MPI)
 # make valgrind   the Check suites of $(BUILD) under valgrind (no leaks)
 # make conformance  scripts/conformance.sh: pass rates against the floors
 # make bench      benchmarks (scripts/bench.sh)
@@ -124,6 +125,8 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) valgrind
 	@echo "== conformance ($(BUILD))"
 	@bash scripts/conformance.sh $(BUILD)
+	@echo "== MPI back end against the thread back end ($(BUILD))"
+	@bash scripts/test-mpi.sh $(BUILD)
 
 conformance: all tools
 	@bash scripts/conformance.sh $(BUILD)

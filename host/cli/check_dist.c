@@ -152,15 +152,25 @@ static void put_extra_text(hk_buf *b, const hk_cli_dist *dist, const int64_t *by
   hk_buf_printf(b, "  peak live bytes per device %lld\n", (long long)fig[F_PEAK]);
 }
 
+/* The verdict and figures of every rank, on every rank (by_rank: size
+ * entries; free it). */
+static hk_status *distributed_result(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
+                                     const hk_cli_dist *dist, const hk_sample_options *so, double timeout_s,
+                                     hk_sample_result *r, int64_t **by_rank, int64_t *fig) {
+  *r = (hk_sample_result){.equal = true};
+  HK_TRY(run_and_compare(g, p, parts, reps, dist, so, timeout_s, r, fig));
+  *by_rank = calloc((size_t)dist->size, sizeof **by_rank);
+  if (!*by_rank) abort();
+  combine_ranks(dist, r, *by_rank, fig);
+  return NULL;
+}
+
 hk_status *hk_check_distributed(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
                                 const hk_cli_dist *dist, const hk_sample_options *so, double timeout_s,
                                 bool json, const char *extra_json, bool *equal) {
-  hk_sample_result r = {.equal = true};
-  int64_t fig[F_N] = {0};
-  HK_TRY(run_and_compare(g, p, parts, reps, dist, so, timeout_s, &r, fig));
-  int64_t *by_rank = calloc((size_t)dist->size, sizeof *by_rank);
-  if (!by_rank) abort();
-  combine_ranks(dist, &r, by_rank, fig);
+  hk_sample_result r;
+  int64_t fig[F_N] = {0}, *by_rank = NULL;
+  HK_TRY(distributed_result(g, p, parts, reps, dist, so, timeout_s, &r, &by_rank, fig));
   hk_buf extra, b;
   hk_buf_init(&extra);
   hk_buf_init(&b);
@@ -177,6 +187,38 @@ hk_status *hk_check_distributed(const hk_module *g, const hk_module *p, int64_t 
   hk_buf_free(&extra);
   hk_buf_free(&b);
   free(by_rank);
+  hk_sample_result_free(&r);
+  return NULL;
+}
+
+hk_status *hk_check_distributed_report(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
+                                       const hk_cli_dist *dist, const hk_sample_options *so, double timeout_s,
+                                       hk_check_report *rep) {
+  hk_sample_result r;
+  int64_t fig[F_N] = {0}, *by_rank = NULL;
+  HK_TRY(distributed_result(g, p, parts, reps, dist, so, timeout_s, &r, &by_rank, fig));
+  free(by_rank);
+  rep->cmp = (hk_compare_result){.equal = r.equal, .max_abs_error = r.max_abs_error,
+                                 .max_rel_error = r.max_rel_error, .has_mismatch = r.has_mismatch,
+                                 .mismatch_leaf = r.mismatch_leaf, .mismatch_index = r.mismatch_index,
+                                 .expected = r.expected, .actual = r.actual, .message = r.message};
+  r.message = NULL;
+  rep->root_shape = hk_shape_to_string(p->entry->root->shape);
+  rep->instrs_before = hk_check_count_instrs(g);
+  rep->instrs_after = hk_check_count_instrs(p);
+  rep->n_devices = parts * reps;
+  /* Only the maxima over the devices travel between ranks: every device
+   * entry holds them (the report shows maxima). */
+  rep->dev_stats = calloc((size_t)rep->n_devices, sizeof *rep->dev_stats);
+  if (!rep->dev_stats) abort();
+  for (int64_t d = 0; d < rep->n_devices; d++) {
+    hk_eval_stats *s = &rep->dev_stats[d];
+    for (int k = 0; k < HK_EVAL_NUM_COLLECTIVE_KINDS; k++) {
+      s->collective_count[k] = fig[F_COUNT + k];
+      s->collective_bytes[k] = fig[F_BYTES + k];
+    }
+    s->peak_live_bytes = fig[F_PEAK];
+  }
   hk_sample_result_free(&r);
   return NULL;
 }
