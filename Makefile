@@ -156,6 +156,7 @@ install: all
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/hlokit
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libhlokit.so
 	for p in $(PLUGIN_SOS); do install -m 755 $$p $(DESTDIR)$(PREFIX)/lib/hlokit/plugins/; done
+	$(if $(MPI_SO),install -d $(DESTDIR)$(PREFIX)/lib/hlokit/backends && install -m 755 $(MPI_SO) $(DESTDIR)$(PREFIX)/lib/hlokit/backends/)
 	install -m 644 abi/hlokit/*.h $(DESTDIR)$(PREFIX)/include/hlokit/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/hlokit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hlokit.pc
