@@ -5,6 +5,7 @@
 #   1. faults: a failing rank stops every rank (exit 2, rank and instruction
 #      named, within seconds); ranks that disagree on a collective are
 #      reported; --timeout stops an endless while loop (threads and MPI);
+#      fixtures/mpi/collectives.hlo byte for byte on 1, 2, 4 and 8 ranks;
 #   2. check --backend=mpi on fixtures/eval: equal where the thread back end
 #      says equal, exit 1 on the deliberately wrong partitioned modules;
 #   3. the visible spmd corpus: each case partitioned, then
@@ -63,6 +64,17 @@ for mode in threads mpi; do
 done
 echo "test-mpi: faults checked"
 
+# Every collective kind and group form (device-dependent inputs), on 1 to 8
+# ranks (8 to 1 devices per rank): the bytes of the thread back end.
+"$hlokit" run fixtures/mpi/collectives.hlo --json >"$tmp/threads.json" 2>"$tmp/err" || fail "collectives.hlo (threads)"
+for n in 1 2 4 8; do
+  mpirun_n $n "$hlokit" run fixtures/mpi/collectives.hlo --backend=mpi --json >"$tmp/mpi.json" 2>"$tmp/err"
+  rc=$?
+  [ $rc -eq 0 ] && cmp -s "$tmp/threads.json" "$tmp/mpi.json" ||
+    fail "collectives.hlo on $n ranks: exit $rc, not the thread back end's bytes: $(grep hlokit "$tmp/err" | head -1)"
+done
+echo "test-mpi: collectives byte-identical on 1, 2, 4, 8 ranks"
+
 # ---- 2. check --backend=mpi on the eval fixtures ---------------------------------------------
 for part in fixtures/eval/*_spmd_*.hlo; do
   global="${part%%_spmd_*}.hlo"
@@ -94,7 +106,8 @@ else
     if ! timeout -s KILL 60 "$hlokit" opt "$hlo" --num-partitions="$devices" "$passes" -o "$part" >/dev/null 2>&1; then
       not_partitioned=$((not_partitioned + 1)); continue
     fi
-    if ! timeout -s KILL 60 "$hlokit" run "$part" --num-partitions="$devices" --json >"$tmp/threads.json" 2>/dev/null; then
+    if ! timeout -s KILL 60 "$hlokit" run "$part" --num-partitions="$devices" --json --timeout=20 \
+      >"$tmp/threads.json" 2>/dev/null; then
       not_dense=$((not_dense + 1)); continue
     fi
     ranks=$devices

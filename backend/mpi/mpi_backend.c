@@ -47,54 +47,44 @@ static bool use_comms(const hk_mpi_backend *b) { return b->per_rank == 1; }
 
 /* ---- moving data: MPI collectives or point to point ------------------------------ */
 
-/* out = every member's nbytes of in, in group order. */
-static hk_status *gather(hk_mpi_backend *b, const hk_collective_op *op, xkind kind, const void *in,
-                         int64_t nbytes, void *out) {
-  if (use_comms(b)) {
-    MPI_Comm c = comm_of(b, op);
-    HK_TRY(hk_mpi_comm_check(b, c, op, kind, nbytes));
-    MPI_Allgather(in, (int)nbytes, MPI_BYTE, out, (int)nbytes, MPI_BYTE, c);
-    return NULL;
-  }
+/* Point to point: out chunk j (chunk bytes) comes from member j, which
+ * sends its in + rank * in_stride (in_stride 0: the same bytes to all). */
+static hk_status *p2p_each(hk_mpi_backend *b, const hk_collective_op *op, xkind kind, const void *in,
+                           int64_t in_stride, int64_t chunk, void *out) {
   int G = op->group_size;
   peer_msg *s = malloc(sizeof *s * (size_t)G), *r = malloc(sizeof *r * (size_t)G);
   if (!s || !r) abort();
   int n = 0;
   for (int j = 0; j < G; j++) {
     if (j == op->rank) continue;
-    s[n] = (peer_msg){op->group[j], (void *)in, nbytes};
-    r[n++] = (peer_msg){op->group[j], (uint8_t *)out + j * nbytes, nbytes};
+    s[n] = (peer_msg){op->group[j], (uint8_t *)in + j * in_stride, chunk};
+    r[n++] = (peer_msg){op->group[j], (uint8_t *)out + j * chunk, chunk};
   }
-  memcpy((uint8_t *)out + op->rank * nbytes, in, (size_t)nbytes);
+  memcpy((uint8_t *)out + op->rank * chunk, (const uint8_t *)in + op->rank * in_stride, (size_t)chunk);
   hk_status *st = hk_mpi_p2p_exchange(b, op, kind, s, n, r, n);
   free(s);
   free(r);
   return st;
 }
 
+/* out = every member's nbytes of in, in group order. */
+static hk_status *gather(hk_mpi_backend *b, const hk_collective_op *op, xkind kind, const void *in,
+                         int64_t nbytes, void *out) {
+  if (!use_comms(b)) return p2p_each(b, op, kind, in, 0, nbytes, out);
+  MPI_Comm c = comm_of(b, op);
+  HK_TRY(hk_mpi_comm_check(b, c, op, kind, nbytes));
+  MPI_Allgather(in, (int)nbytes, MPI_BYTE, out, (int)nbytes, MPI_BYTE, c);
+  return NULL;
+}
+
 /* out chunk j = chunk `rank` of member j's in (chunk bytes each). */
 static hk_status *all_to_all(hk_mpi_backend *b, const hk_collective_op *op, xkind kind,
                              const void *in, int64_t chunk, void *out) {
-  if (use_comms(b)) {
-    MPI_Comm c = comm_of(b, op);
-    HK_TRY(hk_mpi_comm_check(b, c, op, kind, chunk));
-    MPI_Alltoall(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE, c);
-    return NULL;
-  }
-  int G = op->group_size;
-  peer_msg *s = malloc(sizeof *s * (size_t)G), *r = malloc(sizeof *r * (size_t)G);
-  if (!s || !r) abort();
-  int n = 0;
-  for (int j = 0; j < G; j++) {
-    if (j == op->rank) continue;
-    s[n] = (peer_msg){op->group[j], (uint8_t *)in + j * chunk, chunk};
-    r[n++] = (peer_msg){op->group[j], (uint8_t *)out + j * chunk, chunk};
-  }
-  memcpy((uint8_t *)out + op->rank * chunk, (const uint8_t *)in + op->rank * chunk, (size_t)chunk);
-  hk_status *st = hk_mpi_p2p_exchange(b, op, kind, s, n, r, n);
-  free(s);
-  free(r);
-  return st;
+  if (!use_comms(b)) return p2p_each(b, op, kind, in, chunk, chunk, out);
+  MPI_Comm c = comm_of(b, op);
+  HK_TRY(hk_mpi_comm_check(b, c, op, kind, chunk));
+  MPI_Alltoall(in, (int)chunk, MPI_BYTE, out, (int)chunk, MPI_BYTE, c);
+  return NULL;
 }
 
 /* ---- MPI's own reductions where they are exact ------------------------------------ */
@@ -168,22 +158,28 @@ static hk_status *m_all_gather(hk_collective_backend *base, const hk_collective_
   WATCHED(b, op, gather(b, op, XK_GATHER, in, nbytes, out));
 }
 
-static hk_status *reduce(hk_mpi_backend *b, const hk_collective_op *op, const void *in, void *out,
-                         int64_t n, int elem_bytes, hk_combine_fn combine, void *ctx) {
+/* All-reduce (kind XK_REDUCE: out = the combination of every member's n
+ * elements) or reduce-scatter (XK_REDUCE_SCATTER: in holds group_size
+ * chunks, out = the combination of chunk `rank`). */
+static hk_status *reduce(hk_mpi_backend *b, const hk_collective_op *op, xkind kind, const void *in,
+                         void *out, int64_t n, int elem_bytes, hk_combine_fn combine, void *ctx) {
   int64_t cb = n * elem_bytes;
   MPI_Op mop;
   MPI_Datatype type;
   if (use_comms(b) && predefined_op(op, elem_bytes, &mop, &type)) {
     MPI_Comm c = comm_of(b, op);
-    HK_TRY(hk_mpi_comm_check(b, c, op, XK_REDUCE, cb));
-    MPI_Allreduce(in, out, (int)n, type, mop, c);
+    HK_TRY(hk_mpi_comm_check(b, c, op, kind, cb));
+    if (kind == XK_REDUCE) MPI_Allreduce(in, out, (int)n, type, mop, c);
+    else MPI_Reduce_scatter_block(in, out, (int)n, type, mop, c);
     return NULL;
   }
-  uint8_t *all = malloc((size_t)(cb * op->group_size > 0 ? cb * op->group_size : 1));
-  if (!all) abort();
-  hk_status *st = gather(b, op, XK_REDUCE, in, cb, all);
-  if (!st) st = fold(all, op->group_size, cb, out, n, combine, ctx);
-  free(all);
+  /* Every member's chunk, then the evaluator's reducer in group order. */
+  uint8_t *chunks = malloc((size_t)(cb * op->group_size > 0 ? cb * op->group_size : 1));
+  if (!chunks) abort();
+  hk_status *st = kind == XK_REDUCE ? gather(b, op, kind, in, cb, chunks)
+                                    : all_to_all(b, op, kind, in, cb, chunks);
+  if (!st) st = fold(chunks, op->group_size, cb, out, n, combine, ctx);
+  free(chunks);
   return st;
 }
 
@@ -191,34 +187,14 @@ static hk_status *m_all_reduce(hk_collective_backend *base, const hk_collective_
                                const void *in, void *out, int64_t n, int elem_bytes,
                                hk_combine_fn combine, void *ctx) {
   hk_mpi_backend *b = (hk_mpi_backend *)base;
-  WATCHED(b, op, reduce(b, op, in, out, n, elem_bytes, combine, ctx));
-}
-
-static hk_status *reduce_scatter(hk_mpi_backend *b, const hk_collective_op *op, const void *in,
-                                 void *out, int64_t n, int elem_bytes, hk_combine_fn combine,
-                                 void *ctx) {
-  int64_t cb = n * elem_bytes;
-  MPI_Op mop;
-  MPI_Datatype type;
-  if (use_comms(b) && predefined_op(op, elem_bytes, &mop, &type)) {
-    MPI_Comm c = comm_of(b, op);
-    HK_TRY(hk_mpi_comm_check(b, c, op, XK_REDUCE_SCATTER, cb));
-    MPI_Reduce_scatter_block(in, out, (int)n, type, mop, c);
-    return NULL;
-  }
-  uint8_t *mine = malloc((size_t)(cb * op->group_size > 0 ? cb * op->group_size : 1));
-  if (!mine) abort();
-  hk_status *st = all_to_all(b, op, XK_REDUCE_SCATTER, in, cb, mine);
-  if (!st) st = fold(mine, op->group_size, cb, out, n, combine, ctx);
-  free(mine);
-  return st;
+  WATCHED(b, op, reduce(b, op, XK_REDUCE, in, out, n, elem_bytes, combine, ctx));
 }
 
 static hk_status *m_reduce_scatter(hk_collective_backend *base, const hk_collective_op *op,
                                    const void *in, void *out, int64_t n, int elem_bytes,
                                    hk_combine_fn combine, void *ctx) {
   hk_mpi_backend *b = (hk_mpi_backend *)base;
-  WATCHED(b, op, reduce_scatter(b, op, in, out, n, elem_bytes, combine, ctx));
+  WATCHED(b, op, reduce(b, op, XK_REDUCE_SCATTER, in, out, n, elem_bytes, combine, ctx));
 }
 
 static hk_status *m_all_to_all(hk_collective_backend *base, const hk_collective_op *op,
