@@ -28,6 +28,8 @@ if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$build/backends/mpi.so" ]; the
 fi
 # CI runs as root on a fresh machine; Open MPI refuses that unless told.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Ranks waiting in a collective yield the core (the tests oversubscribe).
+export OMPI_MCA_mpi_yield_when_idle=1
 # stdin from /dev/null: mpirun would read the case list of the loop below.
 mpirun_n() { local n=$1; shift; timeout -s KILL 120 mpirun --oversubscribe -n "$n" "$@" </dev/null; }
 
