@@ -251,7 +251,7 @@ bench_mpi() {
     local extra=()
     [ "$n" != 0 ] && extra=(--backend=mpi)
     r=$(peak_rss_run "$n" "$build/hlokit" run "$part" "${extra[@]}")
-    c=$(peak_rss_run "$n" "$build/hlokit" check "$mlp" --partitioned="$part" "${extra[@]}")
+    c=$(peak_rss_run "$n" "$build/hlokit" check "$mlp" --partitioned="$part" --sample-seconds=0 "${extra[@]}")
     read -r rt rm <<<"$r"
     read -r ct cm <<<"$c"
     [ -z "$base_run" ] && base_run=$rm && base_check=$cm
