@@ -16,6 +16,27 @@ static const char *dot_global =
     "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
     "}\n";
 
+/* Above the size evaluated densely (1e7 multiply-adds): checked on demand. */
+static const char *big_global =
+    "HloModule g\n"
+    "ENTRY e {\n"
+    "  a = f32[64,1024] parameter(0)\n"
+    "  b = f32[1024,256] parameter(1)\n"
+    "  ROOT d = f32[64,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "}\n";
+
+static const char *big_part =
+    "HloModule p, num_partitions=4, spmd_output_sharding={devices=[1,4]0,1,2,3}, "
+    "spmd_parameters_shardings={{devices=[1,4]0,1,2,3},{devices=[4,1]0,1,2,3}}\n"
+    "add { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] add(x, y) }\n"
+    "ENTRY e {\n"
+    "  a = f32[64,256] parameter(0)\n"
+    "  b = f32[256,256] parameter(1)\n"
+    "  d = f32[64,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+    "  ROOT r = f32[64,64] reduce-scatter(d), channel_id=1, replica_groups={{0,1,2,3}}, use_global_device_ids=true, "
+    "dimensions={1}, to_apply=add\n"
+    "}\n";
+
 /* Contracting dim split over 4 devices; %s is the all-reduce's groups. */
 static const char *dot_part_fmt =
     "HloModule p, num_partitions=4, spmd_output_sharding={replicated}, "
@@ -193,6 +214,39 @@ START_TEST(test_piece_wrong_groups_caught) {
 }
 END_TEST
 
+/* The on-demand path: a tiled output, each device compares its whole
+ * 64x64 piece; a wrong piece offset is caught. */
+START_TEST(test_piece_on_demand) {
+  hk_module *g = hk_test_parse(big_global), *p = hk_test_parse(big_part);
+  hk_value **in[4], *res[4];
+  int n = 0;
+  for (int d = 0; d < 4; d++) ck_assert_ok(hk_eval_sampled_inputs(g, p, 4, 1, d, 2, &in[d], &n));
+  ck_assert_ok(hk_eval_spmd(p, 4, 1, (hk_value *const *const *)in, n, res, NULL, NULL));
+  hk_sample_options o = {.seed = 2, .atol = -1, .rtol = -1};
+  for (int d = 0; d < 4; d++) {
+    hk_sample_result r;
+    ck_assert_ok(hk_eval_compare_piece(g, p, 4, 1, d, res[d], &o, &r));
+    ck_assert_msg(r.equal, "device %d: %g vs %g", d, r.expected, r.actual);
+    ck_assert_int_eq(r.samples, 64 * 64);
+    hk_sample_result_free(&r);
+  }
+  /* Device 1's result presented as device 2's: its piece is elsewhere. */
+  hk_sample_result r;
+  ck_assert_ok(hk_eval_compare_piece(g, p, 4, 1, 2, res[1], &o, &r));
+  ck_assert(!r.equal && r.has_mismatch);
+  ck_assert_int_eq(r.mismatch_device, 2);
+  ck_assert_int_ge(r.mismatch_index % 256, 128);
+  hk_sample_result_free(&r);
+  for (int d = 0; d < 4; d++) {
+    hk_value_release(res[d]);
+    for (int i = 0; i < n; i++) hk_value_release(in[d][i]);
+    free(in[d]);
+  }
+  hk_module_free(g);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *dist_suite(void) {
   Suite *s = suite_create("eval_dist");
   TCase *t = tcase_create("dist");
@@ -203,6 +257,7 @@ static Suite *dist_suite(void) {
   tcase_add_test(t, test_inputs_are_pieces_of_one_global_value);
   tcase_add_test(t, test_piece_equal_and_split);
   tcase_add_test(t, test_piece_wrong_groups_caught);
+  tcase_add_test(t, test_piece_on_demand);
   suite_add_tcase(s, t);
   return s;
 }

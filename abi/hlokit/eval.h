@@ -377,11 +377,14 @@ hk_status *hk_eval_sampled_inputs(const hk_module *global, const hk_module *part
                                   int64_t device, uint64_t seed, hk_value ***out,
                                   int *n_out);
 /* Compares `result`, device's output of the partitioned module run on
- * those inputs, with the global module evaluated on demand at positions
- * inside the device's piece of each output leaf (by the recorded output
- * sharding): every position of a piece of up to 2^18 elements, else
- * o->samples of them (corners, then random).  out->samples counts the
- * positions compared; mismatch indices are global. */
+ * those inputs, with the global module at positions inside the device's
+ * piece of each output leaf (by the recorded output sharding; devices
+ * holding the same piece each take a slice of it): every position of a
+ * slice of up to 2^18 elements, else o->samples of them (corners, then
+ * random).  The global module is evaluated on demand, or densely when it
+ * is small (up to 1e7 multiply-adds and 2^20-element values) or uses an
+ * op the on-demand evaluator lacks.  out->samples counts the positions
+ * compared; mismatch indices are global. */
 hk_status *hk_eval_compare_piece(const hk_module *global, const hk_module *partitioned,
                                  int64_t num_partitions, int64_t num_replicas,
                                  int64_t device, const hk_value *result,

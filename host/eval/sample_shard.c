@@ -1,14 +1,20 @@
 /* sample_shard.c - one device's share of a distributed check: its entry
  * parameters made as the sampled evaluator makes them (a pure function of
  * the global index, so no process builds a global value), and its output
- * piece compared with the global program evaluated on demand at positions
- * inside that piece (the whole piece when it is small enough). */
+ * piece compared with the global program at positions inside that piece
+ * (the whole piece when it is small enough): evaluated on demand, or
+ * densely when the global module is small (or uses an op the on-demand
+ * evaluator lacks and is not too big). */
 #include <math.h>
 #include <time.h>
 
 #include "eval/sample_internal.h"
 
 enum { DENSE_PIECE_ELEMENTS = 1 << 18, DEFAULT_PIECE_SAMPLES = 1024 };
+/* A global module this small is evaluated densely (once per device):
+ * cheaper than on demand, and every op of the dense evaluator is there. */
+#define SMALL_GLOBAL_MACS 1e7
+#define SMALL_GLOBAL_ELEMENTS ((int64_t)1 << 20)
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -366,15 +372,23 @@ static hk_status *compare_leaves(const hk_module *g, const hk_module *p, int64_t
   return st;
 }
 
+/* True when the global module costs at most macs multiply-adds and
+ * largest elements in its biggest value. */
+static bool global_fits(const hk_module *g, double macs, int64_t largest) {
+  hk_eval_options limits = {0};
+  hk_status *st = hk_eval_check_sizes(g, &limits);
+  if (st) {
+    hk_status_free(st);
+    return false;
+  }
+  hk_eval_cost cost = hk_eval_estimate_cost(g);
+  return cost.macs <= macs && cost.largest_elements <= largest;
+}
+
 /* The global module's result on `replica`, evaluated densely on the same
- * inputs (when the on-demand evaluator lacks an op). */
+ * inputs. */
 static hk_status *global_dense(const hk_module *g, int64_t num_replicas, int64_t replica, uint64_t seed,
                                hk_value **out) {
-  hk_eval_options limits = {.seed = seed};
-  HK_TRY(hk_eval_check_sizes(g, &limits));
-  hk_eval_cost cost = hk_eval_estimate_cost(g);
-  if (cost.macs > 2e9 || cost.largest_elements > ((int64_t)1 << 24))
-    return hk_error(HK_UNIMPLEMENTED, "too big to evaluate densely");
   hk_value ***args = calloc((size_t)num_replicas, sizeof *args);
   hk_value **res = calloc((size_t)num_replicas, sizeof *res);
   if (!args || !res) abort();
@@ -395,6 +409,17 @@ static hk_status *global_dense(const hk_module *g, int64_t num_replicas, int64_t
   return st;
 }
 
+/* Compares against the dense global result. */
+static hk_status *compare_with_dense(const hk_module *g, const hk_module *p, int64_t num_partitions,
+                                     int64_t num_replicas, int64_t device, const hk_value *result,
+                                     const hk_sample_options *o, hk_sample_result *out) {
+  hk_value *dense = NULL;
+  HK_TRY(global_dense(g, num_replicas, device / num_partitions, o->seed, &dense));
+  hk_status *st = compare_leaves(g, p, num_partitions, num_replicas, device, result, dense, o, out);
+  hk_value_release(dense);
+  return st;
+}
+
 hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t num_partitions,
                                  int64_t num_replicas, int64_t device, const hk_value *result,
                                  const hk_sample_options *o, hk_sample_result *out) {
@@ -406,21 +431,19 @@ hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t
   if (n_leaves != hk_shape_leaf_count(g->entry->root->shape))
     return hk_error(HK_INVALID_ARGUMENT, "device %lld returns %lld leaves, the global program %lld",
                     (long long)device, (long long)n_leaves, (long long)hk_shape_leaf_count(g->entry->root->shape));
-  hk_status *st = compare_leaves(g, p, num_partitions, num_replicas, device, result, NULL, o, out);
-  if (st && st->code == HK_UNIMPLEMENTED) {
+  hk_status *st;
+  if (global_fits(g, SMALL_GLOBAL_MACS, SMALL_GLOBAL_ELEMENTS)) {
+    st = compare_with_dense(g, p, num_partitions, num_replicas, device, result, o, out);
+  } else {
+    st = compare_leaves(g, p, num_partitions, num_replicas, device, result, NULL, o, out);
     /* An op the on-demand evaluator lacks: the dense evaluator, when the
-     * global module is small enough for it. */
-    hk_value *dense = NULL;
-    hk_status *dst = global_dense(g, num_replicas, device / num_partitions, o->seed, &dense);
-    if (!dst) {
+     * global module is not too big for it. */
+    if (st && st->code == HK_UNIMPLEMENTED && global_fits(g, 2e9, (int64_t)1 << 24)) {
       hk_status_free(st);
       hk_sample_result_free(out);
       memset(out, 0, sizeof *out);
       out->equal = true;
-      st = compare_leaves(g, p, num_partitions, num_replicas, device, result, dense, o, out);
-      hk_value_release(dense);
-    } else {
-      hk_status_free(dst);
+      st = compare_with_dense(g, p, num_partitions, num_replicas, device, result, o, out);
     }
   }
   if (st) hk_sample_result_free(out);
