@@ -84,7 +84,9 @@ static hk_status *run_devices(const hk_module *m, const hk_eval_plan *plan, int6
     r->ctx.num_replicas = num_replicas;
     r->ctx.num_partitions = num_partitions;
     r->ctx.backend = be;
-    r->ctx.mem.limit = hk_eval_memory_budget(opts, count);
+    /* The budget of the whole grid: ranks sharing a machine then share it
+     * as the threads of one process do. */
+    r->ctx.mem.limit = hk_eval_memory_budget(opts, num_partitions * num_replicas);
   }
   int64_t started = 0;
   hk_status *st = NULL;
