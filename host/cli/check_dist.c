@@ -46,6 +46,51 @@ static void merge(hk_sample_result *acc, hk_sample_result *r) {
   hk_sample_result_free(r);
 }
 
+/* Manual regions: the global module runs on the same devices (on MPI,
+ * each device given the whole inputs, as the thread check does) and each
+ * device's result is compared with its tile of the global one. */
+static hk_status *compare_manual(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
+                                 int64_t first, int64_t count, const hk_cli_dist *dist,
+                                 const hk_sample_options *so, double timeout_s, hk_value *const *res,
+                                 hk_sample_result *acc) {
+  HK_TRY(hk_check_manual_collectives(g));
+  hk_value **gin = NULL, **gres = calloc((size_t)count, sizeof *gres);
+  hk_value *const **gargs = calloc((size_t)count, sizeof *gargs);
+  if (!gres || !gargs) abort();
+  int gn = 0;
+  hk_status *st = hk_eval_sampled_inputs(g, g, 1, 1, 0, so->seed, &gin, &gn);
+  if (!st) {
+    for (int64_t k = 0; k < count; k++) gargs[k] = gin;
+    hk_eval_options eo = {.seed = so->seed, .opaque_custom_calls = true,
+                          .time_limit_ms = hk_cli_timeout_eval_ms(timeout_s)};
+    eo.backend = dist->api->backend_new(parts * reps, count, (int64_t)(timeout_s * 1000));
+    st = hk_eval_spmd_devices(g, parts, reps, first, count, gargs, gn, gres, &eo, NULL);
+    eo.backend->vt->destroy(eo.backend);
+    if (st) st = hk_status_prefix(st, "global module");
+  }
+  hk_check_opts co = {so->seed, so->atol, so->rtol};
+  for (int64_t k = 0; k < count && !st; k++) {
+    hk_compare_result c;
+    hk_check_compare_device(g, p, gres[k], res[k], first + k, parts, &co, &c);
+    int64_t elements = 0;
+    for (int64_t j = 0; j < hk_value_leaf_count(res[k]); j++) elements += hk_value_leaf(res[k], j)->n;
+    hk_sample_result r = {.equal = c.equal, .samples = elements, .samples_planned = elements,
+                          .max_abs_error = c.max_abs_error, .max_rel_error = c.max_rel_error,
+                          .has_mismatch = c.has_mismatch, .mismatch_leaf = c.mismatch_leaf,
+                          .mismatch_index = c.mismatch_index, .mismatch_device = first + k,
+                          .expected = c.expected, .actual = c.actual, .message = c.message};
+    c.message = NULL;
+    hk_compare_result_free(&c);
+    merge(acc, &r);
+  }
+  for (int i = 0; i < gn; i++) hk_value_release(gin[i]);
+  free(gin);
+  for (int64_t k = 0; k < count; k++) hk_value_release(gres[k]);
+  free(gres);
+  free(gargs);
+  return st;
+}
+
 /* Runs this rank's devices and compares their pieces into acc. */
 static hk_status *run_and_compare(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
                                   const hk_cli_dist *dist, const hk_sample_options *so, double timeout_s,
@@ -69,10 +114,12 @@ static hk_status *run_and_compare(const hk_module *g, const hk_module *p, int64_
     eo.backend->vt->destroy(eo.backend);
     if (st) st = hk_status_prefix(st, "partitioned module");
   }
+  bool manual = hk_check_has_manual_regions(g);
+  if (!st && manual) st = compare_manual(g, p, parts, reps, first, count, dist, so, timeout_s, res, acc);
   for (int64_t k = 0; k < count && !st; k++) {
     hk_sample_result r;
-    st = hk_eval_compare_piece(g, p, parts, reps, first + k, res[k], so, &r);
-    if (!st) merge(acc, &r);
+    if (!manual) st = hk_eval_compare_piece(g, p, parts, reps, first + k, res[k], so, &r);
+    if (!st && !manual) merge(acc, &r);
     device_figures(&stats[k], fig);
   }
   for (int64_t k = 0; k < count; k++) {
