@@ -382,8 +382,9 @@ hk_status *hk_eval_sampled_inputs(const hk_module *global, const hk_module *part
  * holding the same piece each take a slice of it): every position of a
  * slice of up to 2^18 elements, else o->samples of them (corners, then
  * random).  The global module is evaluated on demand, or densely when it
- * is small (up to 1e7 multiply-adds and 2^20-element values) or uses an
- * op the on-demand evaluator lacks.  out->samples counts the positions
+ * is small (up to 1e7 multiply-adds and 2^20-element values), or uses an
+ * op the on-demand evaluator lacks, or gets no slab done in
+ * o->time_limit_ms (then up to the thread check's dense limits).  out->samples counts the positions
  * compared; mismatch indices are global. */
 hk_status *hk_eval_compare_piece(const hk_module *global, const hk_module *partitioned,
                                  int64_t num_partitions, int64_t num_replicas,

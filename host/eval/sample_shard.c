@@ -3,8 +3,8 @@
  * the global index, so no process builds a global value), and its output
  * piece compared with the global program at positions inside that piece
  * (the whole piece when it is small enough): evaluated on demand, or
- * densely when the global module is small (or uses an op the on-demand
- * evaluator lacks and is not too big). */
+ * densely when the global module is small (or, not too big, uses an op
+ * the on-demand evaluator lacks or is too slow for it). */
 #include <math.h>
 #include <time.h>
 
@@ -347,7 +347,8 @@ static hk_status *find_piece(const hk_module *g, const hk_module *p, int64_t dev
  * else on demand). */
 static hk_status *compare_leaves(const hk_module *g, const hk_module *p, int64_t num_partitions,
                                  int64_t num_replicas, int64_t device, const hk_value *result,
-                                 const hk_value *dense, const hk_sample_options *o, hk_sample_result *out) {
+                                 const hk_value *dense, const hk_sample_options *o, hk_sample_result *out,
+                                 bool *ran_out) {
   se_ctx gx;
   HK_TRY(se_ctx_init(&gx, g, g, false, 1, num_replicas, o->seed));
   if (o->time_limit_ms > 0) {
@@ -368,6 +369,7 @@ static hk_status *compare_leaves(const hk_module *g, const hk_module *p, int64_t
                                        : compare_sampled(&gx, f, &pc, device, o, out);
     se_ctx_trim(&gx);
   }
+  *ran_out = out_of_time(&gx, st);
   se_ctx_free(&gx);
   return st;
 }
@@ -415,7 +417,8 @@ static hk_status *compare_with_dense(const hk_module *g, const hk_module *p, int
                                      const hk_sample_options *o, hk_sample_result *out) {
   hk_value *dense = NULL;
   HK_TRY(global_dense(g, num_replicas, device / num_partitions, o->seed, &dense));
-  hk_status *st = compare_leaves(g, p, num_partitions, num_replicas, device, result, dense, o, out);
+  bool ran_out = false;
+  hk_status *st = compare_leaves(g, p, num_partitions, num_replicas, device, result, dense, o, out, &ran_out);
   hk_value_release(dense);
   return st;
 }
@@ -435,10 +438,12 @@ hk_status *hk_eval_compare_piece(const hk_module *g, const hk_module *p, int64_t
   if (global_fits(g, SMALL_GLOBAL_MACS, SMALL_GLOBAL_ELEMENTS)) {
     st = compare_with_dense(g, p, num_partitions, num_replicas, device, result, o, out);
   } else {
-    st = compare_leaves(g, p, num_partitions, num_replicas, device, result, NULL, o, out);
-    /* An op the on-demand evaluator lacks: the dense evaluator, when the
-     * global module is not too big for it. */
-    if (st && st->code == HK_UNIMPLEMENTED && global_fits(g, 2e9, (int64_t)1 << 24)) {
+    bool ran_out = false;
+    st = compare_leaves(g, p, num_partitions, num_replicas, device, result, NULL, o, out, &ran_out);
+    /* An op the on-demand evaluator lacks, or not one slab in the time
+     * limit: the dense evaluator, when the global module is not too big
+     * for it (the thread check's limits). */
+    if (st && (st->code == HK_UNIMPLEMENTED || ran_out) && global_fits(g, 2e9, (int64_t)1 << 24)) {
       hk_status_free(st);
       hk_sample_result_free(out);
       memset(out, 0, sizeof *out);
