@@ -2,6 +2,7 @@
 #
 # make            build/libhlokit.so, build/hlokit, build/plugins/*.so
 # make test       deps, Check suites (normal, ASan/UBSan, valgrind) + conformance
+#                 + scripts/test-mpi.sh (MPI back end; skipped without Open MPI)
 # make valgrind   the Check suites of $(BUILD) under valgrind (no leaks)
 # make conformance  scripts/conformance.sh: pass rates against the floors
 # make bench      benchmarks (scripts/bench.sh)
@@ -100,6 +101,15 @@ $(BUILD)/hk-%: scripts/%.c $(LIB) $(HEADERS)
 
 tools: $(TOOLS)
 
+# The Open MPI collective back end (backend/mpi/): its own shared object,
+# dlopened by hlokit only for --backend=mpi; skipped when mpicc is missing.
+MPICC  ?= $(shell command -v mpicc 2>/dev/null)
+MPI_SO := $(if $(MPICC),$(BUILD)/backends/mpi.so)
+all: $(MPI_SO)
+$(BUILD)/backends/mpi.so: $(wildcard backend/mpi/*.c backend/mpi/*.h) $(HEADERS) $(LIB)
+	@mkdir -p $(dir $@)
+	$(MPICC) $(CFLAGS) -shared -o $@ $(filter %.c,$^) -L$(BUILD) -lhlokit $(LDFLAGS_SAN) $(LDLIBS)
+
 deps:
 	@bash scripts/deps.sh
 
@@ -128,6 +138,8 @@ test:
 	@$(MAKE) --no-print-directory -j$(NPROC) valgrind
 	@echo "== conformance ($(BUILD))"
 	@bash scripts/conformance.sh $(BUILD)
+	@echo "== MPI back end against the thread back end ($(BUILD))"
+	@bash scripts/test-mpi.sh $(BUILD)
 
 conformance: all tools
 	@bash scripts/conformance.sh $(BUILD)
@@ -165,6 +177,7 @@ install: all
 	install -m 755 $(BIN) $(DESTDIR)$(PREFIX)/bin/hlokit
 	install -m 755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libhlokit.so
 	for p in $(PLUGIN_SOS); do install -m 755 $$p $(DESTDIR)$(PREFIX)/lib/hlokit/plugins/; done
+	$(if $(MPI_SO),install -d $(DESTDIR)$(PREFIX)/lib/hlokit/backends && install -m 755 $(MPI_SO) $(DESTDIR)$(PREFIX)/lib/hlokit/backends/)
 	install -m 644 abi/hlokit/*.h $(DESTDIR)$(PREFIX)/include/hlokit/
 	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' scripts/hlokit.pc.in \
 	  > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hlokit.pc

@@ -10,7 +10,9 @@
 # diagnostic), pipeline (pass dispatch), propagation
 # (sharding-propagation over parameter-annotated modules), partition (read,
 # parse, spmd-partitioning and print end to end, and a device-count sweep),
-# eval (1024^3 dot, 100-layer MLP checked on 8 devices).  To add one, write bench_NAME (it gets
+# eval (1024^3 dot, 100-layer MLP checked on 8 devices), mpi (the MLP on
+# 8 devices under the thread back end and on 2, 4, 8 Open MPI ranks: wall
+# time and peak RSS per rank; skipped without Open MPI).  To add one, write bench_NAME (it gets
 # the size list; gen_module SIZE ANNOTATE gives a module path) and list it
 # in BENCHES below.  Modules are kept in build/bench/.
 set -euo pipefail
@@ -21,7 +23,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(whole parse pipeline propagation partition eval)
+BENCHES=(whole parse pipeline propagation partition eval mpi)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -270,6 +272,55 @@ bench_eval() {
   t=$(best_seconds 3 "$build/hlokit" check "$mlp" --num-partitions=8 \
         --passes='spmd-partitioning{allow_module_signature_change=true}' --atol=1e-3 --rtol=1e-2)
   awk -v t="$t" 'BEGIN { printf "100-layer MLP: partition + global run + 8-device run + compare: %.3f s\n", t }'
+}
+
+# peak_rss_run N CMD... -> "WALL MAXRSS_KB": CMD on N MPI ranks (N=0: no
+# mpirun), wall seconds and the largest peak RSS of one rank.
+peak_rss_run() {
+  local n=$1
+  shift
+  local d
+  d=$(mktemp -d)
+  local t0 t1
+  t0=$(date +%s.%N)
+  if [ "$n" = 0 ]; then
+    /usr/bin/time -f %M -o "$d/rss.0" "$@" >/dev/null
+  else
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun --oversubscribe -n "$n" \
+      sh -c '/usr/bin/time -f %M -o "$0/rss.$OMPI_COMM_WORLD_RANK" "$@"' "$d" "$@" >/dev/null
+  fi
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" -v m="$(cat "$d"/rss.* | sort -n | tail -1)" 'BEGIN { printf "%.3f %d\n", b - a, m }'
+  rm -rf "$d"
+}
+
+bench_mpi() {
+  echo
+  echo "== MPI back end: MLP (4 layers, width ${MPI_BENCH_WIDTH:-1024}, batch 16) on 8 devices"
+  if ! command -v mpirun >/dev/null 2>&1 || [ ! -f "$build/backends/mpi.so" ] || [ ! -x /usr/bin/time ]; then
+    echo "skipped: needs Open MPI, $build/backends/mpi.so and /usr/bin/time"
+    return
+  fi
+  local mlp="$benchdir/mlp-mpi.hlo" part="$benchdir/mlp-mpi-part.hlo"
+  "$build/hk-gen-mlp" --layers=4 --width="${MPI_BENCH_WIDTH:-1024}" --batch=16 --devices=8 >"$mlp"
+  "$build/hlokit" opt "$mlp" --num-partitions=8 --passes='spmd-partitioning{allow_module_signature_change=true}' -o "$part"
+  printf '%-5s %-9s | %10s %14s %9s | %10s %14s %9s\n' cmd backend "run wall s" "peak RSS/rank" "vs 1 proc" \
+    "check s" "peak RSS/rank" "vs 1 proc"
+  local base_run="" base_check=""
+  for n in 0 2 4 8; do
+    local backend=threads r c
+    [ "$n" != 0 ] && backend="mpi -n $n"
+    local extra=()
+    [ "$n" != 0 ] && extra=(--backend=mpi)
+    r=$(peak_rss_run "$n" "$build/hlokit" run "$part" "${extra[@]}")
+    c=$(peak_rss_run "$n" "$build/hlokit" check "$mlp" --partitioned="$part" --sample-seconds=0 "${extra[@]}")
+    read -r rt rm <<<"$r"
+    read -r ct cm <<<"$c"
+    [ -z "$base_run" ] && base_run=$rm && base_check=$cm
+    awk -v b="$backend" -v rt="$rt" -v rm="$rm" -v ct="$ct" -v cm="$cm" -v br="$base_run" -v bc="$base_check" \
+      'BEGIN { printf "%-5s %-9s | %10.3f %11.1f MB %8.2fx | %10.3f %11.1f MB %8.2fx\n", "mlp", b, rt, rm/1024, rm/br, ct, cm/1024, cm/bc }'
+  done
+  echo "(threads: one process runs all 8 devices; mpi -n N: each rank runs 8/N devices as threads)"
 }
 
 for b in "${BENCHES[@]}"; do

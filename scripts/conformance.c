@@ -71,6 +71,7 @@ typedef struct runner {
   bool fork_cases;
   bool verbose;
   int timeout_s;             /* per case */
+  const char *export_dir;    /* --export: write the spmd cases there, run nothing */
   int jobs;                  /* cases running at once */
   int n_running;
   pending running[MAX_JOBS];
@@ -1038,6 +1039,28 @@ static void suite_spmd(runner *r) {
   if (!for_each_line(r, "spmd.jsonl", spmd_each)) record_missing(r, "spmd", "spmd.jsonl");
 }
 
+/* --export=DIR: each spmd case expected to partition becomes DIR/NNNN.hlo
+ * and a line "NNNN NUM_DEVICES --passes=SPEC NAME" (tab-separated) of DIR/cases.txt, for scripts
+ * that run the partitioned programs another way (scripts/test-mpi.sh). */
+static void export_each(runner *r, json_object *c, int index) {
+  const char *hlo = jstr(c, "hlo"), *name = jstr(c, "name");
+  if (!hlo || jbool(c, "expect_error", false) || (r->filter && (!name || !strstr(name, r->filter)))) return;
+  if (strcmp(jstr(c, "partitioner") ? jstr(c, "partitioner") : "spmd", "spmd")) return;
+  char path[4200], spec[2048];
+  snprintf(path, sizeof path, "%s/%04d.hlo", r->export_dir, index);
+  FILE *f = fopen(path, "w");
+  snprintf(path, sizeof path, "%s/cases.txt", r->export_dir);
+  FILE *list = fopen(path, "a");
+  if (f && list) {
+    spmd_pass_spec(c, spec, sizeof spec);
+    fputs(hlo, f);
+    fprintf(list, "%04d\t%lld\t--passes=%s\t%s\n", index, (long long)jint(c, "num_devices", 1),
+            spec, name ? name : "?");
+  }
+  if (f) fclose(f);
+  if (list) fclose(list);
+}
+
 static void spmd_hilo_each(runner *r, json_object *c, int index) {
   (void)index;
   const char *name = jstr(c, "name");
@@ -1318,9 +1341,10 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hk-conformance [--dir=DIR] [--suite=NAME[,NAME]] [--list=FILE]\n"
           "                      [--filter=SUBSTR] [--hlokit=PATH] [--timeout=SECONDS]\n"
-          "                      [--jobs=N] [--no-fork] [-v]\n"
+          "                      [--jobs=N] [--no-fork] [-v] [--export=DIR]\n"
           "  DIR defaults to $HLOKIT_CONFORMANCE_DIR or ../shared/conformance\n"
           "  N cases run at once in child processes (default $JOBS or the core count)\n"
+          "  --export=DIR writes the spmd cases (DIR/NNNN.hlo, DIR/cases.txt) and runs nothing\n"
           "suites:\n");
   for (size_t i = 0; i < N_SUITES; i++) fprintf(f, "  %-12s %s\n", SUITES[i].name, SUITES[i].what);
 }
@@ -1350,6 +1374,7 @@ int main(int argc, char **argv) {
     else if ((v = opt_value(a, "--hlokit"))) r.hlokit = v;
     else if ((v = opt_value(a, "--timeout"))) r.timeout_s = atoi(v) > 0 ? atoi(v) : 60;
     else if ((v = opt_value(a, "--jobs"))) r.jobs = atoi(v);
+    else if ((v = opt_value(a, "--export"))) r.export_dir = v;
     else if (strcmp(a, "--no-fork") == 0) r.fork_cases = false;
     else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) r.verbose = true;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
@@ -1378,6 +1403,10 @@ int main(int argc, char **argv) {
   if (list_path && !(r.list = fopen(list_path, "w"))) {
     fprintf(stderr, "hk-conformance: cannot write %s: %s\n", list_path, strerror(errno));
     return 2;
+  }
+  if (r.export_dir) {
+    bool ok = for_each_line(&r, "spmd.jsonl", export_each);
+    return ok ? 0 : 2;
   }
   struct timespec t0, t1;
   clock_gettime(CLOCK_MONOTONIC, &t0);

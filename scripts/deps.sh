@@ -22,6 +22,10 @@ command -v pkg-config >/dev/null 2>&1 || missing+=(pkg-config)
 if ! have_pkg libjson-c-dev && ! pkg-config --exists json-c 2>/dev/null; then missing+=(libjson-c-dev); fi
 if ! have_pkg check && ! pkg-config --exists check 2>/dev/null; then missing+=(check); fi
 if [ "$want_valgrind" = 1 ] && ! command -v valgrind >/dev/null 2>&1; then missing+=(valgrind); fi
+# Open MPI for the MPI collective back end (hlokit builds without it; the
+# back end and its tests are then skipped).
+if ! have_pkg libopenmpi-dev && ! command -v mpicc >/dev/null 2>&1; then missing+=(libopenmpi-dev); fi
+if ! have_pkg openmpi-bin && ! command -v mpirun >/dev/null 2>&1; then missing+=(openmpi-bin); fi
 
 [ ${#missing[@]} -eq 0 ] && exit 0
 

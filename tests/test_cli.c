@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -363,6 +364,39 @@ START_TEST(test_example_plugin_runs) {
 }
 END_TEST
 
+/* --timeout stops a while loop that never ends (exit 2, a message, within
+ * seconds); --backend names a real back end, and mpi without its shared
+ * object says how to get Open MPI. */
+START_TEST(test_timeout_and_backend_option) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/endless.hlo", tmpdir);
+  write_file(path,
+             "HloModule endless\n"
+             "cond { s = (s32[]) parameter(0)  ROOT t = pred[] constant(true) }\n"
+             "body { s = (s32[]) parameter(0)  i = s32[] get-tuple-element(s), index=0\n"
+             "  one = s32[] constant(1)  n = s32[] add(i, one)  ROOT o = (s32[]) tuple(n) }\n"
+             "ENTRY main { z = s32[] constant(0)  init = (s32[]) tuple(z)\n"
+             "  ROOT w = (s32[]) while(init), condition=cond, body=body }\n");
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ck_assert_int_eq(run("run endless.hlo --timeout=1", NULL), 2);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  ck_assert(t1.tv_sec - t0.tv_sec < 10);
+  ASSERT_HAS(err_text, "hlokit run: error:");
+  ASSERT_HAS(err_text, "time limit");
+  ck_assert_int_eq(run("check endless.hlo --partitioned=endless.hlo --timeout=1", NULL), 2);
+  ASSERT_HAS(err_text, "hlokit check: error: timed out after 1 s (--timeout)");
+  ck_assert_int_eq(run("run in.hlo --timeout=-1", NULL), 2);
+  ck_assert_int_eq(run("run in.hlo --backend=gpu", NULL), 2);
+  ASSERT_HAS(err_text, "--backend=gpu");
+  ck_assert_int_eq(run("run in.hlo --backend=threads --timeout=30", NULL), 0);
+  setenv("HLOKIT_MPI_BACKEND", "/nonexistent/mpi.so", 1);
+  ck_assert_int_eq(run("run in.hlo --backend=mpi", NULL), 2);
+  unsetenv("HLOKIT_MPI_BACKEND");
+  ASSERT_HAS(err_text, "install Open MPI");
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -379,6 +413,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc, test_verify_each_names_the_pass);
   tcase_add_test(tc, test_num_partitions_and_json_round_trip);
   tcase_add_test(tc, test_example_plugin_runs);
+  tcase_add_test(tc, test_timeout_and_backend_option);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -348,6 +348,51 @@ typedef struct hk_eval_cost {
 } hk_eval_cost;
 hk_eval_cost hk_eval_estimate_cost(const hk_module *m);
 
+/* ---- devices spread over processes (appended: the MPI back end) ----------
+ * hk_eval_spmd for devices first .. first + count - 1 of the
+ * num_replicas x num_partitions grid only: args[k], results[k] and
+ * stats[k] (may be NULL) belong to device first + k.  The other devices
+ * run elsewhere (other processes) and meet these through opts->backend,
+ * which must be given.  Errors name the global device id. */
+hk_status *hk_eval_spmd_devices(const hk_module *m, int64_t num_partitions,
+                                int64_t num_replicas, int64_t first, int64_t count,
+                                hk_value *const *const *args, int n_args,
+                                hk_value **results, const hk_eval_options *opts,
+                                hk_eval_stats *stats);
+
+/* The reducer (to_apply) of an all-reduce or reduce-scatter when it is one
+ * plain binary op of its two scalar parameters (a back end may then use its
+ * own reduction); anything else is HK_REDUCE_GENERIC (appended). */
+typedef enum hk_reduce_kind {
+  HK_REDUCE_GENERIC, HK_REDUCE_ADD, HK_REDUCE_MUL, HK_REDUCE_MAX, HK_REDUCE_MIN,
+  HK_REDUCE_AND, HK_REDUCE_OR, HK_REDUCE_XOR
+} hk_reduce_kind;
+hk_reduce_kind hk_collective_reducer(const hk_instr *ins);
+
+/* ---- one device's share of a distributed check (appended: host/eval/sample_shard.c)
+ * The entry parameters of the partitioned module p on `device`, made as
+ * the sampled evaluator makes them: a pure function of (seed, parameter,
+ * leaf, GLOBAL index) at the device's tile offset (0 in the padding of
+ * uneven tiles), so each process makes only its own devices' pieces.
+ * *out gets n_out new references (free the array). */
+hk_status *hk_eval_sampled_inputs(const hk_module *global, const hk_module *partitioned,
+                                  int64_t num_partitions, int64_t num_replicas,
+                                  int64_t device, uint64_t seed, hk_value ***out,
+                                  int *n_out);
+/* Compares `result`, device's output of the partitioned module run on
+ * those inputs, with the global module at positions inside the device's
+ * piece of each output leaf (by the recorded output sharding; devices
+ * holding the same piece each take a slice of it): every position of a
+ * slice of up to 2^18 elements, else o->samples of them (corners, then
+ * random).  The global module is evaluated on demand, or densely when it
+ * is small (up to 1e7 multiply-adds and 2^20-element values), or uses an
+ * op the on-demand evaluator lacks, or gets no slab done in
+ * o->time_limit_ms (then up to the thread check's dense limits).  out->samples counts the positions
+ * compared; mismatch indices are global. */
+hk_status *hk_eval_compare_piece(const hk_module *global, const hk_module *partitioned,
+                                 int64_t num_partitions, int64_t num_replicas,
+                                 int64_t device, const hk_value *result,
+                                 const hk_sample_options *o, hk_sample_result *out);
 HK_ABI_END
 
 #ifdef __cplusplus

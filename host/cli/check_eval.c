@@ -115,7 +115,7 @@ static hk_status *check_manual_collective(const hk_instr *i) {
   return st;
 }
 
-static hk_status *check_manual_collectives(const hk_module *m) {
+hk_status *hk_check_manual_collectives(const hk_module *m) {
   for (int32_t c = 0; c < m->n_computations; c++)
     for (const hk_instr *i = m->computations[c]->first; i; i = i->next)
       HK_TRY(check_manual_collective(i));
@@ -162,7 +162,7 @@ static hk_status *evaluate_global_on_devices(const hk_module *g, hk_value **in, 
 static hk_status *evaluate_manual_global(const hk_module *g, hk_value **in, int64_t parts,
                                          int64_t reps, const hk_eval_options *eo, hk_value **gres,
                                          hk_eval_stats *gstats) {
-  HK_TRY(check_manual_collectives(g));
+  HK_TRY(hk_check_manual_collectives(g));
   return evaluate_global_on_devices(g, in, parts, reps, eo, gres, gstats);
 }
 
@@ -187,25 +187,32 @@ static hk_status *evaluate_global(const hk_module *g, hk_value **in, int64_t rep
   return st;
 }
 
+void hk_check_compare_device(const hk_module *g, const hk_module *p, const hk_value *global_result,
+                             const hk_value *result, int64_t device, int64_t parts, const hk_check_opts *o,
+                             hk_compare_result *out) {
+  hk_value *want = NULL;
+  memset(out, 0, sizeof *out);
+  hk_status *st = hk_value_shard(global_result, hk_spmd_result_sharding(g, p), g->entry->root->shape,
+                                 device % parts, p->entry->root->shape, &want);
+  if (st) {
+    out->equal = false;
+    out->message = strdup(st->message);
+    hk_status_free(st);
+  } else {
+    hk_value_compare(want, result, o->atol, o->rtol, out);
+  }
+  hk_value_release(want);
+}
+
 static void compare_per_device(const hk_module *g, const hk_module *p, hk_value *const *gres,
                                hk_value *const *res, int64_t parts, int64_t n,
                                const hk_check_opts *o, hk_compare_result *out) {
   memset(out, 0, sizeof *out);
   out->equal = true;
-  const hk_sharding *os = hk_spmd_result_sharding(g, p);
   for (int64_t d = 0; d < n; d++) {
-    hk_value *want = NULL;
-    hk_compare_result r = {0};
-    hk_status *st = hk_value_shard(gres[d], os, g->entry->root->shape, d % parts, p->entry->root->shape, &want);
-    if (st) {
-      r.equal = false;
-      r.message = strdup(st->message);
-      hk_status_free(st);
-    } else {
-      hk_value_compare(want, res[d], o->atol, o->rtol, &r);
-    }
+    hk_compare_result r;
+    hk_check_compare_device(g, p, gres[d], res[d], d, parts, o, &r);
     merge_compare(out, &r, d);
-    hk_value_release(want);
   }
 }
 

@@ -35,6 +35,15 @@ int64_t hk_check_count_instrs(const hk_module *m);
  * global result). */
 bool hk_check_has_manual_regions(const hk_module *m);
 
+/* An error when a collective inside a partially manual region pairs
+ * devices holding different tiles (the global program is not defined). */
+hk_status *hk_check_manual_collectives(const hk_module *m);
+/* Manual regions, one device: device's partitioned result against its
+ * tile (under the output sharding) of device's global result. */
+void hk_check_compare_device(const hk_module *g, const hk_module *p, const hk_value *global_result,
+                             const hk_value *result, int64_t device, int64_t parts, const hk_check_opts *o,
+                             hk_compare_result *out);
+
 /* Runs g on one device and p on parts x reps devices with the same
  * (seeded) inputs scattered by p's recorded parameter shardings, gathers
  * the outputs by the recorded output sharding and compares them into rep

@@ -35,10 +35,28 @@ static void put_mismatch(const hk_sample_result *r, hk_buf *b) {
   hk_buf_puts(b, "}");
 }
 
-static void report_json(const hk_sample_result *r, const hk_module *g, const hk_module *p, int64_t n,
-                        const char *extra, hk_buf *b) {
-  hk_buf_printf(b, "{\"equal\": %s, \"mode\": \"sampled\", \"samples\": %lld, \"samples_planned\": %lld, "
-                "\"timed_out\": %s, \"max_abs_error\": ", r->equal ? "true" : "false", (long long)r->samples,
+void hk_check_sampled_report(const hk_sample_result *r, const hk_module *g, const hk_module *p, int64_t n,
+                             const char *mode, const char *extra_json, const char *extra_text, bool json,
+                             hk_buf *b) {
+  if (!json) {
+    hk_buf_printf(b, "%s (%s %lld positions%s)\n", r->equal ? "equal" : "DIFFERENT",
+                  strcmp(mode, "sampled") ? "compared" : "sampled", (long long)r->samples,
+                  r->timed_out ? ", stopped by the time limit" : "");
+    if (r->message) hk_buf_printf(b, "  %s\n", r->message);
+    if (r->has_mismatch)
+      hk_buf_printf(b, "  first mismatch: output %lld index %lld (device %lld): expected %.9g, got %.9g\n",
+                    (long long)r->mismatch_leaf, (long long)r->mismatch_index, (long long)r->mismatch_device,
+                    r->expected, r->actual);
+    hk_buf_printf(b, "  max abs error %.3g, max rel error %.3g over the %s positions\n", r->max_abs_error,
+                  r->max_rel_error, strcmp(mode, "sampled") ? "compared" : "sampled");
+    char *shape = hk_shape_to_string(p->entry->root->shape);
+    hk_buf_printf(b, "  partitioned root shape %s on %lld devices\n", shape ? shape : "?", (long long)n);
+    free(shape);
+    if (extra_text) hk_buf_puts(b, extra_text);
+    return;
+  }
+  hk_buf_printf(b, "{\"equal\": %s, \"mode\": \"%s\", \"samples\": %lld, \"samples_planned\": %lld, "
+                "\"timed_out\": %s, \"max_abs_error\": ", r->equal ? "true" : "false", mode, (long long)r->samples,
                 (long long)r->samples_planned, r->timed_out ? "true" : "false");
   hk_check_put_json_number(b, r->max_abs_error);
   hk_buf_puts(b, ", \"max_rel_error\": ");
@@ -52,24 +70,9 @@ static void report_json(const hk_sample_result *r, const hk_module *g, const hk_
   hk_buf_puts(b, ", \"partitioned_root_shape\": ");
   hk_check_put_json_string(b, shape ? shape : "");
   free(shape);
-  if (extra) hk_buf_puts(b, extra);
+  if (extra_json) hk_buf_puts(b, extra_json);
   hk_buf_printf(b, ", \"num_devices\": %lld, \"instructions_before\": %lld, \"instructions_after\": %lld}\n",
                 (long long)n, (long long)hk_check_count_instrs(g), (long long)hk_check_count_instrs(p));
-}
-
-static void report_text(const hk_sample_result *r, const hk_module *p, int64_t n) {
-  printf("%s (sampled %lld positions%s)\n", r->equal ? "equal" : "DIFFERENT", (long long)r->samples,
-         r->timed_out ? ", stopped by the time limit" : "");
-  if (r->message) printf("  %s\n", r->message);
-  if (r->has_mismatch)
-    printf("  first mismatch: output %lld index %lld (device %lld): expected %.9g, got %.9g\n",
-           (long long)r->mismatch_leaf, (long long)r->mismatch_index, (long long)r->mismatch_device,
-           r->expected, r->actual);
-  printf("  max abs error %.3g, max rel error %.3g over the sampled positions\n", r->max_abs_error,
-         r->max_rel_error);
-  char *shape = hk_shape_to_string(p->entry->root->shape);
-  printf("  partitioned root shape %s on %lld devices\n", shape ? shape : "?", (long long)n);
-  free(shape);
 }
 
 hk_status *hk_check_sampled(const hk_module *g, const hk_module *p, int64_t parts, int64_t reps,
@@ -77,15 +80,11 @@ hk_status *hk_check_sampled(const hk_module *g, const hk_module *p, int64_t part
                             bool *equal) {
   hk_sample_result r;
   HK_TRY(hk_eval_compare_sampled(g, p, parts, reps, so, &r));
-  if (json) {
-    hk_buf b;
-    hk_buf_init(&b);
-    report_json(&r, g, p, parts * reps, extra_json, &b);
-    fwrite(b.data, 1, b.len, stdout);
-    hk_buf_free(&b);
-  } else {
-    report_text(&r, p, parts * reps);
-  }
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_check_sampled_report(&r, g, p, parts * reps, "sampled", extra_json, NULL, json, &b);
+  fwrite(b.data, 1, b.len, stdout);
+  hk_buf_free(&b);
   *equal = r.equal;
   hk_sample_result_free(&r);
   return NULL;

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "check_dist.h"
 #include "check_eval.h"
 #include "commands.h"
 #include "ir/ptr_table.h"
@@ -15,17 +16,22 @@
 
 static const char usage[] =
     "hlokit ab IN --a=PIPELINE --b=PIPELINE --num-partitions=N [--num-replicas=R]\n"
-    "          [--seed=S] [--atol=A] [--rtol=R] [--json]\n"
+    "          [--seed=S] [--atol=A] [--rtol=R] [--json] [--backend=threads|mpi] [--timeout=S]\n"
     "  A PIPELINE is a --passes string (e.g. 'sharding-propagation{is_spmd=true},spmd-partitioning',\n"
     "  '@preset') or the path of a JSON pipeline file.  Runs both on IN, evaluates each result on\n"
     "  R x N devices against the global program with the same inputs, and prints equal-or-not,\n"
     "  collectives (count and bytes per device), full rematerializations, instruction counts,\n"
     "  per-device peak memory and pass wall time side by side.  --json prints {\"a\": {...},\n"
-    "  \"b\": {...}}.  Exit 0 both equal, 1 either differs, 2 error.";
+    "  \"b\": {...}}.  Exit 0 both equal, 1 either differs, 2 error.\n"
+    "  Under --backend=mpi each side is checked as `check --backend=mpi` checks (positions inside\n"
+    "  each device's output pieces; per-device figures are maxima); rank 0 prints.\n"
+    HK_CLI_BACKEND_USAGE;
 
 typedef struct ab_opts {
   const char *pipe[2];
   hk_check_opts eval;
+  hk_cli_backend_opts backend;
+  const hk_cli_dist *dist;
 } ab_opts;
 
 /* One side's results. */
@@ -164,8 +170,12 @@ static hk_status *run_side(const hk_cli_common *c, const ab_opts *o, hk_registry
   HK_TRY(partition_side(c, reg, g, s, &p));
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : p->config.num_partitions;
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : p->config.replica_count;
-  hk_status *st = hk_check_evaluate(g, p, &o->eval, parts > 0 ? parts : 1, reps > 0 ? reps : 1,
-                                    &s->rep);
+  parts = parts > 0 ? parts : 1;
+  reps = reps > 0 ? reps : 1;
+  hk_sample_options so = {o->eval.seed, 0, o->eval.atol, o->eval.rtol, 0};
+  hk_status *st = o->dist->api ? hk_check_distributed_report(g, p, parts, reps, o->dist, &so, o->backend.timeout_s,
+                                                             &s->rep)
+                               : hk_check_evaluate(g, p, &o->eval, parts, reps, &s->rep);
   hk_module_free(p);
   return st ? hk_status_prefix(st, "pipeline %s", s->label) : NULL;
 }
@@ -342,9 +352,11 @@ static hk_status *run_ab(const hk_cli_common *c, const ab_opts *o, const char *i
   sides[1].label = "b";
   for (int w = 0; w < 2; w++) sides[w].pipeline = o->pipe[w];
   for (int w = 0; w < 2 && !st; w++) st = run_side(c, o, reg, g, &sides[w]);
-  if (!st) {
+  if (!st && o->dist->rank == 0) {
     if (c->json) report_json(sides);
     else report_text(in, sides);
+  }
+  if (!st) {
     *equal = hk_check_report_equal(&sides[0].rep) && hk_check_report_equal(&sides[1].rep);
   }
   for (int w = 0; w < 2; w++) {
@@ -361,7 +373,8 @@ static int parse_ab_option(void *ctx, const char *arg) {
   ab_opts *o = ctx;
   if (strncmp(arg, "--a=", 4) == 0) return (o->pipe[0] = arg + 4), arg[4] ? 1 : -1;
   if (strncmp(arg, "--b=", 4) == 0) return (o->pipe[1] = arg + 4), arg[4] ? 1 : -1;
-  return hk_check_parse_option(&o->eval, arg);
+  int r = hk_cli_parse_backend_option(&o->backend, arg);
+  return r ? r : hk_check_parse_option(&o->eval, arg);
 }
 
 /* Parses argv; returns HK_EXIT_OK to go on, anything else to stop with. */
@@ -379,14 +392,19 @@ static int parse_args(int argc, char **argv, hk_cli_common *c, ab_opts *o, const
 int hk_cmd_ab(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
-  ab_opts o = {{NULL, NULL}, {0, -1, -1}};
+  ab_opts o = {{NULL, NULL}, {0, -1, -1}, {0}, NULL};
   const char *in = NULL;
   bool help = false;
   int rc = parse_args(argc, argv, &c, &o, &in, &help);
   if (rc == HK_EXIT_OK && !help) {
     bool equal = false;
-    hk_status *st = run_ab(&c, &o, in, &equal);
-    rc = st ? hk_cli_fail("ab", st) : equal ? HK_EXIT_OK : HK_EXIT_DIFFERS;
+    hk_cli_dist dist;
+    hk_status *st = hk_cli_dist_open(&o.backend, &dist);
+    o.dist = &dist;
+    if (!st) hk_cli_timeout_start("ab", o.backend.timeout_s, &dist);
+    if (!st) st = run_ab(&c, &o, in, &equal);
+    rc = st ? hk_cli_dist_fail(&dist, "ab", st) : equal ? HK_EXIT_OK : HK_EXIT_DIFFERS;
+    hk_cli_dist_close(&dist);
   }
   hk_cli_common_free(&c);
   return rc;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_dist.h"
 #include "check_eval.h"
 #include "check_sampled.h"
 #include "commands.h"
@@ -14,6 +15,7 @@ static const char usage[] =
     "hlokit check IN --num-partitions=N (--passes=... | --pipeline=FILE.json | --partitioned=FILE)\n"
     "             [--num-replicas=R] [--seed=S] [--atol=A] [--rtol=R] [-o OUT] [--json] [--no-verify]\n"
     "             [--mode=auto|dense|sampled] [--samples=K] [--sample-seconds=S]\n"
+    "             [--backend=threads|mpi] [--timeout=S]\n"
     "  Evaluates IN as a global program, partitions it with the pipeline (or takes the\n"
     "  given partitioned module), runs that on R x N devices with the inputs scattered by\n"
     "  the recorded spmd_parameters_shardings, gathers the outputs by spmd_output_sharding\n"
@@ -23,7 +25,11 @@ static const char usage[] =
     "  positions (default 1024: corners, shard boundaries, random) on demand, for modules\n"
     "  too big to evaluate densely, stopping after S seconds (default 10, 0: no limit);\n"
     "  auto (the default) samples when a value exceeds 2^24 elements or the dots and\n"
-    "  convolutions need more than 2e9 multiply-adds.";
+    "  convolutions need more than 2e9 multiply-adds.\n"
+    "  Under --backend=mpi each rank makes its devices' inputs, runs them on MPI and compares\n"
+    "  each output piece with the global program evaluated on demand inside it (every position\n"
+    "  of a piece up to 2^18 elements, else K of them); rank 0 reports the positions per rank.\n"
+    HK_CLI_BACKEND_USAGE;
 
 typedef struct check_opts {
   hk_check_opts eval;
@@ -31,6 +37,7 @@ typedef struct check_opts {
   int mode;                        /* 0 auto, 1 dense, 2 sampled */
   int64_t samples;
   double sample_seconds;
+  hk_cli_backend_opts backend;
 } check_opts;
 
 /* The evaluation and its figures are shared with `hlokit ab` (check_eval.c). */
@@ -147,8 +154,8 @@ static hk_status *write_partitioned(const hk_cli_common *c, const hk_module *p) 
   return st;
 }
 
-static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const char *in,
-                            bool *equal) {
+static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const hk_cli_dist *dist,
+                            const char *in, bool *equal) {
   hk_module *g = NULL, *p = NULL;
   hk_counter_list counters = {0};
   HK_TRY(hk_cli_read_module(in, &g));
@@ -161,8 +168,18 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
   check_report rep;
   memset(&rep, 0, sizeof rep);
   if (!st && c->output) st = write_partitioned(c, p);
-  bool sampled = !st && (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)));
-  if (sampled) {
+  bool sampled = !st && !dist->api &&
+                 (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)));
+  if (!st && dist->api) {
+    hk_sample_options so = {o->eval.seed, o->samples, o->eval.atol, o->eval.rtol, (int64_t)(o->sample_seconds * 1000)};
+    hk_buf extra;
+    hk_buf_init(&extra);
+    put_counters_json(&counters, &extra);
+    hk_buf_put(&extra, "", 1);
+    st = hk_check_distributed(g, p, parts, reps, dist, &so, o->backend.timeout_s, c->json, extra.data, equal);
+    hk_buf_free(&extra);
+    sampled = true;   /* reported */
+  } else if (sampled) {
     hk_sample_options so = {o->eval.seed, o->samples, o->eval.atol, o->eval.rtol, (int64_t)(o->sample_seconds * 1000)};
     hk_buf extra;   /* what the passes counted, as in the dense report */
     hk_buf_init(&extra);
@@ -195,6 +212,7 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const c
 static int parse_check_option(void *ctx, const char *arg) {
   check_opts *o = ctx;
   int r = hk_check_parse_option(&o->eval, arg);
+  if (!r) r = hk_cli_parse_backend_option(&o->backend, arg);
   if (r) return r;
   if (strncmp(arg, "--mode=", 7) == 0) {
     const char *m = arg + 7;
@@ -218,7 +236,7 @@ static int parse_check_option(void *ctx, const char *arg) {
 int hk_cmd_check(int argc, char **argv) {
   hk_cli_common c;
   hk_cli_common_init(&c);
-  check_opts o = {{0, -1, -1}, NULL, 0, 1024, 10};
+  check_opts o = {{0, -1, -1}, NULL, 0, 1024, 10, {0}};
   const char *in = NULL;
   bool help = false;
   int rc = hk_cli_parse_args("check", usage, argc, argv, &c, parse_check_option, &o, &in, &help);
@@ -230,9 +248,13 @@ int hk_cmd_check(int argc, char **argv) {
     rc = hk_cli_usage_error("check", usage, "give --passes, --pipeline or --partitioned");
   if (rc == HK_EXIT_OK) {
     bool equal = false;
-    hk_status *st = run_check(&c, &o, in, &equal);
-    if (st) rc = hk_cli_fail("check", st);
+    hk_cli_dist dist;
+    hk_status *st = hk_cli_dist_open(&o.backend, &dist);
+    if (!st) hk_cli_timeout_start("check", o.backend.timeout_s, &dist);
+    if (!st) st = run_check(&c, &o, &dist, in, &equal);
+    if (st) rc = hk_cli_dist_fail(&dist, "check", st);
     else rc = equal ? HK_EXIT_OK : HK_EXIT_DIFFERS;
+    hk_cli_dist_close(&dist);
   }
   hk_cli_common_free(&c);
   return rc;

@@ -4,21 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend_dist.h"
 #include "commands.h"
 
 static const char usage[] =
     "hlokit run IN [--num-partitions=N] [--num-replicas=R] [--seed=S] [--inputs=FILE.json] [--json]\n"
-    "           [--time-limit=MS] [--max-live-bytes=N]\n"
+    "           [--time-limit=MS] [--max-live-bytes=N] [--backend=threads|mpi] [--timeout=S]\n"
     "  Evaluates IN (HLO text or JSON) on R x N simulated devices (default: the module's\n"
     "  num_partitions and replica_count).  Parameters come from --inputs (a JSON array with\n"
     "  one {\"shape\": S, \"values\": [...]} per parameter, {\"tuple\": [...]} for tuples) or are\n"
     "  generated from the seed (floats uniform in [-1,1], small integers, random pred); every\n"
-    "  device gets the same parameter values.";
+    "  device gets the same parameter values.\n"
+    HK_CLI_BACKEND_USAGE;
 
 typedef struct run_opts {
   uint64_t seed;
   const char *inputs;
   int64_t time_limit_ms, max_live_bytes;
+  hk_cli_backend_opts backend;
 } run_opts;
 
 /* Parameter values from --inputs or from the seed (one per parameter). */
@@ -39,75 +42,101 @@ static hk_status *make_inputs(const hk_module *m, const run_opts *o, hk_value **
   return NULL;
 }
 
-static void print_leaf_summary(const hk_value *v, int64_t k) {
+static void put_leaf_summary(hk_buf *b, const hk_value *v, int64_t k) {
   char *s = hk_value_shape_string(v);
-  printf("  output %lld: %s", (long long)k, s);
+  hk_buf_printf(b, "  output %lld: %s", (long long)k, s);
   free(s);
   int64_t shown = v->n < 8 ? v->n : 8;
-  printf(" = [");
+  hk_buf_puts(b, " = [");
   for (int64_t i = 0; i < shown; i++) {
     if (hk_prim_is_float((hk_prim)v->elem) || hk_prim_is_complex((hk_prim)v->elem))
-      printf("%s%g", i ? ", " : "", hk_value_get_f64(v, i));
+      hk_buf_printf(b, "%s%g", i ? ", " : "", hk_value_get_f64(v, i));
     else
-      printf("%s%lld", i ? ", " : "", (long long)hk_value_get_i64(v, i));
+      hk_buf_printf(b, "%s%lld", i ? ", " : "", (long long)hk_value_get_i64(v, i));
   }
-  printf("%s]\n", v->n > shown ? ", ..." : "");
+  hk_buf_printf(b, "%s]\n", v->n > shown ? ", ..." : "");
 }
 
-static void print_results(hk_value *const *res, int64_t n, int64_t parts, bool json) {
-  if (json) {
-    hk_buf b;
-    hk_buf_init(&b);
-    hk_buf_puts(&b, "{\"devices\": [");
-    for (int64_t d = 0; d < n; d++) {
-      hk_buf_printf(&b, "%s{\"replica\": %lld, \"partition\": %lld, \"outputs\": [", d ? ", " : "",
+/* The report of devices first .. first + count - 1 (res[k] of device
+ * first + k) among n: the whole report is the pieces of every device range
+ * in order, so ranks print their own devices and rank 0 writes them out. */
+static void put_results(hk_buf *b, hk_value *const *res, int64_t first, int64_t count, int64_t n,
+                        int64_t parts, bool json) {
+  if (json && first == 0) hk_buf_puts(b, "{\"devices\": [");
+  for (int64_t k = 0; k < count; k++) {
+    int64_t d = first + k;
+    int64_t nl = hk_value_leaf_count(res[k]);
+    if (json) {
+      hk_buf_printf(b, "%s{\"replica\": %lld, \"partition\": %lld, \"outputs\": [", d ? ", " : "",
                     (long long)(d / parts), (long long)(d % parts));
-      int64_t nl = hk_value_leaf_count(res[d]);
-      for (int64_t k = 0; k < nl; k++) {
-        if (k) hk_buf_puts(&b, ", ");
-        hk_value_leaf_to_json(hk_value_leaf(res[d], k), &b);
+      for (int64_t j = 0; j < nl; j++) {
+        if (j) hk_buf_puts(b, ", ");
+        hk_value_leaf_to_json(hk_value_leaf(res[k], j), b);
       }
-      hk_buf_puts(&b, "]}");
+      hk_buf_puts(b, "]}");
+    } else {
+      hk_buf_printf(b, "device %lld (replica %lld, partition %lld):\n", (long long)d, (long long)(d / parts),
+                    (long long)(d % parts));
+      for (int64_t j = 0; j < nl; j++) put_leaf_summary(b, hk_value_leaf(res[k], j), j);
     }
-    hk_buf_puts(&b, "]}\n");
-    fwrite(b.data, 1, b.len, stdout);
-    hk_buf_free(&b);
-    return;
   }
-  for (int64_t d = 0; d < n; d++) {
-    printf("device %lld (replica %lld, partition %lld):\n", (long long)d, (long long)(d / parts),
-           (long long)(d % parts));
-    int64_t nl = hk_value_leaf_count(res[d]);
-    for (int64_t k = 0; k < nl; k++) print_leaf_summary(hk_value_leaf(res[d], k), k);
-  }
+  if (json && first + count == n) hk_buf_puts(b, "]}\n");
 }
 
-static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const char *in) {
+/* Runs this rank's devices [first, first + count) of parts x reps. */
+static hk_status *evaluate(const hk_module *m, const hk_cli_dist *dist, int64_t parts, int64_t reps,
+                           int64_t first, int64_t count, hk_value **args, int n_args,
+                           const hk_eval_options *eo, const run_opts *o, hk_value **res) {
+  hk_value *const **dev_args = malloc((size_t)count * sizeof(*dev_args));
+  if (!dev_args) abort();
+  for (int64_t k = 0; k < count; k++) dev_args[k] = args;
+  hk_status *st;
+  if (dist->api) {
+    hk_eval_options deo = *eo;
+    deo.backend = dist->api->backend_new(parts * reps, count, (int64_t)(o->backend.timeout_s * 1000));
+    st = hk_eval_spmd_devices(m, parts, reps, first, count, dev_args, n_args, res, &deo, NULL);
+    deo.backend->vt->destroy(deo.backend);
+  } else if (parts * reps == 1) {
+    st = hk_eval_module(m, args, n_args, &res[0], eo, NULL);
+  } else {
+    st = hk_eval_spmd(m, parts, reps, dev_args, n_args, res, eo, NULL);
+  }
+  free(dev_args);
+  return st;
+}
+
+static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const hk_cli_dist *dist,
+                             const char *in) {
   hk_module *m = NULL;
   HK_TRY(hk_cli_read_module(in, &m));
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : m->config.num_partitions;
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : m->config.replica_count;
   if (parts < 1) parts = 1;
   if (reps < 1) reps = 1;
-  int64_t n = parts * reps;
+  int64_t n = parts * reps, first = 0, count = n;
   hk_value **args = NULL;
   int n_args = 0;
-  hk_eval_options eo = {.seed = o->seed, .time_limit_ms = o->time_limit_ms,
-                        .max_live_bytes = o->max_live_bytes};
-  hk_status *st = hk_eval_check_sizes(m, &eo);   /* before making huge inputs */
+  int64_t limit = o->time_limit_ms, budget = hk_cli_timeout_eval_ms(o->backend.timeout_s);
+  if (budget && (!limit || budget < limit)) limit = budget;
+  hk_eval_options eo = {.seed = o->seed, .time_limit_ms = limit, .max_live_bytes = o->max_live_bytes};
+  hk_status *st = hk_cli_dist_devices(dist, n, &first, &count);
+  if (!st) st = hk_eval_check_sizes(m, &eo);   /* before making huge inputs */
   if (!st) st = make_inputs(m, o, &args, &n_args);
-  hk_value **res = calloc((size_t)n, sizeof(hk_value *));
-  hk_value *const **dev_args = malloc((size_t)n * sizeof(*dev_args));
-  if (!res || !dev_args) abort();
-  for (int64_t d = 0; d < n; d++) dev_args[d] = args;
-  if (!st && n == 1) st = hk_eval_module(m, args, n_args, &res[0], &eo, NULL);
-  else if (!st) st = hk_eval_spmd(m, parts, reps, dev_args, n_args, res, &eo, NULL);
-  if (!st) print_results(res, n, parts, c->json);
-  for (int64_t d = 0; d < n; d++) hk_value_release(res[d]);
+  hk_value **res = calloc((size_t)count, sizeof(hk_value *));
+  if (!res) abort();
+  if (!st) st = evaluate(m, dist, parts, reps, first, count, args, n_args, &eo, o, res);
+  if (!st) {
+    hk_buf b;
+    hk_buf_init(&b);
+    put_results(&b, res, first, count, n, parts, c->json);
+    if (dist->api) dist->api->write_in_rank_order(b.data ? b.data : "", b.len, stdout);
+    else fwrite(b.data ? b.data : "", 1, b.len, stdout);
+    hk_buf_free(&b);
+  }
+  for (int64_t k = 0; k < count; k++) hk_value_release(res[k]);
   for (int i = 0; i < n_args; i++) hk_value_release(args[i]);
   free(args);
   free(res);
-  free(dev_args);
   hk_module_free(m);
   return st;
 }
@@ -122,6 +151,8 @@ static int parse_i64(const char *s, int64_t *out) {
 
 static int parse_run_option(void *ctx, const char *arg) {
   run_opts *o = ctx;
+  int r = hk_cli_parse_backend_option(&o->backend, arg);
+  if (r) return r;
   if (strncmp(arg, "--time-limit=", 13) == 0) return parse_i64(arg + 13, &o->time_limit_ms);
   if (strncmp(arg, "--max-live-bytes=", 17) == 0) return parse_i64(arg + 17, &o->max_live_bytes);
   if (strncmp(arg, "--seed=", 7) == 0) {
@@ -148,9 +179,13 @@ int hk_cmd_run(int argc, char **argv) {
     hk_cli_common_free(&c);
     return HK_EXIT_OK;
   }
+  hk_cli_dist dist;
   if (rc == HK_EXIT_OK) {
-    hk_status *st = run_module(&c, &o, in);
-    if (st) rc = hk_cli_fail("run", st);
+    hk_status *st = hk_cli_dist_open(&o.backend, &dist);
+    if (!st) hk_cli_timeout_start("run", o.backend.timeout_s, &dist);
+    if (!st) st = run_module(&c, &o, &dist, in);
+    if (st) rc = hk_cli_dist_fail(&dist, "run", st);
+    hk_cli_dist_close(&dist);
   }
   hk_cli_common_free(&c);
   return rc;

@@ -19,6 +19,14 @@ static bool has_global_ids_attr(hk_opcode op) {
          op == HK_OP_ALL_GATHER_START || op == HK_OP_REDUCE_SCATTER;
 }
 
+_Static_assert((int)HK_RED_XOR == (int)HK_REDUCE_XOR && (int)HK_RED_ADD == (int)HK_REDUCE_ADD,
+               "the ABI's reduce kinds mirror the evaluator's reducer kinds");
+
+hk_reduce_kind hk_collective_reducer(const hk_instr *ins) {
+  if (ins->n_called < 1 || !ins->called[0]) return HK_REDUCE_GENERIC;
+  return (hk_reduce_kind)hk_reducer_kind_of(ins->called[0]);
+}
+
 hk_group_mode hk_collective_group_mode(const hk_instr *ins) {
   bool channel = hk_instr_channel_id(ins) > 0;
   bool global = ins->attrs && ins->attrs->use_global_device_ids;

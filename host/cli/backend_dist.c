@@ -1,0 +1,143 @@
+/* backend_dist.c - the collective back end a command runs on: threads of
+ * this process, or Open MPI ranks through backend/mpi's shared object,
+ * which is dlopened only for --backend=mpi (hlokit needs no MPI
+ * otherwise); and the --timeout watchdog. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend_dist.h"
+#include "commands.h"
+
+int hk_cli_parse_backend_option(hk_cli_backend_opts *o, const char *arg) {
+  if (strncmp(arg, "--backend=", 10) == 0) {
+    const char *v = arg + 10;
+    if (strcmp(v, "threads") && strcmp(v, "mpi")) return -1;
+    o->mpi = !strcmp(v, "mpi");
+    return 1;
+  }
+  if (strncmp(arg, "--timeout=", 10) == 0) {
+    char *end;
+    errno = 0;
+    o->timeout_s = strtod(arg + 10, &end);
+    return arg[10] && !*end && !errno && o->timeout_s >= 0 ? 1 : -1;
+  }
+  return 0;
+}
+
+static const char mpi_missing[] =
+    "the MPI back end (backends/mpi.so) is not built or cannot be loaded (%s); install Open MPI "
+    "(scripts/deps.sh as root, or apt-get install libopenmpi-dev openmpi-bin), run make again, "
+    "and start hlokit under mpirun";
+
+/* Opens backends/mpi.so: $HLOKIT_MPI_BACKEND, else next to the default
+ * plugin folders (build/backends/, PREFIX/lib/hlokit/backends/). */
+static void *open_backend(char *why, size_t cap) {
+  const char *env = getenv("HLOKIT_MPI_BACKEND");
+  /* RTLD_GLOBAL: Open MPI's own components resolve libmpi's symbols. */
+  if (env && *env) {
+    void *h = dlopen(env, RTLD_NOW | RTLD_GLOBAL);
+    if (!h) snprintf(why, cap, "%s", dlerror());
+    return h;
+  }
+  char *dirs[2];
+  int n = hk_plugin_default_dirs(dirs);
+  void *h = NULL;
+  snprintf(why, cap, "no backends/mpi.so next to the hlokit binary");
+  for (int i = 0; i < n; i++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/../backends/mpi.so", dirs[i]);
+    if (!h && access(path, F_OK) == 0) {
+      h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
+      if (!h) snprintf(why, cap, "%s", dlerror());
+    }
+    free(dirs[i]);
+  }
+  return h;
+}
+
+hk_status *hk_cli_dist_open(const hk_cli_backend_opts *o, hk_cli_dist *d) {
+  memset(d, 0, sizeof *d);
+  d->size = 1;
+  if (!o->mpi) return NULL;
+  char why[512];
+  d->handle = open_backend(why, sizeof why);
+  if (!d->handle) return hk_error(HK_FAILED_PRECONDITION, mpi_missing, why);
+  hk_dist_api_get_fn get = (hk_dist_api_get_fn)dlsym(d->handle, HK_DIST_API_SYMBOL);
+  const hk_dist_api *api = get ? get() : NULL;
+  if (!api || api->version != HK_DIST_API_VERSION) {
+    dlclose(d->handle);
+    d->handle = NULL;
+    return hk_error(HK_FAILED_PRECONDITION, mpi_missing, "it has no matching " HK_DIST_API_SYMBOL);
+  }
+  HK_TRY(api->init(&d->rank, &d->size));
+  d->api = api;
+  return NULL;
+}
+
+void hk_cli_dist_close(hk_cli_dist *d) {
+  if (d->api) d->api->finalize();
+  /* The shared object stays loaded: Open MPI's atexit handlers live in it. */
+  memset(d, 0, sizeof *d);
+}
+
+hk_status *hk_cli_dist_devices(const hk_cli_dist *d, int64_t n, int64_t *first, int64_t *count) {
+  if (n % d->size)
+    return hk_error(HK_INVALID_ARGUMENT, "%lld devices do not divide over %d MPI ranks (start mpirun -n N "
+                    "with N dividing the device count)", (long long)n, d->size);
+  *count = n / d->size;
+  *first = (int64_t)d->rank * *count;
+  return NULL;
+}
+
+int hk_cli_dist_fail(const hk_cli_dist *d, const char *cmd, hk_status *st) {
+  if (!d->api) return hk_cli_fail(cmd, st);
+  char msg[1200];
+  snprintf(msg, sizeof msg, "hlokit %s: error: %s", cmd, st->message);
+  hk_status_free(st);
+  d->api->fail(msg, HK_EXIT_ERROR);
+  return HK_EXIT_ERROR;
+}
+
+/* ---- --timeout ------------------------------------------------------------------ */
+
+typedef struct timeout_watch {
+  const char *cmd;
+  double seconds;
+  const hk_dist_api *api;
+} timeout_watch;
+
+static timeout_watch the_watch;
+
+static void *timeout_main(void *arg) {
+  const timeout_watch *w = arg;
+  struct timespec t = {(time_t)w->seconds, (long)((w->seconds - (double)(time_t)w->seconds) * 1e9)};
+  while (nanosleep(&t, &t) && errno == EINTR) {}
+  char msg[300];
+  snprintf(msg, sizeof msg, "hlokit %s: error: timed out after %g s (--timeout): the run did not finish",
+           w->cmd, w->seconds);
+  if (w->api) w->api->fail(msg, HK_EXIT_ERROR);
+  fprintf(stderr, "%s\n", msg);
+  fflush(stdout);
+  _exit(HK_EXIT_ERROR);
+}
+
+void hk_cli_timeout_start(const char *cmd, double seconds, const hk_cli_dist *d) {
+  if (seconds <= 0) return;
+  the_watch = (timeout_watch){cmd, seconds, d ? d->api : NULL};
+  pthread_t t;
+  if (pthread_create(&t, NULL, timeout_main, &the_watch) == 0) pthread_detach(t);
+}
+
+int64_t hk_cli_timeout_eval_ms(double seconds) {
+  if (seconds <= 0) return 0;
+  int64_t ms = (int64_t)(seconds * 1000);
+  /* Leave the watchdog a margin so the evaluator's message (naming the
+   * instruction) comes first. */
+  return ms > 400 ? ms - 200 : ms > 1 ? ms / 2 : 1;
+}
