@@ -180,6 +180,35 @@ START_TEST(transpose_and_reshape) {
 }
 END_TEST
 
+/* XLA's PropagateShardingThroughReshape: a dropped size-1 dim's tiles
+ * become replication with the tile assignment reshaped row-major (XLA's
+ * device order, not a transpose), both directions; manual subgroups stay. */
+START_TEST(reshape_size1_dims_keep_device_order) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,128] parameter(0), sharding={replicated}\n  c = f32[8,128] copy(p)\n"
+      "  r = f32[8,1,128] reshape(c), sharding={devices=[1,2,4]<=[8]}\n"
+      "  ROOT o = f32[8,1,128] copy(r), sharding={devices=[1,2,4]<=[8]}\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[1,4,2]<=[8] last_tile_dim_replicate}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,1,128] parameter(0), sharding={devices=[2,2,2]<=[8]}\n"
+      "  r = f32[8,128] reshape(p)\n  ROOT o = f32[8,128] copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "r", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dims={manual}}\n"
+      "  r = f32[8,2,3] reshape(p)\n  ROOT o = f32[8,2,3] copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "r", "{devices=[2,1,1,2]<=[4] last_tile_dims={manual}}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -558,6 +587,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, elementwise_both_directions);
   tcase_add_test(t, broadcast_forward_and_backward);
   tcase_add_test(t, transpose_and_reshape);
+  tcase_add_test(t, reshape_size1_dims_keep_device_order);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -307,10 +307,16 @@ static bool next_attr(tx_parser *P, const char **name, size_t *len, const char *
   return false;
 }
 
+/* The operands of pending instruction pi (NULL before any operand was
+ * pushed: no offset may be added to a NULL vector). */
+static hk_instr **pending_operands(tx_parser *P, tx_pending *pi) {
+  return P->opstack.v ? (hk_instr **)P->opstack.v + pi->op_base : NULL;
+}
+
 /* ---- shape inference for instructions written without a shape ------------------- */
 
 static bool infer_shape(tx_parser *P, tx_pending *pi) {
-  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  hk_instr **ops = pending_operands(P, pi);
   int n = pi->n_operands;
   hk_opcode op = pi->op;
   if (op == HK_OP_TUPLE) {
@@ -372,7 +378,7 @@ static bool infer_shape(tx_parser *P, tx_pending *pi) {
 /* ---- checks XLA's parser makes ---------------------------------------------------- */
 
 static bool check_instr(tx_parser *P, tx_pending *pi) {
-  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  hk_instr **ops = pending_operands(P, pi);
   if (!pi->async_kind) {
     int arity = tx_opcode_arity(pi->op);
     if (arity >= 0 && arity != pi->n_operands)
@@ -576,7 +582,7 @@ static bool mark_async_computation(tx_parser *P, tx_pending *pi, hk_computation 
 }
 
 static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
-  hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+  hk_instr **ops = pending_operands(P, pi);
   char nb[300];
   const char *name = instr_name(P, pi, nb, sizeof nb);
   if (pi->async_kind == HK_OP_ASYNC_START) {
@@ -625,7 +631,7 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
   if (pi->async_kind) {
     if (!build_async_sugar(P, c, pi, &i)) return false;
   } else {
-    hk_instr **ops = (hk_instr **)P->opstack.v + pi->op_base;
+    hk_instr **ops = pending_operands(P, pi);
     if (pi->op == HK_OP_ASYNC_START || pi->op == HK_OP_ASYNC_UPDATE) {
       if (!async_shape_ok(pi->shape))
         return tx_error_at(P, pi->at,

@@ -27,6 +27,10 @@ int64_t pt_count(const pt_tiles *t);
 const hk_sharding *pt_to_sharding(hk_module *m, const pt_tiles *t, const hk_sharding *meta);
 /* Same devices, new dims (row-major reshape); data_rank and sub given. */
 void pt_reshape(pt_tiles *t, int n, const int64_t *dims, int data_rank, const uint8_t *sub);
+/* The device array of t viewed as nf dims of sizes fsize (row-major,
+ * product = device count), transposed by order[] (out dim k = dim
+ * order[k]); malloc'ed. */
+int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *order);
 
 /* ---- algebra (XLA's hlo_sharding_util, on our own terms) ------------------ */
 /* Replicated, maximal, manual: no tiles. */
@@ -52,7 +56,8 @@ const hk_sharding *sa_replicate_all_data(hk_module *m, const hk_sharding *s, int
 const hk_sharding *sa_transpose_collapsed(hk_module *m, const hk_sharding *s, int src_rank,
                                           const int64_t *src_to_tgt, int tgt_rank,
                                           const int64_t *tgt_to_src);
-/* ReshapeSharding: NULL if the reshape cannot keep the tiling. */
+/* XLA's PropagateShardingThroughReshape (reshape.c): the sharding of the
+ * reshaped value, replicated when no dim keeps its tiling. */
 const hk_sharding *sa_reshape(hk_module *m, const hk_shape *from, const hk_shape *to,
                               const hk_sharding *s);
 /* Tuple helpers. */
