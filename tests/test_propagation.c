@@ -209,6 +209,58 @@ START_TEST(reshape_size1_dims_keep_device_order) {
 }
 END_TEST
 
+/* The error message of a propagation run on text that must fail. */
+static char *propagate_error(const char *text, const char *opts) {
+  hk_module *m = hk_test_parse(text);
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sharding-propagation", opts, &err);
+  ck_assert_ok(err);
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+  ck_assert_msg(st != NULL, "propagation accepted a module it must refuse");
+  char *msg = strdup(st->message);
+  hk_status_free(st);
+  return msg;
+}
+
+#define WHILE_WITH_RECV(count_sh, data_sh, while_sh)                                          \
+  "HloModule m\n"                                                                            \
+  "cond {\n  v = (u32[], f32[]) parameter(0)\n  c = u32[] get-tuple-element(v), index=0\n"  \
+  "  l = u32[] constant(4)\n  ROOT lt = pred[] compare(c, l), direction=LT\n}\n"            \
+  "body {\n  p = (u32[], f32[]) parameter(0)\n"                                             \
+  "  n = u32[] get-tuple-element(p), index=0" count_sh "\n"                                 \
+  "  tok = token[] after-all()\n"                                                          \
+  "  r = (f32[], u32[], token[]) recv(tok), channel_id=3, sharding={maximal device=2}\n"    \
+  "  rd = (f32[], token[]) recv-done(r), channel_id=3\n"                                    \
+  "  d = f32[] get-tuple-element(rd), index=0" data_sh "\n"                                 \
+  "  ROOT t = (u32[], f32[]) tuple(n, d)\n}\n"                                              \
+  "ENTRY e {\n  x = f32[] parameter(0)\n  z = u32[] constant(0)\n"                          \
+  "  i = (u32[], f32[]) tuple(z, x)\n"                                                       \
+  "  w = (u32[], f32[]) while(i), body=body, condition=cond" while_sh "\n"                  \
+  "  ROOT o = f32[] get-tuple-element(w), index=1\n}\n"
+
+/* XLA's CheckAndUpdateDeviceAssignmentsInWhileBody: a channel instruction
+ * pins the loop to its device; other devices before or after it, or on the
+ * while, are errors; the body root goes to the device. */
+START_TEST(while_channel_device_conflicts) {
+  char *e = propagate_error(WHILE_WITH_RECV(", sharding={maximal device=1}", "", ""), "");
+  ck_assert_msg(strstr(e, "Instruction: n is on device: 1, which conflicts with device: 2 of channel instruction: r"), "%s", e);
+  free(e);
+  e = propagate_error(WHILE_WITH_RECV("", ", sharding={maximal device=0}", ""), "");
+  ck_assert_msg(strstr(e, "Instruction: d is on device: 0, which conflicts with device: 2"), "%s", e);
+  free(e);
+  e = propagate_error(WHILE_WITH_RECV("", "", ", sharding={{maximal device=0}, {maximal device=0}}"), "");
+  ck_assert_msg(strstr(e, "Instruction: w is on device: 0, which conflicts with device: 2"), "%s", e);
+  free(e);
+  hk_module *m = run_text(WHILE_WITH_RECV("", "", ""), "");
+  expect(m, "t", "{{maximal device=2}, {maximal device=2}}");
+  expect(m, "w", "{{maximal device=2}, {maximal device=2}}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -588,6 +640,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, broadcast_forward_and_backward);
   tcase_add_test(t, transpose_and_reshape);
   tcase_add_test(t, reshape_size1_dims_keep_device_order);
+  tcase_add_test(t, while_channel_device_conflicts);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -142,6 +142,9 @@ bool prop_conv_forward(prop_ctx *cx, hk_instr *i, bool may_combine);
 const hk_sharding *prop_dot_backward(prop_ctx *cx, const hk_instr *i, const hk_instr *user,
                                      bool may_combine);
 
+/* XLA's CheckAndUpdateDeviceAssignmentsInWhileBody (while_devices.c). */
+hk_status *prop_check_while_devices(hk_module *m, hk_instr *w);
+
 /* the driver (run.c) */
 hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
                     const hk_exec_threads *threads, bool *changed, hk_prop_record **rec,

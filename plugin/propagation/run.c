@@ -827,6 +827,8 @@ hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
   const hk_sharding **orig = o->cse_prevention_only ? save_all(&rs, m, threads) : NULL;
   alloc_info(&rs, m, threads);
   hk_status *st = process_sharding_ccs(&rs);
+  for (int64_t k = 0; k < rs.control_flow.n && !st; k++)
+    if (rs.control_flow.v[k]->opcode == HK_OP_WHILE) st = prop_check_while_devices(m, rs.control_flow.v[k]);
   if (!st) {
     map_computations(&rs);
     mark_provided(&rs, m);
