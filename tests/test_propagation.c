@@ -261,6 +261,41 @@ START_TEST(while_channel_device_conflicts) {
 }
 END_TEST
 
+/* Manual shardings on single tuple elements: manual beats a replicated
+ * element, a tile-maximal instruction takes a manual user's sharding, an
+ * operand used twice by a tuple takes its most specific element, and a
+ * get-tuple-element's unsharded siblings keep the user's manual subgroup at
+ * their own rank. */
+START_TEST(manual_tuple_elements) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "cond {\n  v = (s32[], s32[], s32[]) parameter(0)\n  c = s32[] get-tuple-element(v), index=0\n"
+      "  l = s32[] constant(5)\n  ROOT lt = pred[] compare(c, l), direction=LT\n}\n"
+      "body {\n  p = (s32[], s32[], s32[]) parameter(0)\n  a = s32[] get-tuple-element(p), index=0\n"
+      "  b = s32[] get-tuple-element(p), index=1\n  c = s32[] get-tuple-element(p), index=2\n"
+      "  s = s32[] multiply(b, c)\n  ROOT t = (s32[], s32[], s32[]) tuple(a, b, s)\n}\n"
+      "ENTRY e {\n  k = s32[] constant(1)\n  x = s32[] parameter(0), sharding={manual}\n"
+      "  i = (s32[], s32[], s32[]) tuple(k, k, x)\n"
+      "  w = (s32[], s32[], s32[]) while(i), body=body, condition=cond\n"
+      "  ROOT o = (s32[], s32[], s32[]) copy(w)\n}\n",
+      "is_spmd=true");
+  expect(m, "b", "{manual}");
+  expect(m, "k", "{manual}");
+  expect(m, "w", "{{manual}, {manual}, {manual}}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  q = pred[4,8] parameter(0)\n"
+      "  z = s32[] constant(0)\n  i = (s32[], pred[4,8]) tuple(z, q)\n"
+      "  g = pred[4,8] get-tuple-element(i), index=1\n"
+      "  n = pred[4,8] not(g), sharding={devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}\n"
+      "  ROOT o = (s32[], pred[4,8]) tuple(z, n)\n}\n",
+      "is_spmd=true");
+  expect(m, "i", "{{replicated}, {devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -641,6 +676,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, transpose_and_reshape);
   tcase_add_test(t, reshape_size1_dims_keep_device_order);
   tcase_add_test(t, while_channel_device_conflicts);
+  tcase_add_test(t, manual_tuple_elements);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -51,6 +51,16 @@ int64_t sa_dim(const hk_sharding *s, int d) {
   return s->tile_dims[d];
 }
 
+bool sa_xla_tile_maximal(const hk_sharding *s) {
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (!sa_xla_tile_maximal(s->elems[i])) return false;
+    return true;
+  }
+  return s->kind == HK_SHARDING_REPLICATED || s->kind == HK_SHARDING_MAXIMAL ||
+         s->kind == HK_SHARDING_UNKNOWN;
+}
+
 static bool is_manualish(const hk_sharding *s) {
   return s->kind == HK_SHARDING_MANUAL;
 }
@@ -66,6 +76,8 @@ bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
     }
     return better;
   }
+  /* manual beats tile maximal (XLA's IsLeafShardingMoreSpecific) */
+  if (is_manualish(a) && sa_xla_tile_maximal(b)) return true;
   if (is_manualish(a) || is_manualish(b)) return false;
   if (b->kind == HK_SHARDING_TILED) return sa_num_tiles(a) > sa_num_tiles(b);
   if (b->kind == HK_SHARDING_MAXIMAL) return a->kind == HK_SHARDING_TILED;

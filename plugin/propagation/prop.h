@@ -35,6 +35,9 @@ int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *
 /* ---- algebra (XLA's hlo_sharding_util, on our own terms) ------------------ */
 /* Replicated, maximal, manual: no tiles. */
 bool sa_tile_maximal(const hk_sharding *s);
+/* XLA's IsTileMaximal: replicated or on one device (tuples: every
+ * element); manual is not. */
+bool sa_xla_tile_maximal(const hk_sharding *s);
 /* Spatially partitioned (tiled, replicated, manual; tuples: any element). */
 bool sa_spatial(const hk_sharding *s);
 int64_t sa_num_tiles(const hk_sharding *s);
