@@ -296,6 +296,41 @@ START_TEST(manual_tuple_elements) {
 }
 END_TEST
 
+/* XLA's RefineManualAutoShardingFromAuto: an annotation with unspecified
+ * dims feeding SPMDFullToShardShape with the same unspecified dims is
+ * refined together with it: the operand's tiling of dim 1 joins both the
+ * auto annotation and the manual conversion. */
+START_TEST(unspecified_dims_across_manual_conversion) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,8] parameter(0)\n"
+      "  c = f32[4,8] copy(p), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  a = f32[4,8] custom-call(c), custom_call_target=\"Sharding\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  mn = f32[2,8] custom-call(a), custom_call_target=\"SPMDFullToShardShape\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}\n"
+      "  ROOT r = f32[2,8] copy(mn)\n}\n",
+      "is_spmd=true");
+  /* the annotation became a copy: the conversion's operand */
+  expect(m, hk_test_find(m, "mn")->operands[0]->name, "{devices=[2,2]<=[4]}");
+  expect(m, "mn", "{devices=[1,2,2]0,2,1,3 last_tile_dims={manual}}");
+  hk_module_free(m);
+  /* different unspecified dims on the conversion: nothing is refined */
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,8] parameter(0)\n"
+      "  c = f32[4,8] copy(p), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  a = f32[4,8] custom-call(c), custom_call_target=\"Sharding\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  mn = f32[2,8] custom-call(a), custom_call_target=\"SPMDFullToShardShape\",\n"
+      "    sharding={devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}\n"
+      "  ROOT r = f32[2,8] copy(mn)\n}\n",
+      "is_spmd=true");
+  expect(m, "mn", "{devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -677,6 +712,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, reshape_size1_dims_keep_device_order);
   tcase_add_test(t, while_channel_device_conflicts);
   tcase_add_test(t, manual_tuple_elements);
+  tcase_add_test(t, unspecified_dims_across_manual_conversion);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -145,6 +145,17 @@ bool prop_conv_forward(prop_ctx *cx, hk_instr *i, bool may_combine);
 const hk_sharding *prop_dot_backward(prop_ctx *cx, const hk_instr *i, const hk_instr *user,
                                      bool may_combine);
 
+/* XLA's RefineManualAutoShardingFromAuto / FromManual (manual_refine.c):
+ * the auto and manual shardings of an annotation and its manual conversion
+ * refined by to_merge along the unspecified dims; false (nothing written)
+ * when they cannot be. */
+bool prop_refine_from_auto(hk_module *m, const hk_sharding *to_merge, int n_unspec,
+                           const int64_t *unspec, const hk_sharding **auto_s,
+                           const hk_sharding **manual_s);
+bool prop_refine_from_manual(hk_module *m, const hk_sharding *to_merge, int n_unspec,
+                             const int64_t *unspec, const hk_sharding **auto_s,
+                             const hk_sharding **manual_s);
+
 /* XLA's CheckAndUpdateDeviceAssignmentsInWhileBody (while_devices.c). */
 hk_status *prop_check_while_devices(hk_module *m, hk_instr *w);
 

@@ -519,20 +519,64 @@ static bool refine_unspecified(run_state *rs, hk_instr *i, const hk_sharding *fr
   return prop_set(&rs->cx, i, s, src, "unspecified-dims");
 }
 
+/* The manual conversion refined together with annotation i: its only
+ * user when that is SPMDFullToShardShape / SPMDShardToFullShape.  false
+ * when the conversion's unspecified dims differ (then nothing is refined). */
+static bool conversion_after(const hk_instr *i, hk_instr **conv) {
+  *conv = NULL;
+  if (i->n_users != 1) return true;
+  hk_instr *u = i->users[0];
+  if (!prop_is_cc(u, "SPMDFullToShardShape") && !prop_is_cc(u, "SPMDShardToFullShape")) return true;
+  int64_t dims[HK_MAX_RANK];
+  int n = parse_unspecified(u, dims);
+  if (n != pi(i)->n_unspec || memcmp(dims, pi(i)->unspec, sizeof(int64_t) * (size_t)n)) return false;
+  *conv = u;
+  return true;
+}
+
+/* Annotation i and conversion conv refined from `from`: from_auto says
+ * whether `from` is on the auto side of the pair. */
+static bool refine_pair(run_state *rs, hk_instr *i, hk_instr *conv, const hk_sharding *from,
+                        bool from_auto, const hk_instr *src) {
+  bool to_manual = prop_is_cc(conv, "SPMDFullToShardShape");
+  hk_instr *auto_i = to_manual ? i : conv, *man_i = to_manual ? conv : i;
+  if (!auto_i->sharding || !man_i->sharding) return false;
+  const hk_sharding *a = auto_i->sharding, *mn = man_i->sharding;
+  pi_info *p = pi(i);
+  bool ok = from_auto ? prop_refine_from_auto(rs->cx.m, from, p->n_unspec, p->unspec, &a, &mn)
+                      : prop_refine_from_manual(rs->cx.m, from, p->n_unspec, p->unspec, &a, &mn);
+  if (!ok) return false;
+  bool changed = false;
+  if (!hk_sharding_equivalent(a, auto_i->sharding)) changed |= prop_set(&rs->cx, auto_i, a, src, "unspecified-dims");
+  if (!hk_sharding_equivalent(mn, man_i->sharding)) changed |= prop_set(&rs->cx, man_i, mn, src, "unspecified-dims");
+  if (changed && pi(conv)) clear_cache(conv);
+  return changed;
+}
+
 static bool unspecified_from_operand(run_state *rs, hk_instr *i) {
   const hk_instr *op = i->operands[0];
-  if (!sa_spatial(op->sharding)) return false;
-  return refine_unspecified(rs, i, op->sharding, op);
+  if (!op->sharding || op->sharding->kind != HK_SHARDING_TILED) return false;
+  hk_instr *conv;
+  if (!conversion_after(i, &conv)) return false;
+  if (!conv) return refine_unspecified(rs, i, op->sharding, op);
+  /* the operand is on the annotation's side: auto before SPMDFullToShardShape */
+  return refine_pair(rs, i, conv, op->sharding, prop_is_cc(conv, "SPMDFullToShardShape"), op);
 }
 
 static bool unspecified_from_users(run_state *rs, hk_instr *i) {
+  hk_instr *conv;
+  if (!conversion_after(i, &conv)) return false;
+  const hk_instr *from = conv ? conv : i;
   bool changed = false;
-  for (int32_t k = 0; k < i->n_users; k++) {
-    const hk_instr *u = i->users[k];
+  for (int32_t k = 0; k < from->n_users; k++) {
+    const hk_instr *u = from->users[k];
     if (!u->sharding || u->sharding->kind != HK_SHARDING_TILED) continue;
     const char *rule;
-    const hk_sharding *s = prop_sharding_from_user(&rs->cx, i, u, &rule);
-    if (s && s->kind == HK_SHARDING_TILED) changed |= refine_unspecified(rs, i, s, u);
+    const hk_sharding *s = prop_sharding_from_user(&rs->cx, from, u, &rule);
+    if (!s || s->kind != HK_SHARDING_TILED) continue;
+    if (!conv) changed |= refine_unspecified(rs, i, s, u);
+    /* users of SPMDShardToFullShape are on the auto side */
+    else changed |= refine_pair(rs, i, conv, s, prop_is_cc(conv, "SPMDShardToFullShape"), u);
   }
   return changed;
 }
