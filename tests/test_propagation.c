@@ -331,6 +331,21 @@ START_TEST(unspecified_dims_across_manual_conversion) {
 }
 END_TEST
 
+/* XLA's InferConvolutionShardingFromOperands with a kernel as large as the
+ * output: only the lhs batch dim keeps its tiling (data parallelism). */
+START_TEST(convolution_large_kernel_keeps_batch) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,16,6,6] parameter(0), sharding={devices=[2,1,2,1]<=[4]}\n"
+      "  p1 = f32[16,1,6,6] parameter(1), sharding={replicated}\n"
+      "  c = f32[8,16,1,1] convolution(p0, p1), window={size=6x6}, dim_labels=bf01_oi01->bf01, feature_group_count=16\n"
+      "  ROOT o = f32[8,16,1,1] copy(c)\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[2,1,1,1,2]<=[4] last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -713,6 +728,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, while_channel_device_conflicts);
   tcase_add_test(t, manual_tuple_elements);
   tcase_add_test(t, unspecified_dims_across_manual_conversion);
+  tcase_add_test(t, convolution_large_kernel_keeps_batch);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);
