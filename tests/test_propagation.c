@@ -346,6 +346,34 @@ START_TEST(convolution_large_kernel_keeps_batch) {
 }
 END_TEST
 
+/* Shardings into and out of call computations: the call's sharding
+ * reaches its target's root, its parameter and from there the call's
+ * operand (XLA's related instructions of a call and of its parameter);
+ * an operand's sharding reaches the target and comes out of the call. */
+START_TEST(call_computations_both_ways) {
+  const char *callee =
+      "HloModule m\n"
+      "f {\n  q = f32[8,4] parameter(0)\n  n = f32[8,4] negate(q)\n  ROOT t = (f32[8,4]) tuple(n)\n}\n";
+  char text[1024];
+  snprintf(text, sizeof text, "%s%s", callee,
+           "ENTRY e {\n  x = f32[8,4] parameter(0)\n  a = f32[8,4] add(x, x)\n"
+           "  ROOT c = (f32[8,4]) call(a), to_apply=f, sharding={{devices=[2,1]<=[2]}}\n}\n");
+  hk_module *m = run_text(text, "is_spmd=true");
+  expect(m, "n", "{devices=[2,1]<=[2]}");
+  expect(m, "q", "{devices=[2,1]<=[2]}");
+  expect(m, "a", "{devices=[2,1]<=[2]}");
+  hk_module_free(m);
+  snprintf(text, sizeof text, "%s%s", callee,
+           "ENTRY e {\n  x = f32[8,4] parameter(0)\n  a = f32[8,4] copy(x), sharding={devices=[1,2]<=[2]}\n"
+           "  c = (f32[8,4]) call(a), to_apply=f\n  g = f32[8,4] get-tuple-element(c), index=0\n"
+           "  ROOT o = f32[8,4] copy(g)\n}\n");
+  m = run_text(text, "is_spmd=true");
+  expect(m, "n", "{devices=[1,2]<=[2]}");
+  expect(m, "g", "{devices=[1,2]<=[2]}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -729,6 +757,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, manual_tuple_elements);
   tcase_add_test(t, unspecified_dims_across_manual_conversion);
   tcase_add_test(t, convolution_large_kernel_keeps_batch);
+  tcase_add_test(t, call_computations_both_ways);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

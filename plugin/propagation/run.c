@@ -450,33 +450,57 @@ static void clear_cache(hk_instr *i) {
 
 static void computation_propagation(run_state *rs, hk_instr *i, int depth);
 
-static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, int depth) {
-  hk_instr *rel[64];
-  int n = related(ci, rel);
+/* XLA's MaybeComputationPropagation over one related set: every member
+ * not annotated by the user takes from's sharding. */
+static void propagate_among(run_state *rs, hk_instr **rel, int n, hk_instr *from, const char *rule,
+                            int depth) {
   bool member = false;
   for (int k = 0; k < n; k++) member |= rel[k] == from;
   if (!member || !from->sharding) return;
   for (int k = 0; k < n; k++) {
     hk_instr *r = rel[k];
-    if (r == from || !pi(r) || r->sharding == from->sharding) continue;
-    if (ci->opcode == HK_OP_CALL && r != ci && from != ci) continue;
+    if (r == from || !pi(r) || pi(r)->provided || r->sharding == from->sharding) continue;
     int saved = rs->cx.cur_dir;
     rs->cx.cur_dir = HK_PROP_DIR_COMPUTATION;
-    prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from,
-             hk_opcode_name((hk_opcode)ci->opcode));
+    prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from, rule);
     rs->cx.cur_dir = saved;
     clear_cache(r);
     computation_propagation(rs, r, depth + 1);
   }
 }
 
+static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, int depth) {
+  hk_instr *rel[64];
+  int n = related(ci, rel);
+  propagate_among(rs, rel, n, from, hk_opcode_name((hk_opcode)ci->opcode), depth);
+}
+
+/* A parameter of a call target or conditional branch and the caller's
+ * operand it receives (XLA's GetRelatedInstructions of a parameter). */
+static void propagate_param_operand(run_state *rs, hk_instr *param, hk_instr *caller, int depth) {
+  int64_t k = -1;
+  if (caller->opcode == HK_OP_CALL) {
+    k = hk_instr_parameter_number(param);
+  } else {
+    for (int32_t b = 0; b < caller->n_called && k < 0; b++)
+      if (caller->called[b] == param->parent) k = b + 1;
+  }
+  if (k < 0 || k >= caller->n_operands) return;
+  hk_instr *rel[2] = {param, caller->operands[k]};
+  propagate_among(rs, rel, 2, param, "called-parameter", depth);
+}
+
 static void computation_propagation(run_state *rs, hk_instr *i, int depth) {
   if (depth > 16) return;
-  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL)
+  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL || i->opcode == HK_OP_CALL)
     propagate_to_related(rs, i, i, depth);
   if (i->opcode == HK_OP_PARAMETER || i->parent->root == i) {
     hk_instr *caller = prop_caller(i->parent);
-    if (caller) propagate_to_related(rs, caller, i, depth);
+    if (!caller) return;
+    propagate_to_related(rs, caller, i, depth);
+    if (i->opcode == HK_OP_PARAMETER &&
+        (caller->opcode == HK_OP_CALL || caller->opcode == HK_OP_CONDITIONAL))
+      propagate_param_operand(rs, i, caller, depth);
   }
 }
 
@@ -490,7 +514,6 @@ static void map_computations(run_state *rs) {
       } else {
         for (int32_t b = 0; b < i->n_called; b++) i->called[b]->scratch = i;
       }
-      if (i->opcode == HK_OP_CALL) continue;
       hk_instr *rel[64];
       int n = related(i, rel);
       const hk_instr *sharded = NULL;
