@@ -374,6 +374,24 @@ START_TEST(call_computations_both_ways) {
 }
 END_TEST
 
+/* Uneven shardings of a tuple root propagated to the output become
+ * replicated only when allow_spmd_sharding_propagation_to_output names
+ * every element (XLA checks evenness per listed element only). */
+START_TEST(uneven_output_replicated_only_per_element) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[5,8] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  a = f32[5,8] negate(p)\n  b = f32[5,8] abs(p)\n"
+      "  ROOT t = (f32[5,8], f32[5,8]) tuple(a, b)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=true allow_spmd_sharding_propagation_to_output=[true]");
+  expect(m, "t", "{{devices=[2,2]<=[4]}, {devices=[2,2]<=[4]}}");
+  hk_module_free(m);
+  m = run_text(text, "is_spmd=true allow_spmd_sharding_propagation_to_output=[true,true]");
+  expect(m, "t", "{{replicated}, {replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -758,6 +776,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, unspecified_dims_across_manual_conversion);
   tcase_add_test(t, convolution_large_kernel_keeps_batch);
   tcase_add_test(t, call_computations_both_ways);
+  tcase_add_test(t, uneven_output_replicated_only_per_element);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -744,8 +744,8 @@ static bool evenly_divides(const hk_sharding *s, const hk_shape *shape) {
  * propagated one where allowed and evenly dividing, else the given one
  * (replicated if none was given). */
 static const hk_sharding *entry_leaf(hk_module *m, const hk_sharding *cur, const hk_sharding *old,
-                                     const hk_shape *shape, bool allowed) {
-  if (allowed && cur && evenly_divides(cur, shape)) return cur;
+                                     const hk_shape *shape, bool allowed, bool check_even) {
+  if (allowed && cur && (!check_even || evenly_divides(cur, shape))) return cur;
   if (!allowed) return old;
   return old ? old : hk_sharding_replicated(m);
 }
@@ -756,14 +756,27 @@ static const hk_sharding *element_or_null(hk_module *m, const hk_sharding *s, co
   return sa_element(m, sa_tuple_of(m, shape, s), shape, k);
 }
 
-/* Entry values: per leaf, only where propagation was allowed and only
- * shardings that divide the shape evenly. */
+/* XLA replaces an uneven entry sharding by replicated only where the
+ * option list names the value itself: one entry per parameter (or per
+ * element of a single tuple parameter), one per root tuple element, or a
+ * non-tuple root. */
+static bool even_check_applies(const run_state *rs, const hk_instr *v, int64_t param) {
+  const prop_opts *o = &rs->cx.o;
+  const hk_computation *e = rs->cx.m->entry;
+  if (param < 0) return !hk_shape_is_tuple(v->shape) || o->n_out == v->shape->n_tuple;
+  if (o->n_params == e->n_params) return true;
+  return e->n_params == 1 && hk_shape_is_tuple(v->shape) && o->n_params == v->shape->n_tuple;
+}
+
+/* Entry values: per leaf, only where propagation was allowed and, where
+ * XLA checks it, only shardings that divide the shape evenly. */
 static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, int64_t param) {
   hk_module *m = rs->cx.m;
   hk_computation *e = m->entry;
+  bool even = even_check_applies(rs, v, param);
   if (!hk_shape_is_tuple(v->shape)) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, 0) : output_allowed(&rs->cx, 0);
-    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok);
+    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok, even);
     return;
   }
   int n = v->shape->n_tuple;
@@ -774,7 +787,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
   for (int k = 0; k < n; k++) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, k) : output_allowed(&rs->cx, k);
     el[k] = entry_leaf(m, element_or_null(m, v->sharding, v->shape, k),
-                       element_or_null(m, saved, v->shape, k), v->shape->tuple[k], ok);
+                       element_or_null(m, saved, v->shape, k), v->shape->tuple[k], ok, even);
     if (!el[k]) el[k] = hk_sharding_replicated(m);
     else any = true;
   }
