@@ -392,6 +392,40 @@ START_TEST(uneven_output_replicated_only_per_element) {
 }
 END_TEST
 
+/* After the loop XLA aligns every shard_as group on one sharding: the
+ * members' merged sharding when compatible, else the first sharded
+ * member's, annotations included (XLA's group order is unspecified); a ShardBarrierFrom member hands the
+ * group's sharding to its operand, and barriers are removed. */
+START_TEST(shard_as_groups_aligned_after_the_loop) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0)\n  p1 = f32[8,8] parameter(1)\n"
+      "  a = f32[8,8] copy(p0), sharding={devices=[2,1]<=[2]}\n"
+      "  sa = f32[8,8] custom-call(a), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  b = f32[8,8] copy(p1), sharding={devices=[1,2]<=[2]}\n"
+      "  sb = f32[8,8] custom-call(b), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  ROOT t = (f32[8,8], f32[8,8]) tuple(sa, sb)\n}\n",
+      "is_spmd=true");
+  /* incompatible: one member's sharding for all (which one XLA leaves open) */
+  ck_assert(hk_sharding_equivalent(hk_test_find(m, "a")->sharding, hk_test_find(m, "b")->sharding));
+  ck_assert(hk_sharding_is_tiled(hk_test_find(m, "a")->sharding));
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0)\n  p1 = f32[8,8] parameter(1)\n"
+      "  a = f32[8,8] copy(p0)\n"
+      "  f = f32[8,8] custom-call(a), custom_call_target=\"ShardBarrierFrom\", custom_call_has_side_effect=true\n"
+      "  sa = f32[8,8] custom-call(f), custom_call_target=\"Sharding\", sharding={unknown shard_as 1}\n"
+      "  b = f32[8,8] copy(p1), sharding={devices=[4,1]<=[4]}\n"
+      "  sb = f32[8,8] custom-call(b), custom_call_target=\"Sharding\", sharding={unknown shard_as 1}\n"
+      "  ROOT t = (f32[8,8], f32[8,8]) tuple(sa, sb)\n}\n",
+      "is_spmd=true");
+  expect(m, "a", "{devices=[4,1]<=[4]}");
+  ck_assert_int_eq(hk_test_find(m, "t")->operands[0]->opcode, HK_OP_COPY);   /* barrier gone */
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -777,6 +811,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, convolution_large_kernel_keeps_batch);
   tcase_add_test(t, call_computations_both_ways);
   tcase_add_test(t, uneven_output_replicated_only_per_element);
+  tcase_add_test(t, shard_as_groups_aligned_after_the_loop);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -721,6 +721,101 @@ static void run_level(run_state *rs, int level) {
   }
 }
 
+/* ---- shard_as groups and barriers after the loop (XLA's Run) ---------------------------- */
+
+/* XLA's FindCommonSharding: the members' shardings merged when they are all
+ * compatible, else the default. */
+static const hk_sharding *common_sharding(hk_module *m, const group *g, const hk_sharding *dflt) {
+  const hk_sharding *common = NULL;
+  for (int32_t k = 0; k < g->n; k++) {
+    const hk_sharding *s = g->members[k]->sharding;
+    if (!s) continue;
+    if (!common) {
+      common = s;
+      continue;
+    }
+    if (hk_sharding_equivalent(common, s)) continue;
+    if (!sa_merge_compatible(m, s, sa_num_tiles(common), &common)) return dflt;
+  }
+  return common ? common : dflt;
+}
+
+/* Every member of a shard_as group but ShardBarrierTo takes the group's
+ * common sharding; the default (if the shardings disagree) is the first
+ * sharded member that is not a ShardBarrierFrom. */
+static void align_shard_as(run_state *rs, group *g) {
+  hk_module *m = rs->cx.m;
+  const hk_sharding *dflt = hk_sharding_replicated(m);
+  for (int32_t k = 0; k < g->n; k++) {
+    const hk_instr *i = g->members[k];
+    if (i->sharding && !prop_is_cc(i, "ShardBarrierFrom") && dflt->kind == HK_SHARDING_REPLICATED)
+      dflt = i->sharding;
+  }
+  const hk_sharding *common = common_sharding(m, g, dflt);
+  rs->cx.cur_dir = HK_PROP_DIR_GROUP;
+  for (int32_t k = 0; k < g->n; k++) {
+    hk_instr *i = g->members[k];
+    if (prop_is_cc(i, "ShardBarrierTo") || !pi(i)) continue;
+    if (prop_set(&rs->cx, i, sa_tuple_of(m, i->shape, common), NULL, "shard_as")) clear_cache(i);
+  }
+}
+
+static bool in_shard_as_group(const run_state *rs, const hk_instr *i) {
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    if (rs->groups[g].kind == HK_SHARD_GROUP_AS)
+      for (int32_t k = 0; k < rs->groups[g].n; k++)
+        if (rs->groups[g].members[k] == i) return true;
+  return false;
+}
+
+/* A ShardBarrierFrom in a shard_as group hands its sharding (merged with
+ * the operand's, where compatible) back to its operand. */
+static void relay_barriers(run_state *rs) {
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    hk_instr *b = rs->cx.info[k].instr;
+    if (!b || !prop_is_cc(b, "ShardBarrierFrom") || !b->sharding || !in_shard_as_group(rs, b)) continue;
+    hk_instr *op = b->operands[0];
+    const hk_sharding *s = b->sharding;
+    if (op->sharding && op->sharding->kind == HK_SHARDING_TILED)
+      sa_merge_compatible(rs->cx.m, op->sharding, sa_num_tiles(s), &s);
+    if (pi(op) && prop_set(&rs->cx, op, s, b, "shard-barrier")) clear_cache(op);
+  }
+}
+
+/* Barriers only steer propagation: they go, their users read the operand. */
+static hk_status *remove_barriers(run_state *rs) {
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    hk_instr *b = rs->cx.info[k].instr;
+    if (!b || !(prop_is_cc(b, "ShardBarrierFrom") || prop_is_cc(b, "ShardBarrierTo")) || b->n_operands != 1)
+      continue;
+    hk_instr *op = b->operands[0];
+    bool was_root = b->parent->root == b;
+    group_replace(rs, b, op);
+    hk_instr_replace_all_uses(b, op);
+    if (was_root) hk_computation_set_root(b->parent, op);
+    HK_TRY(hk_instr_remove(b));
+    rs->cx.info[k].instr = NULL;
+    rs->any_changed = true;
+  }
+  return NULL;
+}
+
+/* After the levels: shard_as groups aligned, barriers relayed, one more
+ * run at the highest level (the barriers go after the entry is restored,
+ * which keeps the list positions the CSE-prevention restore reads). */
+static hk_status *finish_groups_and_barriers(run_state *rs) {
+  bool any_as = false;
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    if (rs->groups[g].kind == HK_SHARD_GROUP_AS) {
+      align_shard_as(rs, &rs->groups[g]);
+      any_as = true;
+    }
+  relay_barriers(rs);
+  if (any_as) run_level(rs, 3);
+  relay_barriers(rs);
+  return NULL;
+}
+
 /* ---- post-processing ------------------------------------------------------------------- */
 
 static bool evenly_divides(const hk_sharding *s, const hk_shape *shape) {
@@ -913,8 +1008,14 @@ hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
     map_computations(&rs);
     mark_provided(&rs, m);
     for (int level = 0; level < 4; level++) run_level(&rs, level);
+    st = finish_groups_and_barriers(&rs);
+  }
+  if (!st) {
     restore_entry(&rs, m);
     if (orig) cse_prevention_post(&rs, m, orig);
+    st = remove_barriers(&rs);
+  }
+  if (!st) {
     if (rec) make_records(&rs, rec, n_rec);
   }
   free(orig);
