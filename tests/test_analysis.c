@@ -262,6 +262,17 @@ START_TEST(gather_scatter_index_batching_dims_checked) {
 }
 END_TEST
 
+/* Found by the pipeline fuzzer: a computation calling itself made the
+ * partitioner's walks loop; the verifier refuses call graph cycles. */
+START_TEST(recursive_call_graph_rejected) {
+  expect_text_verify_error(
+      "HloModule m\n"
+      "f {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] call(p), to_apply=f\n}\n"
+      "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] call(x), to_apply=f\n}\n",
+      "the call graph has a cycle", NULL);
+}
+END_TEST
+
 START_TEST(infer_control_flow) {
   const char *t =
       "HloModule m\n"
@@ -918,6 +929,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, conformance_error_cases_rejected);
   tcase_add_test(tc, verify_survives_rewired_operands);
   tcase_add_test(tc, gather_scatter_index_batching_dims_checked);
+  tcase_add_test(tc, recursive_call_graph_rejected);
   suite_add_tcase(s, tc);
   return s;
 }

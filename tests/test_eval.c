@@ -1202,6 +1202,73 @@ START_TEST(test_conformance_spmd_global) {
 }
 END_TEST
 
+/* ---- batch norm (XLA's BatchNormExpander semantics) and async wrappers ---- */
+
+START_TEST(test_batch_norm_training_inference_grad) {
+  /* x = [[1,2],[3,4]], features along dim 1: means 2 and 3, variances 1 */
+  const double xs[] = {1, 2, 3, 4}, sc[] = {1, 2}, of[] = {0, 1};
+  const int64_t d2[2] = {2, 2};
+  hk_value *args[3] = {arr(HK_F32, 2, d2, xs), vec(HK_F32, 2, sc), vec(HK_F32, 2, of)};
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n"
+                       "  o = f32[2] parameter(2)\n"
+                       "  ROOT b = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1\n}\n",
+                       3, args);
+  expect_vals(r->elems[0], 4, (const double[]){-1, -1, 1, 3});
+  expect_vals(r->elems[1], 2, (const double[]){2, 3});
+  expect_vals(r->elems[2], 2, (const double[]){1, 1});
+  hk_value_release(r);
+  /* inference with given statistics: (x - mean) / sqrt(var + eps) * scale + offset */
+  const double mu[] = {1, 0}, var[] = {3, 15};
+  hk_value *iargs[5] = {arr(HK_F32, 2, d2, xs), vec(HK_F32, 2, sc), vec(HK_F32, 2, of), vec(HK_F32, 2, mu),
+                        vec(HK_F32, 2, var)};
+  r = eval_n("HloModule m\nENTRY e {\n  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n"
+             "  o = f32[2] parameter(2)\n  m = f32[2] parameter(3)\n  v = f32[2] parameter(4)\n"
+             "  ROOT b = f32[2,2] batch-norm-inference(x, s, o, m, v), epsilon=1, feature_index=1\n}\n",
+             5, iargs);
+  expect_vals(r, 4, (const double[]){0, 2, 1, 3});
+  hk_value_release(r);
+  /* grad over one feature of x = [0,1,5], mean 2, variance 2, dy = [1,0,0]:
+   * grad_offset = 1, grad_scale = -2/sqrt(2), dx = (3dy - 1 + (x - 2)) / (3 sqrt(2)) */
+  const int64_t d31[2] = {3, 1};
+  const double gx[] = {0, 1, 5}, one[] = {1}, two[] = {2}, m2[] = {2}, dy[] = {1, 0, 0};
+  hk_value *gargs[5] = {arr(HK_F32, 2, d31, gx), vec(HK_F32, 1, one), vec(HK_F32, 1, m2), vec(HK_F32, 1, two),
+                        arr(HK_F32, 2, d31, dy)};
+  r = eval_n("HloModule m\nENTRY e {\n  x = f32[3,1] parameter(0)\n  s = f32[1] parameter(1)\n"
+             "  m = f32[1] parameter(2)\n  v = f32[1] parameter(3)\n  g = f32[3,1] parameter(4)\n"
+             "  ROOT b = (f32[3,1], f32[1], f32[1]) batch-norm-grad(x, s, m, v, g), epsilon=0, feature_index=1\n}\n",
+             5, gargs);
+  double k = 1.0 / (3.0 * sqrt(2.0));
+  const double want_dx[] = {0, -2 * k, 2 * k};
+  for (int i = 0; i < 3; i++)
+    ck_assert_double_eq_tol(hk_value_get_f64(r->elems[0], i), want_dx[i], 1e-6);
+  ck_assert_double_eq_tol(hk_value_get_f64(r->elems[1], 0), -2 / sqrt(2.0), 1e-6);
+  ck_assert_double_eq_tol(hk_value_get_f64(r->elems[2], 0), 1, 1e-6);
+  hk_value_release(r);
+}
+END_TEST
+
+/* XLA's HandleAsyncStart/Done: the wrapped computation runs at the start,
+ * done returns its result; a bad feature_index is a clean error. */
+START_TEST(test_async_wrapper_and_bad_batch_norm) {
+  const double xs[] = {1, -2, 3};
+  hk_value *args[1] = {vec(HK_F32, 3, xs)};
+  hk_value *r = eval_n("HloModule m\nw {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n"
+                       "ENTRY e {\n  p = f32[3] parameter(0)\n"
+                       "  s = ((f32[3]), f32[3], s32[]) async-start(p), calls=w\n"
+                       "  u = ((f32[3]), f32[3], s32[]) async-update(s)\n"
+                       "  ROOT d = f32[3] async-done(u)\n}\n",
+                       1, args);
+  expect_vals(r, 3, (const double[]){-1, 2, -3});
+  hk_value_release(r);
+  hk_status *st = eval_status("HloModule m\nENTRY e {\n  x = f32[2,2] constant({{1,2},{3,4}})\n"
+                              "  s = f32[2] constant({1,1})\n"
+                              "  ROOT b = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, s), epsilon=0, feature_index=2\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "feature_index"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1257,6 +1324,8 @@ static Suite *eval_suite(void) {
   TCase *f = tcase_create("conformance");
   tcase_set_timeout(f, 600);
   tcase_add_test(f, test_conformance_spmd_global);
+  tcase_add_test(f, test_batch_norm_training_inference_grad);
+  tcase_add_test(f, test_async_wrapper_and_bad_batch_norm);
   suite_add_tcase(s, f);
   return s;
 }

@@ -403,6 +403,34 @@ START_TEST(test_ops_match_dense) {
 }
 END_TEST
 
+/* Batch norm reads whole features (training and grad: statistics over
+ * every other dim); host offloading moves are identities. */
+#define BN_INPUTS                                                                          \
+  "  r = f32[3,4,10] reshape(a)\n"                                                          \
+  "  s1 = f32[1,4] slice(a), slice={[2:3], [1:5]}\n  sc = f32[4] reshape(s1)\n"             \
+  "  o1 = f32[1,4] slice(a), slice={[5:6], [3:7]}\n  of = f32[4] reshape(o1)\n"             \
+  "  bn = (f32[3,4,10], f32[4], f32[4]) batch-norm-training(r, sc, of), epsilon=0.001, feature_index=1\n"
+START_TEST(test_batch_norm_and_host_moves_match_dense) {
+  static const char *const bodies[] = {
+      BN_INPUTS "  ROOT y = f32[3,4,10] get-tuple-element(bn), index=0",
+      BN_INPUTS "  ROOT v = f32[4] get-tuple-element(bn), index=2",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  ROOT y = f32[3,4,10] batch-norm-inference(r, sc, of, mu, va), epsilon=0.01, feature_index=1",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  dy = f32[3,4,10] cosine(r)\n"
+      "  g = (f32[3,4,10], f32[4], f32[4]) batch-norm-grad(r, sc, mu, va, dy), epsilon=0.001, feature_index=1\n"
+      "  ROOT dx = f32[3,4,10] get-tuple-element(g), index=0",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  dy = f32[3,4,10] cosine(r)\n"
+      "  g = (f32[3,4,10], f32[4], f32[4]) batch-norm-grad(r, sc, mu, va, dy), epsilon=0.001, feature_index=1\n"
+      "  ROOT ds = f32[4] get-tuple-element(g), index=1",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
+      "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------ */
 
 /* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
@@ -533,6 +561,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_while_loop);
   tcase_add_test(t, test_while_ring_all_gather);
   tcase_add_test(t, test_ops_match_dense);
+  tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

@@ -420,9 +420,12 @@ static hk_status *route_same(se_ctx *x, se_frame *f, const hk_instr *ins, int le
 
 /* ---- dispatch -------------------------------------------------------------------- */
 
+/* Identity custom calls (Sharding, barriers, host offloading moves) pass
+ * their operand on where it has the result's shape. */
 static bool is_identity_custom_call(const hk_instr *ins) {
   const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
-  return t && ins->n_operands == 1 && !strcmp(t, "Sharding");
+  return ins->n_operands == 1 && hk_eval_identity_custom_call(t) &&
+         hk_shape_compatible(ins->operands[0]->shape, ins->shape);
 }
 
 static se_op_fn op_for(const hk_instr *ins) {
@@ -451,6 +454,8 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_REDUCE_WINDOW: return se_op_reduce_window;
     case HK_OP_SELECT_AND_SCATTER: return se_op_select_and_scatter;
     case HK_OP_SORT: return se_op_sort;
+    case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
+      return se_op_batch_norm;
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:
     case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
       return se_op_collective;
