@@ -156,7 +156,7 @@ fuzz-pipeline:
 	  -L$(FUZZ_PL) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
 	@mkdir -p $(FUZZ_CORPUS)
 	@python3 scripts/fuzz_seeds.py $(FUZZ_CORPUS) ../shared/conformance/*.jsonl fixtures/*.hlo
-	$(FUZZ_PL)/fuzz_pipeline -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=30 -rss_limit_mb=3072 \
+	$(FUZZ_PL)/fuzz_pipeline -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=120 -rss_limit_mb=3072 \
 	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_CORPUS)
 
 install: all

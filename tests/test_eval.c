@@ -1269,6 +1269,50 @@ START_TEST(test_async_wrapper_and_bad_batch_norm) {
 }
 END_TEST
 
+/* rng-bit-generator as XLA expands it: the Random123 known answers of
+ * Philox4x32-10 and Threefry2x32-20, XLA's counter layout and state update. */
+static hk_value *rbg(const char *state, const char *shape, const char *alg) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "HloModule m\nENTRY e {\n  s = u64[%s] constant({%s})\n"
+           "  ROOT r = (u64[%s], %s) rng-bit-generator(s), algorithm=%s\n}\n",
+           strchr(state, ',') == strrchr(state, ',') ? "2" : "3", state,
+           strchr(state, ',') == strrchr(state, ',') ? "2" : "3", shape, alg);
+  hk_module *m = parse(text);
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, NULL, 0, &r, NULL, NULL));
+  hk_module_free(m);
+  return r;
+}
+
+START_TEST(test_rng_bit_generator_xla_streams) {
+  hk_value *r = rbg("0, 0, 0", "u32[4]", "rng_philox");
+  expect_ints(r->elems[1], 4, (const int64_t[]){0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  expect_ints(r->elems[0], 3, (const int64_t[]){0, 1, 0});
+  hk_value_release(r);
+  r = rbg("18446744073709551615, 18446744073709551615, 18446744073709551615", "u32[4]", "rng_philox");
+  expect_ints(r->elems[1], 4, (const int64_t[]){0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 0);   /* the 128-bit counter carried */
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[2], 0);
+  hk_value_release(r);
+  /* the default is philox; 64-bit results take two words each */
+  r = rbg("0, 0, 0", "u64[2]", "rng_default");
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[0], 0xe169c58d6627e8d5ull);
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[1], 0x9b00dbd8bc57ac4cull);
+  hk_value_release(r);
+  /* threefry: 64-bit element i counts from state[1] + i */
+  r = rbg("0, 0", "u64[3]", "rng_three_fry");
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[0], 0x99ba4efe6b200159ull);
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 3);
+  hk_value_release(r);
+  /* 32-bit threefry: neighbours along the first even dim share a counter */
+  r = rbg("0, 0", "u32[2]", "rng_three_fry");
+  expect_ints(r->elems[1], 2, (const int64_t[]){0x6b200159, 0x99ba4efe});
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 1);
+  hk_value_release(r);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1326,6 +1370,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(f, test_conformance_spmd_global);
   tcase_add_test(f, test_batch_norm_training_inference_grad);
   tcase_add_test(f, test_async_wrapper_and_bad_batch_norm);
+  tcase_add_test(f, test_rng_bit_generator_xla_streams);
   suite_add_tcase(s, f);
   return s;
 }
