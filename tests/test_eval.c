@@ -1313,6 +1313,20 @@ START_TEST(test_rng_bit_generator_xla_streams) {
 }
 END_TEST
 
+/* XLA's StochasticConvertOp: |x| rounds up when its fraction, as a
+ * fixed-point number of the random operand's width, exceeds the bits;
+ * saturating at the type's bounds, NaN -> 0. */
+START_TEST(test_stochastic_convert) {
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n"
+                       "  x = f32[6] constant({1.25, -1.5, 2.75, 100000, nan, -inf})\n"
+                       "  b = u32[6] constant({0, 4294967295, 2147483648, 7, 0, 0})\n"
+                       "  ROOT s = s8[6] stochastic-convert(x, b)\n}\n",
+                       0, NULL);
+  expect_ints(r, 6, (const int64_t[]){2, -1, 3, 127, 0, -128});
+  hk_value_release(r);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1371,6 +1385,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(f, test_batch_norm_training_inference_grad);
   tcase_add_test(f, test_async_wrapper_and_bad_batch_norm);
   tcase_add_test(f, test_rng_bit_generator_xla_streams);
+  tcase_add_test(f, test_stochastic_convert);
   suite_add_tcase(s, f);
   return s;
 }

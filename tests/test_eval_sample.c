@@ -424,6 +424,9 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
       "  dy = f32[3,4,10] cosine(r)\n"
       "  g = (f32[3,4,10], f32[4], f32[4]) batch-norm-grad(r, sc, mu, va, dy), epsilon=0.001, feature_index=1\n"
       "  ROOT ds = f32[4] get-tuple-element(g), index=1",
+      "  k9 = f32[] constant(9)\n  kb9 = f32[12,10] broadcast(k9), dimensions={}\n  a9 = f32[12,10] multiply(a, kb9)\n"
+      "  bits = u32[12,10] bitcast-convert(a)\n  sc = s32[12,10] stochastic-convert(a9, bits)\n"
+      "  ROOT f = f32[12,10] convert(sc)",
       "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
       "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
   };

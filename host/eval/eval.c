@@ -502,6 +502,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
       return NULL;
     case HK_OP_BITCAST: return op_reshape_like(ins, ops, out);
     case HK_OP_CONVERT: return hk_op_convert(d, ins, ops, out);
+    case HK_OP_STOCHASTIC_CONVERT: return hk_op_stochastic_convert(d, ins, ops, out);
     case HK_OP_REDUCE_PRECISION: return hk_op_elementwise(d, ins, ops, out);
     case HK_OP_BITCAST_CONVERT: return hk_op_bitcast_convert(d, ins, ops, out);
     case HK_OP_BROADCAST: return hk_op_broadcast(d, ins, ops, out);

@@ -111,6 +111,7 @@ typedef hk_status *(*hk_op_fn)(hk_device_ctx *d, const hk_instr *ins,
 
 hk_status *hk_op_elementwise(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_stochastic_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_bitcast_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 /* Converts one value to element type `to` with XLA's convert semantics. */
 hk_value *hk_convert_value(const hk_value *v, hk_prim to);

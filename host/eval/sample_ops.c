@@ -165,6 +165,7 @@ hk_status *se_op_elementwise(se_ctx *x, se_frame *f, const hk_instr *ins, int le
   if (!st) {
     const hk_shape *shape = se_box_shape(x, (hk_prim)ins->shape->elem, b);
     hk_op_fn fn = ins->opcode == HK_OP_CONVERT ? hk_op_convert
+                  : ins->opcode == HK_OP_STOCHASTIC_CONVERT ? hk_op_stochastic_convert
                   : ins->opcode == HK_OP_BITCAST_CONVERT ? hk_op_bitcast_convert
                                                         : hk_op_elementwise;
     if (ins->opcode == HK_OP_BITCAST_CONVERT && ins->operands[0]->shape->rank != ins->shape->rank)
