@@ -394,8 +394,9 @@ END_TEST
 
 /* After the loop XLA aligns every shard_as group on one sharding: the
  * members' merged sharding when compatible, else the first sharded
- * member's, annotations included (XLA's group order is unspecified); a ShardBarrierFrom member hands the
- * group's sharding to its operand, and barriers are removed. */
+ * member's, annotations included (XLA's group order is unspecified); a
+ * ShardBarrierFrom member hands the group's sharding to its operand, and
+ * barriers are removed. */
 START_TEST(shard_as_groups_aligned_after_the_loop) {
   hk_module *m = run_text(
       "HloModule m\nENTRY e {\n"
