@@ -427,6 +427,28 @@ START_TEST(shard_as_groups_aligned_after_the_loop) {
 }
 END_TEST
 
+/* A variadic (tuple) reduce's operand takes its element's sharding with
+ * the reduced dims put back, merged with the other inputs' where
+ * compatible (XLA's GetShardingFromUser for kReduce). */
+START_TEST(tuple_reduce_backward_merges_other_inputs) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "mm {\n  a0 = f32[] parameter(0)\n  b0 = f32[] parameter(1)\n  a1 = f32[] parameter(2)\n"
+      "  b1 = f32[] parameter(3)\n  x = f32[] maximum(a0, a1)\n  y = f32[] minimum(b0, b1)\n"
+      "  ROOT t = (f32[], f32[]) tuple(x, y)\n}\n"
+      "ENTRY e {\n  pa = f32[8,6] parameter(0)\n  pb = f32[8,6] parameter(1)\n"
+      "  a = f32[8,6] copy(pa)\n"
+      "  b = f32[8,6] copy(pb), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  z = f32[] constant(0)\n"
+      "  r = (f32[8], f32[8]) reduce(a, b, z, z), dimensions={1}, to_apply=mm,\n"
+      "    sharding={{devices=[2,2]<=[4] last_tile_dim_replicate}, {devices=[2,2]<=[4] last_tile_dim_replicate}}\n"
+      "  ROOT o = (f32[8], f32[8]) copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "a", "{devices=[2,2]<=[4]}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -813,6 +835,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, call_computations_both_ways);
   tcase_add_test(t, uneven_output_replicated_only_per_element);
   tcase_add_test(t, shard_as_groups_aligned_after_the_loop);
+  tcase_add_test(t, tuple_reduce_backward_merges_other_inputs);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

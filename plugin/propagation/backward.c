@@ -94,10 +94,20 @@ static const hk_sharding *from_reduce(prop_ctx *cx, const hk_instr *i, const hk_
   int64_t k = operand_index(user, i);
   if (k >= user->n_operands / 2) return NULL;          /* an init value */
   const hk_sharding *s = sa_element(cx->m, user->sharding, user->shape, k);
-  if (!s || s->kind != HK_SHARDING_TILED) return s;
-  int64_t at[HK_MAX_RANK];
-  for (int32_t d = 0; d < user->n_dims; d++) at[d] = user->dims[d];
-  return hk_sharding_insert_dims(cx->m, s, user->n_dims, at);
+  if (!s) return NULL;
+  if (s->kind == HK_SHARDING_TILED) {
+    int64_t at[HK_MAX_RANK];
+    for (int32_t d = 0; d < user->n_dims; d++) at[d] = user->dims[d];
+    s = hk_sharding_insert_dims(cx->m, s, user->n_dims, at);
+    if (!s) return NULL;
+  }
+  /* the other inputs of a variadic reduce refine it where compatible */
+  for (int32_t j = 0; j < user->n_operands / 2; j++) {
+    const hk_instr *o = user->operands[j];
+    if (o != i && o->sharding && hk_shape_is_array(o->shape) && o->shape->rank == i->shape->rank)
+      sa_merge_compatible(cx->m, o->sharding, sa_num_tiles(s) + 1, &s);
+  }
+  return s;
 }
 
 /* The ranks of shape's leaves in order (arrays: their rank; others 0). */
