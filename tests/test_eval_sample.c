@@ -335,6 +335,7 @@ static void check_against_dense(const char *body) {
            "max { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] maximum(x, y) }\n"
            "ge { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=GE }\n"
            "lt { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=LT }\n"
+           "wrapped_neg { w = f32[12,10] parameter(0)  ROOT n = f32[12,10] negate(w) }\n"
            "ENTRY e {\n"
            "  i0 = f32[12,10] iota(), iota_dimension=0\n"
            "  i1 = f32[12,10] iota(), iota_dimension=1\n"
@@ -427,6 +428,8 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
       "  k9 = f32[] constant(9)\n  kb9 = f32[12,10] broadcast(k9), dimensions={}\n  a9 = f32[12,10] multiply(a, kb9)\n"
       "  bits = u32[12,10] bitcast-convert(a)\n  sc = s32[12,10] stochastic-convert(a9, bits)\n"
       "  ROOT f = f32[12,10] convert(sc)",
+      "  st = ((f32[12,10]), f32[12,10], s32[]) async-start(a), calls=wrapped_neg\n"
+      "  ROOT d = f32[12,10] async-done(st)",
       "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
       "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
   };

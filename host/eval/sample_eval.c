@@ -391,6 +391,18 @@ static hk_status *route_call(se_ctx *x, se_frame *f, const hk_instr *ins, int le
   return se_eval(x, se_child_frame(x, f, ins, c, 0), c->root, leaf, b, out);
 }
 
+/* async-done: the result of the computation its async-start wraps (through
+ * any async-update), evaluated in a frame of that start. */
+static hk_status *route_async_done(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                                   const se_box *b, hk_value **out) {
+  const hk_instr *start = ins->n_operands == 1 ? ins->operands[0] : NULL;
+  while (start && start->opcode == HK_OP_ASYNC_UPDATE && start->n_operands == 1) start = start->operands[0];
+  if (!start || start->opcode != HK_OP_ASYNC_START || start->n_called < 1)
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "sampled async-done needs its async-start");
+  const hk_computation *c = start->called[0];
+  return se_eval(x, se_child_frame(x, f, start, c, 0), c->root, leaf, b, out);
+}
+
 /* A parameter of a callee frame: the call site's operand, or for a while
  * loop the previous iteration's body result. */
 static hk_status *route_parameter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
@@ -436,6 +448,7 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_WHILE: return route_while;
     case HK_OP_CONDITIONAL: return route_conditional;
     case HK_OP_CALL: case HK_OP_FUSION: return route_call;
+    case HK_OP_ASYNC_DONE: return route_async_done;
     case HK_OP_COPY: case HK_OP_OPTIMIZATION_BARRIER: case HK_OP_ADD_DEPENDENCY:
     case HK_OP_DOMAIN: return route_same;
     case HK_OP_CUSTOM_CALL: return is_identity_custom_call(ins) ? route_same : NULL;
