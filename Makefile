@@ -7,6 +7,7 @@
 # make conformance  scripts/conformance.sh: pass rates against the floors
 # make bench      benchmarks (scripts/bench.sh)
 # make fuzz       libFuzzer run of the HLO parser (needs clang; FUZZ_TIME=60)
+# make fuzz-pipeline  libFuzzer run of parse/verify/propagate/partition/evaluate
 # make install    PREFIX=/usr/local
 # BUILD=dir       build into another folder (e.g. to build in parallel)
 
@@ -52,7 +53,7 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse $(BUILD)/hk-bench-pipeline \
             $(BUILD)/hk-bench-partition
 
-.PHONY: all test check-tests valgrind conformance tools bench install clean deps fuzz
+.PHONY: all test check-tests valgrind conformance tools bench install clean deps fuzz fuzz-pipeline
 all: $(LIB) $(BIN) $(PLUGIN_SOS)
 
 $(BUILD)/obj/%.o: %.c $(HEADERS)
@@ -170,6 +171,26 @@ fuzz:
 	else echo "fuzz: no corpus at $(FUZZ_CORPUS_SRC); seeding from fixtures only"; fi
 	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_FLAGS) \
 	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+
+# libFuzzer target for the whole pipeline (scripts/fuzz_pipeline.c): the
+# library and the plugins built by clang with sanitizers and coverage into
+# $(FUZZ_PL), seeded with the modules of ../shared/conformance/*.jsonl and
+# fixtures/ (one control byte each: partitions, sharding mutations).
+FUZZ_PL    = $(BUILD)/fuzz-pipeline
+FUZZ_CORPUS ?= $(FUZZ_PL)/corpus
+FUZZ_FLAGS ?=
+fuzz-pipeline:
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz-pipeline needs clang ($(FUZZ_CC) not found)"; exit 2; }
+	$(MAKE) --no-print-directory BUILD=$(FUZZ_PL) CC=$(FUZZ_CC) SAN=1 OPT="-O1 -g" \
+	  EXTRA_CFLAGS="-fsanitize=fuzzer-no-link -Wno-unused-command-line-argument" \
+	  $(FUZZ_PL)/libhlokit.so $(patsubst $(BUILD)/%,$(FUZZ_PL)/%,$(PLUGIN_SOS))
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(FUZZ_PL)/fuzz_pipeline scripts/fuzz_pipeline.c \
+	  -L$(FUZZ_PL) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
+	@mkdir -p $(FUZZ_CORPUS)
+	@python3 scripts/fuzz_seeds.py $(FUZZ_CORPUS) ../shared/conformance/*.jsonl fixtures/*.hlo
+	$(FUZZ_PL)/fuzz_pipeline -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=120 -rss_limit_mb=3072 \
+	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_CORPUS)
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/hlokit/plugins \

@@ -237,6 +237,42 @@ START_TEST(infer_gather_scatter) {
 }
 END_TEST
 
+/* Found by the pipeline fuzzer: batching dims of the indices that are
+ * missing (the partitioner read past them) or name the index vector dim. */
+START_TEST(gather_scatter_index_batching_dims_checked) {
+  const char *scatter =
+      "HloModule m\n" ADD_COMP
+      "ENTRY e {\n"
+      "  op = f32[10,6,14,4] parameter(0)\n"
+      "  idx = s32[14,10,6,2] parameter(1)\n"
+      "  up = f32[14,10,6,2] parameter(2)\n"
+      "  ROOT sc = f32[10,6,14,4] scatter(op, idx, up), update_window_dims={3}, inserted_window_dims={1},\n"
+      "    scatter_dims_to_operand_dims={1,3}, input_batching_dims={0,2}, index_vector_dim=3, to_apply=add_f32\n"
+      "}\n";
+  expect_text_verify_error(scatter, "'sc'", "input_batching_dims and scatter_indices_batching_dims differ");
+  const char *gather =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  op = f32[4,8] parameter(0)\n"
+      "  idx = s32[4,1] parameter(1)\n"
+      "  ROOT g = f32[4] gather(op, idx), offset_dims={}, collapsed_slice_dims={1}, operand_batching_dims={0},\n"
+      "    start_indices_batching_dims={1}, start_index_map={1}, index_vector_dim=1, slice_sizes={1,1}\n"
+      "}\n";
+  expect_text_verify_error(gather, "'g'", "must not contain index_vector_dim");
+}
+END_TEST
+
+/* Found by the pipeline fuzzer: a computation calling itself made the
+ * partitioner's walks loop; the verifier refuses call graph cycles. */
+START_TEST(recursive_call_graph_rejected) {
+  expect_text_verify_error(
+      "HloModule m\n"
+      "f {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] call(p), to_apply=f\n}\n"
+      "ENTRY e {\n  x = f32[4] parameter(0)\n  ROOT r = f32[4] call(x), to_apply=f\n}\n",
+      "the call graph has a cycle", NULL);
+}
+END_TEST
+
 START_TEST(infer_control_flow) {
   const char *t =
       "HloModule m\n"
@@ -892,6 +928,8 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, conformance_corpus_verifies);
   tcase_add_test(tc, conformance_error_cases_rejected);
   tcase_add_test(tc, verify_survives_rewired_operands);
+  tcase_add_test(tc, gather_scatter_index_batching_dims_checked);
+  tcase_add_test(tc, recursive_call_graph_rejected);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1202,6 +1202,131 @@ START_TEST(test_conformance_spmd_global) {
 }
 END_TEST
 
+/* ---- batch norm (XLA's BatchNormExpander semantics) and async wrappers ---- */
+
+START_TEST(test_batch_norm_training_inference_grad) {
+  /* x = [[1,2],[3,4]], features along dim 1: means 2 and 3, variances 1 */
+  const double xs[] = {1, 2, 3, 4}, sc[] = {1, 2}, of[] = {0, 1};
+  const int64_t d2[2] = {2, 2};
+  hk_value *args[3] = {arr(HK_F32, 2, d2, xs), vec(HK_F32, 2, sc), vec(HK_F32, 2, of)};
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n"
+                       "  o = f32[2] parameter(2)\n"
+                       "  ROOT b = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, o), epsilon=0, feature_index=1\n}\n",
+                       3, args);
+  expect_vals(r->elems[0], 4, (const double[]){-1, -1, 1, 3});
+  expect_vals(r->elems[1], 2, (const double[]){2, 3});
+  expect_vals(r->elems[2], 2, (const double[]){1, 1});
+  hk_value_release(r);
+  /* inference with given statistics: (x - mean) / sqrt(var + eps) * scale + offset */
+  const double mu[] = {1, 0}, var[] = {3, 15};
+  hk_value *iargs[5] = {arr(HK_F32, 2, d2, xs), vec(HK_F32, 2, sc), vec(HK_F32, 2, of), vec(HK_F32, 2, mu),
+                        vec(HK_F32, 2, var)};
+  r = eval_n("HloModule m\nENTRY e {\n  x = f32[2,2] parameter(0)\n  s = f32[2] parameter(1)\n"
+             "  o = f32[2] parameter(2)\n  m = f32[2] parameter(3)\n  v = f32[2] parameter(4)\n"
+             "  ROOT b = f32[2,2] batch-norm-inference(x, s, o, m, v), epsilon=1, feature_index=1\n}\n",
+             5, iargs);
+  expect_vals(r, 4, (const double[]){0, 2, 1, 3});
+  hk_value_release(r);
+  /* grad over one feature of x = [0,1,5], mean 2, variance 2, dy = [1,0,0]:
+   * grad_offset = 1, grad_scale = -2/sqrt(2), dx = (3dy - 1 + (x - 2)) / (3 sqrt(2)) */
+  const int64_t d31[2] = {3, 1};
+  const double gx[] = {0, 1, 5}, one[] = {1}, two[] = {2}, m2[] = {2}, dy[] = {1, 0, 0};
+  hk_value *gargs[5] = {arr(HK_F32, 2, d31, gx), vec(HK_F32, 1, one), vec(HK_F32, 1, m2), vec(HK_F32, 1, two),
+                        arr(HK_F32, 2, d31, dy)};
+  r = eval_n("HloModule m\nENTRY e {\n  x = f32[3,1] parameter(0)\n  s = f32[1] parameter(1)\n"
+             "  m = f32[1] parameter(2)\n  v = f32[1] parameter(3)\n  g = f32[3,1] parameter(4)\n"
+             "  ROOT b = (f32[3,1], f32[1], f32[1]) batch-norm-grad(x, s, m, v, g), epsilon=0, feature_index=1\n}\n",
+             5, gargs);
+  double k = 1.0 / (3.0 * sqrt(2.0));
+  const double want_dx[] = {0, -2 * k, 2 * k};
+  for (int i = 0; i < 3; i++)
+    ck_assert_double_eq_tol(hk_value_get_f64(r->elems[0], i), want_dx[i], 1e-6);
+  ck_assert_double_eq_tol(hk_value_get_f64(r->elems[1], 0), -2 / sqrt(2.0), 1e-6);
+  ck_assert_double_eq_tol(hk_value_get_f64(r->elems[2], 0), 1, 1e-6);
+  hk_value_release(r);
+}
+END_TEST
+
+/* XLA's HandleAsyncStart/Done: the wrapped computation runs at the start,
+ * done returns its result; a bad feature_index is a clean error. */
+START_TEST(test_async_wrapper_and_bad_batch_norm) {
+  const double xs[] = {1, -2, 3};
+  hk_value *args[1] = {vec(HK_F32, 3, xs)};
+  hk_value *r = eval_n("HloModule m\nw {\n  a = f32[3] parameter(0)\n  ROOT n = f32[3] negate(a)\n}\n"
+                       "ENTRY e {\n  p = f32[3] parameter(0)\n"
+                       "  s = ((f32[3]), f32[3], s32[]) async-start(p), calls=w\n"
+                       "  u = ((f32[3]), f32[3], s32[]) async-update(s)\n"
+                       "  ROOT d = f32[3] async-done(u)\n}\n",
+                       1, args);
+  expect_vals(r, 3, (const double[]){-1, 2, -3});
+  hk_value_release(r);
+  hk_status *st = eval_status("HloModule m\nENTRY e {\n  x = f32[2,2] constant({{1,2},{3,4}})\n"
+                              "  s = f32[2] constant({1,1})\n"
+                              "  ROOT b = (f32[2,2], f32[2], f32[2]) batch-norm-training(x, s, s), epsilon=0, feature_index=2\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "feature_index"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
+/* rng-bit-generator as XLA expands it: the Random123 known answers of
+ * Philox4x32-10 and Threefry2x32-20, XLA's counter layout and state update. */
+static hk_value *rbg(const char *state, const char *shape, const char *alg) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "HloModule m\nENTRY e {\n  s = u64[%s] constant({%s})\n"
+           "  ROOT r = (u64[%s], %s) rng-bit-generator(s), algorithm=%s\n}\n",
+           strchr(state, ',') == strrchr(state, ',') ? "2" : "3", state,
+           strchr(state, ',') == strrchr(state, ',') ? "2" : "3", shape, alg);
+  hk_module *m = parse(text);
+  hk_value *r = NULL;
+  ck_assert_ok(hk_eval_module(m, NULL, 0, &r, NULL, NULL));
+  hk_module_free(m);
+  return r;
+}
+
+START_TEST(test_rng_bit_generator_xla_streams) {
+  hk_value *r = rbg("0, 0, 0", "u32[4]", "rng_philox");
+  expect_ints(r->elems[1], 4, (const int64_t[]){0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  expect_ints(r->elems[0], 3, (const int64_t[]){0, 1, 0});
+  hk_value_release(r);
+  r = rbg("18446744073709551615, 18446744073709551615, 18446744073709551615", "u32[4]", "rng_philox");
+  expect_ints(r->elems[1], 4, (const int64_t[]){0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 0);   /* the 128-bit counter carried */
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[2], 0);
+  hk_value_release(r);
+  /* the default is philox; 64-bit results take two words each */
+  r = rbg("0, 0, 0", "u64[2]", "rng_default");
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[0], 0xe169c58d6627e8d5ull);
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[1], 0x9b00dbd8bc57ac4cull);
+  hk_value_release(r);
+  /* threefry: 64-bit element i counts from state[1] + i */
+  r = rbg("0, 0", "u64[3]", "rng_three_fry");
+  ck_assert_uint_eq(((uint64_t *)r->elems[1]->data)[0], 0x99ba4efe6b200159ull);
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 3);
+  hk_value_release(r);
+  /* 32-bit threefry: neighbours along the first even dim share a counter */
+  r = rbg("0, 0", "u32[2]", "rng_three_fry");
+  expect_ints(r->elems[1], 2, (const int64_t[]){0x6b200159, 0x99ba4efe});
+  ck_assert_uint_eq(((uint64_t *)r->elems[0]->data)[1], 1);
+  hk_value_release(r);
+}
+END_TEST
+
+/* XLA's StochasticConvertOp: |x| rounds up when its fraction, as a
+ * fixed-point number of the random operand's width, exceeds the bits;
+ * saturating at the type's bounds, NaN -> 0. */
+START_TEST(test_stochastic_convert) {
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n"
+                       "  x = f32[6] constant({1.25, -1.5, 2.75, 100000, nan, -inf})\n"
+                       "  b = u32[6] constant({0, 4294967295, 2147483648, 7, 0, 0})\n"
+                       "  ROOT s = s8[6] stochastic-convert(x, b)\n}\n",
+                       0, NULL);
+  expect_ints(r, 6, (const int64_t[]){2, -1, 3, 127, 0, -128});
+  hk_value_release(r);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1257,6 +1382,10 @@ static Suite *eval_suite(void) {
   TCase *f = tcase_create("conformance");
   tcase_set_timeout(f, 600);
   tcase_add_test(f, test_conformance_spmd_global);
+  tcase_add_test(f, test_batch_norm_training_inference_grad);
+  tcase_add_test(f, test_async_wrapper_and_bad_batch_norm);
+  tcase_add_test(f, test_rng_bit_generator_xla_streams);
+  tcase_add_test(f, test_stochastic_convert);
   suite_add_tcase(s, f);
   return s;
 }

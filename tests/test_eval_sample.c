@@ -335,6 +335,7 @@ static void check_against_dense(const char *body) {
            "max { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = f32[] maximum(x, y) }\n"
            "ge { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=GE }\n"
            "lt { x = f32[] parameter(0)  y = f32[] parameter(1)  ROOT s = pred[] compare(x, y), direction=LT }\n"
+           "wrapped_neg { w = f32[12,10] parameter(0)  ROOT n = f32[12,10] negate(w) }\n"
            "ENTRY e {\n"
            "  i0 = f32[12,10] iota(), iota_dimension=0\n"
            "  i1 = f32[12,10] iota(), iota_dimension=1\n"
@@ -398,6 +399,39 @@ START_TEST(test_ops_match_dense) {
       "  ix = s32[6,1] iota(), iota_dimension=0\n  c4 = s32[] constant(4)\n  four = s32[6,1] broadcast(c4), dimensions={}\n"
       "  idx = s32[6,1] remainder(ix, four)\n  up = f32[6,10] slice(a), slice={[3:9], [0:10]}\n"
       "  ROOT s = f32[12,10] scatter(a, idx, up), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
+/* Batch norm reads whole features (training and grad: statistics over
+ * every other dim); host offloading moves are identities. */
+#define BN_INPUTS                                                                          \
+  "  r = f32[3,4,10] reshape(a)\n"                                                          \
+  "  s1 = f32[1,4] slice(a), slice={[2:3], [1:5]}\n  sc = f32[4] reshape(s1)\n"             \
+  "  o1 = f32[1,4] slice(a), slice={[5:6], [3:7]}\n  of = f32[4] reshape(o1)\n"             \
+  "  bn = (f32[3,4,10], f32[4], f32[4]) batch-norm-training(r, sc, of), epsilon=0.001, feature_index=1\n"
+START_TEST(test_batch_norm_and_host_moves_match_dense) {
+  static const char *const bodies[] = {
+      BN_INPUTS "  ROOT y = f32[3,4,10] get-tuple-element(bn), index=0",
+      BN_INPUTS "  ROOT v = f32[4] get-tuple-element(bn), index=2",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  ROOT y = f32[3,4,10] batch-norm-inference(r, sc, of, mu, va), epsilon=0.01, feature_index=1",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  dy = f32[3,4,10] cosine(r)\n"
+      "  g = (f32[3,4,10], f32[4], f32[4]) batch-norm-grad(r, sc, mu, va, dy), epsilon=0.001, feature_index=1\n"
+      "  ROOT dx = f32[3,4,10] get-tuple-element(g), index=0",
+      BN_INPUTS "  mu = f32[4] get-tuple-element(bn), index=1\n  va = f32[4] get-tuple-element(bn), index=2\n"
+      "  dy = f32[3,4,10] cosine(r)\n"
+      "  g = (f32[3,4,10], f32[4], f32[4]) batch-norm-grad(r, sc, mu, va, dy), epsilon=0.001, feature_index=1\n"
+      "  ROOT ds = f32[4] get-tuple-element(g), index=1",
+      "  k9 = f32[] constant(9)\n  kb9 = f32[12,10] broadcast(k9), dimensions={}\n  a9 = f32[12,10] multiply(a, kb9)\n"
+      "  bits = u32[12,10] bitcast-convert(a)\n  sc = s32[12,10] stochastic-convert(a9, bits)\n"
+      "  ROOT f = f32[12,10] convert(sc)",
+      "  st = ((f32[12,10]), f32[12,10], s32[]) async-start(a), calls=wrapped_neg\n"
+      "  ROOT d = f32[12,10] async-done(st)",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
+      "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
   };
   for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
 }
@@ -533,6 +567,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_while_loop);
   tcase_add_test(t, test_while_ring_all_gather);
   tcase_add_test(t, test_ops_match_dense);
+  tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

@@ -180,6 +180,275 @@ START_TEST(transpose_and_reshape) {
 }
 END_TEST
 
+/* XLA's PropagateShardingThroughReshape: a dropped size-1 dim's tiles
+ * become replication with the tile assignment reshaped row-major (XLA's
+ * device order, not a transpose), both directions; manual subgroups stay. */
+START_TEST(reshape_size1_dims_keep_device_order) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,128] parameter(0), sharding={replicated}\n  c = f32[8,128] copy(p)\n"
+      "  r = f32[8,1,128] reshape(c), sharding={devices=[1,2,4]<=[8]}\n"
+      "  ROOT o = f32[8,1,128] copy(r), sharding={devices=[1,2,4]<=[8]}\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[1,4,2]<=[8] last_tile_dim_replicate}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,1,128] parameter(0), sharding={devices=[2,2,2]<=[8]}\n"
+      "  r = f32[8,128] reshape(p)\n  ROOT o = f32[8,128] copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "r", "{devices=[2,2,2]<=[8] last_tile_dim_replicate}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dims={manual}}\n"
+      "  r = f32[8,2,3] reshape(p)\n  ROOT o = f32[8,2,3] copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "r", "{devices=[2,1,1,2]<=[4] last_tile_dims={manual}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* The error message of a propagation run on text that must fail. */
+static char *propagate_error(const char *text, const char *opts) {
+  hk_module *m = hk_test_parse(text);
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sharding-propagation", opts, &err);
+  ck_assert_ok(err);
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+  ck_assert_msg(st != NULL, "propagation accepted a module it must refuse");
+  char *msg = strdup(st->message);
+  hk_status_free(st);
+  return msg;
+}
+
+#define WHILE_WITH_RECV(count_sh, data_sh, while_sh)                                          \
+  "HloModule m\n"                                                                            \
+  "cond {\n  v = (u32[], f32[]) parameter(0)\n  c = u32[] get-tuple-element(v), index=0\n"  \
+  "  l = u32[] constant(4)\n  ROOT lt = pred[] compare(c, l), direction=LT\n}\n"            \
+  "body {\n  p = (u32[], f32[]) parameter(0)\n"                                             \
+  "  n = u32[] get-tuple-element(p), index=0" count_sh "\n"                                 \
+  "  tok = token[] after-all()\n"                                                          \
+  "  r = (f32[], u32[], token[]) recv(tok), channel_id=3, sharding={maximal device=2}\n"    \
+  "  rd = (f32[], token[]) recv-done(r), channel_id=3\n"                                    \
+  "  d = f32[] get-tuple-element(rd), index=0" data_sh "\n"                                 \
+  "  ROOT t = (u32[], f32[]) tuple(n, d)\n}\n"                                              \
+  "ENTRY e {\n  x = f32[] parameter(0)\n  z = u32[] constant(0)\n"                          \
+  "  i = (u32[], f32[]) tuple(z, x)\n"                                                       \
+  "  w = (u32[], f32[]) while(i), body=body, condition=cond" while_sh "\n"                  \
+  "  ROOT o = f32[] get-tuple-element(w), index=1\n}\n"
+
+/* XLA's CheckAndUpdateDeviceAssignmentsInWhileBody: a channel instruction
+ * pins the loop to its device; other devices before or after it, or on the
+ * while, are errors; the body root goes to the device. */
+START_TEST(while_channel_device_conflicts) {
+  char *e = propagate_error(WHILE_WITH_RECV(", sharding={maximal device=1}", "", ""), "");
+  ck_assert_msg(strstr(e, "Instruction: n is on device: 1, which conflicts with device: 2 of channel instruction: r"), "%s", e);
+  free(e);
+  e = propagate_error(WHILE_WITH_RECV("", ", sharding={maximal device=0}", ""), "");
+  ck_assert_msg(strstr(e, "Instruction: d is on device: 0, which conflicts with device: 2"), "%s", e);
+  free(e);
+  e = propagate_error(WHILE_WITH_RECV("", "", ", sharding={{maximal device=0}, {maximal device=0}}"), "");
+  ck_assert_msg(strstr(e, "Instruction: w is on device: 0, which conflicts with device: 2"), "%s", e);
+  free(e);
+  hk_module *m = run_text(WHILE_WITH_RECV("", "", ""), "");
+  expect(m, "t", "{{maximal device=2}, {maximal device=2}}");
+  expect(m, "w", "{{maximal device=2}, {maximal device=2}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* Manual shardings on single tuple elements: manual beats a replicated
+ * element, a tile-maximal instruction takes a manual user's sharding, an
+ * operand used twice by a tuple takes its most specific element, and a
+ * get-tuple-element's unsharded siblings keep the user's manual subgroup at
+ * their own rank. */
+START_TEST(manual_tuple_elements) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "cond {\n  v = (s32[], s32[], s32[]) parameter(0)\n  c = s32[] get-tuple-element(v), index=0\n"
+      "  l = s32[] constant(5)\n  ROOT lt = pred[] compare(c, l), direction=LT\n}\n"
+      "body {\n  p = (s32[], s32[], s32[]) parameter(0)\n  a = s32[] get-tuple-element(p), index=0\n"
+      "  b = s32[] get-tuple-element(p), index=1\n  c = s32[] get-tuple-element(p), index=2\n"
+      "  s = s32[] multiply(b, c)\n  ROOT t = (s32[], s32[], s32[]) tuple(a, b, s)\n}\n"
+      "ENTRY e {\n  k = s32[] constant(1)\n  x = s32[] parameter(0), sharding={manual}\n"
+      "  i = (s32[], s32[], s32[]) tuple(k, k, x)\n"
+      "  w = (s32[], s32[], s32[]) while(i), body=body, condition=cond\n"
+      "  ROOT o = (s32[], s32[], s32[]) copy(w)\n}\n",
+      "is_spmd=true");
+  expect(m, "b", "{manual}");
+  expect(m, "k", "{manual}");
+  expect(m, "w", "{{manual}, {manual}, {manual}}");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  q = pred[4,8] parameter(0)\n"
+      "  z = s32[] constant(0)\n  i = (s32[], pred[4,8]) tuple(z, q)\n"
+      "  g = pred[4,8] get-tuple-element(i), index=1\n"
+      "  n = pred[4,8] not(g), sharding={devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}\n"
+      "  ROOT o = (s32[], pred[4,8]) tuple(z, n)\n}\n",
+      "is_spmd=true");
+  expect(m, "i", "{{replicated}, {devices=[1,1,2,2]<=[4] last_tile_dims={manual, replicated}}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* XLA's RefineManualAutoShardingFromAuto: an annotation with unspecified
+ * dims feeding SPMDFullToShardShape with the same unspecified dims is
+ * refined together with it: the operand's tiling of dim 1 joins both the
+ * auto annotation and the manual conversion. */
+START_TEST(unspecified_dims_across_manual_conversion) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,8] parameter(0)\n"
+      "  c = f32[4,8] copy(p), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  a = f32[4,8] custom-call(c), custom_call_target=\"Sharding\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  mn = f32[2,8] custom-call(a), custom_call_target=\"SPMDFullToShardShape\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}\n"
+      "  ROOT r = f32[2,8] copy(mn)\n}\n",
+      "is_spmd=true");
+  /* the annotation became a copy: the conversion's operand */
+  expect(m, hk_test_find(m, "mn")->operands[0]->name, "{devices=[2,2]<=[4]}");
+  expect(m, "mn", "{devices=[1,2,2]0,2,1,3 last_tile_dims={manual}}");
+  hk_module_free(m);
+  /* different unspecified dims on the conversion: nothing is refined */
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,8] parameter(0)\n"
+      "  c = f32[4,8] copy(p), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  a = f32[4,8] custom-call(c), custom_call_target=\"Sharding\", backend_config=\"unspecified_dims=[1]\",\n"
+      "    sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  mn = f32[2,8] custom-call(a), custom_call_target=\"SPMDFullToShardShape\",\n"
+      "    sharding={devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}\n"
+      "  ROOT r = f32[2,8] copy(mn)\n}\n",
+      "is_spmd=true");
+  expect(m, "mn", "{devices=[1,1,2,2]0,2,1,3 last_tile_dims={replicated, manual}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* XLA's InferConvolutionShardingFromOperands with a kernel as large as the
+ * output: only the lhs batch dim keeps its tiling (data parallelism). */
+START_TEST(convolution_large_kernel_keeps_batch) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,16,6,6] parameter(0), sharding={devices=[2,1,2,1]<=[4]}\n"
+      "  p1 = f32[16,1,6,6] parameter(1), sharding={replicated}\n"
+      "  c = f32[8,16,1,1] convolution(p0, p1), window={size=6x6}, dim_labels=bf01_oi01->bf01, feature_group_count=16\n"
+      "  ROOT o = f32[8,16,1,1] copy(c)\n}\n",
+      "is_spmd=true");
+  expect(m, "c", "{devices=[2,1,1,1,2]<=[4] last_tile_dim_replicate}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* Shardings into and out of call computations: the call's sharding
+ * reaches its target's root, its parameter and from there the call's
+ * operand (XLA's related instructions of a call and of its parameter);
+ * an operand's sharding reaches the target and comes out of the call. */
+START_TEST(call_computations_both_ways) {
+  const char *callee =
+      "HloModule m\n"
+      "f {\n  q = f32[8,4] parameter(0)\n  n = f32[8,4] negate(q)\n  ROOT t = (f32[8,4]) tuple(n)\n}\n";
+  char text[1024];
+  snprintf(text, sizeof text, "%s%s", callee,
+           "ENTRY e {\n  x = f32[8,4] parameter(0)\n  a = f32[8,4] add(x, x)\n"
+           "  ROOT c = (f32[8,4]) call(a), to_apply=f, sharding={{devices=[2,1]<=[2]}}\n}\n");
+  hk_module *m = run_text(text, "is_spmd=true");
+  expect(m, "n", "{devices=[2,1]<=[2]}");
+  expect(m, "q", "{devices=[2,1]<=[2]}");
+  expect(m, "a", "{devices=[2,1]<=[2]}");
+  hk_module_free(m);
+  snprintf(text, sizeof text, "%s%s", callee,
+           "ENTRY e {\n  x = f32[8,4] parameter(0)\n  a = f32[8,4] copy(x), sharding={devices=[1,2]<=[2]}\n"
+           "  c = (f32[8,4]) call(a), to_apply=f\n  g = f32[8,4] get-tuple-element(c), index=0\n"
+           "  ROOT o = f32[8,4] copy(g)\n}\n");
+  m = run_text(text, "is_spmd=true");
+  expect(m, "n", "{devices=[1,2]<=[2]}");
+  expect(m, "g", "{devices=[1,2]<=[2]}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* Uneven shardings of a tuple root propagated to the output become
+ * replicated only when allow_spmd_sharding_propagation_to_output names
+ * every element (XLA checks evenness per listed element only). */
+START_TEST(uneven_output_replicated_only_per_element) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[5,8] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  a = f32[5,8] negate(p)\n  b = f32[5,8] abs(p)\n"
+      "  ROOT t = (f32[5,8], f32[5,8]) tuple(a, b)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=true allow_spmd_sharding_propagation_to_output=[true]");
+  expect(m, "t", "{{devices=[2,2]<=[4]}, {devices=[2,2]<=[4]}}");
+  hk_module_free(m);
+  m = run_text(text, "is_spmd=true allow_spmd_sharding_propagation_to_output=[true,true]");
+  expect(m, "t", "{{replicated}, {replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* After the loop XLA aligns every shard_as group on one sharding: the
+ * members' merged sharding when compatible, else the first sharded
+ * member's, annotations included (XLA's group order is unspecified); a
+ * ShardBarrierFrom member hands the group's sharding to its operand, and
+ * barriers are removed. */
+START_TEST(shard_as_groups_aligned_after_the_loop) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0)\n  p1 = f32[8,8] parameter(1)\n"
+      "  a = f32[8,8] copy(p0), sharding={devices=[2,1]<=[2]}\n"
+      "  sa = f32[8,8] custom-call(a), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  b = f32[8,8] copy(p1), sharding={devices=[1,2]<=[2]}\n"
+      "  sb = f32[8,8] custom-call(b), custom_call_target=\"Sharding\", sharding={unknown shard_as 0}\n"
+      "  ROOT t = (f32[8,8], f32[8,8]) tuple(sa, sb)\n}\n",
+      "is_spmd=true");
+  /* incompatible: one member's sharding for all (which one XLA leaves open) */
+  ck_assert(hk_sharding_equivalent(hk_test_find(m, "a")->sharding, hk_test_find(m, "b")->sharding));
+  ck_assert(hk_sharding_is_tiled(hk_test_find(m, "a")->sharding));
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0)\n  p1 = f32[8,8] parameter(1)\n"
+      "  a = f32[8,8] copy(p0)\n"
+      "  f = f32[8,8] custom-call(a), custom_call_target=\"ShardBarrierFrom\", custom_call_has_side_effect=true\n"
+      "  sa = f32[8,8] custom-call(f), custom_call_target=\"Sharding\", sharding={unknown shard_as 1}\n"
+      "  b = f32[8,8] copy(p1), sharding={devices=[4,1]<=[4]}\n"
+      "  sb = f32[8,8] custom-call(b), custom_call_target=\"Sharding\", sharding={unknown shard_as 1}\n"
+      "  ROOT t = (f32[8,8], f32[8,8]) tuple(sa, sb)\n}\n",
+      "is_spmd=true");
+  expect(m, "a", "{devices=[4,1]<=[4]}");
+  ck_assert_int_eq(hk_test_find(m, "t")->operands[0]->opcode, HK_OP_COPY);   /* barrier gone */
+  hk_module_free(m);
+}
+END_TEST
+
+/* A variadic (tuple) reduce's operand takes its element's sharding with
+ * the reduced dims put back, merged with the other inputs' where
+ * compatible (XLA's GetShardingFromUser for kReduce). */
+START_TEST(tuple_reduce_backward_merges_other_inputs) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "mm {\n  a0 = f32[] parameter(0)\n  b0 = f32[] parameter(1)\n  a1 = f32[] parameter(2)\n"
+      "  b1 = f32[] parameter(3)\n  x = f32[] maximum(a0, a1)\n  y = f32[] minimum(b0, b1)\n"
+      "  ROOT t = (f32[], f32[]) tuple(x, y)\n}\n"
+      "ENTRY e {\n  pa = f32[8,6] parameter(0)\n  pb = f32[8,6] parameter(1)\n"
+      "  a = f32[8,6] copy(pa)\n"
+      "  b = f32[8,6] copy(pb), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  z = f32[] constant(0)\n"
+      "  r = (f32[8], f32[8]) reduce(a, b, z, z), dimensions={1}, to_apply=mm,\n"
+      "    sharding={{devices=[2,2]<=[4] last_tile_dim_replicate}, {devices=[2,2]<=[4] last_tile_dim_replicate}}\n"
+      "  ROOT o = (f32[8], f32[8]) copy(r)\n}\n",
+      "is_spmd=true");
+  expect(m, "a", "{devices=[2,2]<=[4]}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -558,6 +827,15 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, elementwise_both_directions);
   tcase_add_test(t, broadcast_forward_and_backward);
   tcase_add_test(t, transpose_and_reshape);
+  tcase_add_test(t, reshape_size1_dims_keep_device_order);
+  tcase_add_test(t, while_channel_device_conflicts);
+  tcase_add_test(t, manual_tuple_elements);
+  tcase_add_test(t, unspecified_dims_across_manual_conversion);
+  tcase_add_test(t, convolution_large_kernel_keeps_batch);
+  tcase_add_test(t, call_computations_both_ways);
+  tcase_add_test(t, uneven_output_replicated_only_per_element);
+  tcase_add_test(t, shard_as_groups_aligned_after_the_loop);
+  tcase_add_test(t, tuple_reduce_backward_merges_other_inputs);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -35,6 +35,16 @@ static hk_status *check_dim_list(ana_ctx *c, const char *what, hk_i64s l, int ra
 
 static const hk_i64s no_dims = {0, NULL};
 
+/* Batching dims of the indices: distinct dims of the indices other than
+ * the index vector dim (XLA's gather/scatter dimension-number checks). */
+static hk_status *check_index_batching_dims(ana_ctx *c, const char *what, hk_i64s l, int rank,
+                                            int64_t index_vector_dim) {
+  HK_TRY(check_dim_list(c, what, l, rank, no_dims, false));
+  if (contains(l, index_vector_dim))
+    return ana_fail(c->i, "%s must not contain index_vector_dim %lld", what, (long long)index_vector_dim);
+  return NULL;
+}
+
 /* ---- dot ------------------------------------------------------------------ */
 
 /* XLA's InferDotOpShape / InferConvolveShape: any operand element types
@@ -246,6 +256,8 @@ static hk_status *infer_gather(ana_ctx *c, const hk_shape **out) {
                     (int)dn->start_index_map.n, (long long)ex[dn->index_vector_dim]);
   if (dn->operand_batching_dims.n != dn->start_indices_batching_dims.n)
     return ana_fail(c->i, "operand_batching_dims and start_indices_batching_dims differ in size");
+  HK_TRY(check_index_batching_dims(c, "start_indices_batching_dims", dn->start_indices_batching_dims,
+                                   idx->rank, dn->index_vector_dim));
   hk_i64s ss = a->gather_slice_sizes;
   if (ss.n != op->rank)
     return ana_fail(c->i, "slice_sizes has %d entries for an operand of rank %d", (int)ss.n,
@@ -330,6 +342,10 @@ static hk_status *infer_scatter(ana_ctx *c, const hk_shape **out) {
   if (dn->scatter_dims_to_operand_dims.n != ex[dn->index_vector_dim])
     return ana_fail(c->i, "scatter_dims_to_operand_dims has %d entries, the index vector %lld",
                     (int)dn->scatter_dims_to_operand_dims.n, (long long)ex[dn->index_vector_dim]);
+  if (dn->input_batching_dims.n != dn->scatter_indices_batching_dims.n)
+    return ana_fail(c->i, "input_batching_dims and scatter_indices_batching_dims differ in size");
+  HK_TRY(check_index_batching_dims(c, "scatter_indices_batching_dims", dn->scatter_indices_batching_dims,
+                                   OPND(c, n)->rank, dn->index_vector_dim));
   if (dn->update_window_dims.n != op->rank - dn->inserted_window_dims.n - dn->input_batching_dims.n)
     return ana_fail(c->i, "update_window_dims has %d entries, expected %d",
                     (int)dn->update_window_dims.n,

@@ -241,6 +241,39 @@ static hk_status *check_computation(const hk_module *m, const hk_computation *c,
   return check_acyclic(c);
 }
 
+/* Computations call each other without recursion (a cycle would make
+ * every later walk of the call graph loop).  state: 0 new, 1 on the
+ * stack, 2 done; by position in m->computations. */
+static hk_status *call_cycle_from(const hk_module *m, int32_t k, uint8_t *state) {
+  state[k] = 1;
+  const hk_computation *c = m->computations[k];
+  for (const hk_instr *i = c->first; i; i = i->next)
+    for (int32_t j = 0; j < i->n_called; j++) {
+      const hk_computation *callee = i->called[j];
+      int32_t ck = callee && callee->index >= 0 && callee->index < m->n_computations &&
+                           m->computations[callee->index] == callee ? callee->index : -1;
+      for (int32_t q = 0; q < m->n_computations && ck < 0; q++)
+        if (m->computations[q] == callee) ck = q;
+      if (ck < 0 || state[ck] == 2) continue;
+      if (state[ck] == 1)
+        return ana_fail(i, "calls computation '%s', which is already being called: the call graph has a cycle",
+                        callee->name);
+      HK_TRY(call_cycle_from(m, ck, state));
+    }
+  state[k] = 2;
+  return NULL;
+}
+
+static hk_status *check_call_graph_acyclic(const hk_module *m) {
+  uint8_t *state = calloc((size_t)m->n_computations + 1, 1);
+  if (!state) return hk_error(HK_INTERNAL, "out of memory");
+  hk_status *st = NULL;
+  for (int32_t k = 0; k < m->n_computations && !st; k++)
+    if (!state[k]) st = call_cycle_from(m, k, state);
+  free(state);
+  return st;
+}
+
 static hk_status *check_structure(const hk_module *m) {
   if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "module '%s' has no entry computation",
                                  m->name ? m->name : "?");
@@ -260,6 +293,7 @@ static hk_status *check_structure(const hk_module *m) {
   set_free(&names);
   if (!st && !entry_found)
     st = hk_error(HK_INVALID_ARGUMENT, "entry computation is not in the module");
+  if (!st) st = check_call_graph_acyclic(m);
   return st;
 }
 

@@ -106,7 +106,7 @@ static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int6
                   : mode == HK_MODE_CROSS_PARTITION ? d->replica * d->num_partitions + id
                   : mode == HK_MODE_FLATTENED ? id
                                            : id * d->num_partitions + q;
-      if (dev < 0 || dev >= d->num_partitions * d->num_replicas)
+      if (!st && (dev < 0 || dev >= d->num_partitions * d->num_replicas))   /* the first one only */
         st = hk_eval_error(ins, HK_FAILED_PRECONDITION,
                            "replica group id %lld names a device that does not run (%lld replicas x %lld partitions)",
                            (long long)id, (long long)d->num_replicas, (long long)d->num_partitions);

@@ -6,7 +6,7 @@
 
 #include "eval/eval_internal.h"
 
-static bool is_identity_custom_call(const char *t) {
+bool hk_eval_identity_custom_call(const char *t) {
   static const char *const names[] = {
       "Sharding", "ShardBarrierFrom", "ShardBarrierTo", "MoveToHost", "MoveToDevice",
       "LayoutConstraint", "AllocateBuffer"};
@@ -224,7 +224,7 @@ hk_status *hk_op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   if (t && !strcmp(t, "TopK") && ins->n_operands == 1) return hk_op_topk(d, ins, ops, out);
   if (t && !strcmp(t, "SPMDFullToShardShape")) return full_to_shard(d, ins, ops, out);
   if (t && !strcmp(t, "SPMDShardToFullShape")) return shard_to_full(d, ins, ops, out);
-  if (is_identity_custom_call(t)) return identity(ins, ops, out);
+  if (hk_eval_identity_custom_call(t)) return identity(ins, ops, out);
   if (t && d->opts && d->opts->opaque_custom_calls) return opaque_call(ins, t, ops, out);
   return hk_eval_error(ins, HK_UNIMPLEMENTED, "custom-call target \"%s\" is not supported by the evaluator",
                        t ? t : "");

@@ -521,3 +521,51 @@ hk_status *hk_op_bitcast_convert(hk_device_ctx *d, const hk_instr *ins, hk_value
   *out = r;
   return NULL;
 }
+
+/* ---- stochastic-convert ------------------------------------------------------ */
+
+/* XLA's StochasticConvertOp: float x to integer type `to`, rounding |x| up
+ * when its fraction (as a fixed-point number of the random operand's width)
+ * exceeds the random bits; saturating, NaN -> 0. */
+static int64_t stochastic_round(double x, uint64_t random, int rbits, hk_prim fp, hk_prim to) {
+  int w = hk_prim_bits(to);
+  bool sgn = hk_prim_is_signed_int(to);
+  int64_t maxv = sgn ? (int64_t)((UINT64_C(1) << (w - 1)) - 1) : (int64_t)((w >= 64 ? 0 : UINT64_C(1) << w) - 1);
+  int64_t minv = sgn ? -maxv - 1 : 0;
+  if (isnan(x)) return 0;
+  if (isinf(x)) return signbit(x) ? minv : maxv;
+  if (x >= hk_round_to_type(fp, (double)maxv)) return maxv;
+  if (x <= hk_round_to_type(fp, (double)minv)) return minv;
+  bool neg = signbit(x);
+  double a = fabs(x);
+  int64_t t = (int64_t)a;
+  double frac = a - (double)t;                /* exact: the fraction of a float */
+  if (frac != 0) {
+    uint64_t fixed = (uint64_t)ldexp(frac, rbits);
+    if (random < fixed) {
+      if (t == maxv) return minv;
+      t++;
+    }
+  }
+  return hk_wrap_int(to, neg ? -t : t);
+}
+
+hk_status *hk_op_stochastic_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                                    hk_value **out) {
+  (void)d;
+  const hk_value *x = ops[0], *r = ops[1];
+  hk_prim to = (hk_prim)ins->shape->elem;
+  if (ins->n_operands != 2 || x->elem == HK_TUPLE || r->elem == HK_TUPLE || x->n != r->n ||
+      !hk_prim_is_float((hk_prim)x->elem) || !hk_prim_is_unsigned_int((hk_prim)r->elem) ||
+      !hk_prim_is_integral(to))
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT,
+                         "stochastic-convert takes a float operand and unsigned random bits of its shape "
+                         "and returns integers");
+  hk_value *v = hk_value_for_shape_dims(ins->shape);
+  int rbits = hk_prim_bits((hk_prim)r->elem);
+  for (int64_t i = 0; i < v->n; i++)
+    hk_value_set_i64(v, i, stochastic_round(hk_value_get_f64(x, i), (uint64_t)hk_value_get_i64(r, i), rbits,
+                                            (hk_prim)x->elem, to));
+  *out = v;
+  return NULL;
+}

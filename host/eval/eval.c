@@ -320,6 +320,37 @@ static hk_status *op_call(hk_device_ctx *d, const hk_instr *ins, hk_value *const
   return hk_eval_computation(d, c, ops, ins->n_operands, out);
 }
 
+/* XLA's HandleAsyncStart: ((operands...), the wrapped computation's
+ * result, context...) with the context zeroed; update passes the tuple on,
+ * done takes element 1. */
+static hk_status *op_async_start(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                                 hk_value **out) {
+  const hk_shape *s = ins->shape;
+  if (s->elem != HK_TUPLE || s->n_tuple < 2)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "async-start returns (operands, result, ...)");
+  hk_value *res = NULL;
+  HK_TRY(op_call(d, ins, ops, &res));
+  int n = s->n_tuple;
+  hk_value **e = malloc((size_t)n * sizeof *e);
+  hk_value **args = malloc((size_t)(ins->n_operands ? ins->n_operands : 1) * sizeof *args);
+  if (!e || !args) abort();
+  for (int k = 0; k < ins->n_operands; k++) args[k] = hk_value_retain(ops[k]);
+  e[0] = hk_value_new_tuple(ins->n_operands, args);
+  e[1] = res;
+  for (int k = 2; k < n; k++) e[k] = hk_value_of_shape(s->tuple[k]);
+  *out = hk_value_new_tuple(n, e);
+  free(args);
+  free(e);
+  return NULL;
+}
+
+static hk_status *op_async_done(const hk_instr *ins, hk_value *const *ops, hk_value **out) {
+  if (ops[0]->elem != HK_TUPLE || ops[0]->n_elems < 2)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "async-done takes the (operands, result, ...) tuple");
+  *out = hk_value_retain(ops[0]->elems[1]);
+  return NULL;
+}
+
 static hk_status *op_tuple(const hk_instr *ins, hk_value *const *ops, hk_value **out) {
   hk_value **e = malloc((size_t)(ins->n_operands ? ins->n_operands : 1) * sizeof(hk_value *));
   if (!e) abort();
@@ -445,6 +476,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
       return NULL;
     case HK_OP_BITCAST: return op_reshape_like(ins, ops, out);
     case HK_OP_CONVERT: return hk_op_convert(d, ins, ops, out);
+    case HK_OP_STOCHASTIC_CONVERT: return hk_op_stochastic_convert(d, ins, ops, out);
     case HK_OP_REDUCE_PRECISION: return hk_op_elementwise(d, ins, ops, out);
     case HK_OP_BITCAST_CONVERT: return hk_op_bitcast_convert(d, ins, ops, out);
     case HK_OP_BROADCAST: return hk_op_broadcast(d, ins, ops, out);
@@ -469,9 +501,14 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_WHILE: return op_while(d, ins, ops, out);
     case HK_OP_CONDITIONAL: return op_conditional(d, ins, ops, out);
     case HK_OP_CALL: case HK_OP_FUSION: return op_call(d, ins, ops, out);
+    case HK_OP_ASYNC_START: return op_async_start(d, ins, ops, out);
+    case HK_OP_ASYNC_UPDATE: *out = hk_value_retain(ops[0]); return NULL;
+    case HK_OP_ASYNC_DONE: return op_async_done(ins, ops, out);
     case HK_OP_CUSTOM_CALL: return hk_op_custom_call(d, ins, ops, out);
     case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
     case HK_OP_FFT: return hk_op_fft(d, ins, ops, out);
+    case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
+      return hk_op_batch_norm(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;
     case HK_OP_OUTFEED: *out = hk_value_new_token(); return NULL;
     case HK_OP_INFEED: return op_infeed(ins, out);

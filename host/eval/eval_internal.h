@@ -123,6 +123,7 @@ typedef hk_status *(*hk_op_fn)(hk_device_ctx *d, const hk_instr *ins,
 
 hk_status *hk_op_elementwise(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+hk_status *hk_op_stochastic_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_bitcast_convert(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 /* Converts one value to element type `to` with XLA's convert semantics. */
 hk_value *hk_convert_value(const hk_value *v, hk_prim to);
@@ -147,6 +148,11 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
 hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* Custom-call targets that pass their operand through (Sharding, shard
+ * barriers, MoveToHost / MoveToDevice, LayoutConstraint, ...). */
+bool hk_eval_identity_custom_call(const char *target);
+/* batch-norm-training / -inference / -grad (batch_norm.c). */
+hk_status *hk_op_batch_norm(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);

@@ -5,6 +5,7 @@
  * type). */
 #include <stdio.h>
 
+#include "analysis/analysis_internal.h"
 #include "eval/eval_internal.h"
 
 typedef enum { ACC_F64, ACC_INT } acc_kind;
@@ -317,9 +318,7 @@ typedef struct sparsity {
 } sparsity;
 
 static hk_status *parse_sparsity(const hk_instr *ins, sparsity *sp) {
-  const char *v = NULL;
-  for (int32_t i = 0; ins->attrs && i < ins->attrs->n_raw; i++)
-    if (!strcmp(ins->attrs->raw[i].name, "sparsity")) v = ins->attrs->raw[i].value;
+  const char *v = ana_raw_attr(ins, "sparsity");
   char side, tail;
   long long dim, n, m;
   if (!v || sscanf(v, "%c.%lld@%lld:%lld%c", &side, &dim, &n, &m, &tail) != 4 ||

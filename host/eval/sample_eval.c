@@ -391,6 +391,18 @@ static hk_status *route_call(se_ctx *x, se_frame *f, const hk_instr *ins, int le
   return se_eval(x, se_child_frame(x, f, ins, c, 0), c->root, leaf, b, out);
 }
 
+/* async-done: the result of the computation its async-start wraps (through
+ * any async-update), evaluated in a frame of that start. */
+static hk_status *route_async_done(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
+                                   const se_box *b, hk_value **out) {
+  const hk_instr *start = ins->n_operands == 1 ? ins->operands[0] : NULL;
+  while (start && start->opcode == HK_OP_ASYNC_UPDATE && start->n_operands == 1) start = start->operands[0];
+  if (!start || start->opcode != HK_OP_ASYNC_START || start->n_called < 1)
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "sampled async-done needs its async-start");
+  const hk_computation *c = start->called[0];
+  return se_eval(x, se_child_frame(x, f, start, c, 0), c->root, leaf, b, out);
+}
+
 /* A parameter of a callee frame: the call site's operand, or for a while
  * loop the previous iteration's body result. */
 static hk_status *route_parameter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf,
@@ -420,9 +432,12 @@ static hk_status *route_same(se_ctx *x, se_frame *f, const hk_instr *ins, int le
 
 /* ---- dispatch -------------------------------------------------------------------- */
 
+/* Identity custom calls (Sharding, barriers, host offloading moves) pass
+ * their operand on where it has the result's shape. */
 static bool is_identity_custom_call(const hk_instr *ins) {
   const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
-  return t && ins->n_operands == 1 && !strcmp(t, "Sharding");
+  return ins->n_operands == 1 && hk_eval_identity_custom_call(t) &&
+         hk_shape_compatible(ins->operands[0]->shape, ins->shape);
 }
 
 static se_op_fn op_for(const hk_instr *ins) {
@@ -433,6 +448,7 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_WHILE: return route_while;
     case HK_OP_CONDITIONAL: return route_conditional;
     case HK_OP_CALL: case HK_OP_FUSION: return route_call;
+    case HK_OP_ASYNC_DONE: return route_async_done;
     case HK_OP_COPY: case HK_OP_OPTIMIZATION_BARRIER: case HK_OP_ADD_DEPENDENCY:
     case HK_OP_DOMAIN: return route_same;
     case HK_OP_CUSTOM_CALL: return is_identity_custom_call(ins) ? route_same : NULL;
@@ -451,6 +467,8 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_REDUCE_WINDOW: return se_op_reduce_window;
     case HK_OP_SELECT_AND_SCATTER: return se_op_select_and_scatter;
     case HK_OP_SORT: return se_op_sort;
+    case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
+      return se_op_batch_norm;
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:
     case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
       return se_op_collective;

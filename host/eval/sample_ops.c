@@ -3,6 +3,7 @@
  * elementwise, dot, convolution, reduce, reduce-window and sort computed on
  * a box by the dense evaluator's kernels through a box-shaped "shadow" of
  * the instruction. */
+#include "analysis/analysis_internal.h"
 #include "eval/sample_internal.h"
 
 /* ---- parameters ----------------------------------------------------------- */
@@ -164,6 +165,7 @@ hk_status *se_op_elementwise(se_ctx *x, se_frame *f, const hk_instr *ins, int le
   if (!st) {
     const hk_shape *shape = se_box_shape(x, (hk_prim)ins->shape->elem, b);
     hk_op_fn fn = ins->opcode == HK_OP_CONVERT ? hk_op_convert
+                  : ins->opcode == HK_OP_STOCHASTIC_CONVERT ? hk_op_stochastic_convert
                   : ins->opcode == HK_OP_BITCAST_CONVERT ? hk_op_bitcast_convert
                                                         : hk_op_elementwise;
     if (ins->opcode == HK_OP_BITCAST_CONVERT && ins->operands[0]->shape->rank != ins->shape->rank)
@@ -596,5 +598,50 @@ hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, con
   for (int k = 0; res->elem == HK_TUPLE && k < res->n_elems; k++)
     if (k != leaf) se_memo_store(x, f, ins, k, &sb, res->elems[k]);
   *out = take_leaf(res, leaf);
+  return NULL;
+}
+
+/* ---- batch norm ------------------------------------------------------------- */
+
+/* The statistics of a feature need every element of it: the slab of the
+ * operand over the requested features (all of every other dim) is
+ * evaluated, the dense kernel runs on it, and the requested box is cut out. */
+hk_status *se_op_batch_norm(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                            hk_value **out) {
+  const char *fi = ana_raw_attr(ins, "feature_index");
+  const hk_shape *xs = ins->operands[0]->shape;
+  int64_t feat = fi ? strtoll(fi, NULL, 10) : -1;
+  if (feat < 0 || feat >= xs->rank || ins->n_operands > 5 || !hk_shape_is_array(xs))
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad feature_index or operands");
+  bool vec_box = b->rank == 1 && xs->rank != 1;   /* a per-feature leaf */
+  int fd = vec_box ? 0 : (int)feat;
+  se_box slab, fv;
+  se_box_full(&slab, xs);
+  slab.lo[feat] = b->lo[fd];
+  slab.n[feat] = b->n[fd];
+  fv.rank = 1;
+  fv.lo[0] = b->lo[fd];
+  fv.n[0] = b->n[fd];
+  bool inference = ins->opcode == HK_OP_BATCH_NORM_INFERENCE;
+  hk_value *ops[5] = {0}, *res = NULL;
+  hk_status *st = NULL;
+  for (int k = 0; k < ins->n_operands && !st; k++) {
+    bool whole = k == 0 || (k == 4 && ins->opcode == HK_OP_BATCH_NORM_GRAD);
+    /* inference reads elements one by one: the operand in the box suffices */
+    const se_box *bk = whole ? (inference ? b : &slab) : &fv;
+    st = se_operand(x, f, ins, k, bk, &ops[k]);
+  }
+  if (!st) st = hk_op_batch_norm(&x->dev, ins, ops, &res);
+  release_all(ops, ins->n_operands);
+  if (st) return st;
+  hk_value *v = take_leaf(res, leaf);
+  if (inference || vec_box) {
+    *out = v;
+    return NULL;
+  }
+  hk_value *cut = se_value_of_box((hk_prim)v->elem, b);
+  se_copy_box(cut, b, v, &slab);
+  hk_value_release(v);
+  *out = cut;
   return NULL;
 }

@@ -51,6 +51,16 @@ int64_t sa_dim(const hk_sharding *s, int d) {
   return s->tile_dims[d];
 }
 
+bool sa_xla_tile_maximal(const hk_sharding *s) {
+  if (s->kind == HK_SHARDING_TUPLE) {
+    for (int i = 0; i < s->n_elems; i++)
+      if (!sa_xla_tile_maximal(s->elems[i])) return false;
+    return true;
+  }
+  return s->kind == HK_SHARDING_REPLICATED || s->kind == HK_SHARDING_MAXIMAL ||
+         s->kind == HK_SHARDING_UNKNOWN;
+}
+
 static bool is_manualish(const hk_sharding *s) {
   return s->kind == HK_SHARDING_MANUAL;
 }
@@ -66,6 +76,8 @@ bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
     }
     return better;
   }
+  /* manual beats tile maximal (XLA's IsLeafShardingMoreSpecific) */
+  if (is_manualish(a) && sa_xla_tile_maximal(b)) return true;
   if (is_manualish(a) || is_manualish(b)) return false;
   if (b->kind == HK_SHARDING_TILED) return sa_num_tiles(a) > sa_num_tiles(b);
   if (b->kind == HK_SHARDING_MAXIMAL) return a->kind == HK_SHARDING_TILED;
@@ -75,8 +87,7 @@ bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
 /* ---- factor transposes --------------------------------------------------------
  * The device array of t viewed as nf factor dims (row-major, product =
  * device count), permuted by order[] (out dim k = factor order[k]). */
-static int64_t *permute_factors(const pt_tiles *t, int nf, const int64_t *fsize,
-                                const int *order) {
+int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *order) {
   int64_t total = pt_count(t);
   int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
   if (!out) abort();
@@ -135,7 +146,7 @@ const hk_sharding *sa_transpose_collapsed(hk_module *m, const hk_sharding *s, in
     order[no++] = t.data_rank + k;
     dims[tgt_rank + k] = t.dims[t.data_rank + k];
   }
-  int64_t *nd = permute_factors(&t, t.n, t.dims, order);
+  int64_t *nd = pt_permute(&t, t.n, t.dims, order);
   free(t.dev);
   t.dev = nd;
   uint8_t sub[HK_MAX_RANK];
@@ -172,7 +183,7 @@ const hk_sharding *sa_replicate_all_data(hk_module *m, const hk_sharding *s, int
   for (int d = 0; d < t.data_rank; d++) order[no++] = d;
   for (int k = 0; k < trailing; k++)
     if (t.sub[k] != HK_SUBGROUP_MANUAL) order[no++] = t.data_rank + k;
-  int64_t *nd = permute_factors(&t, t.n, t.dims, order);
+  int64_t *nd = pt_permute(&t, t.n, t.dims, order);
   int64_t dims[HK_MAX_RANK];
   uint8_t sub[HK_MAX_RANK];
   int r = data_rank < 0 ? t.data_rank : data_rank;
@@ -345,159 +356,4 @@ bool sa_merge(hk_module *m, const hk_sharding *old, const hk_sharding **cand, bo
     if (sa_merge_compatible(m, old, (a > b ? a : b) + 1, cand)) return true;
   }
   return sa_more_specific(*cand, old);
-}
-
-/* ---- reshape ------------------------------------------------------------------------------ */
-
-typedef struct reshape_walk {
-  int nf;
-  int64_t fsize[HK_MAX_RANK * 2];
-  int ftarget[HK_MAX_RANK * 2];      /* target dim, -1 replication, -2 trailing */
-} reshape_walk;
-
-static void add_factor(reshape_walk *w, int64_t size, int target) {
-  if (w->nf >= HK_MAX_RANK * 2 - 1) return;
-  w->fsize[w->nf] = size;
-  w->ftarget[w->nf] = target;
-  w->nf++;
-}
-
-static int64_t gcd64(int64_t a, int64_t b) {
-  while (b) {
-    int64_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-/* Walks source and target dims major to minor assigning each source dim's
- * partitions to target dims (or to replication where a piece cannot keep
- * them). */
-static bool reshape_factors(const hk_shape *from, const hk_shape *to, const pt_tiles *t,
-                            reshape_walk *w) {
-  int i = 0, j = 0;
-  int64_t s = from->rank ? from->dims[0] : 1, p = from->rank ? t->dims[0] : 1;
-  int64_t tt = to->rank ? to->dims[0] : 1;
-  bool minor_must_be_whole = false;    /* target j already took a partial major piece */
-  while (i < from->rank) {
-    if (s == 1 || j >= to->rank) {
-      if (p > 1) add_factor(w, p, -1);
-      if (++i < from->rank) {
-        s = from->dims[i];
-        p = t->dims[i];
-      }
-      continue;
-    }
-    if (tt == 1) {
-      j++;
-      minor_must_be_whole = false;
-      tt = j < to->rank ? to->dims[j] : 1;
-      continue;
-    }
-    if (s == tt || tt % s == 0) {          /* whole source piece into target j */
-      if (minor_must_be_whole && p > 1) {
-        add_factor(w, p, -1);
-      } else {
-        int64_t g = s == tt ? p : gcd64(s, p);
-        if (g > 1) add_factor(w, g, j);
-        if (p / g > 1) add_factor(w, p / g, -1);
-        if (s > g) minor_must_be_whole = true;
-      }
-      tt /= s;
-      s = 1;
-      p = 1;
-      continue;
-    }
-    if (s % tt == 0) {                     /* split: target j is a major piece of s */
-      int64_t g = gcd64(tt, p);
-      if (minor_must_be_whole) g = 1;
-      if (g > 1) add_factor(w, g, j);
-      p /= g;
-      if (tt / g > 1 && p > 1) {           /* remaining partitions straddle */
-        add_factor(w, p, -1);
-        p = 1;
-      }
-      s /= tt;
-      tt = 1;
-      continue;
-    }
-    /* sizes do not nest: split off their common major factor, if any */
-    int64_t g = gcd64(s, tt);
-    if (g > 1) {
-      int64_t pg = minor_must_be_whole ? 1 : gcd64(g, p);
-      if (pg > 1) add_factor(w, pg, j);
-      p /= pg;
-      if (g / pg > 1 && p > 1) {
-        add_factor(w, p, -1);
-        p = 1;
-      }
-      if (g > pg) minor_must_be_whole = true;
-      s /= g;
-      tt /= g;
-      continue;
-    }
-    if (p > 1) add_factor(w, p, -1);
-    for (int k = i + 1; k < from->rank; k++)
-      if (t->dims[k] > 1) add_factor(w, t->dims[k], -1);
-    return true;
-  }
-  return true;
-}
-
-const hk_sharding *sa_reshape(hk_module *m, const hk_shape *from, const hk_shape *to,
-                              const hk_sharding *s) {
-  if (sa_tile_maximal(s)) return s;
-  pt_tiles t;
-  pt_from_sharding(s, &t);
-  if (t.data_rank != from->rank) {
-    pt_free(&t);
-    return NULL;
-  }
-  reshape_walk w;
-  memset(&w, 0, sizeof w);
-  reshape_factors(from, to, &t, &w);
-  int trailing = t.n - t.data_rank;
-  for (int k = 0; k < trailing; k++) add_factor(&w, t.dims[t.data_rank + k], -2 - k);
-  /* order: target dims ascending (factors in walk order), manual trailing,
-   * then replication factors and the replicated trailing dim */
-  int order[HK_MAX_RANK * 2], no = 0;
-  int64_t dims[HK_MAX_RANK];
-  uint8_t sub[HK_MAX_RANK];
-  for (int j = 0; j < to->rank; j++) {
-    dims[j] = 1;
-    for (int f = 0; f < w.nf; f++)
-      if (w.ftarget[f] == j) {
-        order[no++] = f;
-        dims[j] *= w.fsize[f];
-      }
-  }
-  int nd = to->rank;
-  for (int k = 0; k < trailing; k++) {
-    if (t.sub[k] != HK_SUBGROUP_MANUAL) continue;
-    for (int f = 0; f < w.nf; f++)
-      if (w.ftarget[f] == -2 - k) order[no++] = f;
-    dims[nd] = t.dims[t.data_rank + k];
-    sub[nd - to->rank] = HK_SUBGROUP_MANUAL;
-    nd++;
-  }
-  int64_t repl = 1;
-  for (int f = 0; f < w.nf; f++) {
-    bool is_repl = w.ftarget[f] == -1 ||
-                   (w.ftarget[f] <= -2 && t.sub[-2 - w.ftarget[f]] != HK_SUBGROUP_MANUAL);
-    if (is_repl) {
-      order[no++] = f;
-      repl *= w.fsize[f];
-    }
-  }
-  dims[nd] = repl;
-  sub[nd - to->rank] = HK_SUBGROUP_REPLICATED;
-  nd++;
-  int64_t *dev = permute_factors(&t, w.nf, w.fsize, order);
-  free(t.dev);
-  t.dev = dev;
-  pt_reshape(&t, nd, dims, to->rank, sub);
-  const hk_sharding *r = pt_to_sharding(m, &t, s);
-  pt_free(&t);
-  return r;
 }

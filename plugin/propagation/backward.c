@@ -94,10 +94,30 @@ static const hk_sharding *from_reduce(prop_ctx *cx, const hk_instr *i, const hk_
   int64_t k = operand_index(user, i);
   if (k >= user->n_operands / 2) return NULL;          /* an init value */
   const hk_sharding *s = sa_element(cx->m, user->sharding, user->shape, k);
-  if (!s || s->kind != HK_SHARDING_TILED) return s;
-  int64_t at[HK_MAX_RANK];
-  for (int32_t d = 0; d < user->n_dims; d++) at[d] = user->dims[d];
-  return hk_sharding_insert_dims(cx->m, s, user->n_dims, at);
+  if (!s) return NULL;
+  if (s->kind == HK_SHARDING_TILED) {
+    int64_t at[HK_MAX_RANK];
+    for (int32_t d = 0; d < user->n_dims; d++) at[d] = user->dims[d];
+    s = hk_sharding_insert_dims(cx->m, s, user->n_dims, at);
+    if (!s) return NULL;
+  }
+  /* the other inputs of a variadic reduce refine it where compatible */
+  for (int32_t j = 0; j < user->n_operands / 2; j++) {
+    const hk_instr *o = user->operands[j];
+    if (o != i && o->sharding && hk_shape_is_array(o->shape) && o->shape->rank == i->shape->rank)
+      sa_merge_compatible(cx->m, o->sharding, sa_num_tiles(s) + 1, &s);
+  }
+  return s;
+}
+
+/* The ranks of shape's leaves in order (arrays: their rank; others 0). */
+static int64_t leaf_ranks(const hk_shape *s, int *out, int64_t at, int64_t cap) {
+  if (!hk_shape_is_tuple(s)) {
+    if (at < cap) out[at] = hk_shape_is_array(s) ? s->rank : 0;
+    return at + 1;
+  }
+  for (int32_t k = 0; k < s->n_tuple; k++) at = leaf_ranks(s->tuple[k], out, at, cap);
+  return at;
 }
 
 static const hk_sharding *from_gte_user(prop_ctx *cx, const hk_instr *i, const hk_instr *user) {
@@ -112,14 +132,32 @@ static const hk_sharding *from_gte_user(prop_ctx *cx, const hk_instr *i, const h
   if (!el) abort();
   const hk_sharding *cur = i->sharding ? sa_tuple_of(cx->m, i->shape, i->sharding) : NULL;
   const hk_sharding *first = hk_shape_is_tuple(user->shape) ? us->elems[0] : us;
-  const hk_sharding *fill = sa_replicate_all_data(cx->m, first, -1);
+  /* unsharded leaves: replicated, keeping the user's manual subgroups, at
+   * each leaf's own rank (XLA's ReplicateAllDataDims) */
+  int *ranks = malloc(sizeof *ranks * (size_t)(leaves ? leaves : 1));
+  if (!ranks) abort();
+  leaf_ranks(i->shape, ranks, 0, leaves);
   for (int64_t l = 0; l < leaves; l++)
-    el[l] = cur && cur->kind == HK_SHARDING_TUPLE ? cur->elems[l] : fill;
+    el[l] = cur && cur->kind == HK_SHARDING_TUPLE ? cur->elems[l]
+                                                   : sa_replicate_all_data(cx->m, first, ranks[l]);
+  free(ranks);
   for (int64_t l = 0; l < n && at + l < leaves; l++)
     el[at + l] = hk_shape_is_tuple(user->shape) ? us->elems[l] : us;
   const hk_sharding *r = hk_sharding_tuple(cx->m, (int)leaves, el);
   free(el);
   return r;
+}
+
+/* The element of the tuple user i is; used several times, the most
+ * specific of its elements (XLA's repeated-operand rule). */
+static const hk_sharding *from_tuple_user(prop_ctx *cx, const hk_instr *i, const hk_instr *user) {
+  const hk_sharding *ts = sa_tuple_of(cx->m, user->shape, user->sharding), *best = NULL;
+  for (int32_t k = 0; k < user->n_operands; k++) {
+    if (user->operands[k] != i) continue;
+    const hk_sharding *e = sa_element(cx->m, ts, user->shape, k);
+    if (!best || (e && sa_more_specific(e, best))) best = e;
+  }
+  return best;
 }
 
 static const hk_sharding *from_transpose(prop_ctx *cx, const hk_instr *user) {
@@ -184,10 +222,7 @@ static const hk_sharding *from_user_by_opcode(prop_ctx *cx, const hk_instr *i,
     case HK_OP_SLICE:
       return user->sharding;
     case HK_OP_TRANSPOSE: return from_transpose(cx, user);
-    case HK_OP_TUPLE: {
-      int64_t k = operand_index(user, i);
-      return sa_element(cx->m, sa_tuple_of(cx->m, user->shape, user->sharding), user->shape, k);
-    }
+    case HK_OP_TUPLE: return from_tuple_user(cx, i, user);
     case HK_OP_GET_TUPLE_ELEMENT: return from_gte_user(cx, i, user);
     case HK_OP_REDUCE: return from_reduce(cx, i, user);
     case HK_OP_SORT: {
@@ -231,9 +266,9 @@ const hk_sharding *prop_sharding_from_user(prop_ctx *cx, const hk_instr *i,
   return from_user_by_opcode(cx, i, user, mc, rule);
 }
 
-/* An unsharded instruction takes a manual user's sharding. */
+/* An unsharded or tile-maximal instruction takes a manual user's sharding. */
 static bool backward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
-  if (i->sharding) return false;
+  if (i->sharding && !sa_xla_tile_maximal(i->sharding)) return false;
   for (int32_t k = 0; k < i->n_users; k++) {
     const hk_instr *u = i->users[k];
     if (!u->sharding || !hk_sharding_is_manual(u->sharding) || prop_is_cc(u, "SPMDFullToShardShape"))

@@ -187,7 +187,10 @@ bool prop_conv_forward(prop_ctx *cx, hk_instr *i, bool mc) {
                                                   lhs_to_out, i->shape->rank, out_to_lhs);
     return prop_improve(cx, i, s, mc, false, lhs, "convolution-small-kernel");
   }
-  return prop_improve(cx, i, sa_replicate_all_data(cx->m, lhs->sharding, i->shape->rank), mc,
+  /* a large kernel (a backward convolution): only the batch dim keeps the
+   * lhs tiling (data parallelism), in the lhs's dim numbering as XLA has it */
+  int64_t batch = c->input_batch;
+  return prop_improve(cx, i, hk_sharding_replicate_all_except(cx->m, lhs->sharding, 1, &batch), mc,
                       false, lhs, "convolution-large-kernel");
 }
 

@@ -38,7 +38,9 @@ static bool forward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
                     i->opcode == HK_OP_REDUCE_WINDOW || i->opcode == HK_OP_CUSTOM_CALL ||
                     i->opcode == HK_OP_ASYNC_START || i->opcode == HK_OP_ASYNC_DONE ||
                     i->opcode == HK_OP_ASYNC_UPDATE;
-  if (i->sharding || !(hk_shape_is_array(i->shape) || correlated)) return false;
+  if ((i->sharding && !sa_xla_tile_maximal(i->sharding)) ||
+      !(hk_shape_is_array(i->shape) || correlated))
+    return false;
   for (int32_t k = 0; k < i->n_operands; k++) {
     const hk_instr *op = i->operands[k];
     if (!op->sharding || !hk_sharding_is_manual(op->sharding)) continue;

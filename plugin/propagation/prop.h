@@ -27,10 +27,17 @@ int64_t pt_count(const pt_tiles *t);
 const hk_sharding *pt_to_sharding(hk_module *m, const pt_tiles *t, const hk_sharding *meta);
 /* Same devices, new dims (row-major reshape); data_rank and sub given. */
 void pt_reshape(pt_tiles *t, int n, const int64_t *dims, int data_rank, const uint8_t *sub);
+/* The device array of t viewed as nf dims of sizes fsize (row-major,
+ * product = device count), transposed by order[] (out dim k = dim
+ * order[k]); malloc'ed. */
+int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *order);
 
 /* ---- algebra (XLA's hlo_sharding_util, on our own terms) ------------------ */
 /* Replicated, maximal, manual: no tiles. */
 bool sa_tile_maximal(const hk_sharding *s);
+/* XLA's IsTileMaximal: replicated or on one device (tuples: every
+ * element); manual is not. */
+bool sa_xla_tile_maximal(const hk_sharding *s);
 /* Spatially partitioned (tiled, replicated, manual; tuples: any element). */
 bool sa_spatial(const hk_sharding *s);
 int64_t sa_num_tiles(const hk_sharding *s);
@@ -52,7 +59,8 @@ const hk_sharding *sa_replicate_all_data(hk_module *m, const hk_sharding *s, int
 const hk_sharding *sa_transpose_collapsed(hk_module *m, const hk_sharding *s, int src_rank,
                                           const int64_t *src_to_tgt, int tgt_rank,
                                           const int64_t *tgt_to_src);
-/* ReshapeSharding: NULL if the reshape cannot keep the tiling. */
+/* XLA's PropagateShardingThroughReshape (reshape.c): the sharding of the
+ * reshaped value, replicated when no dim keeps its tiling. */
 const hk_sharding *sa_reshape(hk_module *m, const hk_shape *from, const hk_shape *to,
                               const hk_sharding *s);
 /* Tuple helpers. */
@@ -136,6 +144,20 @@ bool prop_dot_forward(prop_ctx *cx, hk_instr *i, bool may_combine);
 bool prop_conv_forward(prop_ctx *cx, hk_instr *i, bool may_combine);
 const hk_sharding *prop_dot_backward(prop_ctx *cx, const hk_instr *i, const hk_instr *user,
                                      bool may_combine);
+
+/* XLA's RefineManualAutoShardingFromAuto / FromManual (manual_refine.c):
+ * the auto and manual shardings of an annotation and its manual conversion
+ * refined by to_merge along the unspecified dims; false (nothing written)
+ * when they cannot be. */
+bool prop_refine_from_auto(hk_module *m, const hk_sharding *to_merge, int n_unspec,
+                           const int64_t *unspec, const hk_sharding **auto_s,
+                           const hk_sharding **manual_s);
+bool prop_refine_from_manual(hk_module *m, const hk_sharding *to_merge, int n_unspec,
+                             const int64_t *unspec, const hk_sharding **auto_s,
+                             const hk_sharding **manual_s);
+
+/* XLA's CheckAndUpdateDeviceAssignmentsInWhileBody (while_devices.c). */
+hk_status *prop_check_while_devices(hk_module *m, hk_instr *w);
 
 /* the driver (run.c) */
 hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,

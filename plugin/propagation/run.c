@@ -450,33 +450,57 @@ static void clear_cache(hk_instr *i) {
 
 static void computation_propagation(run_state *rs, hk_instr *i, int depth);
 
-static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, int depth) {
-  hk_instr *rel[64];
-  int n = related(ci, rel);
+/* XLA's MaybeComputationPropagation over one related set: every member
+ * not annotated by the user takes from's sharding. */
+static void propagate_among(run_state *rs, hk_instr **rel, int n, hk_instr *from, const char *rule,
+                            int depth) {
   bool member = false;
   for (int k = 0; k < n; k++) member |= rel[k] == from;
   if (!member || !from->sharding) return;
   for (int k = 0; k < n; k++) {
     hk_instr *r = rel[k];
-    if (r == from || !pi(r) || r->sharding == from->sharding) continue;
-    if (ci->opcode == HK_OP_CALL && r != ci && from != ci) continue;
+    if (r == from || !pi(r) || pi(r)->provided || r->sharding == from->sharding) continue;
     int saved = rs->cx.cur_dir;
     rs->cx.cur_dir = HK_PROP_DIR_COMPUTATION;
-    prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from,
-             hk_opcode_name((hk_opcode)ci->opcode));
+    prop_set(&rs->cx, r, sa_tuple_of(rs->cx.m, r->shape, from->sharding), from, rule);
     rs->cx.cur_dir = saved;
     clear_cache(r);
     computation_propagation(rs, r, depth + 1);
   }
 }
 
+static void propagate_to_related(run_state *rs, hk_instr *ci, hk_instr *from, int depth) {
+  hk_instr *rel[64];
+  int n = related(ci, rel);
+  propagate_among(rs, rel, n, from, hk_opcode_name((hk_opcode)ci->opcode), depth);
+}
+
+/* A parameter of a call target or conditional branch and the caller's
+ * operand it receives (XLA's GetRelatedInstructions of a parameter). */
+static void propagate_param_operand(run_state *rs, hk_instr *param, hk_instr *caller, int depth) {
+  int64_t k = -1;
+  if (caller->opcode == HK_OP_CALL) {
+    k = hk_instr_parameter_number(param);
+  } else {
+    for (int32_t b = 0; b < caller->n_called && k < 0; b++)
+      if (caller->called[b] == param->parent) k = b + 1;
+  }
+  if (k < 0 || k >= caller->n_operands) return;
+  hk_instr *rel[2] = {param, caller->operands[k]};
+  propagate_among(rs, rel, 2, param, "called-parameter", depth);
+}
+
 static void computation_propagation(run_state *rs, hk_instr *i, int depth) {
   if (depth > 16) return;
-  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL)
+  if (i->opcode == HK_OP_WHILE || i->opcode == HK_OP_CONDITIONAL || i->opcode == HK_OP_CALL)
     propagate_to_related(rs, i, i, depth);
   if (i->opcode == HK_OP_PARAMETER || i->parent->root == i) {
     hk_instr *caller = prop_caller(i->parent);
-    if (caller) propagate_to_related(rs, caller, i, depth);
+    if (!caller) return;
+    propagate_to_related(rs, caller, i, depth);
+    if (i->opcode == HK_OP_PARAMETER &&
+        (caller->opcode == HK_OP_CALL || caller->opcode == HK_OP_CONDITIONAL))
+      propagate_param_operand(rs, i, caller, depth);
   }
 }
 
@@ -490,7 +514,6 @@ static void map_computations(run_state *rs) {
       } else {
         for (int32_t b = 0; b < i->n_called; b++) i->called[b]->scratch = i;
       }
-      if (i->opcode == HK_OP_CALL) continue;
       hk_instr *rel[64];
       int n = related(i, rel);
       const hk_instr *sharded = NULL;
@@ -519,20 +542,64 @@ static bool refine_unspecified(run_state *rs, hk_instr *i, const hk_sharding *fr
   return prop_set(&rs->cx, i, s, src, "unspecified-dims");
 }
 
+/* The manual conversion refined together with annotation i: its only
+ * user when that is SPMDFullToShardShape / SPMDShardToFullShape.  false
+ * when the conversion's unspecified dims differ (then nothing is refined). */
+static bool conversion_after(const hk_instr *i, hk_instr **conv) {
+  *conv = NULL;
+  if (i->n_users != 1) return true;
+  hk_instr *u = i->users[0];
+  if (!prop_is_cc(u, "SPMDFullToShardShape") && !prop_is_cc(u, "SPMDShardToFullShape")) return true;
+  int64_t dims[HK_MAX_RANK];
+  int n = parse_unspecified(u, dims);
+  if (n != pi(i)->n_unspec || memcmp(dims, pi(i)->unspec, sizeof(int64_t) * (size_t)n)) return false;
+  *conv = u;
+  return true;
+}
+
+/* Annotation i and conversion conv refined from `from`: from_auto says
+ * whether `from` is on the auto side of the pair. */
+static bool refine_pair(run_state *rs, hk_instr *i, hk_instr *conv, const hk_sharding *from,
+                        bool from_auto, const hk_instr *src) {
+  bool to_manual = prop_is_cc(conv, "SPMDFullToShardShape");
+  hk_instr *auto_i = to_manual ? i : conv, *man_i = to_manual ? conv : i;
+  if (!auto_i->sharding || !man_i->sharding) return false;
+  const hk_sharding *a = auto_i->sharding, *mn = man_i->sharding;
+  pi_info *p = pi(i);
+  bool ok = from_auto ? prop_refine_from_auto(rs->cx.m, from, p->n_unspec, p->unspec, &a, &mn)
+                      : prop_refine_from_manual(rs->cx.m, from, p->n_unspec, p->unspec, &a, &mn);
+  if (!ok) return false;
+  bool changed = false;
+  if (!hk_sharding_equivalent(a, auto_i->sharding)) changed |= prop_set(&rs->cx, auto_i, a, src, "unspecified-dims");
+  if (!hk_sharding_equivalent(mn, man_i->sharding)) changed |= prop_set(&rs->cx, man_i, mn, src, "unspecified-dims");
+  if (changed && pi(conv)) clear_cache(conv);
+  return changed;
+}
+
 static bool unspecified_from_operand(run_state *rs, hk_instr *i) {
   const hk_instr *op = i->operands[0];
-  if (!sa_spatial(op->sharding)) return false;
-  return refine_unspecified(rs, i, op->sharding, op);
+  if (!op->sharding || op->sharding->kind != HK_SHARDING_TILED) return false;
+  hk_instr *conv;
+  if (!conversion_after(i, &conv)) return false;
+  if (!conv) return refine_unspecified(rs, i, op->sharding, op);
+  /* the operand is on the annotation's side: auto before SPMDFullToShardShape */
+  return refine_pair(rs, i, conv, op->sharding, prop_is_cc(conv, "SPMDFullToShardShape"), op);
 }
 
 static bool unspecified_from_users(run_state *rs, hk_instr *i) {
+  hk_instr *conv;
+  if (!conversion_after(i, &conv)) return false;
+  const hk_instr *from = conv ? conv : i;
   bool changed = false;
-  for (int32_t k = 0; k < i->n_users; k++) {
-    const hk_instr *u = i->users[k];
+  for (int32_t k = 0; k < from->n_users; k++) {
+    const hk_instr *u = from->users[k];
     if (!u->sharding || u->sharding->kind != HK_SHARDING_TILED) continue;
     const char *rule;
-    const hk_sharding *s = prop_sharding_from_user(&rs->cx, i, u, &rule);
-    if (s && s->kind == HK_SHARDING_TILED) changed |= refine_unspecified(rs, i, s, u);
+    const hk_sharding *s = prop_sharding_from_user(&rs->cx, from, u, &rule);
+    if (!s || s->kind != HK_SHARDING_TILED) continue;
+    if (!conv) changed |= refine_unspecified(rs, i, s, u);
+    /* users of SPMDShardToFullShape are on the auto side */
+    else changed |= refine_pair(rs, i, conv, s, prop_is_cc(conv, "SPMDShardToFullShape"), u);
   }
   return changed;
 }
@@ -654,6 +721,101 @@ static void run_level(run_state *rs, int level) {
   }
 }
 
+/* ---- shard_as groups and barriers after the loop (XLA's Run) ---------------------------- */
+
+/* XLA's FindCommonSharding: the members' shardings merged when they are all
+ * compatible, else the default. */
+static const hk_sharding *common_sharding(hk_module *m, const group *g, const hk_sharding *dflt) {
+  const hk_sharding *common = NULL;
+  for (int32_t k = 0; k < g->n; k++) {
+    const hk_sharding *s = g->members[k]->sharding;
+    if (!s) continue;
+    if (!common) {
+      common = s;
+      continue;
+    }
+    if (hk_sharding_equivalent(common, s)) continue;
+    if (!sa_merge_compatible(m, s, sa_num_tiles(common), &common)) return dflt;
+  }
+  return common ? common : dflt;
+}
+
+/* Every member of a shard_as group but ShardBarrierTo takes the group's
+ * common sharding; the default (if the shardings disagree) is the first
+ * sharded member that is not a ShardBarrierFrom. */
+static void align_shard_as(run_state *rs, group *g) {
+  hk_module *m = rs->cx.m;
+  const hk_sharding *dflt = hk_sharding_replicated(m);
+  for (int32_t k = 0; k < g->n; k++) {
+    const hk_instr *i = g->members[k];
+    if (i->sharding && !prop_is_cc(i, "ShardBarrierFrom") && dflt->kind == HK_SHARDING_REPLICATED)
+      dflt = i->sharding;
+  }
+  const hk_sharding *common = common_sharding(m, g, dflt);
+  rs->cx.cur_dir = HK_PROP_DIR_GROUP;
+  for (int32_t k = 0; k < g->n; k++) {
+    hk_instr *i = g->members[k];
+    if (prop_is_cc(i, "ShardBarrierTo") || !pi(i)) continue;
+    if (prop_set(&rs->cx, i, sa_tuple_of(m, i->shape, common), NULL, "shard_as")) clear_cache(i);
+  }
+}
+
+static bool in_shard_as_group(const run_state *rs, const hk_instr *i) {
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    if (rs->groups[g].kind == HK_SHARD_GROUP_AS)
+      for (int32_t k = 0; k < rs->groups[g].n; k++)
+        if (rs->groups[g].members[k] == i) return true;
+  return false;
+}
+
+/* A ShardBarrierFrom in a shard_as group hands its sharding (merged with
+ * the operand's, where compatible) back to its operand. */
+static void relay_barriers(run_state *rs) {
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    hk_instr *b = rs->cx.info[k].instr;
+    if (!b || !prop_is_cc(b, "ShardBarrierFrom") || !b->sharding || !in_shard_as_group(rs, b)) continue;
+    hk_instr *op = b->operands[0];
+    const hk_sharding *s = b->sharding;
+    if (op->sharding && op->sharding->kind == HK_SHARDING_TILED)
+      sa_merge_compatible(rs->cx.m, op->sharding, sa_num_tiles(s), &s);
+    if (pi(op) && prop_set(&rs->cx, op, s, b, "shard-barrier")) clear_cache(op);
+  }
+}
+
+/* Barriers only steer propagation: they go, their users read the operand. */
+static hk_status *remove_barriers(run_state *rs) {
+  for (int64_t k = 0; k < rs->cx.n_info; k++) {
+    hk_instr *b = rs->cx.info[k].instr;
+    if (!b || !(prop_is_cc(b, "ShardBarrierFrom") || prop_is_cc(b, "ShardBarrierTo")) || b->n_operands != 1)
+      continue;
+    hk_instr *op = b->operands[0];
+    bool was_root = b->parent->root == b;
+    group_replace(rs, b, op);
+    hk_instr_replace_all_uses(b, op);
+    if (was_root) hk_computation_set_root(b->parent, op);
+    HK_TRY(hk_instr_remove(b));
+    rs->cx.info[k].instr = NULL;
+    rs->any_changed = true;
+  }
+  return NULL;
+}
+
+/* After the levels: shard_as groups aligned, barriers relayed, one more
+ * run at the highest level (the barriers go after the entry is restored,
+ * which keeps the list positions the CSE-prevention restore reads). */
+static hk_status *finish_groups_and_barriers(run_state *rs) {
+  bool any_as = false;
+  for (int32_t g = 0; g < rs->n_groups; g++)
+    if (rs->groups[g].kind == HK_SHARD_GROUP_AS) {
+      align_shard_as(rs, &rs->groups[g]);
+      any_as = true;
+    }
+  relay_barriers(rs);
+  if (any_as) run_level(rs, 3);
+  relay_barriers(rs);
+  return NULL;
+}
+
 /* ---- post-processing ------------------------------------------------------------------- */
 
 static bool evenly_divides(const hk_sharding *s, const hk_shape *shape) {
@@ -677,8 +839,8 @@ static bool evenly_divides(const hk_sharding *s, const hk_shape *shape) {
  * propagated one where allowed and evenly dividing, else the given one
  * (replicated if none was given). */
 static const hk_sharding *entry_leaf(hk_module *m, const hk_sharding *cur, const hk_sharding *old,
-                                     const hk_shape *shape, bool allowed) {
-  if (allowed && cur && evenly_divides(cur, shape)) return cur;
+                                     const hk_shape *shape, bool allowed, bool check_even) {
+  if (allowed && cur && (!check_even || evenly_divides(cur, shape))) return cur;
   if (!allowed) return old;
   return old ? old : hk_sharding_replicated(m);
 }
@@ -689,14 +851,27 @@ static const hk_sharding *element_or_null(hk_module *m, const hk_sharding *s, co
   return sa_element(m, sa_tuple_of(m, shape, s), shape, k);
 }
 
-/* Entry values: per leaf, only where propagation was allowed and only
- * shardings that divide the shape evenly. */
+/* XLA replaces an uneven entry sharding by replicated only where the
+ * option list names the value itself: one entry per parameter (or per
+ * element of a single tuple parameter), one per root tuple element, or a
+ * non-tuple root. */
+static bool even_check_applies(const run_state *rs, const hk_instr *v, int64_t param) {
+  const prop_opts *o = &rs->cx.o;
+  const hk_computation *e = rs->cx.m->entry;
+  if (param < 0) return !hk_shape_is_tuple(v->shape) || o->n_out == v->shape->n_tuple;
+  if (o->n_params == e->n_params) return true;
+  return e->n_params == 1 && hk_shape_is_tuple(v->shape) && o->n_params == v->shape->n_tuple;
+}
+
+/* Entry values: per leaf, only where propagation was allowed and, where
+ * XLA checks it, only shardings that divide the shape evenly. */
 static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, int64_t param) {
   hk_module *m = rs->cx.m;
   hk_computation *e = m->entry;
+  bool even = even_check_applies(rs, v, param);
   if (!hk_shape_is_tuple(v->shape)) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, 0) : output_allowed(&rs->cx, 0);
-    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok);
+    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok, even);
     return;
   }
   int n = v->shape->n_tuple;
@@ -707,7 +882,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
   for (int k = 0; k < n; k++) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, k) : output_allowed(&rs->cx, k);
     el[k] = entry_leaf(m, element_or_null(m, v->sharding, v->shape, k),
-                       element_or_null(m, saved, v->shape, k), v->shape->tuple[k], ok);
+                       element_or_null(m, saved, v->shape, k), v->shape->tuple[k], ok, even);
     if (!el[k]) el[k] = hk_sharding_replicated(m);
     else any = true;
   }
@@ -827,12 +1002,20 @@ hk_status *prop_run(hk_module *m, const hk_registry *reg, const prop_opts *o,
   const hk_sharding **orig = o->cse_prevention_only ? save_all(&rs, m, threads) : NULL;
   alloc_info(&rs, m, threads);
   hk_status *st = process_sharding_ccs(&rs);
+  for (int64_t k = 0; k < rs.control_flow.n && !st; k++)
+    if (rs.control_flow.v[k]->opcode == HK_OP_WHILE) st = prop_check_while_devices(m, rs.control_flow.v[k]);
   if (!st) {
     map_computations(&rs);
     mark_provided(&rs, m);
     for (int level = 0; level < 4; level++) run_level(&rs, level);
+    st = finish_groups_and_barriers(&rs);
+  }
+  if (!st) {
     restore_entry(&rs, m);
     if (orig) cse_prevention_post(&rs, m, orig);
+    st = remove_barriers(&rs);
+  }
+  if (!st) {
     if (rec) make_records(&rs, rec, n_rec);
   }
   free(orig);

@@ -1,0 +1,272 @@
+/* fuzz_pipeline.c - libFuzzer harness for the whole pipeline: parse, verify,
+ * mutate shardings, propagate, partition, verify again and evaluate the global
+ * and the partitioned program (dense and sampled) under tight limits.
+ *
+ * Input: one control byte, then HLO text.  Control bits 0-1 pick the number
+ * of partitions (1, 2, 4, 8), bits 2-4 how many instructions get a new
+ * sharding (chosen, with the sharding, from a hash of the text), bit 5 turns
+ * propagation's is_spmd off, bit 6 lets it shard the entry's parameters and
+ * root.  Plugins are dlopen'ed from HK_FUZZ_PLUGINS (default: plugins/ next
+ * to the executable), built with the same sanitizers and coverage.
+ *
+ * Errors from any stage are fine (bad input gets an error); a crash,
+ * sanitizer report or hang is a bug.  With HK_FUZZ_ABORT_ON_DIFF=1 a
+ * partitioned program that computes other integer/pred values than the
+ * global one also aborts. */
+#include <dirent.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hlokit/hlokit.h"
+#include "pipeline/pipeline.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+
+static hk_registry *g_reg;
+
+/* Loads every plugin .so of dir into the registry (once, before fuzzing, so
+ * their coverage counters are registered). */
+static void load_plugins(const char *dir) {
+  g_reg = hk_registry_new();
+  DIR *d = opendir(dir);
+  if (!d) {
+    fprintf(stderr, "fuzz_pipeline: no plugin folder %s (set HK_FUZZ_PLUGINS)\n", dir);
+    exit(2);
+  }
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n < 4 || strcmp(e->d_name + n - 3, ".so")) continue;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    hk_status *st = hk_plugin_load(g_reg, path, HK_ORIGIN_EXPLICIT);
+    if (st) {
+      fprintf(stderr, "fuzz_pipeline: %s: %s\n", path, st->message);
+      exit(2);
+    }
+  }
+  closedir(d);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+  (void)argc;
+  const char *dir = getenv("HK_FUZZ_PLUGINS");
+  char buf[4096];
+  if (!dir) {
+    snprintf(buf, sizeof buf, "%s", (*argv)[0]);
+    char *slash = strrchr(buf, '/');
+    if (slash) strcpy(slash, "/plugins");
+    else strcpy(buf, "plugins");
+    dir = buf;
+  }
+  load_plugins(dir);
+  return 0;
+}
+
+/* ---- sharding mutation -------------------------------------------------------- */
+
+static uint64_t mix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* A sharding for an array of rank r on `parts` devices: replicated,
+ * maximal, manual, tiled along one or two dims, or partially replicated. */
+static const hk_sharding *random_array_sharding(hk_module *m, int rank, int64_t parts, uint64_t *rs) {
+  int64_t tiles[HK_MAX_RANK] = {0};
+  switch (mix(rs) % 6) {
+  case 0: return hk_sharding_replicated(m);
+  case 1: return hk_sharding_maximal(m, (int64_t)(mix(rs) % (uint64_t)parts));
+  case 2: return hk_sharding_manual(m);
+  default: break;
+  }
+  if (rank == 0 || parts == 1) return hk_sharding_replicated(m);
+  bool partial = mix(rs) % 3 == 0 && parts > 1;
+  int n = rank + (partial ? 1 : 0);
+  for (int k = 0; k < n; k++) tiles[k] = 1;
+  int64_t left = parts;
+  if (partial) {
+    tiles[rank] = 2;
+    left /= 2;
+  }
+  while (left > 1) {
+    int d = (int)(mix(rs) % (uint64_t)rank);
+    tiles[d] *= 2;
+    left /= 2;
+  }
+  return hk_sharding_tiled_iota(m, n, tiles, partial);
+}
+
+static const hk_sharding *random_sharding(hk_module *m, const hk_shape *s, int64_t parts, uint64_t *rs) {
+  if (hk_shape_is_tuple(s)) {
+    if (s->n_tuple > 64) return NULL;
+    const hk_sharding *elems[64];
+    for (int32_t k = 0; k < s->n_tuple; k++) {
+      elems[k] = random_sharding(m, s->tuple[k], parts, rs);
+      if (!elems[k]) return NULL;
+    }
+    return hk_sharding_tuple(m, s->n_tuple, elems);
+  }
+  if (!hk_shape_is_array(s)) return hk_sharding_replicated(m);
+  return random_array_sharding(m, s->rank, parts, rs);
+}
+
+static hk_instr *nth_instr(hk_module *m, uint64_t k) {
+  int64_t total = 0;
+  for (int32_t c = 0; c < m->n_computations; c++) total += m->computations[c]->n_instrs;
+  if (!total) return NULL;
+  k %= (uint64_t)total;
+  for (int32_t c = 0; c < m->n_computations; c++)
+    for (hk_instr *i = m->computations[c]->first; i; i = i->next)
+      if (!k--) return i;
+  return NULL;
+}
+
+static void mutate_shardings(hk_module *m, int count, int64_t parts, uint64_t seed) {
+  for (int n = 0; n < count; n++) {
+    hk_instr *i = nth_instr(m, mix(&seed));
+    if (!i) return;
+    if (mix(&seed) % 4 == 0) i->sharding = NULL;
+    else i->sharding = random_sharding(m, i->shape, parts, &seed);
+  }
+}
+
+/* ---- evaluation --------------------------------------------------------------- */
+
+static const hk_eval_options limits = {
+    .seed = 7, .max_while_iterations = 64, .max_value_bytes = 1 << 20,
+    .time_limit_ms = 1000, .max_live_bytes = 16 << 20, .opaque_custom_calls = true};
+
+static bool integral_leaves(const hk_value *v) {
+  for (int64_t k = 0; k < hk_value_leaf_count(v); k++) {
+    hk_prim e = (hk_prim)hk_value_leaf(v, k)->elem;
+    if (hk_prim_is_float(e) || hk_prim_is_complex(e)) return false;
+  }
+  return true;
+}
+
+static void free_args(hk_value **a, int n) {
+  for (int k = 0; a && k < n; k++) hk_value_release(a[k]);
+  free(a);
+}
+
+/* Runs g on one device and p on `parts`, inputs scattered and the output
+ * gathered as `hlokit check` does; aborts on a difference when asked. */
+static void evaluate(const hk_module *g, const hk_module *p, int64_t parts) {
+  int np = g->entry->n_params;
+  if (p->entry->n_params != np) return;
+  hk_value **in = calloc((size_t)np + 1, sizeof *in);
+  for (int k = 0; k < np; k++) in[k] = hk_value_random(g->entry->params[k]->shape, 7, (uint64_t)k);
+  hk_value *gres = NULL, *pres_all = NULL;
+  hk_status *st = hk_eval_module(g, in, np, &gres, &limits, NULL);
+  hk_value ***dev = calloc((size_t)parts, sizeof *dev);
+  hk_value **res = calloc((size_t)parts, sizeof *res);
+  for (int64_t d = 0; d < parts && !st; d++) {
+    dev[d] = calloc((size_t)np + 1, sizeof **dev);
+    for (int k = 0; k < np && !st; k++)
+      st = hk_value_shard(in[k], hk_spmd_parameter_sharding(g, p, k), g->entry->params[k]->shape, d,
+                          p->entry->params[k]->shape, &dev[d][k]);
+  }
+  if (!st) st = hk_eval_spmd(p, parts, 1, (hk_value *const *const *)dev, np, res, &limits, NULL);
+  char *disagree = NULL;
+  if (!st) st = hk_value_unshard(res, parts, hk_spmd_result_sharding(g, p), g->entry->root->shape, &pres_all, &disagree);
+  if (!st) {
+    hk_compare_result r;
+    hk_value_compare(gres, pres_all, -1, -1, &r);
+    if (!r.equal && integral_leaves(gres) && getenv("HK_FUZZ_ABORT_ON_DIFF")) {
+      fprintf(stderr, "fuzz_pipeline: partitioned program differs: %s\n", r.message ? r.message : "values");
+      abort();
+    }
+    hk_compare_result_free(&r);
+  }
+  free(disagree);
+  if (st) hk_status_free(st);
+  hk_value_release(gres);
+  hk_value_release(pres_all);
+  for (int64_t d = 0; d < parts; d++) {
+    free_args(dev[d], np);
+    hk_value_release(res[d]);
+  }
+  free(dev);
+  free(res);
+  free_args(in, np);
+}
+
+static void evaluate_sampled(const hk_module *g, const hk_module *p, int64_t parts) {
+  hk_sample_options so = {.seed = 3, .samples = 8, .atol = -1, .rtol = -1, .time_limit_ms = 500};
+  hk_sample_result r;
+  memset(&r, 0, sizeof r);
+  hk_status *st = hk_eval_compare_sampled(g, p, parts, 1, &so, &r);
+  if (st) hk_status_free(st);
+  else hk_sample_result_free(&r);
+}
+
+/* ---- the pipeline --------------------------------------------------------------- */
+
+static hk_status *run_passes(hk_module *m, const char *text) {
+  hk_pipeline_spec spec;
+  HK_TRY(hk_pipeline_spec_parse(text, &m->config, &spec));
+  hk_pass *pl = NULL;
+  hk_status *st = hk_pipeline_build(g_reg, &spec, "fuzz", &pl);
+  hk_pipeline_spec_free(&spec);
+  bool changed = false;
+  hk_exec_threads threads = {0};
+  if (!st) st = hk_pass_run(pl, m, &threads, &changed);
+  if (pl) hk_pass_destroy(pl);
+  return st;
+}
+
+/* Small modules only: evaluation cost is bounded by the limits above, but
+ * big shapes would make every run slow. */
+static bool small_enough(const hk_module *m) {
+  hk_eval_cost c = hk_eval_estimate_cost(m);
+  return c.macs < 1e6 && c.largest_elements <= 1 << 14;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 2) return 0;
+  uint8_t ctl = data[0];
+  const char *text = (const char *)data + 1;
+  size_t len = size - 1;
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(text, len, "fuzz", &m);
+  if (st) {
+    hk_status_free(st);
+    return 0;
+  }
+  int64_t parts = (int64_t)1 << (ctl & 3);
+  uint64_t seed = 0xcbf29ce484222325ull;
+  for (size_t k = 0; k < len; k++) seed = (seed ^ (uint8_t)text[k]) * 0x100000001b3ull;
+  mutate_shardings(m, (ctl >> 2) & 7, parts, seed);
+  hk_verify_options vo = hk_verify_defaults();
+  st = hk_verify_module(m, &vo);
+  if (!st && small_enough(m)) {
+    m->config.num_partitions = parts;
+    m->config.use_spmd_partitioning = true;
+    hk_module *g = hk_module_clone(m);
+    char passes[256];
+    const char *out = (ctl & 64) ? "true" : "false";
+    snprintf(passes, sizeof passes,
+             "sharding-propagation{is_spmd=%s allow_spmd_sharding_propagation_to_output=[%s] "
+             "allow_spmd_sharding_propagation_to_parameters=[%s]},"
+             "spmd-partitioning{allow_module_signature_change=true}",
+             (ctl & 32) ? "false" : "true", out, out);
+    st = run_passes(m, passes);
+    if (!st) st = hk_verify_module(m, &vo);
+    if (!st) {
+      evaluate(g, m, parts);
+      evaluate_sampled(g, m, parts);
+    }
+    hk_module_free(g);
+  }
+  if (st) hk_status_free(st);
+  hk_module_free(m);
+  return 0;
+}
