@@ -11,12 +11,6 @@ static void setup(void) { reg = spmd_check_registry(); }
 
 static void teardown(void) { hk_registry_free(reg); }
 
-static int64_t collectives(const hk_module *m) {
-  return hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_ALL_GATHER) +
-         hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE) +
-         hk_test_count_op(m, HK_OP_REDUCE_SCATTER);
-}
-
 /* ---- gather -------------------------------------------------------------- */
 
 START_TEST(gather_operand_passthrough) {
@@ -29,7 +23,7 @@ START_TEST(gather_operand_passthrough) {
       "    start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}, sharding={devices=[1,2]0,1}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 2, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[2] = {3, 5};
   ck_assert(spmd_check_root_dims(p, 2, dims));
   ck_assert_int_eq(hk_test_count_op(p, HK_OP_GATHER), 1);
@@ -48,7 +42,7 @@ START_TEST(gather_index_passthrough) {
       "    sharding={devices=[1,2,2]<=[4]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[3] = {8, 2, 2};
   ck_assert(spmd_check_root_dims(p, 3, dims));
   hk_module_free(p);
@@ -114,7 +108,7 @@ START_TEST(gather_explicit_batch) {
       "    index_vector_dim=3, slice_sizes={1,1,1,2}, sharding={devices=[2,1,2,1]<=[4]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[4] = {7, 10, 3, 2};
   ck_assert(spmd_check_root_dims(p, 4, dims));
   hk_module_free(p);
@@ -134,7 +128,7 @@ START_TEST(gather_merged_passthroughs) {
       "    sharding={devices=[2,1,2]0,2,1,3}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[3] = {8, 1, 6};
   ck_assert(spmd_check_root_dims(p, 3, dims));
   hk_module_free(p);
@@ -188,7 +182,7 @@ START_TEST(gather_iota_parallel) {
       "    sharding={devices=[4,1,2,1]<=[8]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 8, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[4] = {2, 4, 1, 2};
   ck_assert(spmd_check_root_dims(p, 4, dims));
   hk_module_free(p);
@@ -219,7 +213,7 @@ START_TEST(scatter_operand_passthrough_variadic) {
       "    {devices=[1,2,2]<=[4] last_tile_dim_replicate}}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   hk_module_free(p);
 }
 END_TEST
@@ -316,7 +310,7 @@ START_TEST(scatter_trivial_sliced_operand) {
       "    sharding={devices=[2,1]0,1}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 2, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[2] = {9, 9};
   ck_assert(spmd_check_root_dims(p, 2, dims));
   hk_module_free(p);

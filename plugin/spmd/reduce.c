@@ -8,8 +8,8 @@
 
 /* x with the elements past the global bound of dim d (the padding of an
  * uneven tile) replaced by `fill` (a scalar). */
-static hk_instr *mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
-                              hk_instr *x, hk_instr *fill) {
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill) {
   const hk_shape *ls = x->shape;
   const hk_shape *is = hk_shape_with_elem(v->m, ls, HK_S32);
   int64_t dim = d;
@@ -89,7 +89,7 @@ hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
                         &inits[k]));
     for (int j = 0; j < np; j++)
       if (gs->dims[part[j]] % hk_sharding_dim_partitions(os, (int)part[j]))
-        ins[k] = mask_padding(v, os, gs, (int)part[j], ins[k], inits[k]);
+        ins[k] = spmd_mask_padding(v, os, gs, (int)part[j], ins[k], inits[k]);
     ops[k] = ins[k];
     ops[n + k] = inits[k];
   }
