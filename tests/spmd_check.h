@@ -85,6 +85,25 @@ static inline hk_module *spmd_check_partition(hk_registry *reg, const char *text
   return p;
 }
 
+/* Number of collectives (all-reduce, all-gather, all-to-all,
+ * collective-permute, reduce-scatter) in m. */
+static inline int64_t spmd_check_collectives(const hk_module *m) {
+  return hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_ALL_GATHER) +
+         hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE) +
+         hk_test_count_op(m, HK_OP_REDUCE_SCATTER);
+}
+
+/* Bytes one device sends through m's collectives of opcode op (their
+ * operands' sizes). */
+static inline int64_t spmd_check_bytes_sent(const hk_module *m, hk_opcode op) {
+  int64_t n = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      for (int j = 0; i->opcode == op && j < i->n_operands; j++)
+        n += hk_shape_byte_size(i->operands[j]->shape);
+  return n;
+}
+
 /* True when m's entry root has exactly these dims. */
 static inline bool spmd_check_root_dims(const hk_module *m, int rank, const int64_t *dims) {
   const hk_shape *s = m->entry->root->shape;

@@ -11,12 +11,6 @@ static void setup(void) { reg = spmd_check_registry(); }
 
 static void teardown(void) { hk_registry_free(reg); }
 
-static int64_t collectives(const hk_module *m) {
-  return hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_ALL_GATHER) +
-         hk_test_count_op(m, HK_OP_ALL_TO_ALL) + hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE) +
-         hk_test_count_op(m, HK_OP_REDUCE_SCATTER);
-}
-
 /* ---- gather -------------------------------------------------------------- */
 
 START_TEST(gather_operand_passthrough) {
@@ -29,7 +23,7 @@ START_TEST(gather_operand_passthrough) {
       "    start_index_map={0}, index_vector_dim=1, slice_sizes={1,9}, sharding={devices=[1,2]0,1}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 2, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[2] = {3, 5};
   ck_assert(spmd_check_root_dims(p, 2, dims));
   ck_assert_int_eq(hk_test_count_op(p, HK_OP_GATHER), 1);
@@ -48,7 +42,7 @@ START_TEST(gather_index_passthrough) {
       "    sharding={devices=[1,2,2]<=[4]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[3] = {8, 2, 2};
   ck_assert(spmd_check_root_dims(p, 3, dims));
   hk_module_free(p);
@@ -114,7 +108,7 @@ START_TEST(gather_explicit_batch) {
       "    index_vector_dim=3, slice_sizes={1,1,1,2}, sharding={devices=[2,1,2,1]<=[4]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[4] = {7, 10, 3, 2};
   ck_assert(spmd_check_root_dims(p, 4, dims));
   hk_module_free(p);
@@ -134,8 +128,33 @@ START_TEST(gather_merged_passthroughs) {
       "    sharding={devices=[2,1,2]0,2,1,3}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[3] = {8, 1, 6};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_trivial_within_index_groups) {
+  /* Indices split in two on their batch dim, the operand's rows split in
+   * four within each half (XLA's index passthrough recursing into a
+   * trivially sliced operand): the indices stay put, each device gathers
+   * the rows it holds and one all-reduce of its f32[4,2,4] output tile
+   * (128 bytes) sums the four within its half. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[16,4] parameter(0), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+      "  indices = s32[8,2,1] parameter(1), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT g = f32[8,2,4] gather(input, indices), offset_dims={2}, collapsed_slice_dims={0},\n"
+      "    start_index_map={0}, index_vector_dim=2, slice_sizes={1,4},\n"
+      "    sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_REDUCE), 4 * 2 * 4 * 4);
+  int64_t dims[3] = {4, 2, 4};
   ck_assert(spmd_check_root_dims(p, 3, dims));
   hk_module_free(p);
 }
@@ -188,7 +207,7 @@ START_TEST(gather_iota_parallel) {
       "    sharding={devices=[4,1,2,1]<=[8]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 8, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[4] = {2, 4, 1, 2};
   ck_assert(spmd_check_root_dims(p, 4, dims));
   hk_module_free(p);
@@ -219,7 +238,7 @@ START_TEST(scatter_operand_passthrough_variadic) {
       "    {devices=[1,2,2]<=[4] last_tile_dim_replicate}}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   hk_module_free(p);
 }
 END_TEST
@@ -316,7 +335,7 @@ START_TEST(scatter_trivial_sliced_operand) {
       "    sharding={devices=[2,1]0,1}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 2, NULL);
-  ck_assert_int_eq(collectives(p), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
   int64_t dims[2] = {9, 9};
   ck_assert(spmd_check_root_dims(p, 2, dims));
   hk_module_free(p);
@@ -335,6 +354,7 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_explicit_batch);
   tcase_add_test(t, gather_merged_passthroughs);
   tcase_add_test(t, gather_iota_parallel);
+  tcase_add_test(t, gather_trivial_within_index_groups);
   tcase_add_test(t, scatter_merged_passthroughs);
   tcase_add_test(t, scatter_operand_passthrough_variadic);
   tcase_add_test(t, scatter_index_passthrough_combiners);

@@ -11,7 +11,8 @@
  *     batch dims and is otherwise replicated; a scatter combines the
  *     partitions' updates with an all-reduce of its (associative) combiner;
  *   merged: operand passthrough and index passthrough at once when the two
- *     shardings' devices form one grid.
+ *     shardings' devices form one grid; or index passthrough with the
+ *     operand trivially sliced within each index group (gather).
  * Anything else goes through the replicate fallback. */
 #include <math.h>
 
@@ -381,6 +382,48 @@ static bool plan_merged(spmd_visitor *v, const gs_dims *g, const gs_plan *op, co
   return pl->n_reduce > 0 || !unique;
 }
 
+/* Index passthrough with a trivially sliced operand inside each index
+ * group (XLA's PartitionGatherIndexPassthroughDimensions recursing into
+ * PartitionGatherTrivialSlicedOperandDimensions): the indices keep their
+ * batch tiles, the operand its trivial-dim tiles; every device gathers its
+ * indices' rows from the operand rows it holds and the all-reduce over the
+ * trivial dims sums within one index group.  That needs each all-reduce
+ * group (devices differing only in the operand's trivial tile) to hold one
+ * index tile. */
+static bool plan_trivial_in_index_groups(spmd_visitor *v, const gs_dims *g, const gs_plan *op,
+                                         const gs_plan *idx, gs_plan *pl) {
+  if (!op->n_trivial || op->n_passthrough || !idx->n_idx_batch) return false;
+  /* No batch pairs split on either side: the operand's rows are indexed by
+   * the index values alone. */
+  for (int d = 0; d < g->op_rank; d++)
+    if (g->index_of_batch[d] >= 0 && hk_sharding_dim_partitions(op->op_s, d) > 1) return false;
+  for (int j = 0; j < g->idx_rank; j++)
+    if (j != g->ivd && is_index_batch_dim(g, j) && hk_sharding_dim_partitions(idx->idx_s, j) > 1)
+      return false;
+  int64_t n = v->p->num_partitions;
+  int64_t n_groups, gsize;
+  int64_t *groups = spmd_groups(v, op->op_s, op->n_trivial, op->trivial, &n_groups, &gsize);
+  bool ok = gsize > 0 && n_groups * gsize == n;
+  for (int64_t k = 0; ok && k < n_groups; k++) {
+    int64_t first[HK_MAX_RANK + 1], other[HK_MAX_RANK + 1];
+    ok = hk_sharding_tile_index(idx->idx_s, groups[k * gsize], first);
+    for (int64_t j = 1; ok && j < gsize; j++) {
+      ok = hk_sharding_tile_index(idx->idx_s, groups[k * gsize + j], other);
+      for (int t = 0; ok && t < g->idx_rank; t++) ok = other[t] == first[t];
+    }
+  }
+  free(groups);
+  if (!ok) return false;
+  *pl = *idx;
+  pl->operand_driven = true;   /* the all-reduce of the trivial dims, as operand-driven */
+  pl->op_s = op->op_s;
+  pl->n_trivial = op->n_trivial;
+  memcpy(pl->trivial, op->trivial, sizeof(int64_t) * (size_t)op->n_trivial);
+  pl->tiles = op->tiles * idx->tiles;
+  find_shifts(g, pl);
+  return true;
+}
+
 /* A method that does not name one side lets the merged plan win. */
 static bool merge_allowed(hk_spmd_gs_method m) {
   return m == HK_SPMD_GS_INDEX_PARALLEL || m == HK_SPMD_GS_EXPLICIT_BATCH;
@@ -618,7 +661,9 @@ hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
   hk_spmd_gs_method method = v->p->options.gather_partition_method;
   const gs_plan *pl = choose(method, op_ok, &op_plan, idx_ok, &idx_plan, true);
   gs_plan merged;
-  if (op_ok && idx_ok && merge_allowed(method) && plan_merged(v, &g, &op_plan, &idx_plan, false, &merged))
+  if (op_ok && idx_ok && merge_allowed(method) &&
+      (plan_merged(v, &g, &op_plan, &idx_plan, false, &merged) ||
+       plan_trivial_in_index_groups(v, &g, &op_plan, &idx_plan, &merged)))
     pl = &merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return gather_with_plan(v, orig, &g, pl);

@@ -81,71 +81,9 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   return NULL;
 }
 
-/* ---- manual regions ------------------------------------------------------- */
-
-/* The device ids of every replica group, group after group (iota-spelled
- * groups expanded once into buf, which holds HK_MAX_GROUP ids); *size
- * gets the size of an iota-spelled group (0: not expressible here). */
-#define HK_MAX_GROUP 4096
-static const int64_t *replica_group_ids(const hk_replica_groups *rg, int64_t *buf,
-                                        int64_t *size) {
-  *size = 0;
-  if (rg->ids) return rg->ids;
-  const hk_iota *io = rg->iota;
-  if (!io || io->n_dims != 2 || io->dims[0] * io->dims[1] > HK_MAX_GROUP) return buf;
-  hk_iota_expand(io, buf);
-  *size = io->dims[1];
-  return buf;
-}
-
-/* An all-reduce inside a manual-subgroup region runs among the devices of
- * one data tile (they differ only in the manual dims); a replica group that
- * mixes tiles is an error, as in XLA. */
-static hk_status *check_subgroup_manual_all_reduce(const hk_instr *orig, const hk_sharding *s) {
-  const hk_replica_groups *rg = orig->attrs ? orig->attrs->replica_groups : NULL;
-  if (orig->opcode != HK_OP_ALL_REDUCE || !rg || !spmd_is_subgroup_manual(s)) return NULL;
-  int rank = hk_sharding_data_rank(s);
-  int64_t buf[HK_MAX_GROUP], first[HK_MAX_RANK], idx[HK_MAX_RANK], size;
-  const int64_t *all = replica_group_ids(rg, buf, &size);
-  for (int32_t g = 0; g < rg->n_groups; g++) {
-    int64_t n = rg->ids ? rg->group_start[g + 1] - rg->group_start[g] : size;
-    const int64_t *ids = all + (rg->ids ? rg->group_start[g] : g * size);
-    for (int64_t k = 0; k < n; k++) {
-      if (!hk_sharding_tile_index(s, ids[k], k ? idx : first))
-        return hk_error(HK_INVALID_ARGUMENT, "all-reduce '%s': device %lld is not in its sharding",
-                        orig->name, (long long)ids[k]);
-      for (int d = 0; k && d < rank; d++)
-        if (idx[d] != first[d])
-          return hk_error(HK_INVALID_ARGUMENT,
-                          "all-reduce '%s' in a manual subgroup: replica group %d mixes devices "
-                          "%lld and %lld of different manual subgroups",
-                          orig->name, g, (long long)ids[0], (long long)ids[k]);
-    }
-  }
-  return NULL;
-}
-
-static hk_status *handle_manual(spmd_visitor *v, hk_instr *orig) {
-  hk_instr *ops_buf[OPS_ON_STACK];
-  hk_instr **ops = ops_array(orig, ops_buf);
-  for (int k = 0; k < orig->n_operands; k++) {
-    spmd_value *val = spmd_lookup(v, orig->operands[k]);
-    if (!val || !hk_shape_compatible(val->hlo->shape, orig->operands[k]->shape)) {
-      ops_free(ops, ops_buf);
-      return hk_error(HK_UNIMPLEMENTED,
-                      "manual instruction '%s' uses non-manual operand '%s' of another shape",
-                      orig->name, orig->operands[k]->name);
-    }
-    ops[k] = val->hlo;
-  }
-  clone_local(v, orig, orig->shape, ops, spmd_sharding_of(v, orig));
-  ops_free(ops, ops_buf);
-  return NULL;
-}
-
 /* ---- elementwise ------------------------------------------------------------- */
 
-static hk_status *handle_elementwise(spmd_visitor *v, hk_instr *orig) {
+hk_status *spmd_handle_elementwise(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   for (int k = 0; k < orig->n_operands; k++) {
     const hk_shape *os = orig->operands[k]->shape;
@@ -496,49 +434,6 @@ static hk_status *handle_gte(spmd_visitor *v, hk_instr *orig) {
   return NULL;
 }
 
-/* ---- custom calls ---------------------------------------------------------------- */
-
-static hk_status *handle_custom_call(spmd_visitor *v, hk_instr *orig) {
-  const char *t = orig->attrs ? orig->attrs->custom_call_target : NULL;
-  const hk_sharding *s = spmd_sharding_of(v, orig);
-  if (t && !strcmp(t, "Sharding") && orig->n_operands == 1) {
-    if (is_manual(s)) return handle_manual(v, orig);
-    hk_instr *op;
-    HK_TRY(operand_as(v, orig, 0, s, &op));
-    spmd_set(v, orig, op, s);
-    return NULL;
-  }
-  if (t && !strcmp(t, "SPMDFullToShardShape") && orig->n_operands == 1) {
-    hk_instr *op;
-    HK_TRY(operand_as(v, orig, 0, spmd_sharding_of(v, orig->operands[0]), &op));
-    if (!hk_shape_compatible(op->shape, orig->shape))
-      return hk_error(HK_UNIMPLEMENTED, "SPMDFullToShardShape '%s': the shard shape differs",
-                      orig->name);
-    hk_instr *c = hk_instr_new(v->comp, HK_OP_COPY, orig->shape, 1, &op, NULL);
-    spmd_set(v, orig, c, s);
-    return NULL;
-  }
-  if (t && !strcmp(t, "SPMDShardToFullShape") && orig->n_operands == 1) {
-    spmd_value *val = spmd_lookup(v, orig->operands[0]);
-    const hk_shape *ls = spmd_local_shape(v, s, orig->shape);
-    if (is_manual(s) || !hk_shape_compatible(ls, val->hlo->shape))
-      return hk_error(HK_UNIMPLEMENTED, "SPMDShardToFullShape '%s': shard shape mismatch",
-                      orig->name);
-    hk_instr *op = val->hlo;
-    hk_instr *c = hk_instr_new(v->comp, HK_OP_COPY, ls, 1, &op, NULL);
-    spmd_set(v, orig, c, s);
-    return NULL;
-  }
-  if (t && !strcmp(t, SPMD_ROTATE_RIGHT_TARGET)) return spmd_handle_rotate_right(v, orig);
-  if (t && !strcmp(t, "TopK") && orig->n_operands == 1 && !is_manual(s))
-    return spmd_handle_topk(v, orig);
-  if (is_manual(s)) return handle_manual(v, orig);
-  const hk_custom_call_partitioner *cp =
-      t && v->p->reg ? hk_registry_find_custom_call_partitioner(v->p->reg, t) : NULL;
-  if (cp && cp->vt->partition) return cp->vt->partition(cp, &v->ctx, orig);
-  return spmd_handle_fallback(v, orig);
-}
-
 /* ---- dispatch ---------------------------------------------------------------------- */
 
 hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
@@ -550,12 +445,23 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_CALL:
       return spmd_handle_control_flow(v, orig);
     case HK_OP_CUSTOM_CALL:
-      return handle_custom_call(v, orig);
+      return spmd_handle_custom_call(v, orig);
+    case HK_OP_OUTFEED:
+      return spmd_handle_outfeed(v, orig);
+    case HK_OP_GET_TUPLE_ELEMENT:
+      /* An element of the partitioned tuple, manual or not (XLA sees a
+       * manual element as placed on one device: nothing to move). */
+      return handle_gte(v, orig);
     default:
       break;
   }
-  HK_TRY(check_subgroup_manual_all_reduce(orig, s));
-  if (is_manual(s)) return handle_manual(v, orig);
+  HK_TRY(spmd_check_subgroup_manual_all_reduce(orig, s));
+  if (is_manual(s)) return spmd_handle_manual(v, orig);
+  /* On one device: XLA's DefaultAction there, or, with side effects,
+   * HandleSingleDevice (rng keeps the device-0 pinning it was given). */
+  if (hk_sharding_unique_device(s) >= 0 && op != HK_OP_TUPLE && op != HK_OP_RNG &&
+      op != HK_OP_PARAMETER)
+    return op == HK_OP_INFEED ? spmd_handle_single_device(v, orig) : spmd_handle_on_device(v, orig);
   switch (op) {
     case HK_OP_PARTITION_ID:
       return hk_error(HK_UNIMPLEMENTED,
@@ -563,7 +469,6 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
                       "partitioning is ambiguous",
                       orig->name);
     case HK_OP_TUPLE: return handle_tuple(v, orig);
-    case HK_OP_GET_TUPLE_ELEMENT: return handle_gte(v, orig);
     case HK_OP_BROADCAST: return handle_broadcast(v, orig);
     case HK_OP_TRANSPOSE: return handle_transpose(v, orig);
     case HK_OP_RESHAPE: return handle_reshape(v, orig);
@@ -584,7 +489,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
        * (checked above): either way elementwise over the tile. */
       if ((!hk_instr_channel_id(orig) || spmd_is_subgroup_manual(s)) && orig->n_operands == 1 &&
           hk_shape_is_array(orig->shape) && !hk_sharding_is_tuple(s))
-        return handle_elementwise(v, orig);
+        return spmd_handle_elementwise(v, orig);
       break;
     case HK_OP_IOTA: return spmd_handle_iota(v, orig);
     case HK_OP_CONSTANT:
@@ -593,9 +498,13 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       break;
     case HK_OP_GATHER: return spmd_handle_gather(v, orig);
     case HK_OP_SCATTER: return spmd_handle_scatter(v, orig);
-    case HK_OP_SORT:
+    case HK_OP_SORT: {
+      bool handled = false;
+      HK_TRY(spmd_handle_sort_topk(v, orig, &handled));
+      if (handled) return NULL;
       if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
       return handle_dim_local(v, orig);
+    }
     case HK_OP_PAD: {
       bool handled = false;
       HK_TRY(spmd_handle_pad_halo(v, orig, &handled));
@@ -612,6 +521,6 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
   }
   if (hk_opcode_is_elementwise(op) && !hk_instr_has_side_effect(orig) &&
       hk_shape_is_array(orig->shape) && !hk_sharding_is_tuple(s))
-    return handle_elementwise(v, orig);
+    return spmd_handle_elementwise(v, orig);
   return spmd_handle_fallback(v, orig);
 }

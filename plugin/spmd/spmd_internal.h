@@ -196,6 +196,24 @@ hk_status *spmd_handle_dispatch(hk_spmd_partition_ctx *ctx, hk_instr *orig);
 /* ---- handlers.c ---- */
 hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig);
+/* Operands of the output's rank take its sharding, scalars replicated. */
+hk_status *spmd_handle_elementwise(spmd_visitor *v, hk_instr *orig);
+
+/* ---- custom_call.c, manual.c, single_device.c, outfeed.c ---- */
+hk_status *spmd_handle_custom_call(spmd_visitor *v, hk_instr *orig);
+/* An instruction sharded {manual}: cloned as written, manual operands as
+ * they are, others replicated whole. */
+hk_status *spmd_handle_manual(spmd_visitor *v, hk_instr *orig);
+/* An all-reduce in a manual subgroup whose replica groups mix data tiles
+ * is an error (NULL otherwise). */
+hk_status *spmd_check_subgroup_manual_all_reduce(const hk_instr *orig, const hk_sharding *s);
+/* Sharded on one device: operands moved there, the op cloned. */
+hk_status *spmd_handle_on_device(spmd_visitor *v, hk_instr *orig);
+/* The same run in a conditional on that partition only (side effects). */
+hk_status *spmd_handle_single_device(spmd_visitor *v, hk_instr *orig);
+/* Zeros of shape (tuples of zeros, after-all for tokens), in c. */
+hk_instr *spmd_zero_of(hk_computation *c, const hk_shape *shape);
+hk_status *spmd_handle_outfeed(spmd_visitor *v, hk_instr *orig);
 
 /* ---- dot.c ---- */
 hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled);
@@ -228,6 +246,9 @@ hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_win
 hk_status *spmd_handle_iota(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_constant(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig);
+/* ---- sort_topk.c: a sort(values, iota) read as its first k; *handled
+ * false (nothing built) when orig is not one ---- */
+hk_status *spmd_handle_sort_topk(spmd_visitor *v, hk_instr *orig, bool *handled);
 /* ---- topk.c ---- */
 hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig);
 

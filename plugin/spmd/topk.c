@@ -1,8 +1,11 @@
 /* topk.c - the "TopK" custom call ((values, indices) of the k largest along
- * the last dim).  Other dims partition as they are.  When the last dim is
- * split, each partition takes the top k of its piece, turns the local
+ * the last dim), as XLA's HandleCustomCallTopK.  Other dims partition as
+ * they are.  When the last dim is split (unevenly: the padding filled with
+ * the lowest value), each partition takes the top k of its piece, turns the local
  * indices into global ones, the candidates of the devices along that dim
  * are all-gathered, and a stable sort by value keeps the k best. */
+#include <math.h>
+
 #include "spmd_internal.h"
 
 /* (value a, value b, index a, index b) -> a > b in total order. */
@@ -39,6 +42,14 @@ static hk_instr *merge_candidates(spmd_visitor *v, hk_instr *vals, hk_instr *idx
   return hk_instr_new(v->comp, HK_OP_TUPLE, hk_shape_tuple(v->m, 2, os), 2, out, NULL);
 }
 
+/* The first value of t's total order (XLA's CreateFirstWithType). */
+static hk_instr *lowest(hk_prim t, spmd_visitor *v) {
+  if (hk_prim_is_float(t)) return hk_build_constant_f64(v->comp, NULL, t, -INFINITY);
+  int bits = hk_prim_bits(t);
+  if (t == HK_PRED || hk_prim_is_unsigned_int(t)) return hk_build_constant_i64(v->comp, NULL, t, 0);
+  return hk_build_constant_i64(v->comp, NULL, t, bits >= 64 ? INT64_MIN : -(INT64_C(1) << (bits - 1)));
+}
+
 hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig) {
   spmd_value *xv = spmd_lookup(v, orig->operands[0]);
   const hk_shape *xs = orig->operands[0]->shape, *os = orig->shape;
@@ -49,10 +60,14 @@ hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = xv->sharding;
   int last = xs->rank - 1;
   int64_t parts = hk_sharding_dim_partitions(s, last), k = os->tuple[0]->dims[last];
-  if (parts > 1 && (xs->dims[last] % parts || xs->dims[last] / parts < k))
-    return spmd_handle_fallback(v, orig);
+  int64_t per_partition = (xs->dims[last] + parts - 1) / parts;
+  if (parts > 1 && per_partition <= k) return spmd_handle_fallback(v, orig);
   hk_instr *x;
   HK_TRY(spmd_reshard(v, xv, s, &x));
+  /* An uneven split: the padding holds the lowest value, so it is never
+   * picked before a real element (ties go to the lower, real, index). */
+  if (parts > 1 && xs->dims[last] % parts)
+    x = spmd_mask_padding(v, s, xs, last, x, lowest((hk_prim)xs->elem, v));
   const hk_sharding *out_s = parts > 1 ? spmd_replicate_dims(v, s, 1, (int64_t[]){last}) : s;
   /* Each partition's own top k: the other dims local, k whole. */
   const hk_shape *lv = spmd_local_shape(v, out_s, os->tuple[0]);
