@@ -149,6 +149,18 @@ typedef struct hk_spmd_partitioner_vtable {
    * keeps live per device. */
   int64_t (*communication_cost)(hk_pass *self, const hk_instr *collective);
   int64_t (*memory_cost)(hk_pass *self, const hk_instr *i);
+  /* Appended after memory_cost (ABI minor assigned at merge; read only
+   * when ext_size covers it).  The price of a collective the partitioner
+   * is weighing before it builds one: `kind` an hk_collective_kind
+   * (eval.h), operand_bytes what each device puts in, group_size the
+   * devices per group.  The reshard engine (all-to-alls against
+   * all-gather + slice) and the dot handler (which operand to reshard)
+   * pick the cheaper plan by it, so a variant overriding it changes their
+   * choices.  The base prices the bytes a device receives: all-gather
+   * (g-1)x, all-reduce 2(g-1)/g x, reduce-scatter and all-to-all (g-1)/g x,
+   * collective-permute x. */
+  int64_t (*planned_collective_cost)(hk_pass *self, int kind, int64_t operand_bytes,
+                                     int64_t group_size);
 } hk_spmd_partitioner_vtable;
 
 /* The windowed-einsum gate (seed: should_enable_windowed_einsum_with_threshold):

@@ -287,6 +287,30 @@ int64_t spmd_communication_cost(hk_pass *self, const hk_instr *collective) {
   }
 }
 
+int64_t spmd_planned_collective_cost(hk_pass *self, int kind, int64_t operand_bytes,
+                                     int64_t group_size) {
+  (void)self;
+  int64_t g = group_size > 1 ? group_size : 1, b = operand_bytes;
+  switch (kind) {
+    case HK_COLL_ALL_GATHER: return (g - 1) * b;
+    case HK_COLL_ALL_REDUCE: return 2 * (g - 1) * b / g;
+    case HK_COLL_REDUCE_SCATTER:
+    case HK_COLL_ALL_TO_ALL: return (g - 1) * b / g;
+    case HK_COLL_COLLECTIVE_PERMUTE: return b;
+    default: return b;
+  }
+}
+
+int64_t spmd_plan_cost(const spmd_partitioner *p, int kind, int64_t operand_bytes,
+                       int64_t group_size) {
+  const hk_spmd_partitioner_vtable *vt = spmd_vt(p);
+  bool has = vt->ext_size >= offsetof(hk_spmd_partitioner_vtable, planned_collective_cost) +
+                                 sizeof vt->planned_collective_cost;
+  if (!has || !vt->planned_collective_cost)
+    return spmd_planned_collective_cost((hk_pass *)&p->pass, kind, operand_bytes, group_size);
+  return vt->planned_collective_cost((hk_pass *)&p->pass, kind, operand_bytes, group_size);
+}
+
 int64_t spmd_memory_cost(hk_pass *self, const hk_instr *i) {
   (void)self;
   return hk_shape_byte_size(i->shape);

@@ -169,7 +169,7 @@ static hk_instr *slice_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
 }
 
 /* Pads h with zeros at the high end up to `dims`. */
-static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
+hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   const hk_shape *s = h->shape;
   bool same = true;
   for (int i = 0; i < s->rank; i++) same = same && s->dims[i] == dims[i];
@@ -183,6 +183,50 @@ static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   a->n_pad = s->rank;
   a->pad = pd;
   return p;
+}
+
+/* See spmd_internal.h. */
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill) {
+  const hk_shape *ls = x->shape;
+  const hk_shape *is = hk_shape_with_elem(v->m, ls, HK_S32);
+  int64_t dim = d;
+  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
+  hk_instr_set_dims(iota, 1, &dim);
+  hk_instr *ops[3] = {iota, hk_build_broadcast_scalar(v->comp, NULL,
+                                                      spmd_tile_offset(v, s, gs, d), is)};
+  hk_instr *index = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
+  ops[0] = index;
+  ops[1] = hk_build_broadcast_scalar(
+      v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, gs->dims[d]), is);
+  hk_instr *inside = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, ls, HK_PRED),
+                                  2, ops, NULL);
+  hk_instr_attrs(inside)->cmp_dir = HK_CMP_LT;
+  ops[0] = inside;
+  ops[1] = x;
+  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, fill, ls);
+  return hk_instr_new(v->comp, HK_OP_SELECT, ls, 3, ops, NULL);
+}
+
+/* The all-gather that made h whole: h itself or under the slices that cut
+ * an uneven dim's padding off. */
+static const hk_instr *gathering_instr(const hk_instr *h) {
+  while (h->opcode == HK_OP_SLICE && h->n_operands == 1) h = h->operands[0];
+  return h;
+}
+
+void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
+                          const hk_shape *gs, const hk_sharding *from, const hk_sharding *to) {
+  char *a = from ? hk_sharding_to_string(from) : NULL, *b = to ? hk_sharding_to_string(to) : NULL;
+  const hk_instr *ag = gathering_instr(whole);
+  hk_buf_printf(&v->p->remat_notes,
+                "  involuntary full rematerialization: %s made whole by %s %%%s (%lld bytes per "
+                "device) going from %s to %s\n",
+                value->name, hk_opcode_name(ag->opcode), ag->name, (long long)hk_shape_byte_size(gs),
+                a ? a : "{replicated}", b ? b : "{replicated}");
+  free(a);
+  free(b);
+  v->p->full_rematerializations++;
 }
 
 /* maximal(k) -> replicated: all-reduce of the value masked to device k. */
@@ -250,7 +294,7 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
     padded[d] = parts * ls->dims[d];
     sizes[d] = ls->dims[d];
   }
-  hk_instr *p = pad_to(v, h, padded);
+  hk_instr *p = spmd_pad_to(v, h, padded);
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
   if (!ops) abort();
   ops[0] = p;
@@ -353,48 +397,300 @@ static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const 
   return ok;
 }
 
-/* Partitioning moved from dim a to dim b, all else equal: one all-to-all.
- * Uneven dims: b is padded to a multiple of the partitions first (the
- * padding lands in the last tile's padding), and the concatenated dim a is
- * cut back to its global size after (the tiles' padding sits at its end). */
-static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
-                           const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
-  int r = gs->rank, a = -1, b = -1;
-  for (int d = 0; d < r; d++) {
-    int64_t pf = hk_sharding_dim_partitions(from, d), pt = hk_sharding_dim_partitions(to, d);
-    if (pf == pt) continue;
-    if (pf > 1 && pt == 1 && a < 0) a = d;
-    else if (pt > 1 && pf == 1 && b < 0) b = d;
-    else return false;
+/* ---- all-to-all: partitions moving between dims ---------------------------- */
+
+typedef struct factor_move {
+  int a, b;                        /* k partitions leave dim a for dim b */
+  int64_t k;
+} factor_move;
+
+static int64_t gcd64(int64_t x, int64_t y) {
+  while (y) {
+    int64_t t = x % y;
+    x = y;
+    y = t;
   }
-  if (a < 0 || b < 0) return false;
-  int64_t k = hk_sharding_dim_partitions(from, a);
-  if (k != hk_sharding_dim_partitions(to, b) || gs->dims[b] < k) return false;
-  int64_t n = v->p->num_partitions;
-  for (int64_t dev = 0; dev < n; dev++) {
-    int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
-    bool hf = hk_sharding_tile_index(from, dev, fi), ht = hk_sharding_tile_index(to, dev, ti);
-    if (hf != ht) return false;
-    if (!hf) continue;
+  return x;
+}
+
+/* Whether moving k of dim a's fa partitions to dim b (fb of them) keeps
+ * every tile where the target tiling puts it: the pieces of b's tiles must
+ * be the target's tiles (or b was whole, padded to k pieces), and the
+ * concatenated a tiles the target's (or a becomes whole, cut back). */
+static bool move_aligned(const hk_shape *gs, int a, int64_t fa, int b, int64_t fb, int64_t k) {
+  int64_t la = (gs->dims[a] + fa - 1) / fa, ta = fa / k;
+  int64_t lb = (gs->dims[b] + fb - 1) / fb, tb = (gs->dims[b] + fb * k - 1) / (fb * k);
+  if (gs->dims[b] < fb * k) return false;
+  if (fb > 1 && lb != tb * k) return false;
+  return ta == 1 || la * k == (gs->dims[a] + ta - 1) / ta;
+}
+
+/* The moves taking the partition counts cur (updated) to to's, each
+ * checked aligned; -1 when the counts cannot be reached so. */
+static int plan_moves(const hk_shape *gs, int64_t *cur, const hk_sharding *to, factor_move *moves,
+                      int cap) {
+  int r = gs->rank, n = 0;
+  for (;;) {
+    int a = -1, b = -1;
     for (int d = 0; d < r; d++) {
-      int64_t want = d == a ? 0 : d == b ? fi[a] : fi[d];
-      if (ti[d] != want) return false;
+      int64_t t = hk_sharding_dim_partitions(to, d);
+      if (a < 0 && cur[d] > t) a = d;
+      if (b < 0 && cur[d] < t) b = d;
     }
+    if (a < 0 && b < 0) return n;
+    if (a < 0 || b < 0 || n == cap) return -1;
+    int64_t ta = hk_sharding_dim_partitions(to, a), tb = hk_sharding_dim_partitions(to, b);
+    if (cur[a] % ta || tb % cur[b]) return -1;
+    int64_t k = gcd64(cur[a] / ta, tb / cur[b]);
+    if (k < 2 || !move_aligned(gs, a, cur[a], b, cur[b], k)) return -1;
+    moves[n++] = (factor_move){a, b, k};
+    cur[a] /= k;
+    cur[b] *= k;
   }
-  int64_t n_groups, gsize, ad = a, dims[HK_MAX_RANK];
+}
+
+/* The sharding after one move: the minor factor k of dim a's tile index
+ * becomes the minor factor of dim b's (the devices keep their data along
+ * every other dim). */
+static const hk_sharding *after_move(spmd_visitor *v, const hk_sharding *s, factor_move mv) {
+  int nt = s->n_tile_dims;
+  int64_t dims[HK_MAX_RANK] = {0}, total = 1, c[HK_MAX_RANK];
+  for (int i = 0; i < nt; i++) total *= dims[i] = s->tile_dims[i];
+  dims[mv.a] /= mv.k;
+  dims[mv.b] *= mv.k;
+  int64_t *devs = malloc(sizeof *devs * (size_t)total);
+  if (!devs) abort();
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t x = lin;
+    for (int i = nt - 1; i >= 0; i--) {
+      c[i] = x % s->tile_dims[i];
+      x /= s->tile_dims[i];
+    }
+    int64_t lo = c[mv.a] % mv.k;
+    c[mv.a] /= mv.k;
+    c[mv.b] = c[mv.b] * mv.k + lo;
+    int64_t to = 0;
+    for (int i = 0; i < nt; i++) to = to * dims[i] + c[i];
+    devs[to] = s->devices[lin];
+  }
+  bool repl = s->replicate_on_last_tile_dim;
+  if (repl && dims[nt - 1] == 1) {   /* the replication is all used */
+    nt--;
+    repl = false;
+  }
+  const hk_sharding *t = hk_sharding_tiled(v->m, nt, dims, devs, repl);
+  free(devs);
+  return hk_sharding_canonical(v->m, t);
+}
+
+/* The slices taking replication (a factor of from's) into dims `to`
+ * splits and cur (the counts, updated) has whole: moves whose dim a is the
+ * replication dim; -1 when the replication to shed cannot go so. */
+static int plan_replica_slices(const hk_shape *gs, int64_t *cur, int64_t repl, int repl_dim,
+                               const hk_sharding *to, factor_move *moves, int cap) {
+  int64_t want = hk_sharding_replication_factor(to);
+  int n = 0;
+  if (repl < want || repl % want) return -1;
+  for (int d = 0; d < gs->rank && repl > want; d++) {
+    int64_t t = hk_sharding_dim_partitions(to, d);
+    if (cur[d] != 1 || t == 1) continue;
+    int64_t k = gcd64(repl / want, t);
+    if (k < 2 || n == cap) continue;
+    moves[n++] = (factor_move){repl_dim, d, k};
+    cur[d] = k;
+    repl /= k;
+  }
+  return repl == want ? n : -1;
+}
+
+/* The all-to-all groups of a move: devices of s differing only in the
+ * minor factor k of dim a's tile index, ordered by it (malloc'ed). */
+static int64_t *move_groups(const hk_sharding *s, factor_move mv, int64_t *n_groups) {
+  int nt = s->n_tile_dims;
+  int64_t total = 1, stride = 1;
+  for (int i = 0; i < nt; i++) total *= s->tile_dims[i];
+  for (int i = mv.a + 1; i < nt; i++) stride *= s->tile_dims[i];
+  int64_t *g = malloc(sizeof *g * (size_t)total), n = 0;
+  if (!g) abort();
+  for (int64_t lin = 0; lin < total; lin++)
+    if (lin / stride % s->tile_dims[mv.a] % mv.k == 0)
+      for (int64_t j = 0; j < mv.k; j++) g[n++] = s->devices[lin + j * stride];
+  *n_groups = total / mv.k;
+  return g;
+}
+
+/* One move: dim b split into k pieces sent to the group's members, the
+ * pieces received concatenated along a.  Uneven dims: b padded to k
+ * pieces when it was whole, a cut back to its size when it becomes whole. */
+static hk_instr *emit_move(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *s,
+                           factor_move mv) {
+  int r = gs->rank;
+  int64_t dims[HK_MAX_RANK], n_groups;
   memcpy(dims, h->shape->dims, sizeof(int64_t) * (size_t)r);
-  dims[b] = (gs->dims[b] + k - 1) / k * k;
-  if (dims[b] != h->shape->dims[b]) h = pad_to(v, h, dims);
-  int64_t *groups = spmd_groups(v, from, 1, &ad, &n_groups, &gsize);
+  dims[mv.b] = (dims[mv.b] + mv.k - 1) / mv.k * mv.k;
+  if (dims[mv.b] != h->shape->dims[mv.b]) h = spmd_pad_to(v, h, dims);
+  int64_t *groups = move_groups(s, mv, &n_groups);
   const hk_spmd_collective_ops *c = &v->p->collectives;
-  hk_instr *moved = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,
+  hk_instr *moved = c->all_to_all(c->state, v->comp, h, mv.b, mv.a, n_groups, mv.k, groups,
                                   &v->p->next_channel_id);
   free(groups);
   v->p->collectives_emitted++;
+  if (hk_sharding_dim_partitions(s, mv.a) / mv.k > 1 || moved->shape->dims[mv.a] == gs->dims[mv.a])
+    return moved;
   memcpy(dims, moved->shape->dims, sizeof(int64_t) * (size_t)r);
-  dims[a] = gs->dims[a];
-  *out = dims[a] != moved->shape->dims[a] ? slice_to(v, moved, dims) : moved;
+  dims[mv.a] = gs->dims[mv.a];
+  return slice_to(v, moved, dims);
+}
+
+/* Partitions moved between dims (XLA's ReshardWithAllToAll, subgroups and
+ * partial replication included): replication shed by free local slices
+ * into dims `to` splits, one all-to-all per factor that moves (within the
+ * groups it moves across), then one collective-permute when the devices
+ * end up in another order than `to`'s. */
+typedef struct a2a_plan {
+  int ns, n;
+  factor_move slices[HK_MAX_RANK], moves[2 * HK_MAX_RANK];
+} a2a_plan;
+
+/* False when the partition counts differ otherwise or a move would
+ * misplace tiles. */
+static bool plan_all_to_all(const hk_shape *gs, const hk_sharding *from, const hk_sharding *to,
+                            a2a_plan *pl) {
+  if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
+      to->n_subgroups)
+    return false;
+  int64_t counts[HK_MAX_RANK];
+  for (int d = 0; d < gs->rank; d++) counts[d] = hk_sharding_dim_partitions(from, d);
+  pl->ns = from->replicate_on_last_tile_dim
+               ? plan_replica_slices(gs, counts, hk_sharding_replication_factor(from),
+                                     from->n_tile_dims - 1, to, pl->slices, HK_MAX_RANK)
+               : hk_sharding_replication_factor(to) == 1 ? 0 : -1;
+  pl->n = pl->ns < 0 ? -1
+                     : plan_moves(gs, counts, to, pl->moves, (int)(sizeof pl->moves / sizeof pl->moves[0]));
+  return pl->n > 0;   /* slices alone: the general path slices to `to` directly */
+}
+
+static int64_t local_bytes(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs) {
+  return hk_shape_byte_size(spmd_local_shape(v, s, gs));
+}
+
+/* The plan's price by the cost hook: each all-to-all over the tile it
+ * splits, and the permute when the devices end out of order. */
+static int64_t all_to_all_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                               const hk_sharding *to, const a2a_plan *pl) {
+  const hk_sharding *cur = from;
+  int64_t cost = 0;
+  for (int k = 0; k < pl->ns; k++) cur = after_move(v, cur, pl->slices[k]);
+  for (int k = 0; k < pl->n; k++) {
+    cost += spmd_plan_cost(v->p, HK_COLL_ALL_TO_ALL, local_bytes(v, cur, gs), pl->moves[k].k);
+    cur = after_move(v, cur, pl->moves[k]);
+  }
+  if (!hk_sharding_equivalent(cur, to))
+    cost += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, cur, gs), 2);
+  return cost;
+}
+
+/* The price of reshard_array's general path: an all-gather of every dim
+ * whose partition count changes (the slices after are free). */
+static int64_t gather_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                                const hk_sharding *to) {
+  const hk_sharding *cur = from;
+  int64_t cost = 0;
+  for (int64_t d = 0; d < gs->rank && cur->kind == HK_SHARDING_TILED; d++) {
+    int64_t parts = hk_sharding_dim_partitions(cur, (int)d);
+    bool keep = to->kind == HK_SHARDING_TILED && hk_sharding_dim_partitions(to, (int)d) == parts;
+    if (parts == 1 || keep) continue;
+    cost += spmd_plan_cost(v->p, HK_COLL_ALL_GATHER, local_bytes(v, cur, gs), parts);
+    cur = spmd_replicate_dims(v, cur, 1, &d);
+  }
+  return cost;
+}
+
+/* The all-to-all plan when it applies and costs no more than gathering;
+ * *err set if the reshard after the moves fails. */
+static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                           const hk_sharding *from, const hk_sharding *to, hk_instr **out,
+                           hk_status **err) {
+  a2a_plan pl;
+  if (!plan_all_to_all(gs, from, to, &pl) ||
+      all_to_all_cost(v, gs, from, to, &pl) > gather_path_cost(v, gs, from, to))
+    return false;
+  const hk_sharding *cur = from;
+  for (int k = 0; k < pl.ns; k++) {   /* free: each replica keeps its piece */
+    const hk_sharding *next = after_move(v, cur, pl.slices[k]);
+    int b = pl.slices[k].b;
+    h = slice_dims(v, h, gs, next, 1, &b);
+    cur = next;
+  }
+  for (int k = 0; k < pl.n; k++) {
+    h = emit_move(v, h, gs, cur, pl.moves[k]);
+    cur = after_move(v, cur, pl.moves[k]);
+  }
+  /* The same counts and replication: a permutation always exists; should
+   * it not, the general reshard finishes the job. */
+  if (hk_sharding_equivalent(cur, to)) *out = h;
+  else if (!try_permute(v, h, gs, cur, to, out)) *err = spmd_reshard_hlo(v, h, gs, cur, to, out);
   return true;
+}
+
+/* ---- refinement by a local slice --------------------------------------------- */
+
+/* Whether every device's tile under `to` lies inside its tile under
+ * `from` (to splits each dim into a multiple of from's pieces, nested,
+ * device by device): then a local dynamic-slice reshards, no collective
+ * (XLA's grouped dynamic-slice from partial replication). */
+static bool nests_in(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                     const hk_sharding *to) {
+  if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
+      to->n_subgroups)
+    return false;
+  for (int d = 0; d < gs->rank; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    if (t % f) return false;
+    int64_t lf = (gs->dims[d] + f - 1) / f, lt = (gs->dims[d] + t - 1) / t;
+    if (f > 1 && t > f && lf != (t / f) * lt) return false;
+  }
+  int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
+  for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
+    bool hf = hk_sharding_tile_index(from, dev, fi), ht = hk_sharding_tile_index(to, dev, ti);
+    if (hf != ht) return false;
+    for (int d = 0; hf && d < gs->rank; d++)
+      if (ti[d] / (hk_sharding_dim_partitions(to, d) / hk_sharding_dim_partitions(from, d)) != fi[d])
+        return false;
+  }
+  return true;
+}
+
+/* The local slice of a nested refinement: along each dim `to` splits
+ * further, the offset of to's tile within from's. */
+static hk_instr *slice_nested(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                              const hk_sharding *from, const hk_sharding *to) {
+  int r = gs->rank;
+  const hk_shape *ls = spmd_local_shape(v, to, gs);
+  hk_instr *ops[1 + HK_MAX_RANK];
+  int64_t padded[HK_MAX_RANK];
+  for (int d = 0; d < r; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    padded[d] = t == f ? h->shape->dims[d] : (t / f) * ls->dims[d];
+  }
+  ops[0] = spmd_pad_to(v, h, padded);   /* a whole dim (f = 1) split unevenly */
+  for (int d = 0; d < r; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    if (t == f) {
+      ops[1 + d] = zero_index(v);
+      continue;
+    }
+    int64_t *starts = malloc(sizeof *starts * (size_t)t);
+    if (!starts) abort();
+    for (int64_t k = 0; k < t; k++) starts[k] = k % (t / f) * ls->dims[d];
+    ops[1 + d] = spmd_per_tile_scalar(v, to, d, starts);
+    free(starts);
+  }
+  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, ls, r + 1, ops, NULL);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = r;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, ls->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+  return ds;
 }
 
 static const hk_sharding *norm(spmd_visitor *v, const hk_sharding *s) {
@@ -437,10 +733,15 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
+  if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1 && nests_in(v, gs, from, to)) {
+    *out = slice_nested(v, h, gs, from, to);
+    return NULL;
+  }
+  hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&
-      (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out)))
-    return NULL;
+      (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err)))
+    return err;
   /* to is tiled: gather the dims whose partitioning changes, then slice. */
   const hk_sharding *cur = from;
   int64_t gdims[HK_MAX_RANK];
@@ -471,16 +772,43 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
         try_permute(v, h, gs, cur, want, &moved)) {
       h = moved;
     } else {
+      hk_instr *partial = h;
       for (int d = 0; d < gs->rank && cur->kind == HK_SHARDING_TILED; d++)
         if (hk_sharding_dim_partitions(cur, d) > 1) h = gather_dim(v, h, gs, cur, d, &cur);
       ns = 0;
       for (int d = 0; d < gs->rank; d++)
         if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-      if (ns) v->p->full_rematerializations++;
+      if (ns && h != partial) spmd_note_full_remat(v, partial, h, gs, from, to);
     }
   }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;
   return NULL;
+}
+
+int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const hk_sharding *to) {
+  from = norm(v, from);
+  to = norm(v, to);
+  if (!hk_shape_is_array(gs) || hk_sharding_equivalent(from, to)) return 0;
+  if (from->kind == HK_SHARDING_MANUAL || to->kind == HK_SHARDING_MANUAL || spmd_is_subgroup_manual(from) ||
+      spmd_is_subgroup_manual(to))
+    return hk_shape_byte_size(gs);
+  int64_t cost = 0;
+  if (from->kind == HK_SHARDING_MAXIMAL) {
+    cost += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE, hk_shape_byte_size(gs), v->p->num_partitions);
+    from = hk_sharding_replicated(v->m);
+  }
+  if (from->kind != HK_SHARDING_TILED || nests_in(v, gs, from, to)) return cost;   /* slices are free */
+  if (to->kind != HK_SHARDING_TILED) return cost + gather_path_cost(v, gs, from, to);
+  if (same_partition_counts(from, to, gs->rank))
+    return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
+  int64_t gather = gather_path_cost(v, gs, from, to);
+  a2a_plan pl;
+  if (plan_all_to_all(gs, from, to, &pl)) {
+    int64_t a2a = all_to_all_cost(v, gs, from, to, &pl);
+    if (a2a < gather) gather = a2a;
+  }
+  return cost + gather;
 }
 
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
