@@ -74,6 +74,10 @@ typedef struct hk_plugin_sources {
 
 /* Loads the default dirs, $HLOKIT_PLUGIN_PATH, then src's dirs and files. */
 hk_status *hk_plugin_load_all(hk_registry *reg, const hk_plugin_sources *src);
+/* The default plugin directories of the running binary: plugins/ beside it
+ * and ../lib/hlokit/plugins (the installed layout).  Returns how many were
+ * written to out (each malloc'ed). */
+int hk_plugin_default_dirs(char *out[2]);
 
 /* ---- option values -------------------------------------------------------- */
 /* One `key=value` as written: a scalar, or a [list]. */

@@ -21,10 +21,6 @@ void hk_registry_set_plugin_info(hk_registry *reg, int32_t plugin,
                                  const char *name, const char *version);
 
 /* ---- plugin loader -------------------------------------------------------- */
-/* The default plugin directories of the running binary: plugins/ beside it
- * and ../lib/hlokit/plugins (the installed layout).  Returns how many were
- * written to out (each malloc'ed). */
-int hk_plugin_default_dirs(char *out[2]);
 /* The ABI version a plugin file records in its HK_PLUGIN note, read from
  * the file without loading it; false when it has none (abi_note.c). */
 bool hk_plugin_file_abi(const char *path, uint32_t *version);

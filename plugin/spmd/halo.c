@@ -2,10 +2,10 @@
  * SPMDInternal_RotateRight custom call that PreprocessHlos creates (on an
  * evenly sharded dimension each shard is rebuilt from two neighbours'
  * pieces moved by collective-permutes; otherwise the dimension is made
- * whole, rotated locally and resliced), and pad along partitioned
- * dimensions by halo exchange (each shard receives the edges of its
- * neighbours, masks what lies outside the operand with the pad value and
- * slices out its output window). */
+ * whole, rotated locally and resliced), and XLA's ExchangeHalo /
+ * ExchangeHaloAndGetValidData: each shard receives the edges of as many
+ * neighbours as its window reaches, padded, sliced to its valid window and
+ * masked outside the data (windowed.c builds the halo sizes). */
 #include "spmd_internal.h"
 
 static bool parse_rotate_config(const hk_instr *orig, int64_t *dim, int64_t *amount) {
@@ -35,14 +35,24 @@ hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t star
   return sl;
 }
 
-static hk_instr *concat_dim(spmd_visitor *v, hk_instr *a, hk_instr *b, int64_t dim) {
-  const hk_shape *s = a->shape;
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Piece [start, limit) of x along d, x itself when that is all of it. */
+static hk_instr *piece_of(spmd_visitor *v, hk_instr *x, int64_t d, int64_t start, int64_t limit) {
+  if (start == 0 && limit == x->shape->dims[d]) return x;
+  return spmd_slice_dim(v, x, d, start, limit);
+}
+
+static hk_instr *concat_pieces(spmd_visitor *v, hk_instr **pieces, int n, int64_t d) {
+  if (n == 1) return pieces[0];
+  const hk_shape *s = pieces[0]->shape;
   int64_t dims[HK_MAX_RANK];
-  for (int d = 0; d < s->rank; d++) dims[d] = s->dims[d] + (d == dim ? b->shape->dims[d] : 0);
-  hk_instr *ops[2] = {a, b};
+  for (int i = 0; i < s->rank; i++) dims[i] = s->dims[i];
+  dims[d] = 0;
+  for (int k = 0; k < n; k++) dims[d] += pieces[k]->shape->dims[d];
   hk_instr *c = hk_instr_new(v->comp, HK_OP_CONCATENATE, hk_shape_with_dims(v->m, s, s->rank, dims),
-                             2, ops, NULL);
-  hk_instr_set_dims(c, 1, &dim);
+                             n, pieces, NULL);
+  hk_instr_set_dims(c, 1, &d);
   return c;
 }
 
@@ -51,28 +61,44 @@ static hk_instr *rotate_local(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t
   int64_t n = h->shape->dims[dim];
   amount = n ? ((amount % n) + n) % n : 0;
   if (!amount) return h;
-  return concat_dim(v, spmd_slice_dim(v, h, dim, n - amount, n),
-                    spmd_slice_dim(v, h, dim, 0, n - amount), dim);
+  hk_instr *pieces[2] = {spmd_slice_dim(v, h, dim, n - amount, n), spmd_slice_dim(v, h, dim, 0, n - amount)};
+  return concat_pieces(v, pieces, 2, dim);
 }
 
-/* Moves every partition's value to the partition `shift` tiles further
- * along tile dim `dim` of s: cyclically with wrap, else partitions with no
+/* The tile index along a dim of the target of trimmed shard j (ring.c). */
+static int64_t ring_tile(const spmd_halo_ring *ring, int64_t j) {
+  return ring->skip_from >= 0 && j >= ring->skip_from ? j + ring->skip : j;
+}
+
+/* Moves every shard's value `shift` shards further along tile dim `dim`
+ * of s, among the shards of `ring` (NULL: every tile; tiles outside it
+ * neither send nor receive): cyclically with wrap, else shards with no
  * source receive zeros. */
-static hk_instr *shift_tiles_by(spmd_visitor *v, hk_instr *h, const hk_sharding *s, int64_t dim,
-                                int64_t shift, bool wrap) {
-  int64_t k = s->tile_dims[dim];
+static hk_instr *shift_tiles_in(spmd_visitor *v, hk_instr *h, const hk_sharding *s, int64_t dim,
+                                int64_t shift, bool wrap, const spmd_halo_ring *ring) {
+  int64_t k = ring ? ring->n : s->tile_dims[dim];
   if (wrap) shift = ((shift % k) + k) % k;
   if (!shift) return h;
   int64_t total = 1, stride = 1;
   for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
   for (int i = (int)dim + 1; i < s->n_tile_dims; i++) stride *= s->tile_dims[i];
+  /* tile index -> shard of the ring (-1 outside it) */
+  int64_t kt = s->tile_dims[dim];
+  int64_t *shard = malloc(sizeof(int64_t) * (size_t)kt);
   hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)total);
-  if (!pairs) abort();
+  if (!pairs || !shard) abort();
+  for (int64_t t = 0; t < kt; t++) shard[t] = -1;
+  for (int64_t j = 0; j < k; j++) shard[ring ? ring_tile(ring, j) : j] = j;
   int64_t np = 0;
   for (int64_t pos = 0; pos < total; pos++) {
-    int64_t c = (pos / stride) % k, to = wrap ? (c + shift) % k : c + shift;
-    if (to >= 0 && to < k) pairs[np++] = (hk_pair){s->devices[pos], s->devices[pos + (to - c) * stride]};
+    int64_t tc = (pos / stride) % kt, c = shard[tc];
+    if (c < 0) continue;
+    int64_t to = wrap ? (c + shift) % k : c + shift;
+    if (to < 0 || to >= k) continue;
+    int64_t tt = ring ? ring_tile(ring, to) : to;
+    pairs[np++] = (hk_pair){s->devices[pos], s->devices[pos + (tt - tc) * stride]};
   }
+  free(shard);
   const hk_spmd_collective_ops *ops = &v->p->collectives;
   hk_instr *cp = ops->collective_permute(ops->state, v->comp, h, np, pairs,
                                          &v->p->next_channel_id);
@@ -81,22 +107,232 @@ static hk_instr *shift_tiles_by(spmd_visitor *v, hk_instr *h, const hk_sharding 
   return cp;
 }
 
-static hk_instr *shift_tiles(spmd_visitor *v, hk_instr *h, const hk_sharding *s, int64_t dim,
-                             int64_t shift) {
-  return shift_tiles_by(v, h, s, dim, shift, true);
+/* ---- ExchangeHalo ------------------------------------------------------------ */
+
+static int64_t max_in(const int64_t *f, int64_t from, int64_t to) {
+  int64_t m = f[from];
+  for (int64_t j = from + 1; j < to; j++)
+    if (f[j] > m) m = f[j];
+  return m;
 }
 
-/* Evenly sharded dim of k tiles of size t, amount = q*t + r: tile i is
- * the last r elements of tile i-q-1 followed by the first t-r of tile i-q. */
-static hk_instr *rotate_sharded(spmd_visitor *v, hk_instr *h, const hk_sharding *s, int64_t dim,
-                                int64_t amount, int64_t n) {
-  int64_t t = h->shape->dims[dim];
-  amount = ((amount % n) + n) % n;
-  int64_t q = amount / t, r = amount % t;
-  if (!r) return shift_tiles(v, h, s, dim, q);
-  hk_instr *tail = shift_tiles(v, spmd_slice_dim(v, h, dim, t - r, t), s, dim, q + 1);
-  hk_instr *head = shift_tiles(v, spmd_slice_dim(v, h, dim, 0, t - r), s, dim, q);
-  return concat_dim(v, tail, head, dim);
+/* XLA's ExchangeHalo: x (the local shard, size s along d) extended by
+ * left[j] elements of the shards before shard j and right[j] of those
+ * after it (negative: that much of its own edge dropped), one
+ * collective-permute per neighbour distance.  NULL when a halo reaches
+ * past the neighbour and the exchange would move about as much as
+ * gathering the dim. */
+static hk_instr *exchange_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
+                               const spmd_halo *h) {
+  int64_t s = x->shape->dims[d], n = h->ring.n;
+  int64_t max_left = n > 1 ? max_in(h->left, 1, n) : 0;
+  int64_t max_right = n > 1 ? max_in(h->right, 0, n - 1) : 0;
+  if (s <= 0 || (max_left + max_right + s >= s * n && (max_left > s || max_right > s))) return NULL;
+  int64_t left_bound = -max_in(h->left, 0, n), right_bound = s + max_in(h->right, 0, n);
+  if (left_bound >= right_bound) return NULL;
+  int cap = (int)(ceil_div(max_left > 0 ? max_left : 0, s) + ceil_div(max_right > 0 ? max_right : 0, s) + 1);
+  hk_instr **pieces = malloc(sizeof(hk_instr *) * (size_t)cap);
+  if (!pieces) abort();
+  int np = 0;
+  /* Left halos, the farthest neighbour's first. */
+  for (int64_t i = ceil_div(max_left, s) - 1; i >= 0 && (-i - 1) * s < right_bound; i--) {
+    int64_t with_skips = max_left - s * i < s ? max_left - s * i : s;
+    int64_t right_skips = -i * s - right_bound > 0 ? -i * s - right_bound : 0;
+    hk_instr *src = piece_of(v, x, d, s - with_skips, s - right_skips);
+    pieces[np++] = shift_tiles_in(v, src, t, d, i + 1, false, &h->ring);
+  }
+  if (left_bound < s && right_bound > 0)
+    pieces[np++] = piece_of(v, x, d, left_bound > 0 ? left_bound : 0, right_bound < s ? right_bound : s);
+  int64_t skipped = left_bound - s > 0 ? left_bound - s : 0;
+  if (skipped > (max_right > 0 ? max_right : 0)) skipped = max_right > 0 ? max_right : 0;
+  for (int64_t i = skipped / s; i < ceil_div(max_right, s); i++) {
+    int64_t with_skips = max_right - s * i < s ? max_right - s * i : s;
+    int64_t left_skips = left_bound - (i + 1) * s > 0 ? left_bound - (i + 1) * s : 0;
+    hk_instr *src = piece_of(v, x, d, left_skips, with_skips);
+    pieces[np++] = shift_tiles_in(v, src, t, d, -(i + 1), false, &h->ring);
+  }
+  hk_instr *c = np ? concat_pieces(v, pieces, np, d) : NULL;
+  free(pieces);
+  return c;
+}
+
+/* x padded along d by lo/hi elements of pv. */
+static hk_instr *pad_along(spmd_visitor *v, hk_instr *x, hk_instr *pv, int64_t d, int64_t lo,
+                           int64_t hi) {
+  int r = x->shape->rank;
+  hk_pad_dim *pd = hk_alloc(v->m, sizeof *pd * (size_t)(r ? r : 1));
+  int64_t dims[HK_MAX_RANK];
+  for (int i = 0; i < r; i++) {
+    pd[i] = i == d ? (hk_pad_dim){lo, hi, 0} : (hk_pad_dim){0, 0, 0};
+    dims[i] = x->shape->dims[i] + (i == d ? lo + hi : 0);
+  }
+  hk_instr *ops[2] = {x, pv};
+  hk_instr *p = hk_instr_new(v->comp, HK_OP_PAD, hk_shape_with_dims(v->m, x->shape, r, dims), 2, ops, NULL);
+  hk_attrs *a = hk_instr_attrs(p);
+  a->n_pad = r;
+  a->pad = pd;
+  return p;
+}
+
+/* A table by tile index along d of t from one by ring shard (tiles
+ * outside the ring get 0; malloc'ed). */
+static int64_t *by_tile(const hk_sharding *t, int64_t d, const spmd_halo_ring *ring,
+                        const int64_t *by_shard) {
+  int64_t kt = t->tile_dims[d];
+  int64_t *out = calloc((size_t)kt, sizeof(int64_t));
+  if (!out) abort();
+  for (int64_t j = 0; j < ring->n; j++) out[ring_tile(ring, j)] = by_shard[j];
+  return out;
+}
+
+hk_instr *spmd_dynamic_slice(spmd_visitor *v, hk_instr *x, hk_instr *const *starts, const hk_shape *ls) {
+  int r = x->shape->rank;
+  hk_instr *ops[HK_MAX_RANK + 1];
+  ops[0] = x;
+  for (int i = 0; i < r; i++) ops[i + 1] = starts[i];
+  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, ls, r + 1, ops, NULL);
+  hk_attrs *a = hk_instr_attrs(ds);
+  a->dynamic_slice_sizes.n = r;
+  a->dynamic_slice_sizes.v = hk_memdup(v->m, ls->dims, sizeof(int64_t) * (size_t)(r ? r : 1));
+  return ds;
+}
+
+hk_instr *spmd_dynamic_slice_dim(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *start,
+                                 int64_t size) {
+  int r = x->shape->rank;
+  hk_instr *starts[HK_MAX_RANK];
+  int64_t sizes[HK_MAX_RANK] = {0};
+  for (int i = 0; i < r; i++) {
+    starts[i] = i == d ? start : spmd_constant_scalar(v, HK_S32, 0);
+    sizes[i] = i == d ? size : x->shape->dims[i];
+  }
+  return spmd_dynamic_slice(v, x, starts, hk_shape_with_dims(v->m, x->shape, r, sizes));
+}
+
+static hk_instr *compare_dir(spmd_visitor *v, hk_instr *a, hk_instr *b, hk_cmp_dir dir) {
+  hk_instr *ops[2] = {a, b};
+  hk_instr *c = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, a->shape, HK_PRED),
+                             2, ops, NULL);
+  hk_instr_attrs(c)->cmp_dir = (uint8_t)dir;
+  return c;
+}
+
+hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *first, int64_t lo,
+                            int64_t hi, hk_instr *pv) {
+  const hk_shape *is = hk_shape_with_elem(v->m, x->shape, HK_S32);
+  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
+  hk_instr_set_dims(iota, 1, &d);
+  hk_instr *ops[3] = {iota, hk_build_broadcast_scalar(v->comp, NULL, first, is), NULL};
+  hk_instr *pos = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
+  hk_instr *ok = NULL, *below = NULL;
+  if (lo != INT64_MIN) {
+    hk_instr *b = hk_build_broadcast_scalar(v->comp, NULL, spmd_constant_scalar(v, HK_S32, (double)lo), is);
+    ok = compare_dir(v, pos, b, HK_CMP_GE);
+  }
+  if (hi != INT64_MAX) {
+    hk_instr *b = hk_build_broadcast_scalar(v->comp, NULL, spmd_constant_scalar(v, HK_S32, (double)hi), is);
+    below = compare_dir(v, pos, b, HK_CMP_LT);
+  }
+  if (ok && below) {
+    ops[0] = ok;
+    ops[1] = below;
+    ok = hk_instr_new(v->comp, HK_OP_AND, ok->shape, 2, ops, NULL);
+  } else if (!ok) {
+    ok = below;
+  }
+  if (!ok) return x;
+  if (pv->shape->elem != x->shape->elem)
+    pv = hk_instr_new(v->comp, HK_OP_CONVERT, hk_shape_with_elem(v->m, pv->shape, x->shape->elem), 1,
+                      &pv, NULL);
+  ops[0] = ok;
+  ops[1] = x;
+  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, pv, x->shape);
+  return hk_instr_new(v->comp, HK_OP_SELECT, x->shape, 3, ops, NULL);
+}
+
+hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
+                                   const spmd_halo *h, hk_instr *pv) {
+  int64_t n = h->ring.n;
+  hk_instr *c = exchange_halo(v, x, t, d, h);
+  if (!c) return NULL;
+  int64_t max_left = n > 1 ? max_in(h->left, 1, n) : 0;
+  int64_t max_lp = max_left > h->explicit_left ? max_left : h->explicit_left;
+  if (n < 1) return NULL;
+  int64_t *start = calloc((size_t)n, sizeof(int64_t));
+  if (!start) abort();
+  bool constant = true;
+  for (int64_t j = 0; j < n; j++) {
+    start[j] = max_lp - h->left[j];
+    constant = constant && h->left[j] == h->left[0];
+  }
+  int64_t extra_left = max_lp - (max_left > 0 ? max_left : 0);
+  if (extra_left < 0) extra_left = 0;
+  int64_t extra_right = max_in(start, 0, n) + h->shard_with_halo - c->shape->dims[d] - extra_left;
+  if (extra_right < 0) extra_right = 0;
+  if (extra_left > 0 || extra_right > 0) c = pad_along(v, c, pv, d, extra_left, extra_right);
+  if (h->shard_with_halo != c->shape->dims[d]) {
+    if (constant && h->left[0] == h->explicit_left) {
+      c = spmd_slice_dim(v, c, d, 0, h->shard_with_halo);
+    } else {
+      int64_t *tab = by_tile(t, d, &h->ring, start);
+      c = spmd_dynamic_slice_dim(v, c, d, spmd_per_tile_scalar(v, t, d, tab), h->shard_with_halo);
+      free(tab);
+    }
+  }
+  free(start);
+  if (!h->mask) return c;
+  int64_t right_pad = h->padded_full - h->base_dim - h->explicit_left;
+  if (h->explicit_left <= 0 && right_pad <= 0) return c;
+  hk_instr *first = spmd_per_tile_scalar(v, t, d, h->offset_on_padded);
+  return spmd_mask_outside(v, c, d, first, h->explicit_left > 0 ? h->explicit_left : INT64_MIN,
+                           right_pad > 0 ? h->base_dim + h->explicit_left : INT64_MAX, pv);
+}
+
+/* ---- rotate right (XLA's HandleCustomCallSPMDInternal_RotateRight) ---------- */
+
+/* x (shards of t along dim, the first n holding data) rotated right by
+ * `amount` as if the padding of the last shard were data: each piece of
+ * the result comes from the shard `distance` shards back. */
+static hk_instr *rotate_with_padding(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t dim,
+                                     int64_t amount, int64_t n) {
+  int64_t t = x->shape->dims[dim], cur = 0;
+  spmd_halo_ring ring = {n, -1, 0};
+  hk_instr **pieces = malloc(sizeof(hk_instr *) * (size_t)(t + 1));
+  if (!pieces) abort();
+  int np = 0;
+  while (cur < t) {
+    int64_t distance = ceil_div(amount - cur, t);
+    int64_t offset = distance * t - amount + cur;
+    int64_t size = t - offset < t - cur ? t - offset : t - cur;
+    hk_instr *piece = piece_of(v, x, dim, offset, offset + size);
+    pieces[np++] = distance ? shift_tiles_in(v, piece, s, dim, distance, true, &ring) : piece;
+    cur += size;
+  }
+  hk_instr *c = concat_pieces(v, pieces, np, dim);
+  free(pieces);
+  return c;
+}
+
+/* The rotation of a dim sharded (maybe unevenly) by s: the padded
+ * rotation, and where the padding got in the way a second rotation by
+ * the padding more, merged by position. */
+static hk_instr *rotate_sharded(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t dim,
+                                int64_t amount, const hk_shape *gs) {
+  int64_t full = gs->dims[dim], t = x->shape->dims[dim];
+  int64_t n = ceil_div(full, t), right_pad = n * t - full;
+  hk_instr *r0 = rotate_with_padding(v, x, s, dim, amount, n);
+  if (!right_pad) return r0;
+  hk_instr *r1 = rotate_with_padding(v, x, s, dim, (amount + right_pad) % (t * n), n);
+  const hk_shape *is = hk_shape_with_elem(v->m, r0->shape, HK_S32);
+  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
+  hk_instr_set_dims(iota, 1, &dim);
+  hk_instr *ops[3] = {spmd_constant_scalar(v, HK_S32, (double)amount), spmd_tile_offset(v, s, gs, (int)dim)};
+  hk_instr *bound = hk_instr_new(v->comp, HK_OP_SUBTRACT, ops[0]->shape, 2, ops, NULL);
+  hk_instr *pred = compare_dir(v, iota, hk_build_broadcast_scalar(v->comp, NULL, bound, is), HK_CMP_LT);
+  ops[0] = pred;
+  ops[1] = r1;
+  ops[2] = r0;
+  return hk_instr_new(v->comp, HK_OP_SELECT, r0->shape, 3, ops, NULL);
 }
 
 hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
@@ -109,173 +345,14 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
   spmd_value *val = spmd_lookup(v, orig->operands[0]);
   if (!val) return hk_error(HK_INTERNAL, "operand of '%s' not partitioned", orig->name);
   int64_t n = orig->shape->dims[dim];
+  amount = n ? ((amount % n) + n) % n : 0;
   int64_t k = s->kind == HK_SHARDING_TILED ? hk_sharding_dim_partitions(s, (int)dim) : 1;
-  hk_instr *x, *out;
-  if (k == 1 || s->kind != HK_SHARDING_TILED) {
-    HK_TRY(spmd_reshard(v, val, s, &x));
-    spmd_set(v, orig, rotate_local(v, x, dim, amount), s);
+  hk_instr *x;
+  HK_TRY(spmd_reshard(v, val, s, &x));
+  if (!amount) {
+    spmd_set(v, orig, x, s);
     return NULL;
   }
-  if (n % k == 0) {
-    HK_TRY(spmd_reshard(v, val, s, &x));
-    spmd_set(v, orig, rotate_sharded(v, x, s, dim, amount, n), s);
-    return NULL;
-  }
-  const hk_sharding *whole = hk_sharding_replicate_dims(v->m, s, 1, &dim);
-  HK_TRY(spmd_reshard(v, val, whole, &x));
-  HK_TRY(spmd_reshard_hlo(v, rotate_local(v, x, dim, amount), orig->shape, whole, s, &out));
-  spmd_set(v, orig, out, s);
-  return NULL;
-}
-
-/* ---- pad by halo exchange ---------------------------------------------------- */
-
-/* The halo one pad dimension needs: shard k of the output (size so)
- * starts at input position k*so - lo, shard k of the input (size si) at
- * k*si; left/right are the most any shard reads before/after its own
- * (from as many neighbours as that takes). */
-typedef struct pad_halo {
-  int64_t k, si, so, lo, left, right;
-} pad_halo;
-
-static bool pad_halo_of(const hk_sharding *s, int d, int64_t n_in, int64_t n_out, int64_t lo,
-                        pad_halo *h) {
-  h->k = hk_sharding_dim_partitions(s, d);
-  h->si = (n_in + h->k - 1) / h->k;
-  h->so = (n_out + h->k - 1) / h->k;
-  h->lo = lo;
-  h->left = h->right = 0;
-  for (int64_t t = 0; t < h->k; t++) {
-    int64_t start = t * (h->so - h->si) - lo;   /* relative to the own shard */
-    if (-start > h->left) h->left = -start;
-    if (start + h->so - h->si > h->right) h->right = start + h->so - h->si;
-  }
-  /* Worth it while the halos move less than gathering the dim would. */
-  return h->si > 0 && h->left + h->right < (h->k - 1) * h->si;
-}
-
-static hk_instr *compare_dir(spmd_visitor *v, hk_instr *a, hk_instr *b, hk_cmp_dir dir) {
-  hk_instr *ops[2] = {a, b};
-  hk_instr *c = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, a->shape, HK_PRED),
-                             2, ops, NULL);
-  hk_instr_attrs(c)->cmp_dir = (uint8_t)dir;
-  return c;
-}
-
-/* Replaces every element of x (dim d extended by the halos) whose input
- * position falls outside [0, n_in) with the pad value. */
-static hk_instr *mask_outside(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t d,
-                              const pad_halo *h, int64_t n_in, hk_instr *pv) {
-  const hk_shape *is = hk_shape_with_elem(v->m, x->shape, HK_S32);
-  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
-  hk_instr_set_dims(iota, 1, &d);
-  int64_t *first = malloc(sizeof(int64_t) * (size_t)h->k);
-  if (!first) abort();
-  for (int64_t t = 0; t < h->k; t++) first[t] = t * h->si - h->left;
-  hk_instr *off = hk_build_broadcast_scalar(v->comp, NULL, spmd_per_tile_scalar(v, s, d, first), is);
-  free(first);
-  hk_instr *ops[3] = {iota, off, NULL};
-  hk_instr *pos = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
-  hk_instr *zero = hk_build_broadcast_scalar(v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, 0), is);
-  hk_instr *lim = hk_build_broadcast_scalar(v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, n_in), is);
-  ops[0] = compare_dir(v, pos, zero, HK_CMP_GE);
-  ops[1] = compare_dir(v, pos, lim, HK_CMP_LT);
-  ops[0] = hk_instr_new(v->comp, HK_OP_AND, ops[0]->shape, 2, ops, NULL);
-  ops[1] = x;
-  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, pv, x->shape);
-  return hk_instr_new(v->comp, HK_OP_SELECT, x->shape, 3, ops, NULL);
-}
-
-/* Pads partitioned dim d of the local x: neighbours' edges in, outside
- * masked, this shard's output window sliced out. */
-static hk_instr *pad_dim_by_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t d,
-                                 const pad_halo *h, int64_t n_in, hk_instr *pv) {
-  hk_instr *ext = x;
-  /* Left: the nearest neighbour's shard first, the farthest one's tail last. */
-  for (int64_t hop = 1, need = h->left; need > 0; hop++, need -= h->si) {
-    hk_instr *piece = need >= h->si ? x : spmd_slice_dim(v, x, d, h->si - need, h->si);
-    ext = concat_dim(v, shift_tiles_by(v, piece, s, d, hop, false), ext, d);
-  }
-  for (int64_t hop = 1, need = h->right; need > 0; hop++, need -= h->si) {
-    hk_instr *piece = need >= h->si ? x : spmd_slice_dim(v, x, d, 0, need);
-    ext = concat_dim(v, ext, shift_tiles_by(v, piece, s, d, -hop, false), d);
-  }
-  ext = mask_outside(v, ext, s, d, h, n_in, pv);
-  int64_t *starts = malloc(sizeof(int64_t) * (size_t)h->k);
-  if (!starts) abort();
-  for (int64_t t = 0; t < h->k; t++) starts[t] = t * (h->so - h->si) - h->lo + h->left;
-  int r = x->shape->rank;
-  hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
-  if (!ops) abort();
-  ops[0] = ext;
-  hk_instr *zero = hk_build_constant_i64(v->comp, NULL, HK_S32, 0);
-  for (int i = 0; i < r; i++) ops[i + 1] = i == d ? spmd_per_tile_scalar(v, s, d, starts) : zero;
-  free(starts);
-  int64_t sizes[HK_MAX_RANK];
-  for (int i = 0; i < r; i++) sizes[i] = i == d ? h->so : x->shape->dims[i];
-  hk_instr *ds = hk_instr_new(v->comp, HK_OP_DYNAMIC_SLICE, hk_shape_with_dims(v->m, x->shape, r, sizes),
-                              r + 1, ops, NULL);
-  free(ops);
-  hk_attrs *a = hk_instr_attrs(ds);
-  a->dynamic_slice_sizes.n = r;
-  a->dynamic_slice_sizes.v = hk_memdup(v->m, sizes, sizeof(int64_t) * (size_t)(r ? r : 1));
-  return ds;
-}
-
-/* Local pad of the dims that are not partitioned (partitioned ones left alone). */
-static hk_instr *pad_unpartitioned(spmd_visitor *v, hk_instr *x, hk_instr *pv, const hk_sharding *s,
-                                   const hk_pad_dim *pads) {
-  int r = x->shape->rank;
-  hk_pad_dim *pd = hk_alloc(v->m, sizeof *pd * (size_t)(r ? r : 1));
-  int64_t dims[HK_MAX_RANK];
-  bool any = false;
-  for (int i = 0; i < r; i++) {
-    bool local = hk_sharding_dim_partitions(s, i) == 1;
-    pd[i] = local ? pads[i] : (hk_pad_dim){0, 0, 0};
-    any = any || pd[i].lo || pd[i].hi || pd[i].interior;
-    int64_t n = x->shape->dims[i];
-    dims[i] = pd[i].lo + pd[i].hi + n + (n > 0 ? (n - 1) * pd[i].interior : 0);
-  }
-  if (!any) return x;
-  hk_instr *ops[2] = {x, pv};
-  hk_instr *p = hk_instr_new(v->comp, HK_OP_PAD, hk_shape_with_dims(v->m, x->shape, r, dims), 2, ops, NULL);
-  hk_attrs *a = hk_instr_attrs(p);
-  a->n_pad = r;
-  a->pad = pd;
-  return p;
-}
-
-hk_status *spmd_handle_pad_halo(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  *handled = false;
-  const hk_sharding *s = spmd_sharding_of(v, orig);
-  const hk_attrs *a = orig->attrs;
-  int r = orig->shape->rank;
-  if (s->kind != HK_SHARDING_TILED || spmd_is_subgroup_manual(s) || !hk_sharding_is_tiled(s) ||
-      !a || a->n_pad != r || orig->n_operands != 2)
-    return NULL;
-  pad_halo halos[HK_MAX_RANK];
-  bool any = false;
-  const hk_shape *in = orig->operands[0]->shape;
-  for (int d = 0; d < r; d++) {
-    const hk_pad_dim *pd = &a->pad[d];
-    if (hk_sharding_dim_partitions(s, d) == 1 || (!pd->lo && !pd->hi && !pd->interior)) continue;
-    if (pd->interior || !pad_halo_of(s, d, in->dims[d], orig->shape->dims[d], pd->lo, &halos[d]))
-      return NULL;
-    any = true;
-  }
-  if (!any) return NULL;
-  spmd_value *xv = spmd_lookup(v, orig->operands[0]), *pvv = spmd_lookup(v, orig->operands[1]);
-  if (!xv || !pvv) return hk_error(HK_INTERNAL, "operands of '%s' not partitioned", orig->name);
-  hk_instr *x, *pv;
-  HK_TRY(spmd_reshard(v, xv, s, &x));
-  HK_TRY(spmd_reshard(v, pvv, hk_sharding_replicated(v->m), &pv));
-  x = pad_unpartitioned(v, x, pv, s, a->pad);
-  for (int d = 0; d < r; d++) {
-    const hk_pad_dim *pd = &a->pad[d];
-    if (hk_sharding_dim_partitions(s, d) > 1 && (pd->lo || pd->hi))
-      x = pad_dim_by_halo(v, x, s, d, &halos[d], in->dims[d], pv);
-  }
-  spmd_set(v, orig, x, s);
-  *handled = true;
+  spmd_set(v, orig, k == 1 ? rotate_local(v, x, dim, amount) : rotate_sharded(v, x, s, dim, amount, orig->shape), s);
   return NULL;
 }

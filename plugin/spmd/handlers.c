@@ -361,6 +361,15 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
   return NULL;
 }
 
+/* A handler that may decline (window_ops.c, dynamic_update_slice.c),
+ * else the dims the op touches made whole. */
+static hk_status *windowed_or_dim_local(spmd_visitor *v, hk_instr *orig,
+                                        hk_status *(*windowed)(spmd_visitor *, hk_instr *, bool *)) {
+  bool handled = false;
+  HK_TRY(windowed(v, orig, &handled));
+  return handled ? NULL : handle_dim_local(v, orig);
+}
+
 /* Multi-operand sort: every operand (same dims) sharded alike, the sort
  * dim whole; each partition sorts its own rows. */
 static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
@@ -480,7 +489,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     }
     case HK_OP_CONVOLUTION: {
       bool handled = false;
-      HK_TRY(spmd_handle_conv(v, orig, &handled));
+      HK_TRY(spmd_handle_convolution(v, orig, &handled));
       return handled ? NULL : spmd_handle_fallback(v, orig);
     }
     case HK_OP_ALL_REDUCE:
@@ -504,17 +513,26 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       if (handled) return NULL;
       if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
       return handle_dim_local(v, orig);
-    }
-    case HK_OP_PAD: {
-      bool handled = false;
-      HK_TRY(spmd_handle_pad_halo(v, orig, &handled));
-      return handled ? NULL : handle_dim_local(v, orig);
-    }
+    case HK_OP_PAD:
+      return windowed_or_dim_local(v, orig, spmd_handle_pad_windowed);
     case HK_OP_SLICE:
-    case HK_OP_CONCATENATE:
+      return windowed_or_dim_local(v, orig, spmd_handle_slice_windowed);
     case HK_OP_REVERSE:
-    case HK_OP_DYNAMIC_SLICE:
+      return windowed_or_dim_local(v, orig, spmd_handle_reverse_windowed);
+    case HK_OP_SELECT_AND_SCATTER: {
+      bool handled = false;
+      HK_TRY(spmd_handle_select_and_scatter(v, orig, &handled));
+      return handled ? NULL : spmd_handle_fallback(v, orig);
+    }
+    case HK_OP_REDUCE_WINDOW: {
+      bool handled = false;
+      HK_TRY(spmd_handle_reduce_window(v, orig, &handled));
+      return handled ? NULL : spmd_handle_fallback(v, orig);
+    }
     case HK_OP_DYNAMIC_UPDATE_SLICE:
+      return windowed_or_dim_local(v, orig, spmd_handle_dus_in_shard);
+    case HK_OP_CONCATENATE:
+    case HK_OP_DYNAMIC_SLICE:
       return handle_dim_local(v, orig);
     default:
       break;

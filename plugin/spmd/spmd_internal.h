@@ -334,10 +334,64 @@ bool spmd_preprocess_candidate(const hk_instr *i);
 /* h sliced to [start, limit) along dim (whole along every other dim). */
 hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t start, int64_t limit);
 hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig);
-/* Pad along partitioned dims by halo exchange; *handled false (nothing
- * built) when the padding does not suit it (interior padding, halos wider
- * than a shard). */
-hk_status *spmd_handle_pad_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
+/* The shards of a dim taking part in a halo exchange: shards 0..n-1, shard
+ * j at tile j, or j + skip from shard skip_from on (skip_from -1: none). */
+typedef struct spmd_halo_ring {
+  int64_t n, skip_from, skip;
+} spmd_halo_ring;
+/* One dim's halo exchange (XLA's ExchangeHaloAndGetValidData arguments). */
+typedef struct spmd_halo {
+  spmd_halo_ring ring;
+  const int64_t *left, *right;     /* by shard: halo sizes (negative: edge dropped) */
+  int64_t explicit_left;           /* padding before the data on the whole dim */
+  int64_t padded_full;             /* the padded dim's size */
+  int64_t base_dim;                /* the data's size along the dim */
+  int64_t shard_with_halo;         /* each shard's result size */
+  const int64_t *offset_on_padded; /* by tile: the shard's first position on the padded dim */
+  bool mask;                       /* positions outside the data set to the pad value */
+} spmd_halo;
+/* x (local, sharded along d by t) with its halos: NULL when they reach
+ * past the neighbour and would move about as much as a gather. */
+hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
+                                   const spmd_halo *h, hk_instr *pad_value);
+/* x with positions first + i along d outside [lo, hi) replaced by the
+ * scalar pv (INT64_MIN / INT64_MAX: no bound). */
+hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *first, int64_t lo,
+                            int64_t hi, hk_instr *pv);
+/* x dynamic-sliced at starts (s32 scalars, one per dim) to shape ls. */
+hk_instr *spmd_dynamic_slice(spmd_visitor *v, hk_instr *x, hk_instr *const *starts, const hk_shape *ls);
+/* x dynamic-sliced to `size` along d from `start` (whole elsewhere). */
+hk_instr *spmd_dynamic_slice_dim(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *start,
+                                 int64_t size);
+
+/* ---- windowed.c: XLA's ReshardAsWindowedInput ---- */
+typedef struct spmd_windowed_input {
+  hk_instr *hlo;                   /* the local input, halos included */
+  hk_window_dim *window;           /* the window the local op uses (rank dims) */
+  hk_instr **out_offsets;          /* NULL, or starts of the dynamic-slice the local result needs */
+} spmd_windowed_input;
+/* val resharded so that the local op with out->window computes this
+ * shard's part of the windowed op's result under `target`; *ok false
+ * (nothing built) when it cannot be. */
+hk_status *spmd_reshard_as_windowed_input(spmd_visitor *v, spmd_value *val, const hk_window_dim *wd,
+                                          const hk_sharding *target, hk_instr *pad_value,
+                                          bool mask, bool *ok, spmd_windowed_input *out);
+
+/* ---- window_ops.c: ops through the windowed reshard; *handled false
+ * (nothing built) when their window cannot be partitioned ---- */
+hk_status *spmd_handle_reduce_window(spmd_visitor *v, hk_instr *orig, bool *handled);
+hk_status *spmd_handle_pad_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
+hk_status *spmd_handle_slice_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
+hk_status *spmd_handle_reverse_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
+hk_status *spmd_handle_select_and_scatter(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- dynamic_update_slice.c: an update inside one shard of a
+ * partitioned dim; *handled false otherwise ---- */
+hk_status *spmd_handle_dus_in_shard(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- conv.c: convolutions, spatially partitioned ones here, the rest
+ * through the dot handler; *handled false when neither applies ---- */
+hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- gather_scatter.c ---- */
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig);

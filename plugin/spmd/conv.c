@@ -1,0 +1,257 @@
+/* conv.c - convolutions partitioned along their convolutional spatial dims
+ * (XLA's PartitionConvolution): with both operands tiled alike, the lhs
+ * gets halos from its neighbours (conv_halo_exchange_always_on_lhs) and
+ * each shard convolves its piece with its piece of the kernel, partial sums
+ * all-reduced; with the output tiled, the lhs is resharded as a windowed
+ * input (windowed.c) and convolved with the replicated kernel.  Every other
+ * convolution - dims that act as batch, contracting or non-contracting
+ * dims, groups - goes through the dot handler (dot.c). */
+#include "spmd_internal.h"
+
+static int64_t groups_of(int64_t g) { return g > 1 ? g : 1; }
+
+/* Whether spatial dim i is a real convolution dim, not a dot dim in
+ * disguise (XLA's ParseConvolutionDimsInfo). */
+static bool conv_spatial_dim(const hk_instr *conv, int i) {
+  const hk_conv_dnums *cd = conv->attrs->conv;
+  const hk_window_dim *w = &conv->attrs->window->dims[i];
+  int64_t lhs = conv->operands[0]->shape->dims[cd->input_spatial[i]];
+  int64_t rhs = conv->operands[1]->shape->dims[cd->kernel_spatial[i]];
+  bool plain = w->base_dilation == 1 && w->window_dilation == 1;
+  /* batch: one window per position, or the whole dim as the window with
+   * base dilation spreading it */
+  if (w->size == 1 && w->stride == 1 && plain && !w->pad_lo && !w->pad_hi && !w->reversal && lhs == rhs)
+    return false;
+  if (lhs == w->size && plain && !w->pad_lo && !w->pad_hi && !w->reversal) return false;
+  if (w->stride == 1 && plain) {
+    if (rhs == 1 && w->size == 1 && !w->pad_lo && !w->pad_hi && !w->reversal) return false;
+    if (lhs == 1 && w->size == rhs && w->pad_lo == rhs - 1 && w->pad_hi == rhs - 1 && w->reversal)
+      return false;
+  }
+  return true;
+}
+
+static int64_t parts(const hk_sharding *s, int64_t d) {
+  return s && hk_sharding_is_tiled(s) ? hk_sharding_dim_partitions(s, (int)d) : 1;
+}
+
+/* The local convolution of lhs and rhs with window dims wd (n_spatial). */
+static hk_instr *local_conv(spmd_visitor *v, hk_instr *orig, hk_instr *lhs, hk_instr *rhs,
+                            const hk_window_dim *wd) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  int64_t dims[HK_MAX_RANK];
+  int64_t bgc = groups_of(orig->attrs->batch_group_count);
+  int64_t out_batch = orig->shape->dims[cd->output_batch];
+  dims[cd->output_batch] = bgc > 1 ? out_batch : lhs->shape->dims[cd->input_batch];
+  dims[cd->output_feature] = rhs->shape->dims[cd->kernel_output_feature];
+  for (int i = 0; i < cd->n_spatial; i++) {
+    const hk_window_dim *w = &wd[i];
+    int64_t n = lhs->shape->dims[cd->input_spatial[i]];
+    int64_t padded = (n > 0 ? (n - 1) * w->base_dilation + 1 : 0) + w->pad_lo + w->pad_hi;
+    int64_t dilated = (w->size - 1) * w->window_dilation + 1;
+    dims[cd->output_spatial[i]] = padded < dilated ? 0 : (padded - dilated) / w->stride + 1;
+  }
+  hk_instr *ops[2] = {lhs, rhs};
+  hk_instr *c = spmd_clone(v, orig, hk_shape_with_dims(v->m, orig->shape, orig->shape->rank, dims), 2, ops);
+  hk_attrs *a = hk_instr_attrs(c);
+  hk_window *win = hk_alloc(v->m, sizeof *win);
+  win->n_dims = cd->n_spatial;
+  win->dims = wd;
+  a->window = win;
+  if (groups_of(a->feature_group_count) > 1)
+    a->feature_group_count = lhs->shape->dims[cd->input_feature] / rhs->shape->dims[cd->kernel_input_feature];
+  if (bgc > 1) a->batch_group_count = lhs->shape->dims[cd->input_batch] / out_batch;
+  return c;
+}
+
+/* Grouped convolutions keep their grouped dims whole here. */
+static bool groups_unpartitioned(const hk_instr *orig, const hk_sharding *ls, const hk_sharding *rs) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  if (groups_of(orig->attrs->feature_group_count) > 1 &&
+      (parts(ls, cd->input_feature) > 1 || parts(rs, cd->kernel_output_feature) > 1))
+    return false;
+  if (groups_of(orig->attrs->batch_group_count) > 1 &&
+      (parts(ls, cd->input_batch) > 1 || parts(rs, cd->kernel_output_feature) > 1))
+    return false;
+  return true;
+}
+
+/* ---- both operands tiled: halo on the lhs, partial sums all-reduced ----------- */
+
+/* The uneven padding of x's partitioned dims (sharding s, global shape gs)
+ * set to zero. */
+static hk_instr *zero_padding(spmd_visitor *v, hk_instr *x, const hk_sharding *s, const hk_shape *gs) {
+  hk_instr *zero = NULL;
+  for (int d = 0; d < gs->rank; d++) {
+    int64_t k = parts(s, d);
+    if (k == 1 || gs->dims[d] % k == 0) continue;
+    if (!zero) zero = spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0);
+    x = spmd_mask_outside(v, x, d, spmd_tile_offset(v, s, gs, d), INT64_MIN, gs->dims[d], zero);
+  }
+  return x;
+}
+
+static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_window *win = orig->attrs->window;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  if (!hk_sharding_is_tiled(ls) || !hk_sharding_is_tiled(rs) || ls->n_subgroups || rs->n_subgroups ||
+      spmd_is_subgroup_manual(ls) || spmd_is_subgroup_manual(rs))
+    return NULL;
+  for (int i = 0; i < cd->n_spatial; i++)
+    if (win->dims[i].reversal || win->dims[i].base_dilation != 1) return NULL;
+  int r = orig->shape->rank;
+  int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK];
+  rhs_to_lhs[cd->kernel_output_feature] = cd->input_batch;
+  rhs_to_lhs[cd->kernel_input_feature] = cd->input_feature;
+  for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
+  for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
+  const hk_sharding *lt = ls, *rt = rs;
+  if (hk_shape_byte_size(orig->operands[0]->shape) < hk_shape_byte_size(orig->operands[1]->shape))
+    lt = hk_sharding_transpose(v->m, rs, lhs_to_rhs);
+  else
+    rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs);
+  if (!lt || !rt || parts(lt, cd->input_batch) != 1 || parts(rt, cd->kernel_output_feature) != 1 ||
+      !groups_unpartitioned(orig, lt, rt))
+    return NULL;
+  hk_instr *lhs, *rhs;
+  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
+  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
+  lhs = zero_padding(v, lhs, lt, orig->operands[0]->shape);
+  rhs = zero_padding(v, rhs, rt, orig->operands[1]->shape);
+  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
+  for (int i = 0; i < cd->n_spatial; i++) {
+    const hk_window_dim *wd = &win->dims[i];
+    nw[i] = *wd;
+    int64_t d = cd->input_spatial[i], k = parts(lt, d);
+    if (k == 1) continue;
+    int64_t base = orig->operands[0]->shape->dims[d];
+    int64_t lsz = (base + k - 1) / k;
+    int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
+    int64_t wc = 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
+    int64_t rd = rsz * wd->window_dilation;
+    int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
+    if (!left) abort();
+    int64_t *right = left + k, *none = left + 2 * k;
+    for (int64_t j = 0; j < k; j++) {
+      left[j] = (lsz - rd) * j + wd->pad_lo;
+      right[j] = (rd - lsz) * j + rd - lsz + 1 - wd->window_dilation + wd->stride * (wc - 1) - wd->pad_lo;
+      none[j] = 0;
+    }
+    spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = wd->pad_lo,
+                   .padded_full = 0, .base_dim = base,
+                   .shard_with_halo = wd->stride * (wc - 1) + (rsz - 1) * wd->window_dilation + 1,
+                   .offset_on_padded = none, .mask = false};
+    hk_instr *ext = spmd_exchange_halo_valid(v, lhs, lt, d, &h, zero);
+    free(left);
+    if (!ext) return NULL;
+    lhs = ext;
+    nw[i].pad_lo = nw[i].pad_hi = 0;
+    nw[i].size = rsz;
+  }
+  hk_instr *c = local_conv(v, orig, lhs, rhs, nw);
+  /* Partial sums over the tiles of the lhs (replicas of a tile hold the same sums). */
+  int64_t tdims[HK_MAX_RANK], n_groups, gsize;
+  for (int i = 0; i < r; i++) tdims[i] = i;
+  int64_t *groups = spmd_groups(v, lt, r, tdims, &n_groups, &gsize);
+  const hk_spmd_collective_ops *co = &v->p->collectives;
+  c = co->all_reduce(co->state, v->comp, c, spmd_reducer(v->m, (hk_prim)c->shape->elem, HK_OP_ADD), n_groups,
+                     gsize, groups, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(groups);
+  const hk_sharding *rep = hk_sharding_replicated(v->m);
+  if (lt->replicate_on_last_tile_dim) rep = hk_sharding_replicate_dims(v->m, lt, r, tdims);
+  hk_instr *out;
+  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, rep, o, &out));
+  spmd_set(v, orig, out, o);
+  *handled = true;
+  return NULL;
+}
+
+/* ---- output tiled: the lhs as a windowed input, the kernel replicated ---------- */
+
+static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window *win = orig->attrs->window;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (!hk_sharding_is_tiled(o) || o->n_subgroups || spmd_is_subgroup_manual(o) ||
+      parts(o, cd->output_feature) > 1)
+    return NULL;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (!groups_unpartitioned(orig, lv->sharding, rv->sharding)) return NULL;
+  int r = orig->shape->rank;
+  int64_t in_to_out[HK_MAX_RANK];
+  in_to_out[cd->input_batch] = cd->output_batch;
+  in_to_out[cd->input_feature] = cd->output_feature;
+  for (int i = 0; i < cd->n_spatial; i++) in_to_out[cd->input_spatial[i]] = cd->output_spatial[i];
+  const hk_sharding *lt = hk_sharding_transpose(v->m, o, in_to_out);
+  if (!lt) return NULL;
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)r);
+  for (int i = 0; i < r; i++) wd[i] = (hk_window_dim){1, 1, 0, 0, 1, 1, false};
+  for (int i = 0; i < cd->n_spatial; i++) wd[cd->input_spatial[i]] = win->dims[i];
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)orig->shape->elem, 0);
+  bool ok;
+  spmd_windowed_input in;
+  HK_TRY(spmd_reshard_as_windowed_input(v, lv, wd, lt, zero, true, &ok, &in));
+  if (!ok) return NULL;
+  hk_instr *rhs;
+  HK_TRY(spmd_reshard(v, rv, hk_sharding_replicated(v->m), &rhs));
+  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
+  for (int i = 0; i < cd->n_spatial; i++) nw[i] = in.window[cd->input_spatial[i]];
+  hk_instr *c = local_conv(v, orig, in.hlo, rhs, nw);
+  const hk_shape *ls = spmd_local_shape(v, o, orig->shape);
+  if (in.out_offsets) {
+    hk_instr *starts[HK_MAX_RANK];
+    /* The offsets are by lhs dim; the result's dims are the output's. */
+    for (int i = 0; i < r; i++) starts[in_to_out[i]] = in.out_offsets[i];
+    c = spmd_dynamic_slice(v, c, starts, ls);
+  }
+  if (!hk_shape_compatible(c->shape, ls))
+    return hk_error(HK_INTERNAL, "convolution '%s': local shape from the windowed reshard differs",
+                    orig->name);
+  spmd_set(v, orig, c, o);
+  *handled = true;
+  return NULL;
+}
+
+static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  const hk_attrs *a = orig->attrs;
+  if (!a || !a->conv || !a->window || orig->n_operands != 2 || a->window->n_dims != a->conv->n_spatial ||
+      orig->shape->elem == HK_PRED || !hk_shape_is_array(orig->shape))
+    return NULL;
+  const hk_conv_dnums *cd = a->conv;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (!lv || !rv || !lv->sharding || !rv->sharding || hk_sharding_is_maximal(o)) return NULL;
+  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  bool spatial = false;
+  for (int i = 0; i < cd->n_spatial; i++)
+    if (conv_spatial_dim(orig, i) &&
+        (parts(ls, cd->input_spatial[i]) > 1 || parts(rs, cd->kernel_spatial[i]) > 1 ||
+         parts(o, cd->output_spatial[i]) > 1))
+      spatial = true;
+  bool dot_dims = parts(ls, cd->input_batch) > 1 || parts(o, cd->output_batch) > 1 ||
+                  (parts(ls, cd->input_feature) > 1 && parts(rs, cd->kernel_input_feature) > 1);
+  for (int i = 0; i < cd->n_spatial; i++)
+    if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
+      dot_dims = true;
+  if (!spatial || dot_dims) return NULL;
+  if (v->p->options.conv_halo_exchange_always_on_lhs) HK_TRY(halo_on_lhs(v, orig, handled));
+  if (!*handled) HK_TRY(tiled_output(v, orig, handled));
+  return NULL;
+}
+
+hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  const hk_attrs *a = orig->attrs;
+  /* Grouped convolutions try their groups first, as XLA's base case does. */
+  bool grouped = a && (groups_of(a->feature_group_count) > 1 || groups_of(a->batch_group_count) > 1);
+  if (grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
+  if (!*handled) HK_TRY(conv_spatial(v, orig, handled));
+  if (!*handled && !grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
+  return NULL;
+}

@@ -1,0 +1,359 @@
+/* test_spmd_halo.c - Check tests of halo exchange (halo.c, windowed.c) and
+ * the ops built on it (window_ops.c, conv.c): reduce-window, pad, slice,
+ * reverse and spatially partitioned convolutions.  Each asserts the
+ * collectives emitted (collective-permutes, never an all-gather of the
+ * data), the halo widths they carry, their source-target pairs, and the
+ * values against the global module. */
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) { reg = spmd_check_registry(); }
+
+static void teardown(void) { hk_registry_free(reg); }
+
+/* The permutes of m whose operand has `width` elements along dim d, and
+ * whether the first such carries exactly `pairs` (in any order). */
+static int64_t permutes_of_width(const hk_module *m, int d, int64_t width) {
+  int64_t n = 0;
+  const hk_computation *c = m->entry;
+  for (hk_instr *i = c->first; i; i = i->next)
+    if (i->opcode == HK_OP_COLLECTIVE_PERMUTE && i->shape->dims[d] == width) n++;
+  return n;
+}
+
+static const hk_instr *permute_of_width(const hk_module *m, int d, int64_t width, int64_t skip) {
+  for (hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_COLLECTIVE_PERMUTE && i->shape->dims[d] == width && skip-- == 0) return i;
+  return NULL;
+}
+
+static bool has_pairs(const hk_instr *cp, int n, const hk_pair *want) {
+  if (!cp || cp->attrs->n_source_target_pairs != n) return false;
+  for (int k = 0; k < n; k++) {
+    bool found = false;
+    for (int j = 0; j < n; j++)
+      found |= cp->attrs->source_target_pairs[j].a == want[k].a &&
+               cp->attrs->source_target_pairs[j].b == want[k].b;
+    if (!found) return false;
+  }
+  return true;
+}
+
+/* A permute moving each shard's edge to its right / left neighbour among 4. */
+static const hk_pair to_right4[3] = {{0, 1}, {1, 2}, {2, 3}};
+static const hk_pair to_left4[3] = {{1, 0}, {2, 1}, {3, 2}};
+
+static void assert_no_gather(const hk_module *m) {
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+}
+
+static const char sum_comp[] =
+    "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n";
+
+/* ---- reduce-window ------------------------------------------------------------ */
+
+START_TEST(reduce_window_one_element_halos) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule m\n%s"
+           "ENTRY e {\n"
+           "  x = f32[16] parameter(0), sharding={devices=[4]<=[4]}\n"
+           "  z = f32[] constant(0)\n"
+           "  ROOT r = f32[16] reduce-window(x, z), window={size=3 pad=1_1}, to_apply=add,\n"
+           "    sharding={devices=[4]<=[4]}\n}\n", sum_comp);
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  /* One element from each side: 2 permutes of f32[1] = 4 bytes each. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(permutes_of_width(p, 0, 1), 2);
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 3, to_right4));
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 1), 3, to_left4));
+  ck_assert_int_eq(hk_shape_byte_size(permute_of_width(p, 0, 1, 0)->shape), 4);
+  ck_assert_int_eq(p->entry->root->shape->dims[0], 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reduce_window_halo_beyond_neighbour) {
+  /* Window 7 over shards of 2: 3 elements each side, from two neighbours
+   * (the nearest whole, one element of the next). */
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule m\n%s"
+           "ENTRY e {\n"
+           "  x = f32[16] parameter(0), sharding={devices=[8]<=[8]}\n"
+           "  z = f32[] constant(0)\n"
+           "  ROOT r = f32[16] reduce-window(x, z), window={size=7 pad=3_3}, to_apply=add,\n"
+           "    sharding={devices=[8]<=[8]}\n}\n", sum_comp);
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 4);
+  ck_assert_int_eq(permutes_of_width(p, 0, 2), 2);
+  ck_assert_int_eq(permutes_of_width(p, 0, 1), 2);
+  /* The one-element halo of the left side comes from two shards back. */
+  const hk_instr *far = permute_of_width(p, 0, 1, 0);
+  ck_assert_int_eq(far->attrs->n_source_target_pairs, 6);
+  ck_assert_int_eq(far->attrs->source_target_pairs[0].b - far->attrs->source_target_pairs[0].a, 2);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reduce_window_strided_uneven) {
+  /* 15 elements over 4 (uneven), stride 2: masking of the padded tail and
+   * a halo only on the right. */
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule m\n%s"
+           "ENTRY e {\n"
+           "  x = f32[15,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+           "  z = f32[] constant(0)\n"
+           "  ROOT r = f32[7,3] reduce-window(x, z), window={size=3x1 stride=2x1}, to_apply=add,\n"
+           "    sharding={devices=[4,1]<=[4]}\n}\n", sum_comp);
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_SELECT), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reduce_window_base_dilation) {
+  char text[1024];
+  snprintf(text, sizeof text,
+           "HloModule m\n%s"
+           "ENTRY e {\n"
+           "  x = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+           "  z = f32[] constant(0)\n"
+           "  ROOT r = f32[15] reduce-window(x, z), window={size=2 pad=1_0 lhs_dilate=2},\n"
+           "    to_apply=add, sharding={devices=[2]0,1}\n}\n", sum_comp);
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  assert_no_gather(p);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- pad, slice, reverse ----------------------------------------------------------- */
+
+START_TEST(pad_by_halo_masks_the_pad_value) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  v = f32[] constant(-1)\n"
+      "  ROOT p = f32[12] pad(x, v), padding=2_2, sharding={devices=[4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  /* Output shards of 3 read [3j-2, 3j+1): the 2 elements left of each shard. */
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_SELECT), 1);
+  ck_assert_int_eq(p->entry->root->shape->dims[0], 3);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(pad_interior) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
+      "  v = f32[] constant(0)\n"
+      "  ROOT p = f32[16] pad(x, v), padding=0_1_1, sharding={devices=[2]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  assert_no_gather(p);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(slice_shifts_by_one_neighbour) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[16,2] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT s = f32[12,2] slice(x), slice={[2:14], [0:2]}, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  /* Output shard j = input [3j+2, 3j+5) against input shard [4j, 4j+4):
+   * shard 0 needs one element from the right, shard 3 one from the left. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(permutes_of_width(p, 0, 1), 2);
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 3, to_right4));
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 1), 3, to_left4));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(slice_to_one_element_moves_nothing) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[16] parameter(0), sharding={devices=[8]<=[8]}\n"
+      "  ROOT s = f32[1] slice(x), slice={[1:2]}, sharding={devices=[8]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  /* Only shard 0 holds the element: the others read padding. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  assert_no_gather(p);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reverse_uneven_by_halo) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[7] parameter(0), sharding={devices=[2]0,1}\n"
+      "  ROOT r = f32[7] reverse(x), dimensions={0}, sharding={devices=[2]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  assert_no_gather(p);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reverse_even_swaps_shards) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  ROOT r = f32[8] reverse(x), dimensions={0}, sharding={devices=[4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  const hk_pair swap[4] = {{0, 3}, {1, 2}, {2, 1}, {3, 0}};
+  ck_assert(has_pairs(hk_test_last_op(p, HK_OP_COLLECTIVE_PERMUTE), 4, swap));
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- select-and-scatter ------------------------------------------------------------ */
+
+START_TEST(select_and_scatter_overlapping_windows) {
+  /* Windows of 3 at stride 2 overlap: source halos of one window, data
+   * halos padded with -inf (a GE select), the local result sliced. */
+  const char *text =
+      "HloModule m\n"
+      "ge {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+      "  ROOT c = pred[] compare(a, b), direction=GE\n}\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[16,2] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  src = f32[8,2] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  z = f32[] constant(0)\n"
+      "  ROOT s = f32[16,2] select-and-scatter(x, src, z), window={size=3x1 stride=2x1 pad=1_1x0_0},\n"
+      "    select=ge, scatter=add, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(p->entry->root->shape->dims[0], 4);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- dynamic-update-slice ------------------------------------------------------------ */
+
+START_TEST(dus_inside_one_shard) {
+  /* Update of 2 columns at 60 of 64 over 2 shards of 32: only the update
+   * (replicated: 128x2 s32 = 1 KiB, half of it gathered) moves. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = s32[128,64] parameter(0), sharding={devices=[1,2]0,1}\n"
+      "  i = s32[] parameter(1)\n"
+      "  c = s32[] constant(60)\n"
+      "  u = s32[128,2] parameter(2), sharding={devices=[1,2]0,1}\n"
+      "  ROOT d = s32[128,64] dynamic-update-slice(x, u, i, c), sharding={devices=[1,2]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  const hk_instr *ag = hk_test_last_op(p, HK_OP_ALL_GATHER);
+  ck_assert_int_eq(hk_shape_byte_size(ag->shape), 128 * 2 * 4);
+  ck_assert_int_eq(p->entry->root->shape->dims[1], 32);
+  hk_module_free(p);
+  /* Straddling the shards' boundary (30..33): the dims are made whole instead. */
+  char text2[1024];
+  snprintf(text2, sizeof text2, "%s", text);
+  memcpy(strstr(text2, "u = s32[128,2]"), "u = s32[128,4]", 14);
+  memcpy(strstr(text2, "constant(60)"), "constant(30)", 12);
+  p = spmd_check_partition(reg, text2, 2, NULL);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- convolution ----------------------------------------------------------------------- */
+
+static const char conv_tiled_output[] =
+    "HloModule m\nENTRY e {\n"
+    "  x = f32[2,16,3] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+    "  k = f32[3,3,5] parameter(1), sharding={replicated}\n"
+    "  ROOT c = f32[2,16,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,\n"
+    "    sharding={devices=[1,4,1]<=[4]}\n}\n";
+
+START_TEST(conv_spatial_output_tiled) {
+  hk_module *p = spmd_check_partition(reg, conv_tiled_output, 4, NULL);
+  assert_no_gather(p);
+  /* One row of halo on each side: f32[2,1,3] = 24 bytes per permute. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(permutes_of_width(p, 1, 1), 2);
+  ck_assert_int_eq(hk_shape_byte_size(permute_of_width(p, 1, 1, 0)->shape), 24);
+  ck_assert(has_pairs(permute_of_width(p, 1, 1, 0), 3, to_right4));
+  ck_assert(has_pairs(permute_of_width(p, 1, 1, 1), 3, to_left4));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_strided_window_dilated) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,32,2] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+      "  k = f32[3,2,2] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[1,14,2] convolution(x, k), window={size=3 stride=2 rhs_dilate=2},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={devices=[1,4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_both_tiled_halo_on_lhs) {
+  /* Kernel and input split along the spatial dim alike: the lhs gets a
+   * right halo, each shard convolves its part of the kernel, and the
+   * partial sums are all-reduced. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,16,2] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  k = f32[4,2,3] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT c = f32[1,13,3] convolution(x, k), window={size=4}, dim_labels=b0f_0io->b0f,\n"
+      "    sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+  /* With the halo on the rhs asked for, the output-tiled plan (kernel
+   * replicated) is taken instead: still correct. */
+  p = spmd_check_partition(reg, text, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_halo");
+  TCase *t = tcase_create("halo");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, reduce_window_one_element_halos);
+  tcase_add_test(t, reduce_window_halo_beyond_neighbour);
+  tcase_add_test(t, reduce_window_strided_uneven);
+  tcase_add_test(t, reduce_window_base_dilation);
+  tcase_add_test(t, pad_by_halo_masks_the_pad_value);
+  tcase_add_test(t, pad_interior);
+  tcase_add_test(t, slice_shifts_by_one_neighbour);
+  tcase_add_test(t, slice_to_one_element_moves_nothing);
+  tcase_add_test(t, reverse_uneven_by_halo);
+  tcase_add_test(t, reverse_even_swaps_shards);
+  tcase_add_test(t, select_and_scatter_overlapping_windows);
+  tcase_add_test(t, dus_inside_one_shard);
+  tcase_add_test(t, conv_spatial_output_tiled);
+  tcase_add_test(t, conv_strided_window_dilated);
+  tcase_add_test(t, conv_both_tiled_halo_on_lhs);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(suite)
