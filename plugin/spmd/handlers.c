@@ -513,6 +513,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
       if (handled) return NULL;
       if (hk_shape_is_tuple(orig->shape)) return handle_sort_tuple(v, orig);
       return handle_dim_local(v, orig);
+    }
     case HK_OP_PAD:
       return windowed_or_dim_local(v, orig, spmd_handle_pad_windowed);
     case HK_OP_SLICE:
