@@ -309,6 +309,24 @@ START_TEST(conv_strided_window_dilated) {
 }
 END_TEST
 
+START_TEST(conv_base_dilation_reversed_kernel) {
+  /* Base dilation with a reversed kernel (a transposed convolution): one
+   * halo row between the two shards, no gather. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,8,3] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  k = f32[3,3,4] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[2,16,4] convolution(x, k), window={size=3 pad=1_2 lhs_dilate=2 rhs_reversal=1},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={devices=[1,2,1]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_last_op(p, HK_OP_COLLECTIVE_PERMUTE)->attrs->n_source_target_pairs, 1);
+  ck_assert_int_eq(hk_test_last_op(p, HK_OP_COLLECTIVE_PERMUTE)->shape->dims[1], 1);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(conv_both_tiled_halo_on_lhs) {
   /* Kernel and input split along the spatial dim alike: the lhs gets a
    * right halo, each shard convolves its part of the kernel, and the
@@ -351,6 +369,7 @@ static Suite *suite(void) {
   tcase_add_test(t, dus_inside_one_shard);
   tcase_add_test(t, conv_spatial_output_tiled);
   tcase_add_test(t, conv_strided_window_dilated);
+  tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
   suite_add_tcase(s, t);
   return s;

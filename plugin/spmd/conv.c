@@ -191,7 +191,11 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   if (!lt) return NULL;
   hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)r);
   for (int i = 0; i < r; i++) wd[i] = (hk_window_dim){1, 1, 0, 0, 1, 1, false};
-  for (int i = 0; i < cd->n_spatial; i++) wd[cd->input_spatial[i]] = win->dims[i];
+  for (int i = 0; i < cd->n_spatial; i++) {
+    /* The kernel's reversal does not change which input positions a window reads. */
+    wd[cd->input_spatial[i]] = win->dims[i];
+    wd[cd->input_spatial[i]].reversal = false;
+  }
   hk_instr *zero = spmd_constant_scalar(v, (hk_prim)orig->shape->elem, 0);
   bool ok;
   spmd_windowed_input in;
@@ -200,7 +204,10 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   hk_instr *rhs;
   HK_TRY(spmd_reshard(v, rv, hk_sharding_replicated(v->m), &rhs));
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
-  for (int i = 0; i < cd->n_spatial; i++) nw[i] = in.window[cd->input_spatial[i]];
+  for (int i = 0; i < cd->n_spatial; i++) {
+    nw[i] = in.window[cd->input_spatial[i]];
+    nw[i].reversal = win->dims[i].reversal;
+  }
   hk_instr *c = local_conv(v, orig, in.hlo, rhs, nw);
   const hk_shape *ls = spmd_local_shape(v, o, orig->shape);
   if (in.out_offsets) {
