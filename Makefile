@@ -136,20 +136,28 @@ bench: all tools
 	@bash scripts/bench.sh $(BUILD)
 
 # libFuzzer target for the parser: the library sources compiled into the
-# fuzzer with coverage, seeded from fixtures/.  Needs clang.
+# fuzzer with coverage, seeded from fixtures/, the fuzz regressions and every
+# module of the conformance corpus (FUZZ_CORPUS_SRC; skipped when absent).
+# Needs clang.  FUZZ_FLAGS adds libFuzzer options (e.g. -jobs=1).
 FUZZ_TIME ?= 60
 FUZZ_CC   ?= clang
 FUZZ_SRC  ?= scripts/fuzz_parser.c
-FUZZ_DIRS ?= ir text sharding
+FUZZ_DIRS ?= ir text sharding analysis
+FUZZ_CORPUS_SRC ?= ../shared/conformance
+FUZZ_FLAGS ?=
 fuzz:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang ($(FUZZ_CC) not found)"; exit 2; }
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_parser \
 	  $(FUZZ_SRC) $(sort $(foreach d,$(FUZZ_DIRS),$(wildcard host/$(d)/*.c))) $(LDLIBS)
-	cp fixtures/*.hlo $(BUILD)/fuzz/corpus/
-	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 \
-	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus
+	$(CC) -std=c11 -D_GNU_SOURCE -O1 $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_seeds scripts/fuzz_seeds.c $(JSONC_LIBS)
+	cp fixtures/*.hlo tests/fuzz_regressions/*.hlo $(BUILD)/fuzz/seeds/
+	@if ls $(FUZZ_CORPUS_SRC)/*.jsonl >/dev/null 2>&1; then \
+	  $(BUILD)/fuzz/fuzz_seeds $(BUILD)/fuzz/seeds $(FUZZ_CORPUS_SRC)/*.jsonl; \
+	else echo "fuzz: no corpus at $(FUZZ_CORPUS_SRC); seeding from fixtures only"; fi
+	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_FLAGS) \
+	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/hlokit/plugins \
