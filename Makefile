@@ -79,7 +79,7 @@ $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 # Objects reached through the plugin rule are "intermediate" to make: keep
 # them (.PRECIOUS), but do not use .SECONDARY, which would also let make
 # skip rebuilding a missing object of an up-to-date libhlokit.so.
-.PRECIOUS: $(BUILD)/obj/%.o
+.PRECIOUS: $(BUILD)/obj/%.o $(BUILD)/obj/plugin/%.o
 .SECONDEXPANSION:
 $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plugin/$$*/*.c))) $(LIB)
 	@mkdir -p $(dir $@)
