@@ -249,6 +249,8 @@ START_TEST(test_async_chain_attributes) {
   expect_error(t, "t:7:1:", "Expect async_execution_thread to be main, but got other");
   snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"main\"\n}\n", pre);
   hk_module_free(hk_test_parse(t));
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(p)\n}\n", pre);
+  expect_error(t, "t:6:3:", "AsyncUpdate and AsyncDone expect a single operand in the form of");
   expect_error(
       "HloModule m\n\nw0 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
       "w1 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"

@@ -615,7 +615,11 @@ static bool async_shape_ok(const hk_shape *s) {
 
 /* The async op `prev` must be a start/update whose wrapped op matches. */
 static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk_computation **wrapped) {
-  if (pi->n_operands != 1 || (ops[0]->opcode != HK_OP_ASYNC_START &&
+  if (pi->n_operands != 1 || !async_shape_ok(ops[0]->shape))
+    return tx_error_at(P, pi->at,
+                       "AsyncUpdate and AsyncDone expect a single operand in the form of "
+                       "((async-operands), async-outputs, state).");
+  if ((ops[0]->opcode != HK_OP_ASYNC_START &&
                               ops[0]->opcode != HK_OP_ASYNC_UPDATE))
     return tx_error_at(P, pi->at,
                        "AsyncUpdate and AsyncDone expect their operand to be the previous async op.");
