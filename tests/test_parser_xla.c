@@ -194,6 +194,12 @@ START_TEST(test_inferred_shapes) {
   expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
                    "  ROOT b = f32[2,2] broadcast(p)\n}\n",
                    HK_PRINT_SHORT, "broadcast(p), dimensions={}");
+  /* shape-less broadcast: XLA reads dimensions as new major sizes */
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT b = broadcast(p), dimensions={}\n}\n",
+                   HK_PRINT_SHORT, "b = f32[] broadcast(p), dimensions={}");
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[4,6] parameter(0)\n  q = f32[4,2] parameter(1)\n"
+                   "  c = concatenate(p, q), dimensions={1}\n  ROOT k = topk(c), k=3, largest=true\n}\n",
+                   HK_PRINT_SHORT, "k = (f32[4,3]{1,0}, s32[4,3]{1,0}) topk(c)");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT b = f32[2,2] broadcast(p)\n}\n",
                "t:5:21:", "attribute dimensions is expected but not seen");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = reshape(p)\n}\n",
