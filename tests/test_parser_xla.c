@@ -434,6 +434,27 @@ START_TEST(test_verifier_fft_and_tuple_reducer) {
 }
 END_TEST
 
+/* enumerated attribute values and window sub-attributes as XLA checks them */
+START_TEST(test_enums_and_windows) {
+  const char *pre =
+      "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+      "ENTRY e {\n  p = f32[4,4] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = ";
+  char t[1024];
+  snprintf(t, sizeof t, "%sf32[4,4] fusion(p), kind=kBogus, calls=add\n}\n", pre);
+  expect_error(t, "t:12:37:", "expects fusion kind but sees: kBogus");
+  snprintf(t, sizeof t, "%sf32[4,4] rng(z, z), distribution=RNG_UNIFORM\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "distribution=rng_uniform");
+  snprintf(t, sizeof t, "%sc64[4,4] fft(p), fft_type=fft, fft_length={4}\n}\n", pre);
+  expect_error(t, "t:12:38:", "expects fft type but sees: fft");
+  snprintf(t, sizeof t, "%sf32[2,2] reduce-window(p, z), window={size=2x2 stride=2x2 stride=2x2}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:77:", "sub-attribute 'stride=' already exists");
+  snprintf(t, sizeof t, "%sf32[4,4] reduce-window(p, z), window={size=1x1 pad=0_0}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:49:", "expects 'pad=' has the same size as 'size='");
+  snprintf(t, sizeof t, "%sf32[4,4] reduce-window(p, z), window={size=1x1 bogus=1}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:59:", "unexpected attribute name: bogus");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -458,6 +479,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_shardy_frontend_attributes);
   tcase_add_test(tc, test_bare_array_literal);
   tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
+  tcase_add_test(tc, test_enums_and_windows);
   suite_add_tcase(s, tc);
   return s;
 }
