@@ -194,6 +194,12 @@ START_TEST(test_inferred_shapes) {
   expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
                    "  ROOT b = f32[2,2] broadcast(p)\n}\n",
                    HK_PRINT_SHORT, "broadcast(p), dimensions={}");
+  /* shape-less broadcast: XLA reads dimensions as new major sizes */
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n  ROOT b = broadcast(p), dimensions={}\n}\n",
+                   HK_PRINT_SHORT, "b = f32[] broadcast(p), dimensions={}");
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[4,6] parameter(0)\n  q = f32[4,2] parameter(1)\n"
+                   "  c = concatenate(p, q), dimensions={1}\n  ROOT k = topk(c), k=3, largest=true\n}\n",
+                   HK_PRINT_SHORT, "k = (f32[4,3]{1,0}, s32[4,3]{1,0}) topk(c)");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT b = f32[2,2] broadcast(p)\n}\n",
                "t:5:21:", "attribute dimensions is expected but not seen");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = reshape(p)\n}\n",
@@ -249,6 +255,8 @@ START_TEST(test_async_chain_attributes) {
   expect_error(t, "t:7:1:", "Expect async_execution_thread to be main, but got other");
   snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"main\"\n}\n", pre);
   hk_module_free(hk_test_parse(t));
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(p)\n}\n", pre);
+  expect_error(t, "t:6:3:", "AsyncUpdate and AsyncDone expect a single operand in the form of");
   expect_error(
       "HloModule m\n\nw0 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
       "w1 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
@@ -426,6 +434,27 @@ START_TEST(test_verifier_fft_and_tuple_reducer) {
 }
 END_TEST
 
+/* enumerated attribute values and window sub-attributes as XLA checks them */
+START_TEST(test_enums_and_windows) {
+  const char *pre =
+      "HloModule m\n\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+      "ENTRY e {\n  p = f32[4,4] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = ";
+  char t[1024];
+  snprintf(t, sizeof t, "%sf32[4,4] fusion(p), kind=kBogus, calls=add\n}\n", pre);
+  expect_error(t, "t:12:37:", "expects fusion kind but sees: kBogus");
+  snprintf(t, sizeof t, "%sf32[4,4] rng(z, z), distribution=RNG_UNIFORM\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "distribution=rng_uniform");
+  snprintf(t, sizeof t, "%sc64[4,4] fft(p), fft_type=fft, fft_length={4}\n}\n", pre);
+  expect_error(t, "t:12:38:", "expects fft type but sees: fft");
+  snprintf(t, sizeof t, "%sf32[2,2] reduce-window(p, z), window={size=2x2 stride=2x2 stride=2x2}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:77:", "sub-attribute 'stride=' already exists");
+  snprintf(t, sizeof t, "%sf32[4,4] reduce-window(p, z), window={size=1x1 pad=0_0}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:49:", "expects 'pad=' has the same size as 'size='");
+  snprintf(t, sizeof t, "%sf32[4,4] reduce-window(p, z), window={size=1x1 bogus=1}, to_apply=add\n}\n", pre);
+  expect_error(t, "t:12:59:", "unexpected attribute name: bogus");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -450,6 +479,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_shardy_frontend_attributes);
   tcase_add_test(tc, test_bare_array_literal);
   tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
+  tcase_add_test(tc, test_enums_and_windows);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -389,6 +389,21 @@ static bool infer_shape_quick(tx_parser *P, tx_pending *pi) {
     pi->shape = hk_shape_token(P->m);
     return true;
   }
+  if (op == HK_OP_BROADCAST && n == 1 && hk_shape_is_array(ops[0]->shape)) {
+    /* XLA's InferBroadcastShape(operand, sizes): without a shape the
+     * dimensions attribute lists new major sizes, the operand's follow */
+    const hk_shape *o = ops[0]->shape;
+    int64_t nd = pi->has_dims ? (int64_t)pi->dims.n : 0;
+    if (nd + o->rank > HK_MAX_RANK) return false;
+    int64_t dims[HK_MAX_RANK];
+    for (int64_t k = 0; k < nd; k++) {
+      if (pi->dims.v[k] < 0) return false;
+      dims[k] = pi->dims.v[k];
+    }
+    for (int k = 0; k < o->rank; k++) dims[nd + k] = o->dims[k];
+    pi->shape = hk_shape_array(P->m, (hk_prim)o->elem, (int)(nd + o->rank), dims);
+    return true;
+  }
   return false;
 }
 
@@ -615,7 +630,11 @@ static bool async_shape_ok(const hk_shape *s) {
 
 /* The async op `prev` must be a start/update whose wrapped op matches. */
 static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk_computation **wrapped) {
-  if (pi->n_operands != 1 || (ops[0]->opcode != HK_OP_ASYNC_START &&
+  if (pi->n_operands != 1 || !async_shape_ok(ops[0]->shape))
+    return tx_error_at(P, pi->at,
+                       "AsyncUpdate and AsyncDone expect a single operand in the form of "
+                       "((async-operands), async-outputs, state).");
+  if ((ops[0]->opcode != HK_OP_ASYNC_START &&
                               ops[0]->opcode != HK_OP_ASYNC_UPDATE))
     return tx_error_at(P, pi->at,
                        "AsyncUpdate and AsyncDone expect their operand to be the previous async op.");

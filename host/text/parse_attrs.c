@@ -170,31 +170,35 @@ static bool parse_x_list(tx_parser *P, int64_t *vals, int *n, char sep_inner, in
 }
 
 static bool parse_window(tx_parser *P, tx_pending *pi) {
+  const char *open = (tx_skip(P), P->p);
   if (!tx_expect(P, '{', "at the start of a window")) return false;
   int64_t size[HK_MAX_RANK * 3], stride[HK_MAX_RANK * 3], pad[HK_MAX_RANK * 3],
       lhs[HK_MAX_RANK * 3], rhs[HK_MAX_RANK * 3], rev[HK_MAX_RANK * 3];
   int ns = -1, nst = -1, np = -1, nl = -1, nr = -1, nrev = -1;
+  /* XLA's ParseWindow: each field once; a window has size's dimensions */
+  static const char *const names[6] = {"size", "stride", "pad", "lhs_dilate", "rhs_dilate",
+                                       "rhs_reversal"};
+  int64_t *vals[6] = {size, stride, pad, lhs, rhs, rev};
+  int *counts[6] = {&ns, &nst, &np, &nl, &nr, &nrev};
   while (!tx_accept(P, '}')) {
     const char *k;
     size_t kl;
-    const char *at = P->p;
-    if (!tx_ident(P, &k, &kl)) return tx_error_at(P, P->p, "expects a window field");
-    if (!tx_expect(P, '=', "after a window field")) return false;
-    bool ok;
-    if (kl == 4 && !memcmp(k, "size", 4)) ok = parse_x_list(P, size, &ns, 'x', 1, "size");
-    else if (kl == 6 && !memcmp(k, "stride", 6)) ok = parse_x_list(P, stride, &nst, 'x', 1, "stride");
-    else if (kl == 3 && !memcmp(k, "pad", 3)) ok = parse_x_list(P, pad, &np, '_', 2, "pad");
-    else if (kl == 10 && !memcmp(k, "lhs_dilate", 10)) ok = parse_x_list(P, lhs, &nl, 'x', 1, "lhs_dilate");
-    else if (kl == 10 && !memcmp(k, "rhs_dilate", 10)) ok = parse_x_list(P, rhs, &nr, 'x', 1, "rhs_dilate");
-    else if (kl == 12 && !memcmp(k, "rhs_reversal", 12)) ok = parse_x_list(P, rev, &nrev, 'x', 1, "rhs_reversal");
-    else return tx_error_at(P, at, "unknown window field %.*s", (int)kl, k);
-    if (!ok) return false;
+    const char *at = (tx_skip(P), P->p);
+    if (!tx_ident(P, &k, &kl) || !tx_accept(P, '='))
+      return tx_error_at(P, at, "expects sub-attributes in window");
+    int f = 0;
+    while (f < 6 && !(strlen(names[f]) == kl && !memcmp(names[f], k, kl))) f++;
+    if (f == 6) return tx_error_at(P, at, "unexpected attribute name: %.*s", (int)kl, k);
+    if (*counts[f] >= 0)
+      return tx_error_at(P, (tx_skip(P), P->p), "sub-attribute '%s=' already exists",
+                         f == 4 ? "rls_dilate" : names[f]);   /* (XLA's spelling) */
+    if (!parse_x_list(P, vals[f], counts[f], f == 2 ? '_' : 'x', f == 2 ? 2 : 1, names[f]))
+      return false;
   }
-  int n = ns;
-  if (n < 0) n = nst >= 0 ? nst : np >= 0 ? np : 0;
-  if ((nst >= 0 && nst != n) || (np >= 0 && np != n) || (nl >= 0 && nl != n) ||
-      (nr >= 0 && nr != n) || (nrev >= 0 && nrev != n))
-    return tx_error_at(P, P->p, "window fields have different numbers of dimensions");
+  int n = ns < 0 ? 0 : ns;
+  for (int f = 1; f < 6; f++)
+    if (*counts[f] >= 0 && *counts[f] != n)
+      return tx_error_at(P, open, "expects '%s=' has the same size as 'size='", names[f]);
   hk_window *w = hk_alloc(P->m, sizeof *w);
   hk_window_dim *d = n ? hk_alloc(P->m, sizeof *d * (size_t)n) : NULL;
   for (int i = 0; i < n; i++) {
@@ -563,6 +567,28 @@ static bool parse_word_value(tx_parser *P, const char **s, size_t *len) {
   return true;
 }
 
+/* A word that must be one of the comma-separated `allowed` (any case when
+ * fold, as XLA's StringTo* do); *out gets the allowed spelling (XLA prints
+ * the canonical name). */
+static bool parse_enum_word(tx_parser *P, tx_pending *pi, const char *allowed, bool fold,
+                            const char *what, const char **out) {
+  const char *s;
+  size_t l;
+  const char *at = (tx_skip(P), P->p);
+  if (!tx_ident(P, &s, &l)) return tx_error_at(P, at, "expects %s", what);
+  for (const char *a = allowed; *a;) {
+    size_t n = strcspn(a, ",");
+    if (n == l && (fold ? !strncasecmp(a, s, l) : !memcmp(a, s, l))) {
+      *out = tx_intern(P, a, n);
+      pi->has_attrs = true;
+      return true;
+    }
+    a += n;
+    if (*a) a++;
+  }
+  return tx_error_at(P, at, "expects %s but sees: %.*s", what, (int)l, s);
+}
+
 static bool parse_cmp_dir(tx_parser *P, tx_pending *pi) {
   const char *s;
   size_t l;
@@ -815,14 +841,9 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
     case 'a':
       if (IS("api_version")) return parse_api_version(P, pi);
       if (IS("async_execution_thread")) return parse_string_attr(P, pi, &pi->async_thread);
-      if (IS("algorithm") && op == HK_OP_RNG_BIT_GENERATOR) {
-        const char *s;
-        size_t l;
-        if (!parse_word_value(P, &s, &l)) return false;
-        a->rng_algorithm = tx_intern(P, s, l);
-        pi->has_attrs = true;
-        return true;
-      }
+      if (IS("algorithm") && op == HK_OP_RNG_BIT_GENERATOR)
+        return parse_enum_word(P, pi, "rng_default,rng_three_fry,rng_philox", true,
+                               "random algorithm", &a->rng_algorithm);
       break;
     case 'b':
       if (IS("backend_config")) {
@@ -894,14 +915,9 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
         pi->has_attrs = true;
         return tx_int_list(P, '{', '}', &a->dynamic_slice_sizes);
       }
-      if (IS("distribution")) {
-        const char *s;
-        size_t l;
-        if (!parse_word_value(P, &s, &l)) return false;
-        a->rng_distribution = tx_intern(P, s, l);
-        pi->has_attrs = true;
-        return true;
-      }
+      if (IS("distribution"))
+        return parse_enum_word(P, pi, "rng_uniform,rng_normal", true, "random distribution",
+                               &a->rng_distribution);
       if (IS("delta")) return parse_int_attr(P, pi, &a->rng_delta);
       break;
     case 'e':
@@ -914,14 +930,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       }
       if (IS("feature_group_count")) return parse_int_attr(P, pi, &a->feature_group_count);
       if (IS("false_computation")) return tx_computation_ref(P, &pi->false_c);
-      if (IS("fft_type")) {
-        const char *s;
-        size_t l;
-        if (!parse_word_value(P, &s, &l)) return false;
-        a->fft_type = tx_intern(P, s, l);
-        pi->has_attrs = true;
-        return true;
-      }
+      if (IS("fft_type")) return parse_enum_word(P, pi, "FFT,IFFT,RFFT,IRFFT", false, "fft type", &a->fft_type);
       if (IS("fft_length")) {
         pi->has_attrs = true;
         return tx_int_list(P, '{', '}', &a->fft_length);
@@ -954,14 +963,9 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       if (IS("infeed_config") || IS("outfeed_config")) return parse_string_attr(P, pi, &a->infeed_config);
       break;
     case 'k':
-      if (IS("kind") && op == HK_OP_FUSION) {
-        const char *s;
-        size_t l;
-        if (!parse_word_value(P, &s, &l)) return false;
-        a->fusion_kind = tx_intern(P, s, l);
-        pi->has_attrs = true;
-        return true;
-      }
+      if (IS("kind") && op == HK_OP_FUSION)
+        return parse_enum_word(P, pi, "kLoop,kInput,kOutput,kCustom", false, "fusion kind",
+                               &a->fusion_kind);
       if (IS("k") && op == HK_OP_TOPK) return parse_int_attr(P, pi, &a->k);
       break;
     case 'l':
