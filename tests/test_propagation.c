@@ -449,6 +449,22 @@ START_TEST(tuple_reduce_backward_merges_other_inputs) {
 }
 END_TEST
 
+/* XLA never counts a parameter as user-provided (only unrefinable entry
+ * parameters are): a callee parameter annotated replicated still takes the
+ * tiled sharding of the operand it receives. */
+START_TEST(callee_parameters_are_not_provided) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "f {\n  q = f32[8,4] parameter(0), sharding={replicated}\n  ROOT n = f32[8,4] negate(q)\n}\n"
+      "ENTRY e {\n  x = f32[8,4] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+      "  a = f32[8,4] copy(x)\n  c = f32[8,4] call(a), to_apply=f\n  ROOT o = f32[8,4] copy(c)\n}\n",
+      "is_spmd=true");
+  expect(m, "q", "{devices=[2,1]<=[2]}");
+  expect(m, "x", "{devices=[2,1]<=[2]}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -836,6 +852,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, uneven_output_replicated_only_per_element);
   tcase_add_test(t, shard_as_groups_aligned_after_the_loop);
   tcase_add_test(t, tuple_reduce_backward_merges_other_inputs);
+  tcase_add_test(t, callee_parameters_are_not_provided);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);

@@ -386,7 +386,8 @@ static void mark_provided(run_state *rs, hk_module *m) {
   for (int64_t k = 0; k < rs->cx.n_info; k++) {
     pi_info *p = &rs->cx.info[k];
     if (!p->instr || !p->instr->sharding) continue;
-    p->provided = true;
+    /* XLA never counts a parameter as provided (entry ones follow below) */
+    p->provided = p->instr->opcode != HK_OP_PARAMETER;
     p->dir = HK_PROP_DIR_PROVIDED;
     p->rule = "annotation";
   }
@@ -398,7 +399,7 @@ static void mark_provided(run_state *rs, hk_module *m) {
   for (int32_t k = 0; k < e->n_params; k++) {
     if (!e->params[k]) continue;
     rs->saved_params[k] = e->params[k]->sharding;
-    if (prop_param_allowed(&rs->cx, e, k)) pi(e->params[k])->provided = false;
+    pi(e->params[k])->provided = e->params[k]->sharding && !prop_param_allowed(&rs->cx, e, k);
   }
   if (rs->cx.allow_out_any && rs->cx.o.is_spmd) pi(e->root)->provided = false;
   else pi(e->root)->provided = true;
