@@ -380,7 +380,7 @@ static bool output_allowed(const prop_ctx *cx, int64_t k) {
  * parameters and outputs propagation may refine. */
 static void mark_provided(run_state *rs, hk_module *m) {
   for (int64_t k = 0; k < rs->cx.n_info; k++) {
-    rs->cx.info[k].dir = HK_PROP_DIR_NONE;
+    if (rs->cx.info[k].dir != HK_PROP_DIR_COMPUTATION) rs->cx.info[k].dir = HK_PROP_DIR_NONE;
     rs->cx.info[k].level = -1;
   }
   for (int64_t k = 0; k < rs->cx.n_info; k++) {
@@ -388,6 +388,7 @@ static void mark_provided(run_state *rs, hk_module *m) {
     if (!p->instr || !p->instr->sharding) continue;
     /* XLA never counts a parameter as provided (entry ones follow below) */
     p->provided = p->instr->opcode != HK_OP_PARAMETER;
+    if (p->dir == HK_PROP_DIR_COMPUTATION) continue;   /* copied from a related instruction */
     p->dir = HK_PROP_DIR_PROVIDED;
     p->rule = "annotation";
   }
@@ -521,9 +522,13 @@ static void map_computations(run_state *rs) {
       for (int r = 0; r < n && !sharded; r++)
         if (rel[r]->sharding) sharded = rel[r];
       if (!sharded) continue;
-      for (int r = 0; r < n; r++)
-        if (rel[r] != sharded && pi(rel[r]))
-          rel[r]->sharding = sa_tuple_of(rs->cx.m, rel[r]->shape, sharded->sharding);
+      for (int r = 0; r < n; r++) {
+        if (rel[r] == sharded || !pi(rel[r])) continue;
+        rel[r]->sharding = sa_tuple_of(rs->cx.m, rel[r]->shape, sharded->sharding);
+        pi(rel[r])->src = sharded;   /* explain: copied, not annotated */
+        pi(rel[r])->rule = hk_opcode_name((hk_opcode)i->opcode);
+        pi(rel[r])->dir = HK_PROP_DIR_COMPUTATION;
+      }
     }
   }
 }
