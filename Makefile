@@ -15,7 +15,9 @@ BUILD    ?= build
 PREFIX   ?= /usr/local
 SAN      ?=
 OPT      ?= -O2 -g
-CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC $(OPT) \
+# -fvisibility=hidden: libhlokit.so exports what the ABI headers declare
+# and nothing else (abi/hlokit/export.h); abi/hlokit.map versions it.
+CFLAGS_BASE = -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fPIC -fvisibility=hidden $(OPT) \
               -Iabi -Iabi/hlokit -Ihost
 JSONC_CFLAGS := $(shell pkg-config --cflags json-c 2>/dev/null)
 JSONC_LIBS   := $(shell pkg-config --libs json-c 2>/dev/null || echo -ljson-c)
@@ -62,9 +64,12 @@ $(BUILD)/obj/plugin/%.o: plugin/%.c $(HEADERS) $(PLUGIN_HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(LIB): $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+LIB_OBJ  := $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRC))
+VERSION_SCRIPT := abi/hlokit.map
+$(LIB): $(LIB_OBJ) $(VERSION_SCRIPT)
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,libhlokit.so $(LDFLAGS_SAN) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libhlokit.so -Wl,--version-script=$(VERSION_SCRIPT) $(LDFLAGS_SAN) \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
 
 $(BIN): $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRC)) $(LIB)
 	$(CC) $(LDFLAGS_SAN) -o $@ $(filter %.o,$^) -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' -Wl,-rpath,'$$ORIGIN/../lib' $(LDLIBS)
@@ -82,6 +87,14 @@ $(BUILD)/plugins/%.so: $$(addprefix $(BUILD)/obj/,$$(subst .c,.o,$$(wildcard plu
 $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN/..' $(CHECK_LIBS) $(LDLIBS)
+
+# Suites that test the library's insides (arena, intern table, metadata)
+# link its objects instead of libhlokit.so, which exports only the ABI.
+# They load no plugin (a plugin would see a second copy of the library).
+INTERNAL_TESTS := $(BUILD)/tests/test_arena $(BUILD)/tests/test_ir $(BUILD)/tests/test_sharding
+$(INTERNAL_TESTS): $(BUILD)/tests/%: tests/%.c tests/testutil.h $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(CHECK_CFLAGS) -Itests $(LDFLAGS_SAN) -o $@ $< $(LIB_OBJ) $(CHECK_LIBS) $(LDLIBS)
 
 $(BUILD)/hk-%: scripts/%.c $(LIB) $(HEADERS)
 	$(CC) $(CFLAGS) -o $@ $< -L$(BUILD) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDFLAGS_SAN) $(LDLIBS)
@@ -124,28 +137,34 @@ bench: all tools
 	@bash scripts/bench.sh $(BUILD)
 
 # libFuzzer target for the parser: the library sources compiled into the
-# fuzzer with coverage, seeded from fixtures/.  Needs clang.
+# fuzzer with coverage, seeded from fixtures/, the fuzz regressions and every
+# module of the conformance corpus (FUZZ_CORPUS_SRC; skipped when absent).
+# Needs clang.  FUZZ_FLAGS adds libFuzzer options (e.g. -jobs=1).
 FUZZ_TIME ?= 60
 FUZZ_CC   ?= clang
 FUZZ_SRC  ?= scripts/fuzz_parser.c
-FUZZ_DIRS ?= ir text sharding
+FUZZ_DIRS ?= ir text sharding analysis
+FUZZ_CORPUS_SRC ?= ../shared/conformance
+FUZZ_FLAGS ?=
 fuzz:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang ($(FUZZ_CC) not found)"; exit 2; }
-	@mkdir -p $(BUILD)/fuzz/corpus
-	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	@mkdir -p $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
+	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
 	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_parser \
 	  $(FUZZ_SRC) $(sort $(foreach d,$(FUZZ_DIRS),$(wildcard host/$(d)/*.c))) $(LDLIBS)
-	cp fixtures/*.hlo $(BUILD)/fuzz/corpus/
-	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 \
-	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus
+	$(CC) -std=c11 -D_GNU_SOURCE -O1 $(JSONC_CFLAGS) -o $(BUILD)/fuzz/fuzz_seeds scripts/fuzz_seeds.c $(JSONC_LIBS)
+	cp fixtures/*.hlo tests/fuzz_regressions/*.hlo $(BUILD)/fuzz/seeds/
+	@if ls $(FUZZ_CORPUS_SRC)/*.jsonl >/dev/null 2>&1; then \
+	  $(BUILD)/fuzz/fuzz_seeds $(BUILD)/fuzz/seeds $(FUZZ_CORPUS_SRC)/*.jsonl; \
+	else echo "fuzz: no corpus at $(FUZZ_CORPUS_SRC); seeding from fixtures only"; fi
+	$(BUILD)/fuzz/fuzz_parser -max_total_time=$(FUZZ_TIME) -max_len=65536 $(FUZZ_FLAGS) \
+	  -artifact_prefix=$(BUILD)/fuzz/ $(BUILD)/fuzz/corpus $(BUILD)/fuzz/seeds
 
 # libFuzzer target for the whole pipeline (scripts/fuzz_pipeline.c): the
 # library and the plugins built by clang with sanitizers and coverage into
-# $(FUZZ_PL), seeded with the modules of ../shared/conformance/*.jsonl and
-# fixtures/ (one control byte each: partitions, sharding mutations).
-FUZZ_PL    = $(BUILD)/fuzz-pipeline
-FUZZ_CORPUS ?= $(FUZZ_PL)/corpus
-FUZZ_FLAGS ?=
+# $(FUZZ_PL), seeded as `make fuzz` is (fixtures, fuzz regressions, the
+# conformance modules); FUZZ_TIME and FUZZ_FLAGS as there.
+FUZZ_PL = $(BUILD)/fuzz-pipeline
 fuzz-pipeline:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz-pipeline needs clang ($(FUZZ_CC) not found)"; exit 2; }
 	$(MAKE) --no-print-directory BUILD=$(FUZZ_PL) CC=$(FUZZ_CC) SAN=1 OPT="-O1 -g" \
@@ -154,10 +173,13 @@ fuzz-pipeline:
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(FUZZ_PL)/fuzz_pipeline scripts/fuzz_pipeline.c \
 	  -L$(FUZZ_PL) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
-	@mkdir -p $(FUZZ_CORPUS)
-	@python3 scripts/fuzz_seeds.py $(FUZZ_CORPUS) ../shared/conformance/*.jsonl fixtures/*.hlo
+	@mkdir -p $(FUZZ_PL)/corpus $(FUZZ_PL)/seeds
+	$(CC) -std=c11 -D_GNU_SOURCE -O1 $(JSONC_CFLAGS) -o $(FUZZ_PL)/fuzz_seeds scripts/fuzz_seeds.c $(JSONC_LIBS)
+	cp fixtures/*.hlo tests/fuzz_regressions/*.hlo $(FUZZ_PL)/seeds/
+	@if ls $(FUZZ_CORPUS_SRC)/*.jsonl >/dev/null 2>&1; then \
+	  $(FUZZ_PL)/fuzz_seeds $(FUZZ_PL)/seeds $(FUZZ_CORPUS_SRC)/*.jsonl; fi
 	$(FUZZ_PL)/fuzz_pipeline -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=120 -rss_limit_mb=3072 \
-	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_CORPUS)
+	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_PL)/corpus $(FUZZ_PL)/seeds
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/hlokit/plugins \

@@ -179,6 +179,7 @@ int main(int argc, char **argv) {
   const char *path = NULL;
   int runs = 3, row = 0;
   hk_print_form form = HK_PRINT_LONG;
+  hk_set_worker_threads(0);   /* as the hlokit executable: the CPUs (HLOKIT_THREADS) */
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (strncmp(a, "--runs=", 7) == 0) runs = atoi(a + 7);

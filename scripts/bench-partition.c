@@ -158,6 +158,7 @@ int main(int argc, char **argv) {
   const char *path = NULL, *passes = "spmd-partitioning";
   long runs = 3;
   bool row = false;
+  hk_set_worker_threads(0);   /* as the hlokit executable: the CPUs (HLOKIT_THREADS) */
   for (int i = 1; i < argc; i++) {
     if (strncmp(argv[i], "--passes=", 9) == 0) passes = argv[i] + 9;
     else if (strncmp(argv[i], "--runs=", 7) == 0) runs = atol(argv[i] + 7);

@@ -4,7 +4,10 @@
 # Usage: scripts/bench.sh BUILD [BENCH...]
 #   BENCH_SIZES="1000 10000 100000 1000000"   module sizes (instructions)
 #   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
-# Benches: parse (parse and print), pipeline (pass dispatch), propagation
+#   BENCH_WHOLE_RUNS=5                        rounds of the whole-process bench
+# Benches: whole (the hlokit process as the user runs it, beside cat of the
+# same file, alternating; medians), parse (parse and print, in process: the
+# diagnostic), pipeline (pass dispatch), propagation
 # (sharding-propagation over parameter-annotated modules), partition (read,
 # parse, spmd-partitioning and print end to end, and a device-count sweep),
 # eval (1024^3 dot, 100-layer MLP checked on 8 devices).  To add one, write bench_NAME (it gets
@@ -18,7 +21,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(parse pipeline propagation partition eval)
+BENCHES=(whole parse pipeline propagation partition eval)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -45,6 +48,65 @@ runs_for() {
   [ $r -gt 50 ] && r=50
   [ $r -lt "$runs_1m" ] && r=$runs_1m
   echo $r
+}
+
+# gen_many_params SIZE -> a module of about SIZE instructions whose every
+# layer has its own weights (3 parameters a layer).
+gen_many_params() {
+  local path="$benchdir/mlp-$1-all-per-layer.hlo"
+  if [ ! -s "$path" ] || [ "$build/hk-gen-mlp" -nt "$path" ]; then
+    "$build/hk-gen-mlp" --instructions="$1" --annotate=all --weights=per-layer >"$path.tmp"
+    mv "$path.tmp" "$path"
+  fi
+  echo "$path"
+}
+
+# timed CMD... -> "wall_seconds max_rss_kb" of one run (output discarded).
+timed() {
+  /usr/bin/time -f '%e %M' -o "$benchdir/time.txt" "$@" >/dev/null 2>&1 || true
+  tail -n 1 "$benchdir/time.txt"
+}
+
+# median of the numbers on stdin.
+median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+# whole_row FILE ROUNDS: cat, the partitioning process and parse+print,
+# alternating, ROUNDS times; prints the medians and the ratios to cat.
+whole_row() {
+  local f=$1 rounds=$2 out="$benchdir/out.hlo" i
+  local tc="" tw="" tp="" rw="" rp=""
+  for ((i = 0; i < rounds; i++)); do
+    tc+="$(timed sh -c "cat '$f' | cat >/dev/null" | cut -d' ' -f1)"$'\n'
+    read -r t r < <(timed "$build/hlokit" opt "$f" --passes="$PARTITION_PASSES" --no-verify -o "$out")
+    tw+="$t"$'\n'; rw+="$r"$'\n'
+    read -r t r < <(timed "$build/hlokit" opt "$f" --no-verify -o "$out")
+    tp+="$t"$'\n'; rp+="$r"$'\n'
+  done
+  rm -f "$out"
+  local n bytes
+  n=$(grep -c ' = ' "$f")
+  bytes=$(stat -c %s "$f")
+  awk -v n="$n" -v b="$bytes" -v c="$(median <<<"$tc")" -v w="$(median <<<"$tw")" \
+      -v p="$(median <<<"$tp")" -v rw="$(median <<<"$rw")" -v rp="$(median <<<"$rp")" \
+    'BEGIN { printf "%9d %7.1f | %7.3f | %8.3f %6.1fx %7.0f | %8.3f %6.1fx %7.0f\n",
+             n, b / 1e6, c, w, w / c, rw * 1024 / n, p, p / c, rp * 1024 / n }'
+}
+
+bench_whole() {
+  local rounds=${BENCH_WHOLE_RUNS:-5}
+  echo
+  echo "== the whole hlokit process, as the user waits for it (wall seconds, medians of $rounds"
+  echo "   alternating rounds; RSS: peak bytes per instruction):"
+  echo "   cat:       cat M | cat >/dev/null"
+  echo "   partition: hlokit opt M --passes='$PARTITION_PASSES' --no-verify -o out.hlo"
+  echo "   parse+print: hlokit opt M --no-verify -o out.hlo"
+  printf '%9s %7s | %7s | %8s %7s %7s | %8s %7s %7s\n' instrs MB "cat s" "part s" "x cat" "RSS B/i" \
+    "p+p s" "x cat" "RSS B/i"
+  for n in "${sizes[@]}"; do
+    whole_row "$(gen_module "$n" all)" "$rounds"
+  done
+  echo "many parameters (every layer its own weights):"
+  whole_row "$(gen_many_params "${sizes[-1]}")" "$rounds"
 }
 
 bench_parse() {

@@ -41,7 +41,17 @@ typedef struct tally {
   char name[64];
   int passed, failed;
   int sampled;               /* passes `hlokit check` made on sampled elements */
+  int measured;              /* cases that reported bytes moved */
+  int64_t bytes_moved;       /* sum of their bytes_moved_per_device */
+  int remat_cases;           /* cases with a full rematerialization */
+  int64_t remats;            /* sum of their full rematerializations */
 } tally;
+
+/* What a case measured besides its verdict (-1: not measured). */
+typedef struct case_metrics {
+  int64_t bytes_moved;       /* bytes_moved_per_device of the partitioned program */
+  int64_t remats;            /* full rematerializations the partitioner reported */
+} case_metrics;
 
 /* A passing case's reason starts with this when its check ran sampled. */
 #define SAMPLED_MARK "(sampled)"
@@ -66,6 +76,7 @@ typedef struct runner {
   pending running[MAX_JOBS];
   int n_tallies;
   tally tallies[MAX_TALLIES];
+  case_metrics metrics;      /* the running case's, set by its case_fn */
   int passed, failed;
 } runner;
 
@@ -77,8 +88,8 @@ static tally *tally_get(runner *r, const char *name) {
     if (strcmp(r->tallies[i].name, name) == 0) return &r->tallies[i];
   if (r->n_tallies == MAX_TALLIES) return NULL;
   tally *t = &r->tallies[r->n_tallies++];
+  memset(t, 0, sizeof *t);
   snprintf(t->name, sizeof t->name, "%s", name);
-  t->passed = t->failed = t->sampled = 0;
   return t;
 }
 
@@ -212,12 +223,27 @@ static char *print_module(const hk_module *m, hk_print_form form, size_t *len) {
 
 /* ---- running one case ---------------------------------------------------- */
 
+/* Adds a case's measurements to its suite's totals. */
+static void tally_metrics(runner *r, const char *suite, const case_metrics *m) {
+  tally *t = tally_get(r, suite);
+  if (!t) return;
+  if (m->bytes_moved >= 0) {
+    t->measured++;
+    t->bytes_moved += m->bytes_moved;
+  }
+  if (m->remats > 0) {
+    t->remat_cases++;
+    t->remats += m->remats;
+  }
+}
+
 static void record(runner *r, const char *suite, const char *kind, const char *group,
-                   const char *name, bool pass, const char *reason) {
+                   const char *name, bool pass, const char *reason, const case_metrics *m) {
   char key[128];
   r->passed += pass;
   r->failed += !pass;
   tally_add(r, suite, pass);
+  if (m) tally_metrics(r, suite, m);
   bool sampled = pass && strncmp(reason, SAMPLED_MARK, strlen(SAMPLED_MARK)) == 0;
   tally *st = sampled ? tally_get(r, suite) : NULL;
   if (st) st->sampled++;
@@ -244,8 +270,10 @@ static void describe_exit(int status, int timeout_s, char *reason, size_t cap, b
   }
 }
 
-/* Reads a finished child's message and status into a verdict. */
-static bool child_verdict(runner *r, int fd, int status, char *reason, size_t cap) {
+/* Reads a finished child's message ("P" or "F", "BYTES REMATS|", reason) and
+ * status into a verdict and the case's metrics. */
+static bool child_verdict(runner *r, int fd, int status, char *reason, size_t cap,
+                          case_metrics *m) {
   char buf[REASON_CAP + 1];
   size_t got = 0;
   ssize_t k;
@@ -258,8 +286,11 @@ static bool child_verdict(runner *r, int fd, int status, char *reason, size_t ca
   }
   buf[got] = 0;
   bool said_pass = got > 0 && buf[0] == 'P';
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && got > 0) {
-    set_reason(reason, cap, "%s", buf + 1);   /* a pass may carry SAMPLED_MARK */
+  char *bar = got > 0 ? strchr(buf, '|') : NULL;
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0 && bar) {
+    long long bytes = -1, remats = -1;
+    if (sscanf(buf + 1, "%lld %lld", &bytes, &remats) == 2) *m = (case_metrics){bytes, remats};
+    set_reason(reason, cap, "%s", bar + 1);   /* a pass may carry SAMPLED_MARK */
     return said_pass;
   }
   describe_exit(status, r->timeout_s, reason, cap, said_pass);
@@ -279,12 +310,13 @@ static void collect_one(runner *r) {
     pending *p = &r->running[i];
     if (p->pid != pid) continue;
     char reason[REASON_CAP] = "";
-    bool pass = child_verdict(r, p->fd, status, reason, sizeof reason);
+    case_metrics m = {-1, -1};
+    bool pass = child_verdict(r, p->fd, status, reason, sizeof reason, &m);
     close(p->fd);
     p->pid = 0;
     r->n_running--;
     one_line(reason);
-    record(r, p->suite, p->kind, p->group[0] ? p->group : NULL, p->name, pass, reason);
+    record(r, p->suite, p->kind, p->group[0] ? p->group : NULL, p->name, pass, reason, &m);
     return;
   }
 }
@@ -300,10 +332,12 @@ static void run_child(runner *r, case_fn fn, json_object *c, int fd) {
     if (r->running[i].pid) close(r->running[i].fd);
   alarm((unsigned)r->timeout_s);
   char why[REASON_CAP] = "";
+  r->metrics = (case_metrics){-1, -1};
   bool ok = fn(r, c, why, sizeof why);
   char msg[REASON_CAP + 1];
   bool sampled = ok && strncmp(why, SAMPLED_MARK, strlen(SAMPLED_MARK)) == 0;
-  int n = snprintf(msg, sizeof msg, "%c%s", ok ? 'P' : 'F', ok && !sampled ? "" : why);
+  int n = snprintf(msg, sizeof msg, "%c%lld %lld|%s", ok ? 'P' : 'F', (long long)r->metrics.bytes_moved,
+                   (long long)r->metrics.remats, ok && !sampled ? "" : why);
   if (n > (int)sizeof msg - 1) n = (int)sizeof msg - 1;
   if (write(fd, msg, (size_t)n) < 0) _exit(3);
   close(fd);
@@ -316,7 +350,7 @@ static void start_case(runner *r, const char *suite, const char *kind, const cha
   while (r->n_running >= r->jobs) collect_one(r);
   int fds[2];
   if (pipe(fds) != 0) {
-    record(r, suite, kind, group, name, false, "pipe failed");
+    record(r, suite, kind, group, name, false, "pipe failed", NULL);
     return;
   }
   fflush(NULL);
@@ -324,7 +358,7 @@ static void start_case(runner *r, const char *suite, const char *kind, const cha
   if (pid < 0) {
     close(fds[0]);
     close(fds[1]);
-    record(r, suite, kind, group, name, false, "fork failed");
+    record(r, suite, kind, group, name, false, "fork failed", NULL);
     return;
   }
   if (pid == 0) {
@@ -363,10 +397,11 @@ static void run_case(runner *r, const char *suite, const char *kind, const char 
     return;
   }
   char reason[REASON_CAP] = "";
+  r->metrics = (case_metrics){-1, -1};
   bool pass = fn(r, c, reason, sizeof reason);
   if (pass && strncmp(reason, SAMPLED_MARK, strlen(SAMPLED_MARK)) != 0) reason[0] = 0;
   one_line(reason);
-  record(r, suite, kind, group, name, pass, reason);
+  record(r, suite, kind, group, name, pass, reason, &r->metrics);
 }
 
 /* Reads a whole file into a malloc'ed NUL-terminated buffer; NULL on error
@@ -426,7 +461,7 @@ static bool for_each_line(runner *r, const char *file, line_fn each) {
 static void record_missing(runner *r, const char *suite, const char *file) {
   char reason[256];
   snprintf(reason, sizeof reason, "cannot read %s/%s", r->dir, file);
-  record(r, suite, "data", NULL, file, false, reason);
+  record(r, suite, "data", NULL, file, false, reason, NULL);
 }
 
 /* ---- suite: parser --------------------------------------------------------- */
@@ -571,7 +606,7 @@ static void parser_case(runner *r, json_object *c, int index) {
   else if (strcmp(kind, "parse_ok") == 0) fn = case_parser_parse_ok;
   else if (strcmp(kind, "error") == 0) fn = case_parser_error;
   if (!fn) {
-    record(r, "parser", kind, group, name, false, "unknown case kind");
+    record(r, "parser", kind, group, name, false, "unknown case kind", NULL);
     return;
   }
   run_case(r, "parser", kind, group, name, fn, c);
@@ -790,10 +825,12 @@ static void strip_layouts(const char *in, char *out, size_t cap) {
 /* Seconds one spmd case may take (partitioning and checking). */
 #define SPMD_CASE_SECONDS 20
 
-/* True when every collective of the module at path carries a channel id
- * no other collective has (send/recv pair up by sharing one, so they are
- * not counted). */
-static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
+/* A judgement of the partitioned module a case wrote (after check said equal). */
+typedef bool (*module_check_fn)(json_object *c, const hk_module *m, char *reason, size_t cap);
+
+/* Parses the partitioned module at path and applies fn to it. */
+static bool judge_partitioned(json_object *c, const char *path, module_check_fn fn, char *reason,
+                              size_t cap) {
   size_t len = 0;
   char *text = slurp(path, &len);
   if (!text) {
@@ -808,6 +845,15 @@ static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
     hk_status_free(st);
     return false;
   }
+  bool ok = fn(c, m, reason, cap);
+  hk_module_free(m);
+  return ok;
+}
+
+/* True when every collective of m carries a channel id no other collective
+ * has (send/recv pair up by sharing one, so they are not counted). */
+static bool channel_ids_unique(json_object *c, const hk_module *m, char *reason, size_t cap) {
+  (void)c;
   bool ok = true;
   int64_t n_seen = 0, cap_seen = 64;
   int64_t *seen = malloc((size_t)cap_seen * sizeof *seen);
@@ -826,25 +872,92 @@ static bool channel_ids_unique(const char *path, char *reason, size_t cap) {
       seen[n_seen++] = id;
     }
   free(seen);
-  hk_module_free(m);
   return ok;
 }
 
-static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, char *reason,
-                           size_t cap);
+/* ---- spmd_quality: the collective kinds XLA's test names ---------------------- */
+
+/* The collective kinds, as bits (index = hk_collective_kind). */
+static unsigned collective_kind_bit(hk_opcode op) {
+  switch (op) {
+    case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: return 1u << HK_COLL_ALL_REDUCE;
+    case HK_OP_ALL_GATHER: case HK_OP_ALL_GATHER_START: return 1u << HK_COLL_ALL_GATHER;
+    case HK_OP_REDUCE_SCATTER: return 1u << HK_COLL_REDUCE_SCATTER;
+    case HK_OP_ALL_TO_ALL: case HK_OP_RAGGED_ALL_TO_ALL: return 1u << HK_COLL_ALL_TO_ALL;
+    case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_COLLECTIVE_PERMUTE_START:
+      return 1u << HK_COLL_COLLECTIVE_PERMUTE;
+    case HK_OP_COLLECTIVE_BROADCAST: return 1u << HK_COLL_COLLECTIVE_BROADCAST;
+    default: return 0;
+  }
+}
+
+/* The kinds the case's xla_collectives names; widened, an all-reduce also
+ * names all-gather and reduce-scatter (XLA's harness builds those as
+ * all-reduces). */
+static unsigned named_kinds(json_object *c, bool widen) {
+  json_object *list;
+  unsigned bits = 0;
+  if (!json_object_object_get_ex(c, "xla_collectives", &list) || !json_object_is_type(list, json_type_array))
+    return 0;
+  for (size_t k = 0; k < json_object_array_length(list); k++) {
+    const char *name = json_object_get_string(json_object_array_get_idx(list, k));
+    for (int kind = 0; kind < HK_EVAL_NUM_COLLECTIVE_KINDS; kind++)
+      if (name && !strcmp(name, hk_collective_kind_name(kind))) bits |= 1u << kind;
+  }
+  if (widen && (bits & (1u << HK_COLL_ALL_REDUCE))) bits |= 1u << HK_COLL_ALL_GATHER | 1u << HK_COLL_REDUCE_SCATTER;
+  return bits;
+}
+
+/* "all-gather,all-to-all" for the kinds in bits ("none" when empty). */
+static void kinds_text(unsigned bits, char *out, size_t cap) {
+  size_t n = 0;
+  out[0] = 0;
+  for (int kind = 0; kind < HK_EVAL_NUM_COLLECTIVE_KINDS && n < cap; kind++)
+    if (bits & (1u << kind)) n += (size_t)snprintf(out + n, cap - n, "%s%s", n ? "," : "", hk_collective_kind_name(kind));
+  if (!n) snprintf(out, cap, "none");
+}
+
+/* True when every collective kind in m is one the case's xla_collectives
+ * names; the reason lists the kinds emitted and the kinds named. */
+static bool collectives_as_xla(json_object *c, const hk_module *m, char *reason, size_t cap) {
+  json_object *list;
+  if (!json_object_object_get_ex(c, "xla_collectives", &list) || !json_object_is_type(list, json_type_array))
+    return true;   /* the test names no op: nothing to hold the module to */
+  unsigned emitted = 0, named = named_kinds(c, true);
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next) emitted |= collective_kind_bit(i->opcode);
+  if (!(emitted & ~named)) return true;
+  char e[160], w[160];
+  kinds_text(emitted, e, sizeof e);
+  kinds_text(named_kinds(c, false), w, sizeof w);
+  set_reason(reason, cap, "emits %s; XLA's test names %s", e, w);
+  return false;
+}
+
+static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, module_check_fn after,
+                           char *reason, size_t cap);
 
 static bool spmd_case(runner *r, json_object *c, char *reason, size_t cap) {
-  return spmd_case_with(r, c, NULL, reason, cap);
+  return spmd_case_with(r, c, NULL, NULL, reason, cap);
 }
 
 /* The spmd case with the @hilo-collectives passes appended: still equal,
  * and every channel id unique afterwards. */
 static bool spmd_hilo_case(runner *r, json_object *c, char *reason, size_t cap) {
-  return spmd_case_with(r, c, "@hilo-collectives", reason, cap);
+  return spmd_case_with(r, c, "@hilo-collectives", channel_ids_unique, reason, cap);
 }
 
-static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, char *reason,
-                           size_t cap) {
+/* The spmd case, and no collective kind XLA's test does not name. */
+static bool spmd_quality_case(runner *r, json_object *c, char *reason, size_t cap) {
+  return spmd_case_with(r, c, NULL, collectives_as_xla, reason, cap);
+}
+
+/* Partitions the case with its options (then extra_passes), checks it with
+ * `hlokit check`, and, when after is given, judges the written partitioned
+ * module with it; the case's bytes moved and full rematerializations go to
+ * r->metrics. */
+static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, module_check_fn after,
+                           char *reason, size_t cap) {
   const char *hlo = jstr(c, "hlo");
   char path[4096], spec[2048], nparts[64], timeout_s[32];
   if (!hlo || !write_temp_hlo(hlo, path, sizeof path)) {
@@ -865,10 +978,10 @@ static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, 
   snprintf(passes, sizeof passes, "--passes=%s%s%s", spec, extra_passes ? "," : "",
            extra_passes ? extra_passes : "");
   snprintf(out_path, sizeof out_path, "%s.out.hlo", path);
-  /* With extra passes the result is also written (-o) to check channel ids;
-   * without, the NULL ends argv before "-o". */
+  /* With a judgement the result is also written (-o) to judge it; without,
+   * the NULL ends argv before "-o". */
   char *argv[] = {"/usr/bin/timeout", "-s", "KILL", timeout_s, (char *)r->hlokit, "check",
-                  path, nparts, passes, "--json", extra_passes ? "-o" : NULL, out_path, NULL};
+                  path, nparts, passes, "--json", after ? "-o" : NULL, out_path, NULL};
   char *out = NULL;
   int sig = 0;
   int rc = run_command(argv, &out, &sig);
@@ -887,6 +1000,7 @@ static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, 
       set_reason(reason, cap, "exit %d: %.300s", rc, msg);
     } else {
       bool equal = jbool(res, "equal", false);
+      r->metrics = (case_metrics){jint(res, "bytes_moved_per_device", -1), jint(res, "full_rematerializations", -1)};
       const char *mode = jstr(res, "mode");
       bool sampled = mode && !strcmp(mode, "sampled");
       const char *want = jstr(c, "root_shape"), *got = jstr(res, "partitioned_root_shape");
@@ -901,14 +1015,14 @@ static bool spmd_case_with(runner *r, json_object *c, const char *extra_passes, 
       } else if (want && strcmp(a, b)) {
         set_reason(reason, cap, "root shape %s, expected %s", b, a);
       } else {
-        ok = !extra_passes || channel_ids_unique(out_path, reason, cap);
+        ok = !after || judge_partitioned(c, out_path, after, reason, cap);
         if (ok && sampled) set_reason(reason, cap, SAMPLED_MARK " %s of %s positions", jstr(res, "samples"),
                                       jstr(res, "samples_planned"));
       }
       json_object_put(res);
     }
   }
-  if (extra_passes) unlink(out_path);
+  if (after) unlink(out_path);
   free(out);
   return ok;
 }
@@ -934,6 +1048,23 @@ static void spmd_hilo_each(runner *r, json_object *c, int index) {
 static void suite_spmd_hilo(runner *r) {
   if (!for_each_line(r, "spmd.jsonl", spmd_hilo_each))
     record_missing(r, "spmd_hilo", "spmd.jsonl");
+}
+
+/* Cases whose test names no op at all (xla_collectives null) have nothing
+ * to be held to: they are tallied apart, as spmd_quality_unnamed, and pass
+ * when check says equal; the spmd_quality rate is over the cases that name
+ * ops, as the issue measures it. */
+static void spmd_quality_each(runner *r, json_object *c, int index) {
+  (void)index;
+  const char *name = jstr(c, "name");
+  json_object *list;
+  bool named = json_object_object_get_ex(c, "xla_collectives", &list) && json_object_is_type(list, json_type_array);
+  run_case(r, named ? "spmd_quality" : "spmd_quality_unnamed", jbool(c, "expect_error", false) ? "error" : "module",
+           NULL, name ? name : "?", spmd_quality_case, c);
+}
+
+static void suite_spmd_quality(runner *r) {
+  if (!for_each_line(r, "spmd.jsonl", spmd_quality_each)) record_missing(r, "spmd_quality", "spmd.jsonl");
 }
 
 /* ---- suite: stateful_rng -------------------------------------------------------- */
@@ -1131,6 +1262,10 @@ static const suite SUITES[] = {
      "spmd.jsonl: spmd-partitioning then hlokit check (equal values, root shape)"},
     {"spmd_hilo", suite_spmd_hilo,
      "spmd.jsonl: spmd-partitioning,@hilo-collectives then hlokit check; channel ids unique"},
+    {"spmd_quality", suite_spmd_quality,
+     "spmd.jsonl: as spmd, and every collective kind emitted is one XLA's test names "
+     "(all-gather/reduce-scatter named where all-reduce is); cases naming no op "
+     "tallied as spmd_quality_unnamed"},
     {"stateful_rng", suite_stateful_rng,
      "stateful_rng.jsonl: rng-expander, sharding-propagation{is_spmd=true}, "
      "stateful-rng-spmd-partitioning, then hlokit check"},
@@ -1166,6 +1301,12 @@ static void print_tallies(const runner *r) {
     if (r->tallies[i].sampled)
       printf("%s: %d of %d passes checked on sampled elements\n", r->tallies[i].name,
              r->tallies[i].sampled, r->tallies[i].passed);
+  for (int i = 0; i < r->n_tallies; i++) {
+    const tally *t = &r->tallies[i];
+    if (t->measured || t->remat_cases)
+      printf("%s: bytes_moved_per_device total %lld over %d cases; full rematerializations %lld in %d cases\n",
+             t->name, (long long)t->bytes_moved, t->measured, (long long)t->remats, t->remat_cases);
+  }
   for (int i = 0; i < r->n_tallies; i++) {
     const tally *t = &r->tallies[i];
     int total = t->passed + t->failed;

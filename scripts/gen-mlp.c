@@ -2,6 +2,7 @@
  *
  * Usage: hk-gen-mlp [--layers=N | --instructions=N] [--width=W] [--batch=B]
  *                   [--devices=D] [--annotate=all|params] [--form=long|short]
+ *                   [--weights=shared|per-layer]
  *
  * Every layer has exactly LAYER_INSTRS instructions: dot with the column-
  * sharded first weight, bias add, relu (maximum with a broadcast zero), dot
@@ -9,7 +10,10 @@
  * reduces, broadcasts and elementwise ops).  The weights are parameters
  * shared by all layers, so the entry signature stays small and the module's
  * size is set by --layers alone: PREAMBLE_INSTRS + layers * LAYER_INSTRS
- * entry instructions (plus 3 in the reduction computation).
+ * entry instructions (plus 3 in the reduction computation).  With
+ * --weights=per-layer every layer has its own three weight parameters
+ * (w1.L, b1.L, w2.L: LAYER_INSTRS + 3 instructions a layer), the
+ * many-parameter module: an entry signature of 3 * layers + 1 parameters.
  *
  * --annotate=all gives every entry instruction a sharding (what the
  * partitioner consumes); --annotate=params shards only the parameters and
@@ -27,6 +31,7 @@ typedef struct gen {
   long width, ffn, batch, devices;
   int annotate_all;
   int long_form;
+  int per_layer;   /* each layer its own weight parameters */
   /* shape strings, e.g. "f32[8,256]{1,0}" */
   char s_bw[64], s_bf[64], s_wf[64], s_fw[64], s_f[64], s_b[64], s_scalar[16];
   char col[64], row[64], vec[64];  /* sharding texts */
@@ -94,19 +99,45 @@ static void emit_leaf(const gen *g, const char *name, const char *shape, const c
   putchar('\n');
 }
 
+/* The weights' parameter list after x: "SEP w1 SEP b1 SEP w2" once, or
+ * per layer; with names ("w1.3: f32[..]") or shapes only. */
+static void put_weights(const gen *g, int named) {
+  long n = g->per_layer ? g->layers : 1;
+  for (long l = 0; l < n; l++) {
+    const char *names[3] = {"w1", "b1", "w2"};
+    const char *shapes[3] = {g->s_wf, g->s_f, g->s_fw};
+    for (int k = 0; k < 3; k++) {
+      fputs(", ", stdout);
+      long index = 1 + 3 * l + k;   /* x is 0; XLA's layout marks every fifth */
+      if (!named && index % 5 == 0) printf("/*index=%ld*/", index);
+      if (named && g->per_layer) printf("%s.%ld: ", names[k], l);
+      else if (named) printf("%s: ", names[k]);
+      if (named) {   /* the signature's shapes carry no layout */
+        char dims[64];
+        snprintf(dims, sizeof dims, "%s", shapes[k]);
+        char *brace = strchr(dims, '{');
+        if (brace) *brace = 0;
+        fputs(dims, stdout);
+      } else {
+        fputs(shapes[k], stdout);
+      }
+    }
+  }
+}
+
 static void emit_header(const gen *g) {
-  printf("HloModule mlp_stack_%ld, entry_computation_layout={(%s, %s, %s, %s)->%s}, "
-         "num_partitions=%ld\n\n",
-         g->layers, g->s_bw, g->s_wf, g->s_f, g->s_fw, g->s_bw, g->devices);
+  printf("HloModule mlp_stack_%ld, entry_computation_layout={(%s", g->layers, g->s_bw);
+  put_weights(g, 0);
+  printf(")->%s}, num_partitions=%ld\n\n", g->s_bw, g->devices);
   if (g->long_form) {
     printf("%%add_f32 (lhs: f32[], rhs: f32[]) -> f32[] {\n"
            "  %%lhs = f32[] parameter(0)\n"
            "  %%rhs = f32[] parameter(1)\n"
            "  ROOT %%add = f32[] add(f32[] %%lhs, f32[] %%rhs)\n"
            "}\n\n");
-    printf("ENTRY %%main (x: f32[%ld,%ld], w1: f32[%ld,%ld], b1: f32[%ld], w2: f32[%ld,%ld]) "
-           "-> f32[%ld,%ld] {\n",
-           g->batch, g->width, g->width, g->ffn, g->ffn, g->ffn, g->width, g->batch, g->width);
+    printf("ENTRY %%main (x: f32[%ld,%ld]", g->batch, g->width);
+    put_weights(g, 1);
+    printf(") -> f32[%ld,%ld] {\n", g->batch, g->width);
   } else {
     printf("add_f32 {\n"
            "  lhs = f32[] parameter(0)\n"
@@ -117,12 +148,24 @@ static void emit_header(const gen *g) {
   }
 }
 
+/* Weight k (0 w1, 1 b1, 2 w2) of layer l: "w1" shared, "w1.L" per layer. */
+static void emit_weight(const gen *g, int k, long l) {
+  static const char *names[3] = {"w1", "b1", "w2"};
+  const char *shapes[3] = {g->s_wf, g->s_f, g->s_fw};
+  const char *shardings[3] = {g->col, g->vec, g->row};
+  char name[48], body[48];
+  if (g->per_layer) snprintf(name, sizeof name, "%s.%ld", names[k], l);
+  else snprintf(name, sizeof name, "%s", names[k]);
+  snprintf(body, sizeof body, "parameter(%ld)", 1 + k + (g->per_layer ? 3 * l : 0));
+  emit_leaf(g, name, shapes[k], body, shardings[k], 1);
+}
+
 /* The parameters and constants every layer shares, by name. */
 static void emit_shared(const gen *g, const char *name) {
   if (strcmp(name, "x") == 0) emit_leaf(g, "x", g->s_bw, "parameter(0)", REP, 1);
-  else if (strcmp(name, "w1") == 0) emit_leaf(g, "w1", g->s_wf, "parameter(1)", g->col, 1);
-  else if (strcmp(name, "b1") == 0) emit_leaf(g, "b1", g->s_f, "parameter(2)", g->vec, 1);
-  else if (strcmp(name, "w2") == 0) emit_leaf(g, "w2", g->s_fw, "parameter(3)", g->row, 1);
+  else if (strcmp(name, "w1") == 0) emit_weight(g, 0, 0);
+  else if (strcmp(name, "b1") == 0) emit_weight(g, 1, 0);
+  else if (strcmp(name, "w2") == 0) emit_weight(g, 2, 0);
   else if (strcmp(name, "zero") == 0) emit_leaf(g, "zero", g->s_scalar, "constant(0)", REP, 0);
   else if (strcmp(name, "eps") == 0) emit_leaf(g, "eps", g->s_scalar, "constant(1e-05)", REP, 0);
   else if (strcmp(name, "inv_n") == 0) {
@@ -137,11 +180,14 @@ static void emit_shared(const gen *g, const char *name) {
  * parameters and constants are printed in layer 0, just before their first
  * use: the text is a fixed point of parse and print, like an XLA dump. */
 static void emit_layer(const gen *g, long l, ref h, int last) {
-#define FIRST_USE(name) \
-  if (l == 0) emit_shared(g, name)
+#define FIRST_USE(name)                                                  \
+  if (l == 0) emit_shared(g, name);                                      \
+  else if (g->per_layer && name[0] == 'w') emit_weight(g, name[1] == '1' ? 0 : 2, l); \
+  else if (g->per_layer && name[0] == 'b') emit_weight(g, 1, l)
   const char *to_apply = g->long_form ? ", dimensions={1}, to_apply=%add_f32"
                                       : ", dimensions={1}, to_apply=add_f32";
-  ref w1 = {g->s_wf, "w1", -1}, b1 = {g->s_f, "b1", -1}, w2 = {g->s_fw, "w2", -1};
+  long wl = g->per_layer ? l : -1;
+  ref w1 = {g->s_wf, "w1", wl}, b1 = {g->s_f, "b1", wl}, w2 = {g->s_fw, "w2", wl};
   ref zero = {g->s_scalar, "zero", -1}, inv = {g->s_scalar, "inv_n", -1};
   ref eps = {g->s_scalar, "eps", -1};
   ref dot1 = {g->s_bf, "dot1", l}, bias = {g->s_bf, "bias", l}, pre = {g->s_bf, "pre", l};
@@ -188,8 +234,9 @@ static void usage(FILE *f) {
   fprintf(f,
           "usage: hk-gen-mlp [--layers=N | --instructions=N] [--width=W] [--batch=B]\n"
           "                  [--devices=D] [--annotate=all|params] [--form=long|short]\n"
-          "  %d instructions per layer + %d; defaults: --layers=2 --width=256 --batch=8\n"
-          "  --devices=8 --annotate=all --form=long\n",
+          "                  [--weights=shared|per-layer]\n"
+          "  %d instructions per layer (+3 with per-layer weights) + %d; defaults: --layers=2\n"
+          "  --width=256 --batch=8 --devices=8 --annotate=all --form=long --weights=shared\n",
           LAYER_INSTRS, PREAMBLE_INSTRS);
 }
 
@@ -219,6 +266,8 @@ int main(int argc, char **argv) {
     else if (strcmp(a, "--annotate=params") == 0) g.annotate_all = 0;
     else if (strcmp(a, "--form=long") == 0) g.long_form = 1;
     else if (strcmp(a, "--form=short") == 0) g.long_form = 0;
+    else if (strcmp(a, "--weights=shared") == 0) g.per_layer = 0;
+    else if (strcmp(a, "--weights=per-layer") == 0) g.per_layer = 1;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       return 0;
@@ -228,9 +277,8 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
-  if (instrs) g.layers = instrs > PREAMBLE_INSTRS + LAYER_INSTRS
-                             ? (instrs - PREAMBLE_INSTRS + LAYER_INSTRS / 2) / LAYER_INSTRS
-                             : 1;
+  long per = LAYER_INSTRS + (g.per_layer ? 3 : 0);
+  if (instrs) g.layers = instrs > PREAMBLE_INSTRS + per ? (instrs - PREAMBLE_INSTRS + per / 2) / per : 1;
   g.ffn = 4 * g.width;
   setup(&g);
   static char outbuf[1 << 20];

@@ -40,6 +40,7 @@ static bool in_child(bool (*body)(void)) {
 
 START_TEST(prefault_serves_zeroed_blocks_of_its_size) {
   unsetenv("HLOKIT_THREADS");
+  hk_set_worker_threads(0);   /* the helper runs only when asked for */
   void *first = hk_prefault_take(CHUNK);   /* starts the helper */
   if (first) hk_free_block(first, CHUNK);
   if (hk_worker_threads() < 2) return;   /* no helper on one core */
@@ -94,6 +95,7 @@ static bool takes_a_zeroed_block(void) {
  * helper starts) and exits normally. */
 START_TEST(prefault_survives_fork) {
   unsetenv("HLOKIT_THREADS");
+  hk_set_worker_threads(0);
   void *p = take_when_ready(CHUNK);
   if (p) hk_free_block(p, CHUNK);
   ck_assert(in_child(takes_a_zeroed_block));
@@ -102,6 +104,10 @@ END_TEST
 
 START_TEST(worker_threads_follow_the_environment) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  hk_set_worker_threads(2);   /* an exact count: the environment is not read */
+  setenv("HLOKIT_THREADS", "3", 1);
+  ck_assert_int_eq(hk_worker_threads(), 2);
+  hk_set_worker_threads(0);   /* the automatic count follows HLOKIT_THREADS */
   setenv("HLOKIT_THREADS", "1", 1);
   ck_assert_int_eq(hk_worker_threads(), 1);
   setenv("HLOKIT_THREADS", "3", 1);
@@ -112,6 +118,8 @@ START_TEST(worker_threads_follow_the_environment) {
   ck_assert_int_eq(hk_worker_threads(), cpus < 1 ? 1 : (int)cpus);
   unsetenv("HLOKIT_THREADS");
   ck_assert_int_eq(hk_worker_threads(), cpus < 1 ? 1 : (int)cpus);
+  hk_set_worker_threads(1);
+  ck_assert_int_eq(hk_worker_threads(), 1);
 }
 END_TEST
 

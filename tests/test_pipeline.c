@@ -15,21 +15,10 @@
 static char tmpdir[PATH_MAX];
 static char abi_dir[PATH_MAX];
 
-static void find_abi_dir(void) {
-  const char *env = getenv("HLOKIT_ABI_DIR");
-  if (env && realpath(env, abi_dir)) return;
-  if (realpath("abi", abi_dir)) return;
-  char src[PATH_MAX];
-  snprintf(src, sizeof src, "%s", __FILE__);
-  char guess[PATH_MAX + 8];
-  snprintf(guess, sizeof guess, "%s/../abi", dirname(src));
-  ck_assert_msg(realpath(guess, abi_dir) != NULL, "cannot find abi/ (set HLOKIT_ABI_DIR)");
-}
-
 static void setup(void) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hk_test_pipeline.XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-  find_abi_dir();
+  hk_test_abi_dir(abi_dir);
 }
 
 static void teardown(void) {
@@ -188,6 +177,35 @@ START_TEST(test_abi_newer_minor_refused_older_accepted) {
   ck_assert_str_eq(hk_registry_plugin(reg, 1)->name, "v");
   free(newer);
   free(same);
+  hk_registry_free(reg);
+}
+END_TEST
+
+/* A plugin built against a newer minor that calls a function this host
+ * does not have: dlopen alone would fail with "undefined symbol"; the
+ * loader reads the recorded version from the file first and names both. */
+START_TEST(test_abi_newer_minor_refused_before_dlopen) {
+  hk_registry *reg = hk_registry_new();
+  char src[1024];
+  snprintf(src, sizeof src,
+           "#include \"hlokit/hlokit.h\"\n"
+           "#undef HK_ABI_MINOR\n"
+           "#define HK_ABI_MINOR %d\n"
+           "int hk_function_from_a_newer_abi(void);\n"
+           "static hk_status *reg(hk_registry *r) {\n"
+           "  (void)r; return hk_function_from_a_newer_abi() ? NULL : NULL; }\n"
+           "HK_PLUGIN(\"newer-abi\", \"1\", reg)\n",
+           HK_ABI_MINOR + 1);
+  char *path = build_plugin("newer_abi", src);
+  char theirs[32], ours[32];
+  snprintf(theirs, sizeof theirs, "ABI version %d.%d", HK_ABI_MAJOR, HK_ABI_MINOR + 1);
+  snprintf(ours, sizeof ours, "ABI version %d.%d", HK_ABI_MAJOR, HK_ABI_MINOR);
+  hk_status *st = hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT);
+  ck_assert_msg(st && !strstr(st->message, "undefined symbol"), "%s",
+                st ? st->message : "loaded");
+  EXPECT_ERROR(st, HK_FAILED_PRECONDITION, path, theirs, ours, "needs a newer hlokit");
+  ck_assert_int_eq(hk_registry_n_plugins(reg), 1);   /* just the builtin */
+  free(path);
   hk_registry_free(reg);
 }
 END_TEST
@@ -866,6 +884,7 @@ static Suite *pipeline_suite(void) {
   tcase_add_test(loader, test_no_entry_symbol);
   tcase_add_test(loader, test_abi_major_mismatch);
   tcase_add_test(loader, test_abi_newer_minor_refused_older_accepted);
+  tcase_add_test(loader, test_abi_newer_minor_refused_before_dlopen);
   tcase_add_test(loader, test_register_callback_fails);
   tcase_add_test(loader, test_duplicate_pass_name);
   tcase_add_test(loader, test_drop_in_replacement);

@@ -3,6 +3,7 @@
 #define HK_TESTUTIL_H
 
 #include <check.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,20 @@ static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) 
   if (slash) *slash = 0;
   int w = snprintf(out, cap, "%s/../plugins/%.64s.so", exe, name);
   ck_assert(w > 0 && (size_t)w < cap);
+}
+
+/* The source tree's abi/ folder, resolved into out (PATH_MAX bytes):
+ * $HLOKIT_ABI_DIR, ./abi, or ../abi beside this file. */
+static inline void hk_test_abi_dir(char *out) {
+  const char *env = getenv("HLOKIT_ABI_DIR");
+  if (env && realpath(env, out)) return;
+  if (realpath("abi", out)) return;
+  char guess[4096];
+  snprintf(guess, sizeof guess, "%s", __FILE__);
+  char *slash = strrchr(guess, '/');
+  snprintf(slash ? slash + 1 : guess, sizeof guess - (size_t)(slash ? slash + 1 - guess : 0),
+           "../abi");
+  ck_assert_msg(realpath(guess, out) != NULL, "cannot find abi/ (set HLOKIT_ABI_DIR)");
 }
 
 /* Iterations for a fuzz or sweep loop: n normally, n/20 (at least 1) when

@@ -13,11 +13,14 @@
 #ifndef HLOKIT_ANALYSIS_H
 #define HLOKIT_ANALYSIS_H
 
+#include "export.h"
+
 #include "ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 typedef struct hk_verify_options {
   bool check_shapes;        /* shape inference agrees with declared shapes */
@@ -81,6 +84,8 @@ hk_call_graph_node *hk_call_graph_node_of(hk_call_graph *g, const hk_computation
  * embedded context. */
 bool hk_call_graph_is_flattened(const hk_call_graph *g);
 hk_call_context hk_opcode_call_context(hk_opcode op);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

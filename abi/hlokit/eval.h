@@ -36,12 +36,15 @@
 #ifndef HLOKIT_EVAL_H
 #define HLOKIT_EVAL_H
 
+#include "export.h"
+
 #include "ir.h"
 #include "text.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 /* ---- values ---------------------------------------------------------- */
 /* A runtime value: a dense array (row-major in logical index order, the
@@ -344,6 +347,8 @@ typedef struct hk_eval_cost {
   int64_t largest_elements;
 } hk_eval_cost;
 hk_eval_cost hk_eval_estimate_cost(const hk_module *m);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -26,6 +26,8 @@
 #ifndef HLOKIT_IR_H
 #define HLOKIT_IR_H
 
+#include "export.h"
+
 #include "shape.h"
 #include "sharding.h"
 #include "status.h"
@@ -33,6 +35,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 typedef struct hk_module hk_module;
 typedef struct hk_computation hk_computation;
@@ -225,6 +228,19 @@ struct hk_instr {
   void *scratch;                   /* free for the running pass */
 };
 
+/* For a walk down an instruction list (reading a field or two per
+ * instruction, so bound by memory): the structs lie mostly in list order
+ * in memory, so the one 12 structs on is the one the walk needs soon;
+ * loading both its lines keeps the memory busy.  A hint, never
+ * dereferenced.  A walk of the 850K-instruction partitioned MLP: 27 ms
+ * with one line 4 ahead, 17 ms like this.  Pending minor (inline: no
+ * symbol). */
+static inline void hk_instr_prefetch_ahead(const hk_instr *i) {
+  const char *ahead = (const char *)i + 12 * sizeof *i;
+  __builtin_prefetch(ahead);
+  __builtin_prefetch(ahead + 64);
+}
+
 /* ---- computations ------------------------------------------------------ */
 struct hk_computation {
   const char *name;                /* interned */
@@ -367,6 +383,11 @@ hk_attrs *hk_instr_attrs(hk_instr *i);
 void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims);
 void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called);
 void hk_instr_set_name(hk_instr *i, const char *name);   /* made unique */
+/* Sets (NULL: clears) i's sharding: s interned in i's module (what the
+ * hk_sharding_* constructors return, or another instruction's sharding of
+ * the same module).  The one way a pass changes a sharding, so the IR can
+ * later note the change in one place.  Pending minor. */
+void hk_instr_set_sharding(hk_instr *i, const hk_sharding *s);
 void hk_instr_append_operand(hk_instr *i, hk_instr *op);
 void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op);
 /* Every use of `old` (operands, and the root if it is one) now uses `new_`.
@@ -464,6 +485,8 @@ size_t hk_module_release_removed(hk_module *m);
  * NULL when there are none), *n the count.  For whole-module call-graph
  * scans, which then visit only these. */
 hk_instr **hk_computation_calling_instrs(const hk_computation *c, int64_t *n);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -10,12 +10,15 @@
 #ifndef HLOKIT_JSON_H
 #define HLOKIT_JSON_H
 
+#include "export.h"
+
 #include "ir.h"
 #include "text.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 /* Appends the module's JSON text to out: pretty (one key per line, small
  * objects and plain arrays on one line, trailing newline) or compact. */
@@ -28,6 +31,8 @@ void hk_module_to_json(const hk_module *m, bool pretty, hk_buf *out);
  * NULL on error. */
 hk_status *hk_module_from_json(const char *text, size_t len, const char *filename,
                                hk_module **out);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -81,6 +81,8 @@
 #ifndef HLOKIT_PASS_H
 #define HLOKIT_PASS_H
 
+#include "export.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
@@ -90,6 +92,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 /* True when a struct starting with `size` was built with member m. */
 #define HK_HAS_MEMBER(ptr, type, m) \
@@ -112,10 +115,15 @@ bool hk_exec_threads_include(const hk_exec_threads *t, const hk_computation *c);
 /* ---- worker threads (not XLA's execution threads) ------------------------ */
 /* How many CPU threads hlokit's own work may keep busy at once (the host
  * prefaults memory and prints on a second one; a pass may compute ahead on
- * one): HLOKIT_THREADS when it is set to a number >= 1, else the number of
- * online CPUs.  HLOKIT_THREADS=1 keeps all work on the calling thread
+ * one).  1 (everything on the calling thread, the library starts no
+ * thread) until the program asks for more with hk_set_worker_threads
  * (ABI 1.3). */
 int hk_worker_threads(void);
+/* Asks for worker threads: n >= 1 exactly n; 0 the automatic count
+ * (HLOKIT_THREADS when it is set to a number >= 1, else the online CPUs),
+ * which the hlokit executable asks for at start.  Threads already started
+ * (the prefault helper) stay; n < 0 is ignored.  Pending minor. */
+void hk_set_worker_threads(int n);
 
 /* ---- passes --------------------------------------------------------------- */
 typedef struct hk_pass hk_pass;
@@ -307,8 +315,26 @@ typedef struct hk_plugin_info {
 typedef const hk_plugin_info *(*hk_plugin_info_fn)(void);
 #define HK_PLUGIN_ENTRY_SYMBOL "hlokit_plugin_info"
 
-/* Defines the plugin's entry point. */
+/* The ABI version a plugin was built against, also as an ELF note (owner
+ * "hlokit", type HK_ABI_NOTE_TYPE, the version as a uint32_t): the loader
+ * reads it from the file before dlopen binds the plugin's undefined
+ * symbols, so a plugin newer than the host is refused with both versions
+ * named instead of failing inside dlopen (since ABI 1.4; a plugin without
+ * the note is checked through hlokit_plugin_info after dlopen). */
+#define HK_ABI_NOTE_OWNER "hlokit"
+#define HK_ABI_NOTE_TYPE 0x484b4142u /* "HKAB" */
+typedef struct hk_abi_note {
+  uint32_t namesz, descsz, type;
+  char owner[8];                   /* "hlokit", NUL-padded to 4 bytes */
+  uint32_t abi_version;
+} hk_abi_note;
+
+/* Defines the plugin's entry point (and its ABI note). */
 #define HK_PLUGIN(name_, version_, register_)                              \
+  __attribute__((section(".note.hlokit.abi"), aligned(4), used))           \
+  static const hk_abi_note hk_abi_note_ = {                                \
+      sizeof HK_ABI_NOTE_OWNER, sizeof(uint32_t), HK_ABI_NOTE_TYPE,        \
+      HK_ABI_NOTE_OWNER, HK_ABI_VERSION};                                   \
   __attribute__((visibility("default"))) const hk_plugin_info *            \
   hlokit_plugin_info(void);                                                 \
   const hk_plugin_info *hlokit_plugin_info(void) {                          \
@@ -316,6 +342,8 @@ typedef const hk_plugin_info *(*hk_plugin_info_fn)(void);
                                          (version_), (register_)};          \
     return &info_;                                                          \
   }
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -17,6 +17,8 @@
 #ifndef HLOKIT_PROPAGATION_H
 #define HLOKIT_PROPAGATION_H
 
+#include "export.h"
+
 #include <stdint.h>
 
 #include "pass.h"
@@ -24,6 +26,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 #define HK_PROP_EXPLAIN_IFACE "hlokit.sharding-propagation.explain"
 
@@ -63,6 +66,8 @@ static inline const char *hk_prop_dir_name(int32_t d) {
     default: return "none";
   }
 }
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

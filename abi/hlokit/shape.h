@@ -8,11 +8,14 @@
 #ifndef HLOKIT_SHAPE_H
 #define HLOKIT_SHAPE_H
 
+#include "export.h"
+
 #include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 struct hk_module;
 
@@ -82,6 +85,8 @@ bool hk_shape_equal_minor_to_major(const hk_shape *a, const hk_shape *b);
 const hk_shape *hk_shape_subshape(const hk_shape *s, int n, const int64_t *index);
 /* Number of array leaves (1 for arrays). */
 int64_t hk_shape_leaf_count(const hk_shape *s);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

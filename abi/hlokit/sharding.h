@@ -27,12 +27,15 @@
 #ifndef HLOKIT_SHARDING_H
 #define HLOKIT_SHARDING_H
 
+#include "export.h"
+
 #include "shape.h"
 #include "status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 struct hk_module;
 struct hk_metadata;
@@ -285,6 +288,8 @@ const hk_sharding *hk_sharding_insert_dims(struct hk_module *m, const hk_shardin
  * members in row-major order) and returns the group size; -1 if s is not
  * tiled. */
 int64_t hk_sharding_device_groups(const hk_sharding *s, int n, const int64_t *dims, int64_t *out);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

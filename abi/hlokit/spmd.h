@@ -20,11 +20,14 @@
 #ifndef HLOKIT_SPMD_H
 #define HLOKIT_SPMD_H
 
+#include "export.h"
+
 #include "pass.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 #define HK_SPMD_PARTITIONER_IFACE "hlokit.spmd-partitioner"
 
@@ -165,6 +168,8 @@ static inline bool hk_spmd_should_enable_windowed_einsum_with_threshold(
   if (operand_size <= o->total_bytes_windowed_einsum_threshold) return false;
   return true;
 }
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

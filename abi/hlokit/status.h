@@ -9,11 +9,14 @@
 #ifndef HLOKIT_STATUS_H
 #define HLOKIT_STATUS_H
 
+#include "export.h"
+
 #include <stdarg.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 typedef enum hk_code {
   HK_OK = 0,
@@ -56,6 +59,8 @@ const char *hk_code_name(hk_code code);
                               "%s:%d: RET_CHECK failure (%s)", __FILE__,    \
                               __LINE__, #cond);                             \
   } while (0)
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -8,11 +8,14 @@
 #ifndef HLOKIT_TEXT_H
 #define HLOKIT_TEXT_H
 
+#include "export.h"
+
 #include "ir.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 typedef enum hk_print_form {
   HK_PRINT_LONG,    /* XLA's default ToString: %names, operand shapes, signatures, large constants */
@@ -71,6 +74,8 @@ void hk_print_instr(const hk_instr *i, hk_print_form form, hk_buf *out);
 char *hk_module_to_string(const hk_module *m, hk_print_form form);
 char *hk_shape_to_string(const hk_shape *s);
 char *hk_instr_to_string(const hk_instr *i, hk_print_form form);
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,8 @@
 #ifndef HLOKIT_TYPES_H
 #define HLOKIT_TYPES_H
 
+#include "export.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +17,7 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+HK_ABI_BEGIN
 
 /* X(ENUM, "text name", bit width, kind)   kind: P pred, S signed, U unsigned,
  * F float, C complex, T tuple, K token, O opaque */
@@ -211,9 +214,16 @@ hk_opcode hk_opcode_from_name(const char *s, size_t len);
  * convert, ...): the per-element ops the partitioner and propagation treat
  * alike. */
 bool hk_opcode_is_elementwise(hk_opcode op);
+/* XLA's collective communication ops (hlo_query::IsCollectiveCommunicationOp):
+ * all-reduce, all-gather, all-to-all, ragged-all-to-all, collective-permute,
+ * collective-broadcast, reduce-scatter and the all-reduce-start,
+ * all-gather-start and collective-permute-start forms.  Pending minor. */
+bool hk_opcode_is_collective(hk_opcode op);
 /* Ops with side effects XLA never removes (send, recv, infeed, outfeed,
  * rng, custom-call with has_side_effect, collectives with channels, ...)
  * are judged per instruction: see hk_instr_has_side_effect(). */
+
+HK_ABI_END
 
 #ifdef __cplusplus
 }

@@ -199,6 +199,10 @@ hk_status *hk_cli_read_module(const char *path, hk_module **out) {
       st = hk_module_from_json(f.data, f.len, name, out);
     else
       st = hk_parse_module(f.data, f.len, name, out);
+    if (!st && (st = hk_cli_sdy_auto_import(*out, name))) {
+      hk_module_free(*out);
+      *out = NULL;
+    }
   }
   hk_file_bytes_close(&f);
   return st;

@@ -61,21 +61,11 @@ static bool ptr_set_add(ptr_set *s, const void *p) {
   return true;
 }
 
-static bool is_collective(const hk_instr *i) {
-  switch (i->opcode) {
-    case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:
-    case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
-      return true;
-    default:
-      return false;
-  }
-}
-
 /* True when i is, or is computed without another collective from, an
  * instruction of opcode `want`. */
 static bool reaches(const hk_instr *i, hk_opcode want, ptr_set *seen) {
   if (i->opcode == want) return true;
-  if (is_collective(i) || !ptr_set_add(seen, i)) return false;
+  if (hk_opcode_is_collective(i->opcode) || !ptr_set_add(seen, i)) return false;
   for (int32_t k = 0; k < i->n_operands; k++)
     if (reaches(i->operands[k], want, seen)) return true;
   return false;

@@ -48,6 +48,7 @@ int main(int argc, char **argv) {
     printf("hlokit %s (ABI %d.%d)\n", HK_VERSION_STRING, HK_ABI_MAJOR, HK_ABI_MINOR);
     return HK_EXIT_OK;
   }
+  hk_set_worker_threads(0);   /* the executable uses the CPUs (HLOKIT_THREADS) */
   const hk_command *c = find_command(cmd);
   if (!c) {
     fprintf(stderr, "hlokit: unknown command '%s'\n\n", cmd);

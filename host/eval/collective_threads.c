@@ -65,8 +65,8 @@ static void deadline_in(struct timespec *ts, int64_t ms) {
 }
 
 /* Waits (mutex held) until *counter reaches target; error on abort or timeout. */
-static hk_status *wait_for(threads_backend *t, const hk_collective_op *op, int32_t *counter,
-                           int32_t target) {
+static hk_status *wait_for_locked(threads_backend *t, const hk_collective_op *op,
+                                  int32_t *counter, int32_t target) {
   struct timespec ts;
   deadline_in(&ts, t->timeout_ms);
   while (*counter < target && !t->aborted) {
@@ -81,6 +81,20 @@ static hk_status *wait_for(threads_backend *t, const hk_collective_op *op, int32
   }
   if (t->aborted) return hk_error(HK_FAILED_PRECONDITION, "aborted: %s", t->why);
   return NULL;
+}
+
+/* wait_for_locked without the device's CPU slot: the devices it waits
+ * for may need it.  The slot is taken back with the mutex released (a
+ * device holding a slot may be on its way to this rendezvous). */
+static hk_status *wait_for(threads_backend *t, const hk_collective_op *op, int32_t *counter,
+                           int32_t target) {
+  if (*counter >= target || t->aborted) return wait_for_locked(t, op, counter, target);
+  hk_cpu_slot_pause();
+  hk_status *st = wait_for_locked(t, op, counter, target);
+  pthread_mutex_unlock(&t->mu);
+  hk_cpu_slot_resume();
+  pthread_mutex_lock(&t->mu);
+  return st;
 }
 
 static hk_status *rendezvous(hk_collective_backend *b, const hk_collective_op *op,

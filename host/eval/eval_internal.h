@@ -22,6 +22,18 @@ void hk_eval_mem_charge(int64_t bytes);
 /* Frees this thread's cache of scalar values (call when a device ends). */
 void hk_eval_release_thread_cache(void);
 
+/* ---- CPU slots: how many device threads compute at once (cpu_slots.c) ---- */
+typedef struct hk_cpu_slots hk_cpu_slots;
+/* hk_worker_threads() slots. */
+hk_cpu_slots *hk_cpu_slots_new(void);
+void hk_cpu_slots_free(hk_cpu_slots *s);
+/* A device thread takes a slot before it computes and leaves it when done. */
+void hk_cpu_slot_enter(hk_cpu_slots *s);
+void hk_cpu_slot_leave(void);
+/* Around a wait for other devices (a rendezvous); no-ops off a device thread. */
+void hk_cpu_slot_pause(void);
+void hk_cpu_slot_resume(void);
+
 /* ---- element helpers --------------------------------------------------- */
 static inline int hk_esize(int elem) { return hk_prim_storage_bytes((hk_prim)elem); }
 /* Wraps x to the bit width of an integer type (sign- or zero-extended). */

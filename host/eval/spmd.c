@@ -1,5 +1,6 @@
 /* spmd.c - runs one module on num_replicas x num_partitions simulated
- * devices at once, one thread per device. */
+ * devices at once, one thread per device (hk_worker_threads of them
+ * computing at a time: cpu_slots.c). */
 #include <pthread.h>
 #include <stdio.h>
 
@@ -14,6 +15,7 @@ typedef struct device_run {
   int n_args;
   hk_value *result;
   hk_status *st;
+  hk_cpu_slots *slots;
   pthread_t thread;
 } device_run;
 
@@ -23,7 +25,9 @@ static void *device_main(void *p) {
   for (int i = 0; i < r->n_args; i++) d->mem.live += hk_value_byte_size(r->args[i]);
   d->mem.peak = d->mem.live;
   hk_eval_set_mem_counter(&d->mem);
+  hk_cpu_slot_enter(r->slots);
   r->st = hk_eval_computation(d, r->m->entry, r->args, r->n_args, &r->result);
+  hk_cpu_slot_leave();
   hk_eval_set_mem_counter(NULL);
   hk_eval_release_thread_cache();
   d->stats.peak_live_bytes = d->mem.peak;
@@ -78,9 +82,11 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions, int64_t num_
   hk_collective_backend *be = opts->backend ? opts->backend : hk_collective_threads_new(n, 0);
   device_run *runs = calloc((size_t)n, sizeof *runs);
   if (!runs) abort();
+  hk_cpu_slots *slots = hk_cpu_slots_new();
   for (int64_t i = 0; i < n; i++) {
     device_run *r = &runs[i];
     r->m = m;
+    r->slots = slots;
     r->args = args[i];
     r->n_args = n_args;
     hk_device_ctx_init(&r->ctx, plan, opts);
@@ -109,6 +115,7 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions, int64_t num_
     hk_device_ctx_free(&runs[i].ctx);
   }
   free(runs);
+  hk_cpu_slots_free(slots);
   if (!opts->backend) be->vt->destroy(be);
   hk_eval_plan_free(plan);
   return st;

@@ -126,6 +126,8 @@ void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims) {
   i->dims = n ? dup8(instr_module(i), dims, (size_t)n * sizeof *dims) : NULL;
 }
 
+void hk_instr_set_sharding(hk_instr *i, const hk_sharding *s) { i->sharding = s; }
+
 void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
   i->n_called = n;
   i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;

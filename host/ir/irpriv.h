@@ -168,17 +168,6 @@ static inline void *hk_alloc_aligned(hk_module *m, size_t n, size_t align) {
   return hk_arena_take(&m->impl->arena, n, align);
 }
 
-/* A walk down a list reading a field or two per instruction is bound by
- * memory, not work: the structs lie in list order in their arena
- * (instr_arena), so loading both lines of one 12 ahead keeps the memory
- * busy (a walk of the 850K-instruction partitioned MLP: 27 ms with one
- * line 4 ahead, 17 ms like this; the stock plugin's walks measured it). */
-static inline void hk_instr_prefetch_ahead(const hk_instr *i) {
-  const char *ahead = (const char *)i + 12 * sizeof *i;
-  __builtin_prefetch(ahead);
-  __builtin_prefetch(ahead + 64);
-}
-
 /* hk_computation_calling_instrs, calling visit(ctx, i) (when given) on
  * every instruction of c on the way (hk_module_sort_computations_visiting). */
 hk_instr **hk_computation_calling_instrs_visiting(const hk_computation *c, int64_t *n,

@@ -91,13 +91,13 @@ static void fork_child(void) {
   pthread_mutex_unlock(&pool_mu);
 }
 
-/* Decides, once per process (and once more in a forked child), whether
- * the helper runs (only when a second thread may: hk_worker_threads);
- * true if it does. */
+/* Starts the helper once the program has asked for a second thread
+ * (hk_set_worker_threads; until then the library starts none), once per
+ * process and once more in a forked child; true if it runs. */
 static bool helper_on_locked(void) {
   if (pool_state != POOL_UNDECIDED) return pool_state == POOL_ON;
-  pool_state = POOL_OFF;
   if (hk_worker_threads() < 2) return false;
+  pool_state = POOL_OFF;
   static bool fork_handlers;
   if (!fork_handlers) fork_handlers = pthread_atfork(fork_prepare, fork_parent, fork_child) == 0;
   pthread_attr_t attr;

@@ -122,6 +122,19 @@ const char *hk_opcode_name(hk_opcode op) {
   return (unsigned)op < HK_OPCODE_COUNT ? kOpNames[op] : "invalid";
 }
 
+bool hk_opcode_is_collective(hk_opcode op) {
+  switch (op) {
+    case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_ALL_TO_ALL:
+    case HK_OP_RAGGED_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
+    case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_REDUCE_SCATTER:
+    case HK_OP_ALL_REDUCE_START: case HK_OP_ALL_GATHER_START:
+    case HK_OP_COLLECTIVE_PERMUTE_START:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool hk_opcode_is_elementwise(hk_opcode op) {
   switch (op) {
     /* unary */

@@ -138,7 +138,7 @@ hk_status *hkj_str(hkj_ctx *c, json_object *v, const char **out) {
 }
 
 hk_status *hkj_i64s(hkj_ctx *c, json_object *v, hk_i64s *out) {
-  size_t n;
+  size_t n = 0;
   HK_TRY(hkj_array(c, v, &n));
   if (n > INT32_MAX) return hkj_err(c, "array too long");
   int64_t *vals = hk_alloc(c->m, (n + 1) * sizeof *vals);
@@ -154,7 +154,7 @@ hk_status *hkj_i64s(hkj_ctx *c, json_object *v, hk_i64s *out) {
 }
 
 hk_status *hkj_bools(hkj_ctx *c, json_object *v, int32_t *n_out, const bool **out) {
-  size_t n;
+  size_t n = 0;
   HK_TRY(hkj_array(c, v, &n));
   if (n > INT32_MAX) return hkj_err(c, "array too long");
   bool *vals = hk_alloc(c->m, n + 1);
@@ -245,7 +245,7 @@ static hk_status *raw_attr_from_json(hkj_ctx *c, json_object *v, hk_raw_attr *ou
 }
 
 hk_status *hkj_raw_attrs(hkj_ctx *c, json_object *v, int32_t *n_out, const hk_raw_attr **out) {
-  size_t n;
+  size_t n = 0;
   HK_TRY(hkj_array(c, v, &n));
   if (n > INT32_MAX) return hkj_err(c, "array too long");
   hk_raw_attr *raw = hk_alloc(c->m, (n + 1) * sizeof *raw);

@@ -1,4 +1,5 @@
-/* loader.c - the plugin loader: dlopen(RTLD_NOW|RTLD_LOCAL), the ABI check,
+/* loader.c - the plugin loader: the ABI check (the file's note before
+ * dlopen, hlokit_plugin_info after), dlopen(RTLD_NOW|RTLD_LOCAL),
  * the register callback, and the search order (default dirs, then
  * $HLOKIT_PLUGIN_PATH, then --plugin-dir, then --load-pass-plugin). */
 #include <dirent.h>
@@ -125,6 +126,11 @@ static hk_status *register_plugin(hk_registry *reg, const char *path, void *hand
 
 hk_status *hk_plugin_load(hk_registry *reg, const char *path, hk_plugin_origin origin) {
   HK_TRY(check_file(path));
+  /* The recorded version first: dlopen of a plugin newer than this host
+   * would fail on the symbols (or symbol versions) it does not have, with
+   * a message that names neither version. */
+  uint32_t recorded;
+  if (hk_plugin_file_abi(path, &recorded)) HK_TRY(check_abi(path, recorded));
   char *real = realpath(path, NULL);
   if (real && already_loaded(reg, real)) {
     free(real);

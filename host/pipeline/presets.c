@@ -50,11 +50,19 @@ static const preset_pass hilo_collectives[] = {
     {"hlo-dce", NULL, false},
 };
 
+/* XLA's ShardyXLA seat before the partitioner: the Shardy round-trip
+ * import, then sharding propagation over the imported shardings. */
+static const preset_pass sdy_import[] = {
+    {"sdy-round-trip-import", NULL, false},
+    {"sharding-propagation", "is_spmd=true", false},
+};
+
 static const preset presets[] = {
     {"pre-layout-assignment", pre_layout_assignment,
      (int)(sizeof pre_layout_assignment / sizeof pre_layout_assignment[0])},
     {"hilo-collectives", hilo_collectives,
      (int)(sizeof hilo_collectives / sizeof hilo_collectives[0])},
+    {"sdy-import", sdy_import, (int)(sizeof sdy_import / sizeof sdy_import[0])},
 };
 static const int n_presets = (int)(sizeof presets / sizeof presets[0]);
 

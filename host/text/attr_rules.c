@@ -132,8 +132,21 @@ static bool listed(const char *list, const char *s, size_t len) {
   return false;
 }
 
+/* The unary ops XLA gives a result accuracy. */
+static bool takes_result_accuracy(hk_opcode op) {
+  switch (op) {
+    case HK_OP_EXPM1: case HK_OP_LOG: case HK_OP_LOG1P: case HK_OP_LOGISTIC: case HK_OP_SQRT:
+    case HK_OP_CBRT: case HK_OP_RSQRT: case HK_OP_TANH: case HK_OP_ERF: case HK_OP_SIN:
+    case HK_OP_COS: case HK_OP_TAN: case HK_OP_EXP:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len) {
   if (len == 8 && memcmp(s, "sharding", 8) == 0) return true;
+  if (len == 15 && memcmp(s, "result_accuracy", 15) == 0) return takes_result_accuracy(op);
   /* the usual case first: an attribute of the opcode's own list */
   const char *list = allowed_for(op);
   if (!list || listed(list, s, len)) return true;
@@ -213,5 +226,35 @@ int tx_opcode_arity(hk_opcode op) {
       return 0;
     default:
       return -1;
+  }
+}
+
+/* XLA's CanInferShape: the opcodes whose shape may be left out of the text. */
+bool tx_can_infer_shape(hk_opcode op) {
+  switch (op) {
+    case HK_OP_ABS: case HK_OP_ADD: case HK_OP_ADD_DEPENDENCY: case HK_OP_AFTER_ALL:
+    case HK_OP_ATAN2: case HK_OP_BATCH_NORM_GRAD: case HK_OP_BATCH_NORM_INFERENCE:
+    case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BROADCAST: case HK_OP_CALL: case HK_OP_CEIL:
+    case HK_OP_CHOLESKY: case HK_OP_CLAMP: case HK_OP_CLZ: case HK_OP_COMPARE:
+    case HK_OP_COMPLEX: case HK_OP_CONCATENATE: case HK_OP_CONDITIONAL: case HK_OP_CONVOLUTION:
+    case HK_OP_COPY: case HK_OP_COS: case HK_OP_OPTIMIZATION_BARRIER: case HK_OP_DIVIDE:
+    case HK_OP_DOMAIN: case HK_OP_DOT: case HK_OP_ERF: case HK_OP_EXP: case HK_OP_EXPM1:
+    case HK_OP_FFT: case HK_OP_FLOOR: case HK_OP_GATHER: case HK_OP_GET_DIMENSION_SIZE:
+    case HK_OP_SET_DIMENSION_SIZE: case HK_OP_GET_TUPLE_ELEMENT: case HK_OP_IMAG:
+    case HK_OP_IS_FINITE: case HK_OP_LOG: case HK_OP_LOG1P: case HK_OP_LOGISTIC: case HK_OP_AND:
+    case HK_OP_NOT: case HK_OP_OR: case HK_OP_XOR: case HK_OP_MAP: case HK_OP_MAXIMUM:
+    case HK_OP_MINIMUM: case HK_OP_MULTIPLY: case HK_OP_NEGATE: case HK_OP_PAD:
+    case HK_OP_PARTITION_ID: case HK_OP_POPCNT: case HK_OP_POWER:
+    case HK_OP_RAGGED_DOT: case HK_OP_REAL: case HK_OP_REDUCE: case HK_OP_REMAINDER:
+    case HK_OP_REPLICA_ID: case HK_OP_REVERSE: case HK_OP_ROUND_NEAREST_AFZ:
+    case HK_OP_ROUND_NEAREST_EVEN: case HK_OP_RSQRT: case HK_OP_SCATTER: case HK_OP_SELECT:
+    case HK_OP_SHIFT_LEFT: case HK_OP_SHIFT_RIGHT_ARITHMETIC: case HK_OP_SHIFT_RIGHT_LOGICAL:
+    case HK_OP_SIGN: case HK_OP_SIN: case HK_OP_SQRT: case HK_OP_CBRT: case HK_OP_REDUCE_WINDOW:
+    case HK_OP_SELECT_AND_SCATTER: case HK_OP_SORT: case HK_OP_SUBTRACT: case HK_OP_TAN:
+    case HK_OP_TANH: case HK_OP_TRANSPOSE: case HK_OP_TRIANGULAR_SOLVE: case HK_OP_TUPLE:
+    case HK_OP_WHILE: case HK_OP_TOPK:
+      return true;
+    default:
+      return false;
   }
 }

@@ -22,7 +22,15 @@ static fp_format fp_of(hk_prim p) {
     case HK_BF16: return (fp_format){7, 8, 2, 4};
     case HK_F32: return (fp_format){23, 8, 6, 9};
     case HK_F64: return (fp_format){52, 11, 15, 17};
-    default: return (fp_format){0, 0, 1, 3};
+    /* narrow types with IEEE NaNs (signaling ones too), so NaN payloads */
+    case HK_F8E5M2: return (fp_format){2, 5, 0, 2};
+    case HK_F8E4M3: return (fp_format){3, 4, 0, 3};
+    case HK_F8E3M4: return (fp_format){4, 3, 0, 3};
+    /* the narrow types: max_digits10 = ceil(digits * log10(2) + 1), as
+     * ml_dtypes defines it (digits counts the implicit bit) */
+    case HK_F8E5M2FNUZ: case HK_F4E2M1FN: case HK_F8E8M0FNU:
+      return (fp_format){0, 0, 0, 2};
+    default: return (fp_format){0, 0, 0, 3};
   }
 }
 
@@ -78,59 +86,83 @@ static bool encode_real(hk_prim p, void *e, double v) {
 
 /* ---- element parsing ---------------------------------------------------------- */
 
-static bool parse_real_token(tx_parser *P, hk_prim p, void *e) {
+/* "shape at linear index N" of the element being parsed, for messages. */
+typedef struct elem_pos {
+  const hk_shape *shape;
+  int64_t index;
+} elem_pos;
+
+static const char *pos_text(const elem_pos *pos, char *buf, size_t cap) {
+  char *h = tx_human_shape(pos->shape);
+  snprintf(buf, cap, "%s at linear index %lld", h, (long long)pos->index);
+  free(h);
+  return buf;
+}
+
+/* `nan` or `nan(0xPAYLOAD)` after the sign: the text reads as a double NaN
+ * (a payload of 1..2^52-1, default the quiet one), which is then narrowed
+ * as XLA does: a type with NaN payloads takes the payload if it fits (the
+ * quiet one becomes the type's quiet NaN); a type without takes only the
+ * quiet NaN. */
+static bool parse_nan(tx_parser *P, hk_prim p, void *e, bool neg, const char *at,
+                      const char *q, const elem_pos *pos) {
+  const char *end = P->end;
+  const uint64_t dquiet = 1ull << 51;
+  uint64_t payload = dquiet;
+  if (q < end && *q == '(') {
+    const char *h = q + 1;
+    if (end - h < 3 || h[0] != '0' || (h[1] != 'x' && h[1] != 'X') || !isxdigit((unsigned char)h[2]))
+      return tx_error_at(P, h, "expects hexadecimal NaN payload");
+    h += 2;
+    payload = 0;
+    bool big = false;
+    for (; h < end && isxdigit((unsigned char)*h); h++) {
+      if (payload >> 52) big = true;
+      payload = payload * 16 + (uint64_t)(isdigit((unsigned char)*h) ? *h - '0' : (tolower((unsigned char)*h) - 'a' + 10));
+    }
+    if (big || payload == 0 || payload >> 52)
+      return tx_error_at(P, at, "NaN payload out of range");
+    if (h >= end || *h != ')') return tx_error_at(P, h, "expects ')' after NaN payload");
+    q = h + 1;
+  }
+  P->p = q;
+  char where[160];
+  fp_format f = fp_of(p);
+  if (f.mant_bits) {
+    uint64_t mask = (1ull << f.mant_bits) - 1;
+    if (payload == dquiet) payload = 1ull << (f.mant_bits - 1);
+    if (payload > mask)
+      return tx_error_at(P, at,
+                         "tries to set NaN payload 0x%llx to a literal in shape %s, but the NaN "
+                         "payload is out of range (0x%llx)",
+                         (unsigned long long)payload, pos_text(pos, where, sizeof where),
+                         (unsigned long long)mask);
+    uint64_t bits = ((uint64_t)neg << (f.mant_bits + f.exp_bits)) |
+                    (((1ull << f.exp_bits) - 1) << f.mant_bits) | payload;
+    store_bits(p, e, bits);
+    return true;
+  }
+  if (payload != dquiet)
+    return tx_error_at(P, at,
+                       "tries to set NaN payload 0x%llx to a literal in shape %s, but %s does not "
+                       "support payloads",
+                       (unsigned long long)payload, pos_text(pos, where, sizeof where),
+                       hk_prim_name(p));
+  uint8_t b = hk_small_float_encode(p, NAN);
+  /* the fnuz types have one NaN (0x80) and e8m0fnu has no sign bit */
+  if (neg && !(p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ || p == HK_F8E4M3FNUZ ||
+               p == HK_F8E8M0FNU))
+    b |= 0x80;
+  *(uint8_t *)e = b;
+  return true;
+}
+
+static bool parse_real_token(tx_parser *P, hk_prim p, void *e, const elem_pos *pos) {
   tx_skip(P);
   const char *at = P->p, *q = P->p, *end = P->end;
   bool neg = false;
   if (q < end && (*q == '-' || *q == '+')) neg = *q++ == '-';
-  if (end - q >= 3 && memcmp(q, "nan", 3) == 0) {
-    q += 3;
-    uint64_t payload = 0;
-    bool has_payload = false;
-    if (q < end && *q == '(') {
-      P->p = q + 1;
-      tx_skip(P);
-      const char *h = P->p;
-      if (end - h < 3 || h[0] != '0' || (h[1] != 'x' && h[1] != 'X'))
-        return tx_error_at(P, h, "expects hexadecimal NaN payload");
-      h += 2;
-      while (h < end && isxdigit((unsigned char)*h))
-        payload = payload * 16 + (uint64_t)(isdigit((unsigned char)*h) ? *h - '0' : (tolower((unsigned char)*h) - 'a' + 10)), h++;
-      P->p = h;
-      if (!tx_expect(P, ')', "after NaN payload")) return false;
-      q = P->p;
-      has_payload = true;
-    }
-    P->p = q;
-    fp_format f = fp_of(p);
-    if (f.mant_bits) {
-      uint64_t quiet = 1ull << (f.mant_bits - 1);
-      if (!has_payload) payload = quiet;
-      if (payload == 0 || payload >> f.mant_bits)
-        return tx_error_at(P, at, "tries to set NaN payload 0x%llx to a literal with type %s",
-                           (unsigned long long)payload, hk_prim_name(p));
-      uint64_t bits = ((uint64_t)neg << (f.mant_bits + f.exp_bits)) |
-                      (((1ull << f.exp_bits) - 1) << f.mant_bits) | payload;
-      store_bits(p, e, bits);
-      return true;
-    }
-    uint8_t b = hk_small_float_encode(p, NAN);
-    if (has_payload) {
-      /* Only the canonical NaN of a narrow type can be spelled with its payload. */
-      uint8_t canon = b & 0x7f;
-      int mbits = p == HK_F8E5M2 ? 2 : p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ || p == HK_F8E4M3FNUZ ? 0 : 3;
-      uint64_t mask = mbits ? (1u << mbits) - 1 : 0;
-      if (!mbits || payload == 0 || (payload & ~mask))
-        return tx_error_at(P, at, "tries to set NaN payload 0x%llx to a literal with type %s",
-                           (unsigned long long)payload, hk_prim_name(p));
-      b = (uint8_t)((canon & ~mask) | payload);
-    }
-    if (neg && !(p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ || p == HK_F8E4M3FNUZ ||
-                 p == HK_F8E8M0FNU))
-      b |= 0x80;
-    *(uint8_t *)e = b;
-    return true;
-  }
+  if (end - q >= 3 && memcmp(q, "nan", 3) == 0) return parse_nan(P, p, e, neg, at, q + 3, pos);
   double v;
   if (end - q >= 3 && memcmp(q, "inf", 3) == 0) {
     v = neg ? -INFINITY : INFINITY;
@@ -164,17 +196,30 @@ static bool parse_real_token(tx_parser *P, hk_prim p, void *e) {
   return true;
 }
 
-static bool int_in_range(hk_prim p, uint64_t u, bool neg) {
+/* XLA's lexer reads an integer as int64 (a number above INT64_MAX as its
+ * uint64 bits); the literal then takes it if it is in the type's range,
+ * an unsigned type comparing the int64's bits as uint64 (so u64 takes -1).
+ * False with the message's range in lo/hi otherwise. */
+static bool int_in_range(tx_parser *P, hk_prim p, uint64_t u, bool neg, const char *at) {
+  if (neg && u > (1ull << 63)) return tx_error_at(P, at, "integer is out of range");
+  int64_t v = neg ? (int64_t)(0 - u) : (int64_t)u;
   int bits = hk_prim_bits(p);
+  char un[32];
   if (hk_prim_is_unsigned_int(p)) {
-    if (neg) return u == 0;
-    return bits >= 64 || u <= ((1ull << bits) - 1);
+    uint64_t max = bits >= 64 ? UINT64_MAX : (1ull << bits) - 1;
+    if ((uint64_t)v <= max) return true;
+    return tx_error_at(P, at,
+                       "value %lld is out of range for literal's primitive type %s namely [0, %llu].",
+                       (long long)v, upper_name(p, un), (unsigned long long)max);
   }
-  uint64_t lim = 1ull << (bits - 1);
-  return neg ? u <= lim : u < lim;
+  int64_t max = bits >= 64 ? INT64_MAX : (int64_t)((1ull << (bits - 1)) - 1), min = -max - 1;
+  if (v >= min && v <= max) return true;
+  return tx_error_at(P, at,
+                     "value %lld is out of range for literal's primitive type %s namely [%lld, %lld].",
+                     (long long)v, upper_name(p, un), (long long)min, (long long)max);
 }
 
-static bool parse_element(tx_parser *P, hk_prim p, void *e) {
+static bool parse_element(tx_parser *P, hk_prim p, void *e, const elem_pos *pos) {
   tx_skip(P);
   const char *at = P->p;
   if (p == HK_PRED) {
@@ -193,11 +238,7 @@ static bool parse_element(tx_parser *P, hk_prim p, void *e) {
     uint64_t u;
     bool neg;
     if (!tx_uint64(P, &u, &neg)) return false;
-    if (!int_in_range(p, u, neg)) {
-      char un[32];
-      return tx_error_at(P, at, "value %.*s is out of range for literal's primitive type %s",
-                         (int)(P->p - at), at, upper_name(p, un));
-    }
+    if (!int_in_range(P, p, u, neg, at)) return false;
     uint64_t bits = neg ? 0 - u : u;
     int sb = hk_prim_storage_bytes(p);
     if (sb < 8) bits &= (1ull << (8 * sb)) - 1;
@@ -208,13 +249,13 @@ static bool parse_element(tx_parser *P, hk_prim p, void *e) {
     hk_prim c = p == HK_C64 ? HK_F32 : HK_F64;
     int half = hk_prim_storage_bytes(p) / 2;
     if (!tx_expect(P, '(', "at the start of a complex number") ||
-        !parse_real_token(P, c, e) || !tx_expect(P, ',', "in a complex number") ||
-        !parse_real_token(P, c, (char *)e + half) ||
+        !parse_real_token(P, c, e, pos) || !tx_expect(P, ',', "in a complex number") ||
+        !parse_real_token(P, c, (char *)e + half, pos) ||
         !tx_expect(P, ')', "at the end of a complex number"))
       return false;
     return true;
   }
-  if (hk_prim_is_float(p)) return parse_real_token(P, p, e);
+  if (hk_prim_is_float(p)) return parse_real_token(P, p, e, pos);
   return tx_error_at(P, at, "literal of type %s is not supported", hk_prim_name(p));
 }
 
@@ -240,7 +281,8 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   hk_prim p = (hk_prim)s->elem;
   int esz = hk_prim_storage_bytes(p);
   int rank = s->rank;
-  if (rank == 0) return parse_element(P, p, l->data);
+  elem_pos pos = {s, 0};
+  if (rank == 0) return parse_element(P, p, l->data, &pos);
   if (tx_peek(P) != '{') {
     if (tx_peek(P) == '}') return tx_error_at(P, P->p, "unexpected '}' token");
     return tx_error_at(P, P->p, "expects '{' at the start of an array literal");
@@ -290,7 +332,8 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
         return tx_error_at(P, at, "expects nested array in rank %d, but sees %d", rank, nest);
       if (idx >= total) return tx_error_at(P, at, "too many elements in the literal");
       seen[rank - 1]++;
-      if (!parse_element(P, p, (char *)l->data + idx * esz)) return false;
+      pos.index = idx;
+      if (!parse_element(P, p, (char *)l->data + idx * esz, &pos)) return false;
       idx++;
     }
   } while (nest > 0);
@@ -337,8 +380,9 @@ static void print_real(hk_prim p, double v, const void *e, hk_buf *out) {
       payload = bits & ((1ull << f.mant_bits) - 1);
       quiet = 1ull << (f.mant_bits - 1);
     } else {
-      neg = (bits & 0x80) && !(p == HK_F8E4M3B11FNUZ || p == HK_F8E5M2FNUZ ||
-                               p == HK_F8E4M3FNUZ || p == HK_F8E8M0FNU);
+      /* the one NaN of a fnuz type is the negative-zero pattern 0x80: it
+       * widens to a negative NaN, which XLA prints as -nan */
+      neg = (bits & 0x80) && p != HK_F8E8M0FNU;
       uint8_t canon = hk_small_float_encode(p, NAN) & 0x7f;
       payload = quiet = (uint64_t)(bits & 0x7f) == canon ? 0 : 0;
     }
@@ -350,12 +394,17 @@ static void print_real(hk_prim p, double v, const void *e, hk_buf *out) {
     hk_buf_puts(out, v < 0 ? "-inf" : "inf");
     return;
   }
+  /* f32 and f64 print the shortest of digits10 and max_digits10 that reads
+   * back; the other types always print max_digits10 digits (XLA's
+   * RoundTripFpToString) */
   fp_format f = fp_of(p);
   char buf[64];
-  snprintf(buf, sizeof buf, "%.*g", f.digits10, v);
-  bool same;
-  if (p == HK_F64) same = strtod(buf, NULL) == v;
-  else same = strtof(buf, NULL) == (float)v;
+  bool same = false;
+  if (p == HK_F32 || p == HK_F64) {
+    snprintf(buf, sizeof buf, "%.*g", f.digits10, v);
+    if (p == HK_F64) same = strtod(buf, NULL) == v;
+    else same = strtof(buf, NULL) == (float)v;
+  }
   if (!same) snprintf(buf, sizeof buf, "%.*g", f.max_digits10, v);
   hk_buf_puts(out, buf);
 }

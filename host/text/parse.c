@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hlokit/analysis.h"
 #include "ir/irpriv.h"
 #include "text/text_internal.h"
 
@@ -19,6 +20,12 @@ static void pending_free(tx_pending *pi) {
   free(pi->ctrl);
   pi->raw = NULL;
   pi->ctrl = NULL;
+}
+
+/* The operands parsed so far for pi (NULL while the operand stack was
+ * never used: no pointer arithmetic on a null pointer). */
+static hk_instr **pending_operands(tx_parser *P, const tx_pending *pi) {
+  return P->opstack.v ? (hk_instr **)P->opstack.v + pi->op_base : NULL;
 }
 
 static const char *cstr(tx_parser *P, const char *s, size_t len) {
@@ -146,6 +153,11 @@ static void remember(tx_parser *P, hk_instr *i, const char *s, size_t len, const
   r->instr = i;
 }
 
+/* i got another name than the text gave it (the module's names are unique). */
+static bool is_renamed(tx_parser *P, const hk_instr *i) {
+  return P->renamed->n && tx_table_get(P->renamed, i->name, strlen(i->name)) == i;
+}
+
 hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   name_key k = make_key(s, len, P->end);
   struct tx_recent *r = &P->recent[recent_slot(&k, s)];
@@ -162,6 +174,7 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
   buf[len] = 0;
   hk_instr *i = hk_computation_find_instr(P->comp, buf);
   if (buf != stackbuf) free(buf);
+  if (i && is_renamed(P, i)) i = NULL;   /* its IR name is not what the text called it */
   /* used again, likely */
   if (i && strlen(i->name) == len) remember(P, i, i->name, len, i->name + len);
   return i;
@@ -184,13 +197,16 @@ static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
   tx_slot *slot = tx_table_claim(P->scope, s, len, &existed);
   if (existed) return false;
   slot->val = i;
+  tx_table_put(P->renamed, i->name, strlen(i->name), i);
   char stackbuf[128];
   char *buf = len < sizeof stackbuf ? stackbuf : malloc(len + 1);
   memcpy(buf, s, len);
   buf[len] = 0;
+  /* an instruction of this computation the text named s already (one the
+   * IR renamed to s was named otherwise) */
   hk_instr *prev = hk_computation_find_instr(P->comp, buf);
   if (buf != stackbuf) free(buf);
-  return !(prev && prev != i);
+  return !(prev && prev != i && !is_renamed(P, prev));
 }
 
 /* ---- operands ---------------------------------------------------------------- */
@@ -198,16 +214,20 @@ static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
 static hk_instr *auto_parameter(tx_parser *P, hk_computation *c, const hk_shape *s,
                                 const char *name, size_t len) {
   char buf[256];
-  if (len == 0 || len >= sizeof buf) {
-    name = "parameter";
-    len = 9;
+  /* an anonymous operand (or one whose name does not fit) is named
+   * "parameter"; only a name from the text is recorded as a source name
+   * (define_name reads its key from the text) */
+  bool named = len > 0 && len < sizeof buf;
+  if (named) {
+    memcpy(buf, name, len);
+    buf[len] = 0;
+  } else {
+    snprintf(buf, sizeof buf, "parameter");
   }
-  memcpy(buf, name, len);
-  buf[len] = 0;
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, s, 0, NULL, buf);
   hk_instr_attrs(p)->parameter_number = P->n_auto_params++;
   if (P->params) tx_vec_push(P->params, p);
-  if (len) define_name(P, p, name, len);
+  if (named) define_name(P, p, name, len);
   return p;
 }
 
@@ -307,15 +327,11 @@ static bool next_attr(tx_parser *P, const char **name, size_t *len, const char *
   return false;
 }
 
-/* The operands of pending instruction pi (NULL before any operand was
- * pushed: no offset may be added to a NULL vector). */
-static hk_instr **pending_operands(tx_parser *P, tx_pending *pi) {
-  return P->opstack.v ? (hk_instr **)P->opstack.v + pi->op_base : NULL;
-}
-
 /* ---- shape inference for instructions written without a shape ------------------- */
 
-static bool infer_shape(tx_parser *P, tx_pending *pi) {
+/* The shapes the text's operands give directly; false leaves it to shape
+ * inference once the instruction exists (infer_from_instr). */
+static bool infer_shape_quick(tx_parser *P, tx_pending *pi) {
   hk_instr **ops = pending_operands(P, pi);
   int n = pi->n_operands;
   hk_opcode op = pi->op;
@@ -371,8 +387,40 @@ static bool infer_shape(tx_parser *P, tx_pending *pi) {
     pi->shape = hk_shape_token(P->m);
     return true;
   }
-  return tx_error_at(P, pi->at, "expects a shape for %s: its shape cannot be inferred",
-                     hk_opcode_name(op));
+  return false;
+}
+
+/* An inferred shape with XLA's default layouts (ShapeUtil::MakeShape). */
+static const hk_shape *with_default_layout(hk_module *m, const hk_shape *s) {
+  if (hk_shape_is_tuple(s)) {
+    const hk_shape *stack[16] = {0};
+    const hk_shape **el = s->n_tuple <= 16 ? stack : malloc(sizeof *el * (size_t)s->n_tuple);
+    for (int k = 0; k < s->n_tuple; k++) el[k] = with_default_layout(m, s->tuple[k]);
+    const hk_shape *t = hk_shape_tuple(m, s->n_tuple, el);
+    if (el != stack) free(el);
+    return t;
+  }
+  if (!hk_shape_is_array(s) || s->layout) return s;
+  hk_shape tmpl = *s;
+  const hk_shape *d = hk_shape_array(m, (hk_prim)s->elem, s->rank, s->dims);
+  tmpl.layout = d->layout;
+  return hk_shape_intern(m, &tmpl);
+}
+
+/* XLA infers the shape of an instruction written without one from its
+ * operands and attributes (ShapeInference); i has a placeholder till then. */
+static bool infer_from_instr(tx_parser *P, hk_instr *i) {
+  const hk_shape *s = NULL;
+  hk_status *st = hk_infer_shape(P->m, i, &s);
+  if (st) {
+    tx_skip(P);
+    tx_error_at(P, P->p, "failed to infer shape for opcode: %s, error: %s",
+                hk_opcode_name((hk_opcode)i->opcode), st->message ? st->message : "");
+    hk_status_free(st);
+    return false;
+  }
+  i->shape = with_default_layout(P->m, s);
+  return true;
 }
 
 /* ---- checks XLA's parser makes ---------------------------------------------------- */
@@ -391,7 +439,10 @@ static bool check_instr(tx_parser *P, tx_pending *pi) {
   }
   switch (pi->op) {
     case HK_OP_BROADCAST:
-      if (!pi->seen_dims) return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
+      /* dimensions may be left out when the operand is a scalar: {} */
+      if (!pi->seen_dims && !(pi->n_operands == 1 && hk_shape_is_array(ops[0]->shape) &&
+                              ops[0]->shape->rank == 0))
+        return tx_error_at(P, pi->op_at, "attribute dimensions is expected but not seen");
       break;
     case HK_OP_GET_TUPLE_ELEMENT:
       if (!pi->seen_index) return tx_error_at(P, pi->op_at, "attribute index is expected but not seen");
@@ -571,6 +622,23 @@ static bool check_async_operand(tx_parser *P, tx_pending *pi, hk_instr **ops, hk
     return tx_error_at(P, pi->op_at, "Expect async wrapped opcode to be %s, but got %s",
                        hk_opcode_name((hk_opcode)w->root->opcode), hk_opcode_name(pi->op));
   *wrapped = w;
+  /* threads and computations written on update/done must be the chain's */
+  const hk_instr *start = ops[0];
+  while (start->opcode == HK_OP_ASYNC_UPDATE && start->n_operands == 1) start = start->operands[0];
+  const char *thread = start->attrs && start->attrs->async_execution_thread
+                           ? start->attrs->async_execution_thread
+                           : "main";
+  if (pi->async_thread && strcmp(pi->async_thread, thread) != 0) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "Expect async_execution_thread to be %s, but got %s", thread,
+                       pi->async_thread);
+  }
+  hk_computation *calls = pi->n_list ? pi->list[0] : pi->to_apply;
+  if (calls && w && calls != w) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "Expect async_wrapped_computation to be %s, but got %s", w->name,
+                       calls->name);
+  }
   return true;
 }
 
@@ -625,7 +693,8 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
 }
 
 static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
-  if (!pi->shape && !infer_shape(P, pi)) return false;
+  bool infer_later = !pi->shape && !infer_shape_quick(P, pi);
+  if (infer_later) pi->shape = hk_shape_tuple(P->m, 0, NULL);
   if (!check_instr(P, pi)) return false;
   hk_instr *i = NULL;
   if (pi->async_kind) {
@@ -651,6 +720,7 @@ static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_inst
     i = hk_instr_new(c, pi->op, pi->shape, pi->n_operands, ops, instr_name(P, pi, nb, sizeof nb));
     apply_attrs(P, i, pi, false, false);
     if (wrapped && !i->n_called) hk_instr_set_called(i, 1, &wrapped);
+    if (infer_later && !infer_from_instr(P, i)) return false;
   }
   if (pi->name && !define_name(P, i, pi->name, pi->name_len))
     return tx_error_at(P, pi->at, "instruction already exists: %.*s", (int)pi->name_len, pi->name);
@@ -676,6 +746,12 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
     return false;
   tx_skip(P);
   if (!parse_opcode(P, pi)) return false;
+  if (!pi->shape && (pi->async_kind || !tx_can_infer_shape(pi->op))) {
+    tx_skip(P);
+    return tx_error_at(P, P->p, "cannot infer shape for opcode: %s",
+                       pi->async_kind ? hk_opcode_name((hk_opcode)pi->async_kind)
+                                      : hk_opcode_name(pi->op));
+  }
   if (pi->op == HK_OP_CONSTANT && !pi->async_kind) {
     if (!pi->shape) return tx_error_at(P, pi->op_at, "constant needs a shape");
     if (!tx_expect(P, '(', "at the start of a constant")) return false;
@@ -788,12 +864,14 @@ static bool finish_params(tx_parser *P, hk_computation *c, const char *at) {
 
 bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open) {
   if (!tx_expect(P, '{', "at the start of a computation body")) return false;
-  tx_table scope, *saved = P->scope;
+  tx_table scope, *saved = P->scope, renamed, *saved_renamed = P->renamed;
   bool saved_single = P->single_instr;
   tx_vec params = {0}, *saved_params = P->params;
   hk_computation *saved_comp = P->comp;
   tx_table_init(&scope);
+  tx_table_init(&renamed);
   P->scope = &scope;
+  P->renamed = &renamed;
   P->comp = c;
   P->params = &params;
   P->single_instr = false;
@@ -827,15 +905,19 @@ bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open
   }
   if (ok) ok = finish_params(P, c, open);
   tx_table_free(&scope);
+  tx_table_free(&renamed);
   free(params.v);
   P->scope = saved;
+  P->renamed = saved_renamed;
   P->comp = saved_comp;
   P->params = saved_params;
   P->single_instr = saved_single;
   return ok;
 }
 
-static bool skip_signature(tx_parser *P) {
+/* `(name: shape, ...) -> shape`: the parameter shapes are checked by the
+ * instructions; the result shape (and where it is) is returned. */
+static bool parse_signature(tx_parser *P, const hk_shape **result, const char **result_at) {
   if (!tx_expect(P, '(', "at the start of a signature")) return false;
   if (!tx_accept(P, ')')) {
     do {
@@ -852,8 +934,23 @@ static bool skip_signature(tx_parser *P) {
   if (P->end - P->p < 2 || P->p[0] != '-' || P->p[1] != '>')
     return tx_error_at(P, P->p, "expects '->' in a computation signature");
   P->p += 2;
-  const hk_shape *r;
-  return tx_parse_shape(P, &r);
+  tx_skip(P);
+  *result_at = P->p;
+  return tx_parse_shape(P, result);
+}
+
+/* XLA: the signature's result shape must be compatible with the root's. */
+static bool check_signature_result(tx_parser *P, hk_computation *c, const hk_shape *sig,
+                                   const char *at) {
+  if (hk_shape_compatible(sig, c->root->shape)) return true;
+  char *a = tx_human_shape(sig), *b = tx_human_shape(c->root->shape);
+  tx_error_at(P, at,
+              "Shape of computation %s, %s, is not compatible with that of its root instruction "
+              "%s, %s",
+              c->name, a, c->root->name, b);
+  free(a);
+  free(b);
+  return false;
 }
 
 static bool parse_computation(tx_parser *P, hk_computation **entry, hk_computation **last) {
@@ -865,7 +962,9 @@ static bool parse_computation(tx_parser *P, hk_computation **entry, hk_computati
   tx_skip(P);
   const char *name_at = P->p;
   if (!tx_ident(P, &s, &l)) return tx_error_at(P, P->p, "expects a computation name");
-  if (tx_peek(P) == '(' && !skip_signature(P)) return false;
+  const hk_shape *sig = NULL;
+  const char *sig_at = NULL;
+  if (tx_peek(P) == '(' && !parse_signature(P, &sig, &sig_at)) return false;
   hk_computation *prev = tx_table_get(&P->comps, s, l);
   if (prev) {
     tx_error_at(P, name_at, "computation already exists: %.*s", (int)l, s);
@@ -879,6 +978,7 @@ static bool parse_computation(tx_parser *P, hk_computation **entry, hk_computati
   c->scratch = (void *)name_at;
   tx_table_put(&P->comps, s, l, c);
   if (!tx_parse_computation_body(P, c, open)) return false;
+  if (sig && !check_signature_result(P, c, sig, sig_at)) return false;
   const char *an, *aat;
   size_t al;
   while (next_attr(P, &an, &al, &aat)) {
@@ -1090,10 +1190,12 @@ static bool parse_computations(tx_parser *P) {
 
 static bool parse_single_instruction(tx_parser *P) {
   hk_computation *c = hk_computation_new(P->m, "single_instruction");
-  tx_table scope;
+  tx_table scope, renamed;
   tx_vec params = {0};
   tx_table_init(&scope);
+  tx_table_init(&renamed);
   P->scope = &scope;
+  P->renamed = &renamed;
   P->comp = c;
   P->params = &params;
   P->single_instr = true;
@@ -1110,8 +1212,10 @@ static bool parse_single_instruction(tx_parser *P) {
   }
   if (ok) hk_module_set_entry(P->m, c);
   tx_table_free(&scope);
+  tx_table_free(&renamed);
   free(params.v);
   P->scope = NULL;
+  P->renamed = NULL;
   P->params = NULL;
   return ok;
 }

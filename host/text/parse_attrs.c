@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "sharding/metadata.h"
 #include "text/text_internal.h"
@@ -213,64 +214,95 @@ static bool parse_window(tx_parser *P, tx_pending *pi) {
   return true;
 }
 
+/* Length of the run at q of characters in set (a dim_labels part). */
+static size_t span_of(const char *q, const char *e, const char *set) {
+  size_t n = 0;
+  while (q + n < e && q[n] && strchr(set, q[n])) n++;
+  return n;
+}
+
+/* One part of dim_labels (lhs "bf", rhs "io", output "bf" as `a`): every
+ * letter once ('?' skips a dimension), digits below the part's length;
+ * positions into batch/feature/spatial.  The spatial count is the number
+ * of characters that are neither a letter of the part nor '?'. */
+static bool dim_labels_part(tx_parser *P, const char *at, const char *part, size_t n,
+                            const char *a, const char *which, int64_t *first, int64_t *second,
+                            int64_t *spatial, int n_spatial) {
+  for (size_t i = 0; i < n; i++)
+    for (size_t j = i + 1; j < n; j++)
+      if (part[i] != '?' && part[i] == part[j])
+        return tx_error_at(P, at, "expects unique %s dimension numbers, but sees %.*s", which,
+                           (int)n, part);
+  for (size_t i = 0; i < n; i++) {
+    char c = part[i];
+    if (c == '?') continue;
+    if (c == a[0]) {
+      *first = (int64_t)i;
+    } else if (c == a[1]) {
+      *second = (int64_t)i;
+    } else if (c >= '0' && c < '0' + (int)n) {
+      if (c - '0' >= n_spatial)
+        return tx_error_at(P, at, "spatial dimension %c of the %s dimension numbers %.*s is not below its %d spatial dimensions",
+                           c, which, (int)n, part, n_spatial);
+      spatial[c - '0'] = (int64_t)i;
+    } else {
+      return tx_error_at(P, at, "expects [0-%d%s?] in %s dimension numbers", (int)n - 1, a, which);
+    }
+  }
+  return true;
+}
+
+static int count_spatial(const char *part, size_t n, const char *a) {
+  int k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (part[i] != a[0] && part[i] != a[1] && part[i] != '?') k++;
+  return k;
+}
+
+/* dim_labels=LHS_RHS->OUT as XLA's lexer and ParseConvolutionDimensionNumbers
+ * read it; dimensions a part does not name stay 0 (the proto's default). */
 static bool parse_dim_labels(tx_parser *P, tx_pending *pi) {
   tx_skip(P);
-  const char *at = P->p, *q = P->p, *e = P->end;
+  const char *at = P->p, *e = P->end;
   const char *part[3];
   size_t plen[3];
-  for (int k = 0; k < 3; k++) {
+  static const char *const sets[3] = {"0123456789bf?", "0123456789io?", "0123456789bf?"};
+  const char *q = at;
+  bool ok = true;
+  for (int k = 0; k < 3 && ok; k++) {
     part[k] = q;
-    while (q < e && (isalnum((unsigned char)*q) || *q == '?')) q++;
-    plen[k] = (size_t)(q - part[k]);
-    if (k == 0) {
-      if (q >= e || *q != '_') return tx_error_at(P, at, "expects '_' in dim_labels");
-      q++;
-    } else if (k == 1) {
-      if (e - q < 2 || q[0] != '-' || q[1] != '>') return tx_error_at(P, at, "expects '->' in dim_labels");
-      q += 2;
-    }
+    plen[k] = span_of(q, e, sets[k]);
+    q += plen[k];
+    if (plen[k] < 2) ok = false;
+    else if (k == 0) ok = q < e && *q == '_' && ++q;
+    else if (k == 1) ok = e - q >= 2 && q[0] == '-' && q[1] == '>' && (q += 2);
   }
-  P->p = q;
-  int n_sp = 0;
-  for (int k = 0; k < 3; k++)
-    for (size_t i = 0; i < plen[k]; i++)
-      if (isdigit((unsigned char)part[k][i]) && part[k][i] - '0' + 1 > n_sp) n_sp = part[k][i] - '0' + 1;
-  if (plen[0] < 2 || plen[1] < 2 || plen[2] < 2)
-    return tx_error_at(P, at, "dim_labels need at least two dimensions per part");
+  if (!ok) return tx_error_at(P, at, "expects dim labels pattern, e.g., 'bf0_0io->0bf'");
+  static const char *const letters[3] = {"bf", "io", "bf"};
+  int n_sp[3];
+  for (int k = 0; k < 3; k++) n_sp[k] = count_spatial(part[k], plen[k], letters[k]);
+  static const char *const which[3] = {"lhs", "rhs", "output"};
   hk_conv_dnums *d = hk_alloc(P->m, sizeof *d);
-  int64_t *sp = hk_alloc(P->m, sizeof(int64_t) * (size_t)(3 * (n_sp ? n_sp : 1)));
-  d->n_spatial = n_sp;
-  d->input_spatial = sp;
-  d->kernel_spatial = sp + n_sp;
-  d->output_spatial = sp + 2 * n_sp;
-  int64_t *out_sp[3] = {sp, sp + n_sp, sp + 2 * n_sp};
-  for (int i = 0; i < 3 * n_sp; i++) sp[i] = -1;
-  d->input_batch = d->input_feature = d->kernel_input_feature = d->kernel_output_feature =
-      d->output_batch = d->output_feature = -1;
-  const char *A = "bf", *K = "io";
-  for (int k = 0; k < 3; k++) {
-    for (size_t i = 0; i < plen[k]; i++) {
-      char c = part[k][i];
-      int64_t pos = (int64_t)i;
-      if (isdigit((unsigned char)c)) {
-        int s = c - '0';
-        if (s >= n_sp) return tx_error_at(P, part[k] + i, "invalid spatial dimension in dim_labels");
-        out_sp[k][s] = pos;
-      } else if (c == '?') {
-        continue;
-      } else if (k != 1 && c == A[0]) {
-        if (k == 0) d->input_batch = pos; else d->output_batch = pos;
-      } else if (k != 1 && c == A[1]) {
-        if (k == 0) d->input_feature = pos; else d->output_feature = pos;
-      } else if (k == 1 && c == K[0]) {
-        d->kernel_input_feature = pos;
-      } else if (k == 1 && c == K[1]) {
-        d->kernel_output_feature = pos;
-      } else {
-        return tx_error_at(P, part[k] + i, "unexpected character '%c' in dim_labels", c);
-      }
-    }
-  }
+  int n = n_sp[0] > n_sp[1] ? n_sp[0] : n_sp[1];
+  if (n_sp[2] > n) n = n_sp[2];
+  int64_t *sp = hk_alloc(P->m, sizeof(int64_t) * (size_t)(3 * (n ? n : 1)));
+  int64_t *spatial[3] = {sp, sp + n, sp + 2 * n};
+  int64_t *lo[3] = {&d->input_batch, &d->kernel_input_feature, &d->output_batch};
+  int64_t *hi[3] = {&d->input_feature, &d->kernel_output_feature, &d->output_feature};
+  for (int k = 0; k < 3; k++)
+    if (!dim_labels_part(P, at, part[k], plen[k], letters[k], which[k], lo[k], hi[k], spatial[k],
+                         n_sp[k]))
+      return false;
+  if (n_sp[0] != n_sp[2] || n_sp[0] != n_sp[1])
+    return tx_error_at(P, at,
+                       "input, kernel, and output must have same number of spatial dimensions, "
+                       "but got %d, %d, %d, respectively.",
+                       n_sp[0], n_sp[1], n_sp[2]);
+  P->p = q;
+  d->n_spatial = n;
+  d->input_spatial = spatial[0];
+  d->kernel_spatial = spatial[1];
+  d->output_spatial = spatial[2];
   pi->a.conv = d;
   pi->has_attrs = true;
   pi->seen_dim_labels = true;
@@ -661,27 +693,86 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out) {
   return parse_bool_list(P, n, out);
 }
 
-/* result_accuracy={tolerance={atol=..,rtol=..,ulps=..}} or {mode=...}: checked, kept raw. */
-static bool check_result_accuracy(tx_parser *P, const char *v, size_t vl) {
-  const char *q = v + 1, *e = v + vl;
-  while (q < e) {
-    while (q < e && (*q == ' ' || *q == ',')) q++;
-    const char *k = q;
-    while (q < e && (isalnum((unsigned char)*q) || *q == '_')) q++;
-    size_t kl = (size_t)(q - k);
-    if (!kl) break;
-    if (!((kl == 9 && !memcmp(k, "tolerance", 9)) || (kl == 4 && !memcmp(k, "mode", 4))))
-      return tx_error_at(P, k, "invalid attribute name: %.*s", (int)kl, k);
-    int d = 0;
-    while (q < e) {
-      if (*q == '{') d++;
-      else if (*q == '}') {
-        if (d == 0) break;
-        d--;
-      } else if (*q == ',' && d == 0) break;
-      q++;
+/* `name=` (XLA's attribute-name token) at the cursor: the name, cursor after '='. */
+static bool attr_name(tx_parser *P, const char **s, size_t *l) {
+  const char *save = P->p, *after;
+  if (tx_peek_ident(P, s, l, &after) && *s == P->p) {
+    const char *q = after;
+    if (q < P->end && *q == '=') {
+      P->p = q + 1;
+      return true;
     }
   }
+  P->p = save;
+  return tx_error_at(P, (tx_skip(P), P->p), "expects attribute name");
+}
+
+/* A decimal or integer number, as XLA's ParseDouble reads one. */
+static bool parse_double(tx_parser *P, double *out) {
+  tx_skip(P);
+  const char *q = P->p;
+  char buf[64];
+  size_t n = 0;
+  while (q < P->end && n < sizeof buf - 1 &&
+         (isdigit((unsigned char)*q) || strchr("+-.eE", *q)))
+    buf[n++] = *q++;
+  buf[n] = 0;
+  char *ep;
+  *out = n ? strtod(buf, &ep) : 0;
+  if (!n || ep == buf) return tx_error_at(P, P->p, "expects decimal or integer");
+  P->p += ep - buf;
+  return true;
+}
+
+/* {atol=X, rtol=Y, ulps=Z} of result_accuracy's tolerance: each >= 0. */
+static bool parse_tolerance(tx_parser *P) {
+  if (!tx_expect(P, '{', "expected '{' to start result accuracy list")) return false;
+  if (tx_accept(P, '}')) return true;
+  do {
+    const char *n;
+    size_t nl;
+    tx_skip(P);
+    if (!attr_name(P, &n, &nl)) return false;
+    if (!((nl == 4 && (!memcmp(n, "ulps", 4) || !memcmp(n, "rtol", 4) || !memcmp(n, "atol", 4)))))
+      return tx_error_at(P, (tx_skip(P), P->p), "invalid attribute name: %.*s", (int)nl, n);
+    double v;
+    const char *vat = (tx_skip(P), P->p);
+    if (!parse_double(P, &v)) return false;
+    if (v < 0) return tx_error_at(P, vat, "Invalid result accuracy: %.*s must not be negative", (int)nl, n);
+  } while (tx_accept(P, ','));
+  return tx_expect(P, '}', "expects '}' at the end of result precision");
+}
+
+/* result_accuracy={mode=default|highest} or {tolerance={...}} (XLA's
+ * ParseResultAccuracy).  Kept raw as XLA prints it: nothing for the default
+ * mode, the mode lower-cased. */
+static bool parse_result_accuracy(tx_parser *P, tx_pending *pi) {
+  tx_skip(P);
+  const char *st = P->p;
+  if (!tx_expect(P, '{', "expected '{' to start result precision list")) return false;
+  const char *n;
+  size_t nl;
+  tx_skip(P);
+  if (!attr_name(P, &n, &nl)) return false;
+  if (nl == 4 && !memcmp(n, "mode", 4)) {
+    const char *m;
+    size_t ml;
+    const char *mat = (tx_skip(P), P->p);
+    if (!tx_ident(P, &m, &ml)) return tx_error_at(P, mat, "expects ResultAccuracy type");
+    bool highest = ml == 7 && !strncasecmp(m, "highest", 7);
+    if (!highest && !(ml == 7 && !strncasecmp(m, "default", 7)))
+      return tx_error_at(P, mat,
+                         "expects ResultAccuracy type but sees: %.*s, error: Unknown accuracy mode",
+                         (int)ml, m);
+    if (!tx_expect(P, '}', "expected '}' to end result_accuracy")) return false;
+    if (highest) add_raw(P, pi, "result_accuracy", 15, "{mode=highest}", 14);
+    return true;
+  }
+  if (!(nl == 9 && !memcmp(n, "tolerance", 9)))
+    return tx_error_at(P, (tx_skip(P), P->p), "invalid attribute name: %.*s", (int)nl, n);
+  if (!parse_tolerance(P) || !tx_expect(P, '}', "expected '}' to end result_accuracy"))
+    return false;
+  add_raw(P, pi, "result_accuracy", 15, st, (size_t)(P->p - st));
   return true;
 }
 
@@ -886,6 +977,9 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
         return parse_words_list(P, &a->n_operand_precision, &a->operand_precision);
       }
       if (IS("operand_layout_constraints")) return check_operand_layouts(P, pi, at);
+      /* an original value names the instruction's leaves, so XLA reads it
+       * against the shape written before the opcode (none is inferred yet) */
+      if (IS("origin") && !pi->shape) return tx_error_at(P, (tx_skip(P), P->p), "expects instruction shape");
       break;
     case 'p':
       if (IS("padding") && op == HK_OP_PAD) return parse_padding(P, pi);
@@ -901,14 +995,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       }
       if (IS("rhs_batch_dims")) return tx_int_list(P, '{', '}', &dot_of(P, pi)->rhs_batch);
       if (IS("rhs_contracting_dims")) return tx_int_list(P, '{', '}', &dot_of(P, pi)->rhs_contracting);
-      if (IS("result_accuracy")) {
-        const char *v;
-        size_t vl;
-        if (!tx_raw_value(P, &v, &vl)) return false;
-        if (!check_result_accuracy(P, v, vl)) return false;
-        add_raw(P, pi, name, len, v, vl);
-        return true;
-      }
+      if (IS("result_accuracy")) return parse_result_accuracy(P, pi);
       break;
     case 's':
       if (IS("sharding")) return tx_parse_sharding_value(P, &pi->sharding);

@@ -306,27 +306,33 @@ static void put_window(hk_buf *b, const hk_window *w) {
   tx_put(b, "}", 1);
 }
 
+/* One part of dim_labels as XLA prints it: as long as its largest
+ * position + 1, '?' where nothing is, then the two letters, then the
+ * spatial digits (a later one overwrites an earlier at the same place). */
+static void put_dim_labels_part(hk_buf *b, int64_t first, int64_t second, const char *letters,
+                                const int64_t *spatial, int n) {
+  int64_t len = (first > second ? first : second) + 1;
+  for (int i = 0; i < n; i++)
+    if (spatial[i] + 1 > len) len = spatial[i] + 1;
+  char s[HK_MAX_RANK + 8];
+  if (len > (int64_t)sizeof s - 1) len = (int64_t)sizeof s - 1;
+  memset(s, '?', (size_t)len);
+  s[len] = 0;
+  if (first >= 0 && first < len) s[first] = letters[0];
+  if (second >= 0 && second < len) s[second] = letters[1];
+  for (int i = 0; i < n && i < 10; i++)
+    if (spatial[i] >= 0 && spatial[i] < len) s[spatial[i]] = (char)('0' + i);
+  tx_puts(b, s);
+}
+
 static void put_dim_labels(hk_buf *b, const hk_conv_dnums *d) {
-  int r = 2 + d->n_spatial;
-  char s[3][HK_MAX_RANK + 3];
-  for (int k = 0; k < 3; k++) {
-    memset(s[k], '?', (size_t)r);
-    s[k][r] = 0;
-  }
-#define SETL(k, pos, ch) if ((pos) >= 0 && (pos) < r) s[k][pos] = (ch)
-  SETL(0, d->input_batch, 'b');
-  SETL(0, d->input_feature, 'f');
-  SETL(1, d->kernel_input_feature, 'i');
-  SETL(1, d->kernel_output_feature, 'o');
-  SETL(2, d->output_batch, 'b');
-  SETL(2, d->output_feature, 'f');
-  for (int i = 0; i < d->n_spatial; i++) {
-    SETL(0, d->input_spatial[i], (char)('0' + i));
-    SETL(1, d->kernel_spatial[i], (char)('0' + i));
-    SETL(2, d->output_spatial[i], (char)('0' + i));
-  }
-#undef SETL
-  hk_buf_printf(b, "dim_labels=%s_%s->%s", s[0], s[1], s[2]);
+  tx_puts(b, "dim_labels=");
+  put_dim_labels_part(b, d->input_batch, d->input_feature, "bf", d->input_spatial, d->n_spatial);
+  tx_put(b, "_", 1);
+  put_dim_labels_part(b, d->kernel_input_feature, d->kernel_output_feature, "io", d->kernel_spatial,
+                      d->n_spatial);
+  tx_put(b, "->", 2);
+  put_dim_labels_part(b, d->output_batch, d->output_feature, "bf", d->output_spatial, d->n_spatial);
 }
 
 static void put_replica_groups(hk_buf *b, const hk_replica_groups *g) {
@@ -1324,8 +1330,11 @@ static void callgraph_init(callgraph *g, int n) {
 /* Appends the computations instruction i calls (callees of the computation
  * being added). */
 static void callgraph_add_calls(struct callgraph *g, const hk_module *m, const hk_instr *i) {
+  /* XLA's while keeps its body before its condition (the IR: condition
+   * first), and its post order visits them in that order */
+  bool body_first = i->opcode == HK_OP_WHILE && i->n_called == 2;
   for (int j = 0; j < i->n_called; j++) {
-    const hk_computation *c = i->called[j];
+    const hk_computation *c = i->called[body_first ? 1 - j : j];
     if (!c || c->index < 0 || c->index >= g->n || m->computations[c->index] != c) continue;
     if (g->len == g->cap) g->callee = realloc(g->callee, (g->cap *= 2) * sizeof *g->callee);
     g->callee[g->len++] = c;

@@ -493,3 +493,10 @@ char *hk_shape_to_string(const hk_shape *s) {
   if (!b.data) return strdup("");
   return b.data;
 }
+
+char *tx_human_shape(const hk_shape *s) {
+  hk_buf b;
+  hk_buf_init(&b);
+  tx_print_shape(s, false, &b);
+  return b.data ? b.data : strdup("");
+}

@@ -35,6 +35,8 @@ typedef struct tx_parser {
   hk_status *err;             /* first error (with later notes appended) */
   tx_table *scope;            /* renamed instructions of the computation being parsed
                                  (source name -> instr when the IR uniquified it) */
+  tx_table *renamed;          /* the same instructions by their IR names: an IR name
+                                 that is a renamed instruction's is no source name */
   hk_computation *comp;       /* computation being parsed */
   tx_table comps;             /* computations by name */
   tx_vec opstack;             /* operands of instructions being parsed */
@@ -149,6 +151,8 @@ bool tx_parse_shape(tx_parser *P, const hk_shape **out);
  * (cursor moved past it) without lexing; false leaves the cursor. */
 bool tx_cached_shape(tx_parser *P, const hk_shape **out);
 void tx_print_shape(const hk_shape *s, bool layout, hk_buf *out);
+/* The shape without layout (XLA's ShapeUtil::HumanString), malloc'd. */
+char *tx_human_shape(const hk_shape *s);
 
 /* literals (literal_text.c) */
 bool tx_parse_literal(tx_parser *P, const hk_shape *shape, hk_literal **out);
@@ -201,6 +205,8 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len);
 const char *tx_missing_required(const tx_pending *pi);
 int tx_opcode_arity(hk_opcode op);
+/* XLA's CanInferShape: op's shape may be left out of the text. */
+bool tx_can_infer_shape(hk_opcode op);
 
 /* instructions (parse.c) */
 bool tx_parse_computation_body(tx_parser *P, hk_computation *c, const char *open);

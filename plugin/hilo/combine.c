@@ -45,13 +45,13 @@ static void merge_group(const group *g) {
   }
   const hk_shape *ts = hk_shape_tuple(m, g->n, shapes);
   hk_instr *combined = hk_instr_clone(c, first, ts, g->n, ops, NULL);
-  combined->sharding = NULL;
+  hk_instr_set_sharding(combined, NULL);
   for (int32_t k = 0; k < g->n; k++) {
     hk_instr *member = g->members[k];
     hk_instr *gte = hk_instr_new(c, HK_OP_GET_TUPLE_ELEMENT, member->shape, 1,
                                  &combined, NULL);
     hk_instr_attrs(gte)->tuple_index = k;
-    gte->sharding = member->sharding;
+    hk_instr_set_sharding(gte, member->sharding);
     hk_instr_replace_all_uses(member, gte);
     hk_status *st = hk_instr_remove(member);
     if (st) hk_status_free(st);

@@ -102,7 +102,7 @@ static bool decompose(hk_instr *cp, int64_t *next_channel) {
     hk_instr *cp_rest = permute_with(cp, rest, nr, channel ? hk_instr_channel_id(cp) : 0);
     hk_instr *ops[3] = {targets_back_edge(cp, back, nb), cp_back, cp_rest};
     hk_instr *sel = hk_instr_new(cp->parent, HK_OP_SELECT, cp->shape, 3, ops, NULL);
-    sel->sharding = cp->sharding;
+    hk_instr_set_sharding(sel, cp->sharding);
     hk_instr_replace_all_uses(cp, sel);
     hk_instr_remove_control_deps(cp);
     hk_status *st = hk_instr_remove(cp);

@@ -14,9 +14,6 @@ typedef struct hilo_pass {
 hk_pass *hilo_pass_new(const hk_pass_vtable *vt, hk_status **err);
 void hilo_pass_destroy(hk_pass *self);
 
-/* all-reduce, all-gather, all-to-all, reduce-scatter, collective-permute,
- * collective-broadcast, ragged-all-to-all and the async -start forms. */
-bool hilo_is_collective(const hk_instr *i);
 
 /* Collective depth: for each instruction of c (in the returned post order),
  * the largest number of collectives on any path from a computation input

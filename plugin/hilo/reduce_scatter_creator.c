@@ -124,7 +124,7 @@ static bool try_create(hk_instr *ar, int64_t np, int64_t nr) {
   rs->opcode = HK_OP_REDUCE_SCATTER;
   int64_t d = dim;
   hk_instr_set_dims(rs, 1, &d);
-  rs->sharding = ds->sharding;
+  hk_instr_set_sharding(rs, ds->sharding);
   hk_instr_replace_all_uses(ds, rs);
   hk_status *st = hk_instr_remove(ds);
   if (st) hk_status_free(st);

@@ -48,7 +48,7 @@ static bool assign_streams(hk_computation *c, int64_t num_streams) {
   if (!rank_at_depth) abort();
   bool changed = false;
   for (int64_t k = 0; k < n; k++) {
-    if (!hilo_is_collective(order[k])) continue;
+    if (!hk_opcode_is_collective(order[k]->opcode)) continue;
     int64_t stream = rank_at_depth[depth[k]]++ % num_streams;
     char value[32];
     snprintf(value, sizeof value, "%lld", (long long)stream);

@@ -52,7 +52,7 @@ static hk_status *unique_run(hk_pass *self, hk_module *m, const hk_exec_threads 
     hk_instr **order = hk_computation_post_order(c, &n);
     for (int64_t j = 0; j < n; j++) {
       hk_instr *i = order[j];
-      if (!hilo_is_collective(i) || hk_instr_channel_id(i) == 0) continue;
+      if (!hk_opcode_is_collective(i->opcode) || hk_instr_channel_id(i) == 0) continue;
       if (id_set_add(&seen, i->attrs->channel_id)) continue;
       i->attrs->channel_id = next++;
       id_set_add(&seen, i->attrs->channel_id);

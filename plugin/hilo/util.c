@@ -18,19 +18,6 @@ hk_pass *hilo_pass_new(const hk_pass_vtable *vt, hk_status **err) {
 
 void hilo_pass_destroy(hk_pass *self) { free(self); }
 
-bool hilo_is_collective(const hk_instr *i) {
-  switch (i->opcode) {
-    case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START:
-    case HK_OP_ALL_GATHER: case HK_OP_ALL_GATHER_START:
-    case HK_OP_ALL_TO_ALL: case HK_OP_REDUCE_SCATTER:
-    case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_COLLECTIVE_PERMUTE_START:
-    case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_RAGGED_ALL_TO_ALL:
-      return true;
-    default:
-      return false;
-  }
-}
-
 static int64_t depth_of(const hk_instr *i) { return (int64_t)(intptr_t)i->scratch - 1; }
 
 hk_instr **hilo_collective_depths(hk_computation *c, int64_t *n, int64_t **depth) {
@@ -42,13 +29,13 @@ hk_instr **hilo_collective_depths(hk_computation *c, int64_t *n, int64_t **depth
     int64_t best = 0;
     for (int32_t j = 0; j < i->n_operands; j++) {
       const hk_instr *op = i->operands[j];
-      int64_t v = depth_of(op) + (hilo_is_collective(op) ? 1 : 0);
+      int64_t v = depth_of(op) + (hk_opcode_is_collective(op->opcode) ? 1 : 0);
       if (v > best) best = v;
     }
     if (i->attrs)
       for (int32_t j = 0; j < i->attrs->n_control_preds; j++) {
         const hk_instr *op = i->attrs->control_preds[j];
-        int64_t v = depth_of(op) + (hilo_is_collective(op) ? 1 : 0);
+        int64_t v = depth_of(op) + (hk_opcode_is_collective(op->opcode) ? 1 : 0);
         if (v > best) best = v;
       }
     d[k] = best;

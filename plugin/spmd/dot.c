@@ -306,6 +306,39 @@ static int only_sharded_dim(const hk_sharding *s, int rank) {
   return k;
 }
 
+/* The sharding user u asks of its operand x, as far as it is plain: a dot
+ * wants x matched to its output's tiling, an elementwise op its own
+ * sharding; NULL otherwise (XLA's GetShardingFromUser, for the cases the
+ * windowed-einsum test needs). */
+static const hk_sharding *sharding_from_user(spmd_visitor *v, const hk_instr *u, const hk_instr *x) {
+  if (!u->sharding) return NULL;
+  if (hk_opcode_is_elementwise(u->opcode) && hk_shape_equal(u->shape, x->shape)) return u->sharding;
+  if (u->opcode != HK_OP_DOT || !u->attrs || !u->attrs->dot || u->n_operands != 2) return NULL;
+  int side = u->operands[0] == x ? 0 : u->operands[1] == x ? 1 : -1;
+  if (side < 0) return NULL;
+  dot_dims dm;
+  dot_plan p;
+  map_dims(u, &dm);
+  plan_output(v, &dm, u->sharding, &p);
+  return side ? p.rhs : p.lhs;
+}
+
+/* XLA's check_users_sharding: true when another user of x would reshard it
+ * to the same sharding the loop avoids (`ideal`), so the reshard is shared
+ * and a windowed loop would not save it. */
+static bool users_share_reshard(spmd_visitor *v, const hk_instr *dot, const hk_instr *x,
+                                const hk_sharding *ideal) {
+  if (v->p->options.skip_checking_windowed_einsum_users || x->n_users <= 1 || !ideal) return false;
+  const hk_sharding *have = spmd_sharding_of(v, x);
+  for (int32_t k = 0; k < x->n_users; k++) {
+    const hk_instr *u = x->users[k];
+    const hk_sharding *from = u == dot ? NULL : sharding_from_user(v, u, x);
+    if (!from || hk_sharding_equivalent(from, have)) continue;
+    if (hk_sharding_equivalent(from, ideal)) return true;
+  }
+  return false;
+}
+
 /* Gather / contract windows: the rotating operand (side w) is sharded along
  * one dim only, evenly: a non-contracting dim, or a contracting dim the
  * kept operand has whole; the output is sharded along the kept operand's
@@ -330,10 +363,11 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   if (!one_tile_per_partition(v, ws)) return false;
   const hk_shape *wshape = orig->operands[w]->shape;
   int wd = only_sharded_dim(ws, wshape->rank);
-  if (wd < 0 || wshape->dims[wd] % v->p->num_partitions ||
-      !windowed_worth_it(v, orig, w, false))
+  if (wd < 0 || !windowed_worth_it(v, orig, w, false) ||
+      users_share_reshard(v, orig, orig->operands[w], w ? p.rhs : p.lhs))
     return false;
-  *out = (spmd_windowed_dot){.side = w, .dim = wd, .ring = ws, .ring_dim = wd, .out = o};
+  *out = (spmd_windowed_dot){.side = w, .dim = wd, .ring = ws, .ring_dim = wd,
+                             .ring_size = v->p->num_partitions, .out = o};
   if (w_to_out[wd] >= 0) {
     /* A non-contracting dim (not batch): each step fills a slice. */
     if (out_from_k[w_to_out[wd]] >= 0) return false;
@@ -349,30 +383,97 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   return true;
 }
 
-/* The scatter window: both operands sharded along one pair of matching
- * contracting dims, device for device; the output sharded along one
- * non-contracting, non-batch dim only. */
+/* The one sharded contracting dim of operand `side` (-1: none or several). */
+static int only_sharded_contracting(const hk_sharding *s, const dot_dims *dm, int side) {
+  int rank = side ? dm->rr : dm->rl, k = -1;
+  const int *to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+  for (int d = 0; d < rank; d++)
+    if (to_out[d] < 0 && hk_sharding_dim_partitions(s, d) > 1) {
+      if (k >= 0) return -1;
+      k = d;
+    }
+  return k;
+}
+
+/* The output dim the scatter ring runs along: split in k like the
+ * contraction, fed by one operand only (not batch), whose dim is whole. */
+static int scatter_ring_dim(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
+                            const hk_sharding *r, int64_t k) {
+  for (int od = 0; od < dm->ro; od++) {
+    int fl = dm->out_from_lhs[od], fr = dm->out_from_rhs[od];
+    if (hk_sharding_dim_partitions(o, od) != k || (fl >= 0) == (fr >= 0)) continue;
+    if (hk_sharding_dim_partitions(fl >= 0 ? l : r, fl >= 0 ? fl : fr) == 1) return od;
+  }
+  return -1;
+}
+
+/* Every output dim but od split as the operand dims it comes from. */
+static bool other_dims_match(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
+                             const hk_sharding *r, int od) {
+  for (int e = 0; e < dm->ro; e++) {
+    if (e == od) continue;
+    int64_t parts = hk_sharding_dim_partitions(o, e);
+    if ((dm->out_from_lhs[e] >= 0 && hk_sharding_dim_partitions(l, dm->out_from_lhs[e]) != parts) ||
+        (dm->out_from_rhs[e] >= 0 && hk_sharding_dim_partitions(r, dm->out_from_rhs[e]) != parts))
+      return false;
+  }
+  return true;
+}
+
+/* Device for device: the operands hold the same contraction slice, the
+ * output tile the local dot makes (all but od), and each ring (devices
+ * differing only along od) holds every slice once. */
+static bool scatter_devices_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o,
+                                  const hk_sharding *l, const hk_sharding *r, int ld, int rd,
+                                  int od, int64_t k) {
+  int64_t n = v->p->num_partitions, a[HK_MAX_RANK], b[HK_MAX_RANK], c[HK_MAX_RANK];
+  bool *seen = calloc((size_t)n, 1), ok = seen != NULL;
+  for (int64_t dev = 0; dev < n && ok; dev++) {
+    ok = hk_sharding_tile_index(l, dev, a) && hk_sharding_tile_index(r, dev, b) &&
+         hk_sharding_tile_index(o, dev, c) && a[ld] == b[rd];
+    int64_t ring = 0;
+    for (int e = 0; ok && e < dm->ro; e++) {
+      if (e == od) continue;
+      if (dm->out_from_lhs[e] >= 0 && c[e] != a[dm->out_from_lhs[e]]) ok = false;
+      if (dm->out_from_rhs[e] >= 0 && c[e] != b[dm->out_from_rhs[e]]) ok = false;
+      ring = ring * hk_sharding_dim_partitions(o, e) + c[e];
+    }
+    if (ok && (ring * k + a[ld] >= n || seen[ring * k + a[ld]])) ok = false;
+    if (ok) seen[ring * k + a[ld]] = true;
+  }
+  free(seen);
+  return ok;
+}
+
+/* The scatter window (XLA's reduce-scatter windowed einsum): both operands
+ * split along one pair of matching contracting dims in k pieces; the
+ * output split in k along a non-contracting dim one operand has whole
+ * (the ring), its other dims split as the local dot makes them (the
+ * devices differing only along the ring form one, a subgroup when k < N,
+ * as XLA's partitioning of the dot within groups reaches it). */
 static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                          spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  if (dm->n_whole || !one_tile_per_partition(v, o) || !one_tile_per_partition(v, lv->sharding) ||
-      !one_tile_per_partition(v, rv->sharding))
+  const hk_sharding *l = lv->sharding, *r = rv->sharding;
+  if (dm->n_whole || !plain_tiled(o) || !hk_sharding_is_tiled(o) || o->replicate_on_last_tile_dim ||
+      hk_sharding_num_tiles(o) != v->p->num_partitions || !plain_tiled(l) || !plain_tiled(r) ||
+      !hk_sharding_is_tiled(l) || !hk_sharding_is_tiled(r))
     return false;
-  int od = only_sharded_dim(o, dm->ro);
-  int ld = only_sharded_dim(lv->sharding, dm->rl), rd = only_sharded_dim(rv->sharding, dm->rr);
-  if (od < 0 || ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
+  int ld = only_sharded_contracting(l, dm, 0), rd = only_sharded_contracting(r, dm, 1);
+  if (ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
+  int64_t k = hk_sharding_dim_partitions(l, ld);
+  if (k != hk_sharding_dim_partitions(r, rd)) return false;
+  int od = scatter_ring_dim(dm, o, l, r, k);
+  if (od < 0 || !other_dims_match(dm, o, l, r, od) ||
+      !scatter_devices_agree(v, dm, o, l, r, ld, rd, od, k) || !windowed_worth_it(v, orig, -1, true))
+    return false;
   int side = dm->out_from_lhs[od] >= 0 ? 0 : 1;
   int xd = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
-  if ((dm->out_from_lhs[od] >= 0) == (dm->out_from_rhs[od] >= 0)) return false;   /* batch */
-  int64_t n = v->p->num_partitions, a[HK_MAX_RANK], b[HK_MAX_RANK];
-  for (int64_t dev = 0; dev < n; dev++)
-    if (!hk_sharding_tile_index(lv->sharding, dev, a) ||
-        !hk_sharding_tile_index(rv->sharding, dev, b) || a[ld] != b[rd])
-      return false;
-  if (orig->shape->dims[od] % n || !windowed_worth_it(v, orig, -1, true)) return false;
   *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side, .dim = xd, .out_dim = od,
-                             .ring = o, .ring_dim = od, .out = o};
+                             .ring = o, .ring_dim = od, .ring_size = k, .out = o,
+                             .lhs_sharding = l, .rhs_sharding = r, .lhs_contract = ld,
+                             .rhs_contract = rd};
   return true;
 }
 
@@ -402,11 +503,116 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
   return NULL;
 }
 
-/* The cheapest of the three plans (output-driven, lhs-driven, rhs-driven)
- * whose shardings exist and keep spatial dims whole; false if none. */
+/* ---- XLA's base case: the rules it tries before any cost ------------------- */
+
+static const hk_sharding *implied_output(spmd_visitor *v, const dot_dims *dm,
+                                         const hk_sharding *s, int side);
+
+/* A dim's role: batch (in both operands and the output), contracting, or
+ * non-contracting (one operand and the output). */
+enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
+
+static int dim_role(const dot_dims *dm, int side, int d) {
+  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
+  if (od < 0) return ROLE_CONTRACTING;
+  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
+}
+
+/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
+ * one role. */
+static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
+  int64_t n = 1;
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
+  return n;
+}
+
+/* The output's partitions along the dims operand `side` brings alone. */
+static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
+  int64_t n = 1;
+  for (int od = 0; od < dm->ro; od++) {
+    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
+    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
+  }
+  return n;
+}
+
+/* Operand `side` (sharding s) tiles exactly as the output o on the dims
+ * they share, and o splits nothing else (XLA: s transposed to the output
+ * equals o). */
+static bool matches_output(const dot_dims *dm, const hk_sharding *s, int side, const hk_sharding *o) {
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == ROLE_CONTRACTING && hk_sharding_dim_partitions(s, d) > 1) return false;
+  for (int od = 0; od < dm->ro; od++) {
+    int src = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    if (hk_sharding_dim_partitions(o, od) != (src >= 0 ? hk_sharding_dim_partitions(s, src) : 1)) return false;
+  }
+  return true;
+}
+
+/* Fully tiled, one device per tile: where XLA's base case applies. */
+static bool base_case_sharding(const spmd_visitor *v, const hk_sharding *s) {
+  return plain_tiled(s) && hk_sharding_is_tiled(s) && !s->replicate_on_last_tile_dim &&
+         hk_sharding_num_tiles(s) == v->p->num_partitions;
+}
+
+/* XLA's PartitionBaseCase, in its order, for dots whose shardings are all
+ * fully tiled: operands batch-partitioned alike -> local dot; output
+ * batch-partitioned like one operand -> the other matched to it; both
+ * operands split over the contracting dims -> the smaller matched to the
+ * larger, local dot, partial sums combined; an operand split like the
+ * output on its non-contracting dims -> the other replicated.  The plans
+ * here keep the operand XLA keeps, whatever the byte count says (XLA's
+ * choice is a rule, not a cost). */
+static bool xla_base_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
+                          const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
+                          dot_plan *p) {
+  int64_t n = v->p->num_partitions;
+  if (dm->n_whole || n < 2 || !base_case_sharding(v, lc) || !base_case_sharding(v, rc) ||
+      !base_case_sharding(v, o))
+    return false;
+  int64_t lb = role_partitions(dm, lc, 0, ROLE_BATCH), rb = role_partitions(dm, rc, 1, ROLE_BATCH);
+  int64_t lk = role_partitions(dm, lc, 0, ROLE_CONTRACTING), rk = role_partitions(dm, rc, 1, ROLE_CONTRACTING);
+  const hk_sharding *implied = implied_output(v, dm, lc, 0);
+  dot_plan q;
+  if (lb == n && rb == n && implied) {
+    plan_output(v, dm, implied, &q);
+    if (q.ok && hk_sharding_equivalent(q.lhs, lc) && hk_sharding_equivalent(q.rhs, rc)) {
+      *p = q;
+      return true;
+    }
+  }
+  for (int side = 0; side < 2; side++) {
+    const hk_sharding *s = side ? rc : lc;
+    if ((side ? rb : lb) == n && matches_output(dm, s, side, o)) {
+      plan_output(v, dm, o, p);
+      return p->ok;
+    }
+  }
+  if (lk == n && rk == n) {
+    int side = hk_shape_byte_size(dot->operands[0]->shape) < hk_shape_byte_size(dot->operands[1]->shape);
+    plan_operand(v, dm, dot->operands[side]->shape, side ? rc : lc, side, p);
+    if (p->ok) return true;
+  }
+  for (int side = 0; side < 2; side++) {
+    const hk_sharding *s = side ? rc : lc;
+    if (role_partitions(dm, s, side, ROLE_NON_CONTRACTING) == n &&
+        output_non_contracting_partitions(dm, o, side) == n && matches_output(dm, s, side, o)) {
+      plan_output(v, dm, o, p);
+      return p->ok;
+    }
+  }
+  return false;
+}
+
+/* XLA's base case when it applies, else the cheapest of the three plans
+ * (output-driven, lhs-driven, rhs-driven) whose shardings exist and keep
+ * spatial dims whole; false if none. */
 static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
                       const hk_sharding *lc, const hk_sharding *rc, const hk_sharding *o,
                       dot_plan *best) {
+  if (xla_base_plan(v, dot, dm, lc, rc, o, best)) return true;
   dot_plan plans[3];
   plan_output(v, dm, o, &plans[0]);
   plan_operand(v, dm, dot->operands[0]->shape, lc, 0, &plans[1]);

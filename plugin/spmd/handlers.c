@@ -59,18 +59,20 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
     spmd_value *val = spmd_lookup(v, orig->operands[k]);
     const hk_sharding *rep = spmd_replicated_like(v, val ? val->sharding : NULL,
                                                   orig->operands[k]->shape);
-    if (val && val->sharding && !hk_sharding_is_replicated(val->sharding) &&
-        !hk_sharding_is_maximal(val->sharding))
-      remat = true;
+    bool sharded = val && val->sharding && !hk_sharding_is_replicated(val->sharding) &&
+                   !hk_sharding_is_maximal(val->sharding);
     hk_status *st = operand_as(v, orig, k, rep, &ops[k]);
     if (st) {
       ops_free(ops, ops_buf);
       return st;
     }
+    /* The operand made whole for an op without a handler. */
+    if (sharded && ops[k] != val->hlo)
+      spmd_note_full_remat(v, val->hlo, ops[k], orig->operands[k]->shape, val->sharding, rep);
+    remat = remat || sharded;
   }
   const hk_sharding *s = spmd_sharding_of(v, orig);
   if (hk_sharding_is_tiled(s)) remat = remat || orig->n_operands > 0;
-  if (remat) v->p->full_rematerializations++;
   /* Counted when something was sharded: replicated code needs no handler. */
   if (remat || hk_sharding_is_tiled(s)) v->p->replicated_fallbacks++;
   const hk_sharding *out = hk_sharding_is_maximal(s) ? s : spmd_replicated_like(v, s, orig->shape);

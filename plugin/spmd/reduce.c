@@ -6,30 +6,6 @@
  * along a new leading dim reduced once more with the same reducer. */
 #include "spmd_internal.h"
 
-/* x with the elements past the global bound of dim d (the padding of an
- * uneven tile) replaced by `fill` (a scalar). */
-static hk_instr *mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
-                              hk_instr *x, hk_instr *fill) {
-  const hk_shape *ls = x->shape;
-  const hk_shape *is = hk_shape_with_elem(v->m, ls, HK_S32);
-  int64_t dim = d;
-  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
-  hk_instr_set_dims(iota, 1, &dim);
-  hk_instr *ops[3] = {iota, hk_build_broadcast_scalar(v->comp, NULL,
-                                                      spmd_tile_offset(v, s, gs, d), is)};
-  hk_instr *index = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
-  ops[0] = index;
-  ops[1] = hk_build_broadcast_scalar(
-      v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, gs->dims[d]), is);
-  hk_instr *inside = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, ls, HK_PRED),
-                                  2, ops, NULL);
-  hk_instr_attrs(inside)->cmp_dir = HK_CMP_LT;
-  ops[0] = inside;
-  ops[1] = x;
-  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, fill, ls);
-  return hk_instr_new(v->comp, HK_OP_SELECT, ls, 3, ops, NULL);
-}
-
 /* Combines the partial results `parts` (n outputs) over the device groups
  * splitting the reduced dims `dims` of s. */
 static void combine_partials(spmd_visitor *v, hk_instr *orig, const hk_sharding *s, int nd,
@@ -89,7 +65,7 @@ hk_status *spmd_handle_reduce(spmd_visitor *v, hk_instr *orig) {
                         &inits[k]));
     for (int j = 0; j < np; j++)
       if (gs->dims[part[j]] % hk_sharding_dim_partitions(os, (int)part[j]))
-        ins[k] = mask_padding(v, os, gs, (int)part[j], ins[k], inits[k]);
+        ins[k] = spmd_mask_padding(v, os, gs, (int)part[j], ins[k], inits[k]);
     ops[k] = ins[k];
     ops[n + k] = inits[k];
   }

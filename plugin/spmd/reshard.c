@@ -169,7 +169,7 @@ static hk_instr *slice_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
 }
 
 /* Pads h with zeros at the high end up to `dims`. */
-static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
+hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   const hk_shape *s = h->shape;
   bool same = true;
   for (int i = 0; i < s->rank; i++) same = same && s->dims[i] == dims[i];
@@ -183,6 +183,50 @@ static hk_instr *pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims) {
   a->n_pad = s->rank;
   a->pad = pd;
   return p;
+}
+
+/* See spmd_internal.h. */
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill) {
+  const hk_shape *ls = x->shape;
+  const hk_shape *is = hk_shape_with_elem(v->m, ls, HK_S32);
+  int64_t dim = d;
+  hk_instr *iota = hk_instr_new(v->comp, HK_OP_IOTA, is, 0, NULL, NULL);
+  hk_instr_set_dims(iota, 1, &dim);
+  hk_instr *ops[3] = {iota, hk_build_broadcast_scalar(v->comp, NULL,
+                                                      spmd_tile_offset(v, s, gs, d), is)};
+  hk_instr *index = hk_instr_new(v->comp, HK_OP_ADD, is, 2, ops, NULL);
+  ops[0] = index;
+  ops[1] = hk_build_broadcast_scalar(
+      v->comp, NULL, hk_build_constant_i64(v->comp, NULL, HK_S32, gs->dims[d]), is);
+  hk_instr *inside = hk_instr_new(v->comp, HK_OP_COMPARE, hk_shape_with_elem(v->m, ls, HK_PRED),
+                                  2, ops, NULL);
+  hk_instr_attrs(inside)->cmp_dir = HK_CMP_LT;
+  ops[0] = inside;
+  ops[1] = x;
+  ops[2] = hk_build_broadcast_scalar(v->comp, NULL, fill, ls);
+  return hk_instr_new(v->comp, HK_OP_SELECT, ls, 3, ops, NULL);
+}
+
+/* The all-gather that made h whole: h itself or under the slices that cut
+ * an uneven dim's padding off. */
+static const hk_instr *gathering_instr(const hk_instr *h) {
+  while (h->opcode == HK_OP_SLICE && h->n_operands == 1) h = h->operands[0];
+  return h;
+}
+
+void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
+                          const hk_shape *gs, const hk_sharding *from, const hk_sharding *to) {
+  char *a = from ? hk_sharding_to_string(from) : NULL, *b = to ? hk_sharding_to_string(to) : NULL;
+  const hk_instr *ag = gathering_instr(whole);
+  hk_buf_printf(&v->p->remat_notes,
+                "  involuntary full rematerialization: %s made whole by %s %%%s (%lld bytes per "
+                "device) going from %s to %s\n",
+                value->name, hk_opcode_name(ag->opcode), ag->name, (long long)hk_shape_byte_size(gs),
+                a ? a : "{replicated}", b ? b : "{replicated}");
+  free(a);
+  free(b);
+  v->p->full_rematerializations++;
 }
 
 /* maximal(k) -> replicated: all-reduce of the value masked to device k. */
@@ -250,7 +294,7 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
     padded[d] = parts * ls->dims[d];
     sizes[d] = ls->dims[d];
   }
-  hk_instr *p = pad_to(v, h, padded);
+  hk_instr *p = spmd_pad_to(v, h, padded);
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
   if (!ops) abort();
   ops[0] = p;
@@ -384,7 +428,7 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   int64_t n_groups, gsize, ad = a, dims[HK_MAX_RANK];
   memcpy(dims, h->shape->dims, sizeof(int64_t) * (size_t)r);
   dims[b] = (gs->dims[b] + k - 1) / k * k;
-  if (dims[b] != h->shape->dims[b]) h = pad_to(v, h, dims);
+  if (dims[b] != h->shape->dims[b]) h = spmd_pad_to(v, h, dims);
   int64_t *groups = spmd_groups(v, from, 1, &ad, &n_groups, &gsize);
   const hk_spmd_collective_ops *c = &v->p->collectives;
   hk_instr *moved = c->all_to_all(c->state, v->comp, h, b, a, n_groups, gsize, groups,
@@ -471,12 +515,13 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
         try_permute(v, h, gs, cur, want, &moved)) {
       h = moved;
     } else {
+      hk_instr *partial = h;
       for (int d = 0; d < gs->rank && cur->kind == HK_SHARDING_TILED; d++)
         if (hk_sharding_dim_partitions(cur, d) > 1) h = gather_dim(v, h, gs, cur, d, &cur);
       ns = 0;
       for (int d = 0; d < gs->rank; d++)
         if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-      if (ns) v->p->full_rematerializations++;
+      if (ns && h != partial) spmd_note_full_remat(v, partial, h, gs, from, to);
     }
   }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;

@@ -60,6 +60,7 @@ typedef struct spmd_partitioner {
   int64_t next_channel_id;
   hk_spmd_collective_ops collectives;
   int64_t full_rematerializations;
+  hk_buf remat_notes;              /* one line per full rematerialization */
   int64_t replicated_fallbacks;     /* instructions the fallback partitioned */
   int64_t collectives_emitted;
   /* Replica groups made this run, shared by every collective over the
@@ -207,7 +208,12 @@ typedef struct spmd_windowed_dot {
   hk_instr *lhs, *rhs;                  /* local operands */
   const hk_sharding *ring;              /* its tiles along ring_dim order the ring */
   int ring_dim;
+  int64_t ring_size;                    /* tiles along ring_dim: the loop's trip count */
   const hk_sharding *out;               /* the result's sharding */
+  /* Scatter: the operands' shardings and their (partnered) contracting
+   * dims, for zeroing uneven padding. */
+  const hk_sharding *lhs_sharding, *rhs_sharding;
+  int lhs_contract, rhs_contract;
 } spmd_windowed_dot;
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);
@@ -238,6 +244,12 @@ hk_instr *spmd_per_tile_scalar(spmd_visitor *v, const hk_sharding *s, int64_t d,
 /* The same in computation c (which may be a new loop body). */
 hk_instr *spmd_per_tile_scalar_in(spmd_visitor *v, hk_computation *c, const hk_sharding *s,
                                   int64_t d, const int64_t *values);
+/* Records an involuntary full rematerialization (counted, and named in the
+ * after-report): the value `value` (local instruction) made whole by the
+ * all-gather `whole` (or what holds it) while going from `from` to `to`;
+ * gs is its global shape (the bytes each device then holds). */
+void spmd_note_full_remat(spmd_visitor *v, const hk_instr *value, const hk_instr *whole,
+                          const hk_shape *gs, const hk_sharding *from, const hk_sharding *to);
 /* Reshards a local value h (global shape gs) from sharding `from` to `to`. */
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out);
@@ -245,6 +257,13 @@ hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
 hk_instr *spmd_gte(hk_computation *c, hk_instr *tuple, int64_t k);
 hk_instr *spmd_constant_scalar(spmd_visitor *v, hk_prim elem, double value);
 hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape);
+/* h padded with zeros at the high end of every dim up to `dims`. */
+hk_instr *spmd_pad_to(spmd_visitor *v, hk_instr *h, const int64_t *dims);
+/* x (a local tile under s of global shape gs) with the elements past the
+ * global bound of dim d (the padding of an uneven tile) replaced by `fill`
+ * (a scalar). */
+hk_instr *spmd_mask_padding(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs, int d,
+                            hk_instr *x, hk_instr *fill);
 /* Groups (partition ids) of devices of s differing only in the listed
  * tile dims; *group_size set; malloc'ed. */
 int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t *dims,

@@ -7,7 +7,11 @@
  * operand and accumulates.  Scatter: both operands sharded along the
  * contracting dim and the result sharded; slices of the result travel round
  * the ring, each device adding its partial sum (replaces a reduce-scatter of
- * a result-sized buffer).  Each device holds one shard at a time.  The loop
+ * a result-sized buffer).  Each device holds one shard at a time.  Uneven
+ * dims, as XLA's: every step covers ceil(dim / N) rows, the padding of a
+ * contracted dim is zeroed first (it would add to the sums), an operand
+ * windowed whole is zero-padded to N chunks, and a gathered result dim is
+ * sliced back to its size after the loop.  The loop
  * is rolled and unidirectional (unroll_windowed_einsum and
  * bidirectional_windowed_einsum are accepted but not implemented).
  * dot.c decides when (spmd_windowed_dot); this file emits the loop. */
@@ -36,30 +40,26 @@ static hk_instr *tile_index_of_partition(spmd_visitor *v, hk_computation *c, con
   return index;
 }
 
-/* The device holding each tile along dim d of s (one device per tile). */
-static int64_t *tile_holders(spmd_visitor *v, const hk_sharding *s, int d) {
-  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK];
-  int64_t *holder = malloc(sizeof *holder * (size_t)n);
-  if (!holder) abort();
-  for (int64_t dev = 0; dev < n; dev++)
-    if (hk_sharding_tile_index(s, dev, idx)) holder[idx[d]] = dev;
-  return holder;
-}
-
-/* One ring step along dim d of s: tile t's holder sends to tile t+step's
- * (step = -1: data moves to the previous tile's holder). */
+/* One ring step along tile dim d of s, in every ring at once (the devices
+ * differing only in their tile along d): the holder of tile t sends to the
+ * holder of tile t+step of the same ring (step = -1: data moves to the
+ * previous tile's holder).  A ring is the whole device set when only d is
+ * split, a subgroup when s splits other dims too. */
 static hk_instr *ring_permute(spmd_visitor *v, hk_computation *c, hk_instr *x,
                               const hk_sharding *s, int d, int64_t step) {
-  int64_t n = v->p->num_partitions;
-  int64_t *holder = tile_holders(v, s, d);
-  hk_pair *pairs = malloc(sizeof *pairs * (size_t)n);
+  int64_t total = 1, stride = 1, k = s->tile_dims[d];
+  for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
+  for (int i = d + 1; i < s->n_tile_dims; i++) stride *= s->tile_dims[i];
+  hk_pair *pairs = malloc(sizeof *pairs * (size_t)total);
   if (!pairs) abort();
-  for (int64_t t = 0; t < n; t++) pairs[t] = (hk_pair){holder[t], holder[(t + step + n) % n]};
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t t = lin / stride % k, to = (t + step + k) % k;
+    pairs[lin] = (hk_pair){s->devices[lin], s->devices[lin + (to - t) * stride]};
+  }
   const hk_spmd_collective_ops *co = &v->p->collectives;
-  hk_instr *out = co->collective_permute(co->state, c, x, n, pairs, &v->p->next_channel_id);
+  hk_instr *out = co->collective_permute(co->state, c, x, total, pairs, &v->p->next_channel_id);
   v->p->collectives_emitted++;
   free(pairs);
-  free(holder);
   return out;
 }
 
@@ -99,12 +99,57 @@ static hk_instr *window_of(spmd_visitor *v, hk_computation *c, hk_instr *x, int 
  * ones, arriving home at the last step (scatter: own tile - 1 - i). */
 static hk_instr *step_tile(spmd_visitor *v, hk_computation *c, const spmd_windowed_dot *w,
                            hk_instr *i) {
-  int64_t n = v->p->num_partitions;
+  int64_t n = w->ring_size;
   hk_instr *own = tile_index_of_partition(v, c, w->ring, w->ring_dim);
   hk_instr *t = w->kind == SPMD_WINDOW_SCATTER
                     ? binary(c, HK_OP_SUBTRACT, binary(c, HK_OP_ADD, own, s32_constant(c, n - 1)), i)
                     : binary(c, HK_OP_ADD, own, i);
   return binary(c, HK_OP_REMAINDER, t, s32_constant(c, n));
+}
+
+/* The rows along the ring's dim one step covers: ceil(dim / N). */
+static int64_t window_chunk(const hk_instr *orig, const spmd_windowed_dot *w) {
+  int64_t n = w->ring_size, d = orig->operands[w->side]->shape->dims[w->dim];
+  return (d + n - 1) / n;
+}
+
+/* x with dim d zero-padded at the end to `size`. */
+static hk_instr *pad_dim_to(spmd_visitor *v, hk_instr *x, int d, int64_t size) {
+  int64_t dims[HK_MAX_RANK];
+  memcpy(dims, x->shape->dims, sizeof(int64_t) * (size_t)x->shape->rank);
+  dims[d] = size;
+  return spmd_pad_to(v, x, dims);
+}
+
+/* Operand k's local tile with the padding of its uneven dim d (sharded
+ * by s) zeroed: a contracted dim's padding must add nothing. */
+static hk_instr *zero_padding(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, int d,
+                              hk_instr *x) {
+  const hk_shape *gs = orig->operands[k]->shape;
+  if (gs->dims[d] % hk_sharding_dim_partitions(s, d) == 0) return x;
+  return spmd_mask_padding(v, s, gs, d, x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0));
+}
+
+/* The loop's operands made ready for uneven dims (see the top). */
+static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w,
+                             hk_instr **in) {
+  int64_t full = window_chunk(orig, w) * w->ring_size;
+  in[0] = w->lhs;
+  in[1] = w->rhs;
+  switch (w->kind) {
+    case SPMD_WINDOW_GATHER:
+      break;
+    case SPMD_WINDOW_CONTRACT:
+      in[w->side] = zero_padding(v, orig, w->side, w->ring, w->dim, in[w->side]);
+      in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->other_dim, full);
+      break;
+    case SPMD_WINDOW_SCATTER:
+    default:
+      in[0] = zero_padding(v, orig, 0, w->lhs_sharding, w->lhs_contract, in[0]);
+      in[1] = zero_padding(v, orig, 1, w->rhs_sharding, w->rhs_contract, in[1]);
+      in[w->side] = pad_dim_to(v, in[w->side], w->dim, full);
+      break;
+  }
 }
 
 /* (lhs, rhs, acc, i) -> the same after step i. */
@@ -116,7 +161,7 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
   hk_instr *in[2] = {spmd_gte(c, p, 0), spmd_gte(c, p, 1)};
   hk_instr *acc = spmd_gte(c, p, 2), *i = spmd_gte(c, p, 3);
   const hk_shape *acc_shape = state->tuple[2];
-  int64_t chunk = orig->operands[w->side]->shape->dims[w->dim] / v->p->num_partitions;
+  int64_t chunk = window_chunk(orig, w);
   hk_instr *offset = binary(c, HK_OP_MULTIPLY, step_tile(v, c, w, i), s32_constant(c, chunk));
   hk_instr *ops[2] = {in[0], in[1]}, *out[2] = {in[0], in[1]}, *updated;
   switch (w->kind) {
@@ -152,14 +197,23 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
 }
 
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w) {
-  const hk_shape *acc_shape = spmd_local_shape(v, w->out, orig->shape);
-  hk_instr *init[4] = {w->lhs, w->rhs, spmd_zeros(v, acc_shape), s32_constant(v->comp, 0)};
+  const hk_shape *out_shape = spmd_local_shape(v, w->out, orig->shape), *acc_shape = out_shape;
+  if (w->kind == SPMD_WINDOW_GATHER) {   /* N whole chunks along the gathered dim */
+    int64_t dims[HK_MAX_RANK];
+    memcpy(dims, out_shape->dims, sizeof(int64_t) * (size_t)out_shape->rank);
+    dims[w->out_dim] = window_chunk(orig, w) * w->ring_size;
+    acc_shape = hk_shape_with_dims(v->m, out_shape, out_shape->rank, dims);
+  }
+  hk_instr *in[2];
+  prepare_operands(v, orig, w, in);
+  hk_instr *init[4] = {in[0], in[1], spmd_zeros(v, acc_shape), s32_constant(v->comp, 0)};
   const hk_shape *parts[4] = {init[0]->shape, init[1]->shape, acc_shape, init[3]->shape};
   const hk_shape *state = hk_shape_tuple(v->m, 4, parts);
   hk_instr *tuple = hk_instr_new(v->comp, HK_OP_TUPLE, state, 4, init, NULL);
-  hk_computation *called[2] = {loop_condition(v, state, v->p->num_partitions),
+  hk_computation *called[2] = {loop_condition(v, state, w->ring_size),
                                loop_body(v, orig, w, state)};
   hk_instr *loop = hk_instr_new(v->comp, HK_OP_WHILE, state, 1, &tuple, NULL);
   hk_instr_set_called(loop, 2, called);
-  return spmd_gte(v->comp, loop, 2);
+  hk_instr *acc = spmd_gte(v->comp, loop, 2);
+  return acc_shape == out_shape ? acc : spmd_slice_dim(v, acc, w->out_dim, 0, out_shape->dims[w->out_dim]);
 }

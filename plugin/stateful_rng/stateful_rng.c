@@ -50,7 +50,7 @@ static hk_status *stateful_preprocess_sharding(hk_pass *self, hk_module *m,
     if (!hk_exec_threads_include(threads, c)) continue;
     for (hk_instr *i = c->first; i; i = i->next)
       if (i->opcode == HK_OP_RNG_GET_AND_UPDATE_STATE && !i->sharding)
-        i->sharding = hk_sharding_replicated(m);
+        hk_instr_set_sharding(i, hk_sharding_replicated(m));
   }
   return ext_of(self)->base_vt->preprocess_sharding(self, m, threads);
 }

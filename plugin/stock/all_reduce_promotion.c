@@ -47,7 +47,7 @@ static bool promote(hk_instr *ar, const stock_type_pair *pairs, int n_pairs) {
                                   &wide_in, NULL);
   hk_instr_set_called(wide, 1, &red);
   hk_instr *back = hk_instr_new(ar->parent, HK_OP_CONVERT, ar->shape, 1, &wide, NULL);
-  back->sharding = ar->sharding;
+  hk_instr_set_sharding(back, ar->sharding);
   hk_instr_replace_all_uses(ar, back);
   hk_instr_remove_control_deps(ar);
   hk_status *st = hk_instr_remove(ar);

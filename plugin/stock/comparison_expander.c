@@ -48,7 +48,7 @@ static bool expand(hk_instr *cmp) {
   hk_instr *r = hk_instr_new_before(cmp, HK_OP_COMPARE, cmp->shape, 2, ops, NULL);
   hk_instr_attrs(r)->cmp_dir = cmp->attrs->cmp_dir;
   hk_instr_attrs(r)->cmp_type = HK_CMPT_SIGNED;
-  r->sharding = cmp->sharding;
+  hk_instr_set_sharding(r, cmp->sharding);
   hk_instr_attrs(r)->metadata = cmp->attrs->metadata;
   hk_instr_replace_all_uses(cmp, r);
   if (stock_is_removable(cmp)) {

@@ -56,7 +56,7 @@ static bool scan(const hk_computation *c, bool look_for_dead, bool remove_collec
   bool dead = false;
   cl->n = 0;
   for (const hk_instr *i = c->first; i; i = i->next) {
-    stock_prefetch_list(i);
+    hk_instr_prefetch_ahead(i);
     for (int32_t k = 0; k < i->n_called; k++) add_callee(cl, i->called[k]);
     if (look_for_dead && !dead && !i->n_users && is_dead(i, remove_collectives)) dead = true;
   }

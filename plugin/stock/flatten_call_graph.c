@@ -60,7 +60,7 @@ static void add_site(use_counts *u, int32_t index, hk_instr *i) {
 /* Records c's calling instructions (one walk of its list). */
 static void note_sites_in(use_counts *u, hk_computation *c) {
   for (hk_instr *i = c->first; i; i = i->next) {
-    stock_prefetch_list(i);
+    hk_instr_prefetch_ahead(i);
     if (!i->n_called) continue;
     add_site(u, c->index, i);
     u->control_flow |= is_control_flow((hk_opcode)i->opcode);

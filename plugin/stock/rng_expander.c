@@ -140,7 +140,7 @@ static hk_status *expand_rng(hk_instr *rng, bool *changed) {
   hk_instr *r = normal ? expand_normal(&b, lo, hi, &state)
                 : hk_prim_is_float(t) ? expand_uniform_float(&b, lo, hi, &state)
                                       : expand_uniform_int(&b, lo, hi, &state);
-  r->sharding = rng->sharding;
+  hk_instr_set_sharding(r, rng->sharding);
   if (rng->attrs && rng->attrs->metadata) hk_instr_attrs(r)->metadata = rng->attrs->metadata;
   hk_instr_replace_all_uses(rng, r);
   hk_instr_remove_control_deps(rng);

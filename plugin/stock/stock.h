@@ -58,18 +58,6 @@ typedef struct stock_callees {
  * by computation index) instead of walking its instructions again. */
 bool stock_remove_unreachable_by_callees(hk_module *m, const stock_callees *calls);
 
-/* List walks: instruction structs mostly sit in list order in memory, so
- * the one a dozen structs on is the one the walk will need soon; a hint
- * (never dereferenced), which keeps the memory busy during this step.
- * Both lines the walk reads (opcode and counts, then the next pointer):
- * a walk of the 850K-instruction partitioned MLP took 27 ms with one line
- * 4 structs ahead, 17 ms like this. */
-static inline void stock_prefetch_list(const hk_instr *i) {
-  const char *ahead = (const char *)i + 12 * sizeof *i;
-  __builtin_prefetch(ahead);
-  __builtin_prefetch(ahead + 64);
-}
-
 /* Removes i and then every operand that became dead (no users, not root,
  * no side effect, not a parameter, no control edges). */
 void stock_remove_with_dead_operands(hk_instr *i);

@@ -38,7 +38,7 @@ static hk_instr *simplified(const hk_instr *i) {
  * them needs no post order. */
 static bool has_tuple_ops(const hk_computation *c) {
   for (const hk_instr *i = c->first; i; i = i->next) {
-    stock_prefetch_list(i);
+    hk_instr_prefetch_ahead(i);
     if (i->opcode == HK_OP_TUPLE || i->opcode == HK_OP_GET_TUPLE_ELEMENT) return true;
   }
   return false;

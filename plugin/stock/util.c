@@ -216,7 +216,7 @@ bool stock_widen(hk_instr *i, hk_prim from, hk_prim to) {
   hk_instr *result = wide;
   if (narrow_result) {
     result = hk_instr_new(i->parent, HK_OP_CONVERT, i->shape, 1, &wide, NULL);
-    result->sharding = i->sharding;
+    hk_instr_set_sharding(result, i->sharding);
   }
   hk_instr_replace_all_uses(i, result);
   hk_instr_remove_control_deps(i);

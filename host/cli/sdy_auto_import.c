@@ -1,0 +1,34 @@
+/* sdy_auto_import.c - a module from a Shardy-based frontend (JAX) carries
+ * its shardings as Shardy round-trip attributes; like XLA, which runs its
+ * SdyRoundTripImportPipeline whenever a module has xla.sdy.meshes, the CLI
+ * runs sdy-round-trip-import on such a module as it is read, and says so. */
+#include <stdio.h>
+#include <string.h>
+
+#include "commands.h"
+#include "pipeline/pipeline.h"
+
+static bool has_sdy_meshes(const hk_module *m) {
+  for (int32_t k = 0; k < m->config.n_frontend_attributes; k++)
+    if (strcmp(m->config.frontend_attributes[k].key, "xla.sdy.meshes") == 0) return true;
+  return false;
+}
+
+hk_status *hk_cli_sdy_auto_import(hk_module *m, const char *name) {
+  if (!has_sdy_meshes(m)) return NULL;
+  hk_registry *reg = hk_registry_new();
+  hk_plugin_sources src = {0};
+  hk_status *st = hk_plugin_load_all(reg, &src);
+  hk_pass *pass = NULL;
+  if (!st) pass = hk_registry_create_pass(reg, "sdy-round-trip-import", NULL, &st);
+  if (!st) {
+    fprintf(stderr, "hlokit: %s has xla.sdy.meshes (Shardy round-trip attributes): "
+                    "running sdy-round-trip-import\n", name);
+    bool changed = false;
+    hk_exec_threads all = {0, NULL};
+    st = hk_pass_run(pass, m, &all, &changed);
+  }
+  hk_pass_destroy(pass);
+  hk_registry_free(reg);
+  return st ? hk_status_prefix(st, "%s: sdy-round-trip-import", name) : NULL;
+}

@@ -1,0 +1,326 @@
+/* test_parser_xla.c - XLA parser rules (hlo_parser.cc) on modules written here, and the fuzz regressions of tests/fuzz_regressions/. */
+#include <check.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hlokit/hlokit.h"
+#include "testutil.h"
+
+/* ---- helpers ------------------------------------------------------------------ */
+
+/* Parses text; returns the error message (malloc'd) or NULL on success. */
+static char *parse_error(const char *text) {
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(text, strlen(text), "t", &m);
+  if (!st) {
+    hk_module_free(m);
+    return NULL;
+  }
+  char *msg = strdup(st->message ? st->message : "");
+  hk_status_free(st);
+  return msg;
+}
+
+/* text must fail to parse with `where` (e.g. "t:4:3:") and `what` in the message. */
+static void expect_error(const char *text, const char *where, const char *what) {
+  char *msg = parse_error(text);
+  ck_assert_msg(msg, "parsed without error: %s", text);
+  if (where) ck_assert_msg(strstr(msg, where), "want %s in: %s", where, msg);
+  if (what) ck_assert_msg(strstr(msg, what), "want \"%s\" in: %s", what, msg);
+  free(msg);
+}
+
+/* text parses; the module printed in form contains `want`. */
+static void expect_print_has(const char *text, hk_print_form form, const char *want) {
+  hk_module *m = hk_test_parse(text);
+  char *out = hk_module_to_string(m, form);
+  ck_assert_msg(strstr(out, want), "want \"%s\" in:\n%s", want, out);
+  free(out);
+  hk_module_free(m);
+}
+
+/* Parse, print both forms, reparse each print: what the fuzz harness does. */
+static void parse_print_reparse(const char *text, size_t len) {
+  hk_module *m = NULL;
+  hk_status *st = hk_parse_module(text, len, "regression", &m);
+  if (st) {
+    ck_assert_ptr_nonnull(st->message);
+    hk_status_free(st);
+    return;
+  }
+  for (int form = HK_PRINT_LONG; form <= HK_PRINT_SHORT; form++) {
+    char *out = hk_module_to_string(m, (hk_print_form)form);
+    hk_module *again = NULL;
+    hk_status *st2 = hk_parse_module(out, strlen(out), "reprint", &again);
+    ck_assert_msg(!st2, "the print of a parsed module does not parse: %s\n%s",
+                  st2 ? st2->message : "", out);
+    hk_module_free(again);
+    free(out);
+  }
+  hk_module_free(m);
+}
+
+/* ---- fuzz regressions ---------------------------------------------------------- */
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  *len = fread(b, 1, (size_t)n, f);
+  b[*len] = 0;
+  fclose(f);
+  return b;
+}
+
+START_TEST(test_fuzz_regressions) {
+  DIR *d = opendir("tests/fuzz_regressions");
+  ck_assert_msg(d, "tests/fuzz_regressions is missing (run from the repository root)");
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.') continue;
+    char path[1024];
+    snprintf(path, sizeof path, "tests/fuzz_regressions/%s", e->d_name);
+    size_t len = 0;
+    char *text = slurp(path, &len);
+    ck_assert_msg(text, "cannot read %s", path);
+    parse_print_reparse(text, len);
+    free(text);
+    n++;
+  }
+  closedir(d);
+  ck_assert_int_ge(n, 2);
+}
+END_TEST
+
+/* anonymous operands of a single instruction become parameters named
+ * "parameter", numbered in order */
+START_TEST(test_anonymous_operands) {
+  const char *t = "f32[2,4]{1,0} multiply(f32[2,4]{1,0}, f32[2,4]{1,0})";
+  hk_module *m = hk_test_parse(t);
+  hk_computation *c = m->entry;
+  ck_assert_int_eq(c->n_params, 2);
+  ck_assert_int_eq(c->root->opcode, HK_OP_MULTIPLY);
+  ck_assert_ptr_ne(c->params[0], c->params[1]);
+  ck_assert_int_eq(c->params[1]->attrs->parameter_number, 1);
+  hk_module_free(m);
+}
+END_TEST
+
+
+/* names are scoped per computation; the module then makes them unique as
+ * XLA's NameUniquer does: y.0 after a y elsewhere becomes y.1, y.1 -> y.2 */
+START_TEST(test_names_unique_module_wide) {
+  const char *t =
+      "HloModule m\n\n"
+      "sum {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n\n"
+      "ENTRY e {\n  p = f32[4] parameter(0)\n  y.0 = f32[4] negate(p)\n  y.1 = f32[4] negate(y.0)\n"
+      "  z = f32[] constant(0)\n  ROOT r = f32[] reduce(y.1, z), dimensions={0}, to_apply=sum\n}\n";
+  hk_module *m = hk_test_parse(t);
+  hk_instr *r = m->entry->root;
+  ck_assert_str_eq(r->operands[0]->name, "y.2");
+  ck_assert_str_eq(r->operands[0]->operands[0]->name, "y.1");
+  ck_assert_int_eq(r->operands[0]->operands[0]->operands[0]->opcode, HK_OP_PARAMETER);
+  hk_module_free(m);
+  /* a name the IR gave a renamed instruction is not a source name: y.1
+   * (the IR name of the text's y.0) used before the text defines y.1 */
+  expect_error("HloModule m\n\nsum {\n  y = f32[] parameter(0)\n  ROOT n = f32[] negate(y)\n}\n\n"
+               "ENTRY e {\n  y.0 = f32[] parameter(0)\n  ROOT r = f32[] negate(y.1)\n}\n",
+               "t:10:25:", "instruction does not exist: y.1");
+  /* the same name twice in one computation is still an error */
+  expect_error("HloModule m\n\nENTRY e {\n  a = f32[] parameter(0)\n  a = f32[] negate(a)\n}\n",
+               "t:5:3:", "instruction already exists: a");
+}
+END_TEST
+
+/* the signature's result shape must be compatible with the root's */
+START_TEST(test_signature_result_matches_root) {
+  expect_error("HloModule m\n\nENTRY %e () -> f32[2] {\n  ROOT %c = f32[3]{0} constant({1, 2, 3})\n}\n",
+               "t:3:16:",
+               "Shape of computation e, f32[2], is not compatible with that of its root "
+               "instruction c, f32[3]");
+  hk_module_free(hk_test_parse(
+      "HloModule m\n\nENTRY %e () -> f32[3] {\n  ROOT %c = f32[3]{0} constant({1, 2, 3})\n}\n"));
+}
+END_TEST
+
+/* NaN payloads: a type with them takes a payload that fits; the others
+ * take only the quiet NaN; the fnuz NaN prints as -nan */
+START_TEST(test_nan_literals) {
+  const char *head = "HloModule m\n\nENTRY e {\n  ROOT c = ";
+  char t[512];
+  snprintf(t, sizeof t, "%sf16[2] constant({nan(0x3), -nan})\n}\n", head);
+  expect_print_has(t, HK_PRINT_SHORT, "constant({nan(0x3), -nan})");
+  snprintf(t, sizeof t, "%sf8e5m2[2] constant({nan(0x1), nan})\n}\n", head);
+  expect_print_has(t, HK_PRINT_SHORT, "constant({nan(0x1), nan})");
+  snprintf(t, sizeof t, "%sf8e5m2[1] constant({nan(0x4)})\n}\n", head);
+  expect_error(t, "t:4:32:",
+               "tries to set NaN payload 0x4 to a literal in shape f8e5m2[1] at linear index 0, "
+               "but the NaN payload is out of range (0x3)");
+  snprintf(t, sizeof t, "%sf8e4m3fn[2] constant({1, nan(0x1)})\n}\n", head);
+  expect_error(t, "t:4:37:", "but f8e4m3fn does not support payloads");
+  snprintf(t, sizeof t, "%sf8e4m3fnuz[2] constant({nan, 2})\n}\n", head);
+  expect_print_has(t, HK_PRINT_SHORT, "constant({-nan, 2})");
+}
+END_TEST
+
+/* bf16 and the narrow types print max_digits10 digits (bf16: 4) */
+START_TEST(test_small_float_digits) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = bf16[2] constant({500, 0.1})\n}\n",
+                   HK_PRINT_SHORT, "constant({500, 0.1001})");
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = f8e5m2[1] constant({0.0234})\n}\n",
+                   HK_PRINT_SHORT, "constant({0.023})");
+}
+END_TEST
+
+/* integers read as int64; an unsigned type compares the bits as uint64 */
+START_TEST(test_integer_ranges) {
+  expect_print_has("HloModule m\n\nENTRY e {\n  ROOT c = u64[] constant(-1)\n}\n", HK_PRINT_SHORT,
+                   "constant(18446744073709551615)");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = u32[] constant(-1)\n}\n", "t:4:27:",
+               "value -1 is out of range for literal's primitive type U32 namely [0, 4294967295].");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = s4[] constant(8)\n}\n", "t:4:26:",
+               "value 8 is out of range for literal's primitive type S4 namely [-8, 7].");
+}
+END_TEST
+
+/* shapes XLA infers when the text leaves them out (dot, sparse dot, unary,
+ * broadcast of a scalar without dimensions); the others are refused */
+START_TEST(test_inferred_shapes) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\nENTRY e {\n  a = f32[3,4,5]{2,1,0} parameter(0)\n  b = f32[3,5,6]{2,1,0} parameter(1)\n"
+      "  ROOT d = dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+      "rhs_contracting_dims={1}\n}\n");
+  char *s = hk_shape_to_string(m->entry->root->shape);
+  ck_assert_str_eq(s, "f32[3,4,6]{2,1,0}");
+  free(s);
+  hk_module_free(m);
+  m = hk_test_parse("HloModule m\n\nENTRY e {\n  a = f32[2,3]{0,1} parameter(0)\n  ROOT t = tanh(a)\n}\n");
+  s = hk_shape_to_string(m->entry->root->shape);
+  ck_assert_str_eq(s, "f32[2,3]{0,1}");
+  free(s);
+  hk_module_free(m);
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0)\n"
+                   "  ROOT b = f32[2,2] broadcast(p)\n}\n",
+                   HK_PRINT_SHORT, "broadcast(p), dimensions={}");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT b = f32[2,2] broadcast(p)\n}\n",
+               "t:5:21:", "attribute dimensions is expected but not seen");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[2] parameter(0)\n  ROOT r = reshape(p)\n}\n",
+               "t:5:19:", "cannot infer shape for opcode: reshape");
+  expect_error("HloModule m\n\nENTRY e {\n  a = f32[2,3] parameter(0)\n  b = f32[4,5] parameter(1)\n"
+               "  ROOT d = dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n",
+               NULL, "failed to infer shape for opcode: dot");
+}
+END_TEST
+
+/* dim_labels as XLA's lexer and parser read them; '?' keeps a dimension
+ * unnamed and prints back in place */
+START_TEST(test_dim_labels) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  ROOT r = f32[4]{0} custom-call(), custom_call_target=\"t\", dim_labels=";
+  char t[512];
+  snprintf(t, sizeof t, "%s?b01f_0?1io->b01?f\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "dim_labels=?b01f_0?1io->b01?f");
+  snprintf(t, sizeof t, "%sbf00_01io->bf01\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects unique lhs dimension numbers, but sees bf00");
+  snprintf(t, sizeof t, "%sb0f_01io->bf01\n}\n", pre);
+  expect_error(t, "t:4:72:",
+               "input, kernel, and output must have same number of spatial dimensions, but got 1, 2, 2");
+  snprintf(t, sizeof t, "%sb3f_0io->bf0\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects [0-2bf?] in lhs dimension numbers");
+  snprintf(t, sizeof t, "%sbf0_i->bf0\n}\n", pre);
+  expect_error(t, "t:4:72:", "expects dim labels pattern");
+}
+END_TEST
+
+/* a while prints its body before its condition (XLA's called order) */
+START_TEST(test_while_computation_order) {
+  const char *t =
+      "HloModule m\n\ncond {\n  c = s32[] parameter(0)\n  z = s32[] constant(5)\n"
+      "  ROOT lt = pred[] compare(c, z), direction=LT\n}\n\n"
+      "body {\n  b = s32[] parameter(0)\n  one = s32[] constant(1)\n  ROOT n = s32[] add(b, one)\n}\n\n"
+      "ENTRY e {\n  i = s32[] constant(0)\n  ROOT w = s32[] while(i), condition=cond, body=body\n}\n";
+  hk_module *m = hk_test_parse(t);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  char *b = strstr(out, "\nbody "), *c = strstr(out, "\ncond ");
+  ck_assert_msg(b && c && b < c, "body should print first:\n%s", out);
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
+/* async-update/done may repeat the chain's thread and computation, not others */
+START_TEST(test_async_chain_attributes) {
+  const char *pre =
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n"
+      "  s = ((f32[4]), f32[4], s32[]) custom-call-start(p), custom_call_target=\"foo\"\n";
+  char t[1024];
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"other\"\n}\n", pre);
+  expect_error(t, "t:7:1:", "Expect async_execution_thread to be main, but got other");
+  snprintf(t, sizeof t, "%s  ROOT d = f32[4] custom-call-done(s), async_execution_thread=\"main\"\n}\n", pre);
+  hk_module_free(hk_test_parse(t));
+  expect_error(
+      "HloModule m\n\nw0 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
+      "w1 {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n\n"
+      "ENTRY e {\n  p = f32[4] parameter(0)\n  s = ((f32[4]), f32[4], s32[]) async-start(p), calls=w0\n"
+      "  ROOT d = f32[4] async-done(s), calls=w1\n}\n",
+      "t:17:1:", "Expect async_wrapped_computation to be w0, but got w1");
+}
+END_TEST
+
+/* result_accuracy only on XLA's unary ops with it; mode or tolerance */
+START_TEST(test_result_accuracy) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  x = f32[] parameter(0)\n  ROOT r = f32[] ";
+  char t[512];
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=HIGHEST}\n}\n", pre);
+  expect_print_has(t, HK_PRINT_SHORT, "result_accuracy={mode=highest}");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=default}\n}\n", pre);
+  hk_module *m = hk_test_parse(t);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_null(strstr(out, "result_accuracy"));
+  free(out);
+  hk_module_free(m);
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={mode=fast}\n}\n", pre);
+  expect_error(t, "t:5:56:", "expects ResultAccuracy type but sees: fast");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={1}\n}\n", pre);
+  expect_error(t, "t:5:51:", "expects attribute name");
+  snprintf(t, sizeof t, "%sexponential(x), result_accuracy={tolerance={ulps=1, bar=2}}\n}\n", pre);
+  expect_error(t, "t:5:74:", "invalid attribute name: bar");
+  snprintf(t, sizeof t, "%snegate(x), result_accuracy={mode=highest}\n}\n", pre);
+  expect_error(t, "t:5:29:", "unexpected attribute \"result_accuracy\"");
+}
+END_TEST
+
+/* an original value needs the shape written out */
+START_TEST(test_origin_needs_shape) {
+  expect_error("HloModule m\n\nENTRY e {\n  a = f32[2] parameter(0), origin={{\"a\"}}\n"
+               "  ROOT v = abs(a), origin={{\"v\"}}\n}\n",
+               "t:5:27:", "expects instruction shape");
+}
+END_TEST
+
+static Suite *parser_xla_suite(void) {
+  Suite *s = suite_create("parser_xla");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_fuzz_regressions);
+  tcase_add_test(tc, test_anonymous_operands);
+  tcase_add_test(tc, test_names_unique_module_wide);
+  tcase_add_test(tc, test_signature_result_matches_root);
+  tcase_add_test(tc, test_nan_literals);
+  tcase_add_test(tc, test_small_float_digits);
+  tcase_add_test(tc, test_integer_ranges);
+  tcase_add_test(tc, test_inferred_shapes);
+  tcase_add_test(tc, test_dim_labels);
+  tcase_add_test(tc, test_while_computation_order);
+  tcase_add_test(tc, test_async_chain_attributes);
+  tcase_add_test(tc, test_result_accuracy);
+  tcase_add_test(tc, test_origin_needs_shape);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+HK_TEST_MAIN(parser_xla_suite)

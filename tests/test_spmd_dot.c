@@ -1,0 +1,204 @@
+/* test_spmd_dot.c - Check tests of the dot handler's windowed einsum
+ * (uneven dims, rings within subgroups, shared reshards) and of the
+ * after-report's involuntary full rematerializations: the collectives,
+ * their pairs and bytes, and the partitioned program's values. */
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) { reg = spmd_check_registry(); }
+static void teardown(void) { hk_registry_free(reg); }
+
+/* g partitioned by spmd-partitioning{opts} (a clone; the caller frees). */
+static hk_module *partitioned(const hk_module *g, const char *opts) {
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "spmd-partitioning", opts, &err);
+  ck_assert_ok(err);
+  hk_module *m = hk_module_clone(g);
+  bool changed = false;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  hk_pass_destroy(p);
+  return m;
+}
+
+static const char windowed[] = "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0";
+
+/* Bytes the operand of a collective holds on one device. */
+static int64_t operand_bytes(const hk_instr *i) { return hk_shape_byte_size(i->operands[0]->shape); }
+
+START_TEST(uneven_gather_window_loops_and_slices_back) {
+  /* rhs's non-contracting dim 7 over 2 devices (tiles of 4, the last
+   * padded): the loop gathers 2 x 4 columns and the result is cut to 7. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[4,6,8] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  rhs = f32[4,7,8] parameter(1), sharding={devices=[1,2,1]0,1}\n"
+      "  ROOT dot = f32[4,6,7] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,2,1]0,1}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(operand_bytes(cp), 4 * 4 * 8 * 4);   /* one rhs tile f32[4,4,8] per step */
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
+  ck_assert_int_eq(m->entry->root->shape->dims[2], 7);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(uneven_contract_window_zeroes_the_padding) {
+  /* rhs split on its contracting dim 7 (tiles 4 + 3 and padding): the
+   * padding is zeroed and lhs padded to 8 so the slices line up. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[4,6,7] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  r0 = f32[4,5,7] parameter(1), sharding={devices=[1,1,2]0,1}\n"
+      "  rhs = f32[4,5,7] exponential(r0), sharding={devices=[1,1,2]0,1}\n"
+      "  ROOT dot = f32[4,6,5] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,2,1]0,1}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_ge(hk_test_count_op(m, HK_OP_SELECT), 1);   /* the mask */
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 4 * 5 * 4 * 4);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(scatter_window_rings_within_subgroups) {
+  /* 8 devices: lhs split 2 (rows) x 4 (contraction), rhs 4 on the
+   * contraction and replicated twice, the output 2 x 4 on its columns.
+   * XLA groups by the rows and windows within each group of 4: partial
+   * sums travel rings {0..3} and {4..7}, no all-reduce. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[4,16] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+      "  rhs = f32[16,10] parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+      "  ROOT dot = f32[4,10] dot(lhs, rhs), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER) +
+                       hk_test_count_op(m, HK_OP_ALL_GATHER),
+                   0);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
+  for (int k = 0; k < 8; k++) {
+    hk_pair pr = cp->attrs->source_target_pairs[k];
+    ck_assert_int_eq(pr.a / 4, pr.b / 4);          /* within a row group */
+    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);   /* to the next column tile */
+  }
+  ck_assert_int_eq(operand_bytes(cp), 2 * 3 * 4);     /* one f32[2,3] result tile */
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
+  ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(shared_operand_reshard_keeps_the_gather) {
+  /* Two dots want rhs gathered the same way: XLA's check_users_sharding
+   * keeps one all-gather both use instead of a loop each. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  a = f32[4,6,8] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  b = f32[4,6,8] parameter(1), sharding={devices=[1,2,1]0,1}\n"
+      "  rhs = f32[4,10,8] parameter(2), sharding={devices=[1,2,1]0,1}\n"
+      "  d1 = f32[4,6,10] dot(a, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,2,1]0,1}\n"
+      "  d2 = f32[4,6,10] dot(b, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,2,1]0,1}\n"
+      "  ROOT t = (f32[4,6,10], f32[4,6,10]) tuple(d1, d2), sharding={{devices=[1,2,1]0,1}, {devices=[1,2,1]0,1}}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);
+  ck_assert_int_eq(operand_bytes(hk_test_last_op(m, HK_OP_ALL_GATHER)), 4 * 5 * 8 * 4);
+  hk_module_free(m);
+  /* Told to skip the check, each dot loops. */
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "skip_checking_windowed_einsum_users=true");
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+/* Runs spmd-partitioning on text with HLOKIT_SPMD_REPORT set; returns what
+ * it printed to stderr (malloc'ed). */
+static char *report_of(const char *text) {
+  char path[] = "/tmp/hk-spmd-report-XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  fflush(stderr);
+  int saved = dup(2);
+  dup2(fd, 2);
+  setenv("HLOKIT_SPMD_REPORT", "1", 1);
+  hk_module *g = hk_test_parse(text);
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  unsetenv("HLOKIT_SPMD_REPORT");
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  off_t n = lseek(fd, 0, SEEK_END);
+  char *out = calloc((size_t)n + 1, 1);
+  ck_assert_ptr_nonnull(out);
+  ck_assert_int_eq(pread(fd, out, (size_t)n, 0), n);
+  close(fd);
+  unlink(path);
+  hk_module_free(m);
+  hk_module_free(g);
+  return out;
+}
+
+START_TEST(after_report_names_each_full_rematerialization) {
+  /* An fft over its sharded dim has no handler: p is made whole, 8 x 8
+   * c64 = 512 bytes on every device. */
+  char *r = report_of("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                      "  p = c64[8,8] parameter(0), sharding={devices=[1,2]0,1}\n"
+                      "  ROOT r = c64[8,8] fft(p), fft_type=FFT, fft_length={8}, sharding={devices=[1,2]0,1}\n}\n");
+  ck_assert_msg(strstr(r, "full rematerialization: 1\n"), "%s", r);
+  ck_assert_msg(strstr(r, "involuntary full rematerialization: p made whole by all-gather %"), "%s", r);
+  ck_assert_msg(strstr(r, "(512 bytes per device) going from {devices=[1,2]0,1} to {replicated}"), "%s", r);
+  free(r);
+  /* A dot with a handler makes nothing whole. */
+  r = report_of("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                "  a = f32[8,16] parameter(0), sharding={devices=[1,2]0,1}\n"
+                "  b = f32[16,4] parameter(1), sharding={devices=[2,1]0,1}\n"
+                "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+                " sharding={replicated}\n}\n");
+  ck_assert_msg(strstr(r, "full rematerialization: 0\n"), "%s", r);
+  ck_assert_ptr_null(strstr(r, "involuntary"));
+  free(r);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_dot");
+  TCase *t = tcase_create("windowed");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, uneven_gather_window_loops_and_slices_back);
+  tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
+  tcase_add_test(t, scatter_window_rings_within_subgroups);
+  tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
+  suite_add_tcase(s, t);
+  TCase *r = tcase_create("report");
+  tcase_add_checked_fixture(r, setup, teardown);
+  tcase_add_test(r, after_report_names_each_full_rematerialization);
+  suite_add_tcase(s, r);
+  return s;
+}
+
+HK_TEST_MAIN(suite)
