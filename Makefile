@@ -174,11 +174,9 @@ fuzz:
 
 # libFuzzer target for the whole pipeline (scripts/fuzz_pipeline.c): the
 # library and the plugins built by clang with sanitizers and coverage into
-# $(FUZZ_PL), seeded with the modules of ../shared/conformance/*.jsonl and
-# fixtures/ (one control byte each: partitions, sharding mutations).
-FUZZ_PL    = $(BUILD)/fuzz-pipeline
-FUZZ_CORPUS ?= $(FUZZ_PL)/corpus
-FUZZ_FLAGS ?=
+# $(FUZZ_PL), seeded as `make fuzz` is (fixtures, fuzz regressions, the
+# conformance modules); FUZZ_TIME and FUZZ_FLAGS as there.
+FUZZ_PL = $(BUILD)/fuzz-pipeline
 fuzz-pipeline:
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz-pipeline needs clang ($(FUZZ_CC) not found)"; exit 2; }
 	$(MAKE) --no-print-directory BUILD=$(FUZZ_PL) CC=$(FUZZ_CC) SAN=1 OPT="-O1 -g" \
@@ -187,10 +185,13 @@ fuzz-pipeline:
 	$(FUZZ_CC) -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  -Iabi -Iabi/hlokit -Ihost $(JSONC_CFLAGS) -o $(FUZZ_PL)/fuzz_pipeline scripts/fuzz_pipeline.c \
 	  -L$(FUZZ_PL) -lhlokit -Wl,-rpath,'$$ORIGIN' $(LDLIBS)
-	@mkdir -p $(FUZZ_CORPUS)
-	@python3 scripts/fuzz_seeds.py $(FUZZ_CORPUS) ../shared/conformance/*.jsonl fixtures/*.hlo
+	@mkdir -p $(FUZZ_PL)/corpus $(FUZZ_PL)/seeds
+	$(CC) -std=c11 -D_GNU_SOURCE -O1 $(JSONC_CFLAGS) -o $(FUZZ_PL)/fuzz_seeds scripts/fuzz_seeds.c $(JSONC_LIBS)
+	cp fixtures/*.hlo tests/fuzz_regressions/*.hlo $(FUZZ_PL)/seeds/
+	@if ls $(FUZZ_CORPUS_SRC)/*.jsonl >/dev/null 2>&1; then \
+	  $(FUZZ_PL)/fuzz_seeds $(FUZZ_PL)/seeds $(FUZZ_CORPUS_SRC)/*.jsonl; fi
 	$(FUZZ_PL)/fuzz_pipeline -max_total_time=$(FUZZ_TIME) -max_len=65536 -timeout=120 -rss_limit_mb=3072 \
-	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_CORPUS)
+	  -artifact_prefix=$(FUZZ_PL)/ $(FUZZ_FLAGS) $(FUZZ_PL)/corpus $(FUZZ_PL)/seeds
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/hlokit/plugins \

@@ -2,7 +2,9 @@
  * mutate shardings, propagate, partition, verify again and evaluate the global
  * and the partitioned program (dense and sampled) under tight limits.
  *
- * Input: one control byte, then HLO text.  Control bits 0-1 pick the number
+ * Input: HLO text, optionally after one control byte (a byte below 0x20
+ * other than tab/newline/return; without one the control comes from a hash
+ * of the text, so plain .hlo seeds work).  Control bits 0-1 pick the number
  * of partitions (1, 2, 4, 8), bits 2-4 how many instructions get a new
  * sharding (chosen, with the sharding, from a hash of the text), bit 5 turns
  * propagation's is_spmd off, bit 6 lets it shard the entry's parameters and
@@ -133,8 +135,8 @@ static void mutate_shardings(hk_module *m, int count, int64_t parts, uint64_t se
   for (int n = 0; n < count; n++) {
     hk_instr *i = nth_instr(m, mix(&seed));
     if (!i) return;
-    if (mix(&seed) % 4 == 0) i->sharding = NULL;
-    else i->sharding = random_sharding(m, i->shape, parts, &seed);
+    if (mix(&seed) % 4 == 0) hk_instr_set_sharding(i, NULL);
+    else hk_instr_set_sharding(i, random_sharding(m, i->shape, parts, &seed));
   }
 }
 
@@ -230,11 +232,16 @@ static bool small_enough(const hk_module *m) {
   return c.macs < 1e6 && c.largest_elements <= 1 << 14;
 }
 
+static bool is_control_byte(uint8_t b) { return b < 0x20 && b != '\t' && b != '\n' && b != '\r'; }
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 2) return 0;
-  uint8_t ctl = data[0];
-  const char *text = (const char *)data + 1;
-  size_t len = size - 1;
+  bool has_ctl = is_control_byte(data[0]);
+  const char *text = (const char *)data + (has_ctl ? 1 : 0);
+  size_t len = size - (has_ctl ? 1 : 0);
+  uint64_t seed = 0xcbf29ce484222325ull;
+  for (size_t k = 0; k < len; k++) seed = (seed ^ (uint8_t)text[k]) * 0x100000001b3ull;
+  uint8_t ctl = has_ctl ? data[0] : (uint8_t)(seed >> 56);
   hk_module *m = NULL;
   hk_status *st = hk_parse_module(text, len, "fuzz", &m);
   if (st) {
@@ -242,8 +249,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   }
   int64_t parts = (int64_t)1 << (ctl & 3);
-  uint64_t seed = 0xcbf29ce484222325ull;
-  for (size_t k = 0; k < len; k++) seed = (seed ^ (uint8_t)text[k]) * 0x100000001b3ull;
   mutate_shardings(m, (ctl >> 2) & 7, parts, seed);
   hk_verify_options vo = hk_verify_defaults();
   st = hk_verify_module(m, &vo);

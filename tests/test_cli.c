@@ -397,6 +397,22 @@ START_TEST(test_timeout_and_backend_option) {
 }
 END_TEST
 
+/* Found by the pipeline fuzzer: check ran the partitioner on an input that
+ * fails verification (index batching dims missing) and crashed; the input
+ * is verified first, as opt does. */
+START_TEST(test_check_verifies_its_input) {
+  char args[PATH_MAX * 2];
+  char *cwd = getcwd(NULL, 0);
+  snprintf(args, sizeof args,
+           "check '%s/tests/fuzz_regressions/scatter_batching_dims_missing.hlo' --num-partitions=4 "
+           "'--passes=spmd-partitioning{allow_module_signature_change=true}'", cwd);
+  free(cwd);
+  ck_assert_int_eq(run(args, NULL), 2);
+  ck_assert_msg(has(err_text, "input module fails verification") &&
+                has(err_text, "scatter_indices_batching_dims"), "stderr: %s", err_text);
+}
+END_TEST
+
 static Suite *cli_suite(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -414,6 +430,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc, test_num_partitions_and_json_round_trip);
   tcase_add_test(tc, test_example_plugin_runs);
   tcase_add_test(tc, test_timeout_and_backend_option);
+  tcase_add_test(tc, test_check_verifies_its_input);
   suite_add_tcase(s, tc);
   return s;
 }

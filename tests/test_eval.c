@@ -1327,6 +1327,21 @@ START_TEST(test_stochastic_convert) {
 }
 END_TEST
 
+/* Found by the pipeline fuzzer: a gather slice of size 0 on a collapsed
+ * dim read past the operand; its start clamps as a size-1 slice's. */
+START_TEST(test_gather_zero_size_slice_in_bounds) {
+  const double pv[] = {1, 2, 3, 4};
+  const int64_t d2[2] = {2, 2};
+  hk_value *args[1] = {arr(HK_F32, 2, d2, pv)};
+  hk_value *r = eval_n("HloModule m\nENTRY e {\n  p = f32[2,2] parameter(0)\n  i = s64[3] constant({0, 1, 5})\n"
+                       "  ROOT g = f32[3,2] gather(p, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},"
+                       " index_vector_dim=1, slice_sizes={0,2}\n}\n",
+                       1, args);
+  expect_vals(r, 6, (const double[]){1, 2, 3, 4, 3, 4});
+  hk_value_release(r);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1386,6 +1401,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(f, test_async_wrapper_and_bad_batch_norm);
   tcase_add_test(f, test_rng_bit_generator_xla_streams);
   tcase_add_test(f, test_stochastic_convert);
+  tcase_add_test(f, test_gather_zero_size_slice_in_bounds);
   suite_add_tcase(s, f);
   return s;
 }

@@ -449,6 +449,22 @@ START_TEST(tuple_reduce_backward_merges_other_inputs) {
 }
 END_TEST
 
+/* XLA never counts a parameter as user-provided (only unrefinable entry
+ * parameters are): a callee parameter annotated replicated still takes the
+ * tiled sharding of the operand it receives. */
+START_TEST(callee_parameters_are_not_provided) {
+  hk_module *m = run_text(
+      "HloModule m\n"
+      "f {\n  q = f32[8,4] parameter(0), sharding={replicated}\n  ROOT n = f32[8,4] negate(q)\n}\n"
+      "ENTRY e {\n  x = f32[8,4] parameter(0), sharding={devices=[2,1]<=[2]}\n"
+      "  a = f32[8,4] copy(x)\n  c = f32[8,4] call(a), to_apply=f\n  ROOT o = f32[8,4] copy(c)\n}\n",
+      "is_spmd=true");
+  expect(m, "q", "{devices=[2,1]<=[2]}");
+  expect(m, "x", "{devices=[2,1]<=[2]}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(reduce_keeps_other_dims) {
   hk_module *m = run_text(
       "HloModule m\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
@@ -781,6 +797,31 @@ START_TEST(explain_records_the_chain) {
 }
 END_TEST
 
+/* A sharding copied to a call target's root before the loop is explained
+ * as coming from the call, not as an annotation. */
+START_TEST(explain_names_computation_copies) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\nf {\n  q = f32[8] parameter(0)\n  ROOT t = (f32[8]) tuple(q)\n}\n"
+      "ENTRY e {\n  x = f32[8] parameter(0)\n"
+      "  ROOT c = (f32[8]) call(x), to_apply=f, sharding={{devices=[2]<=[2]}}\n}\n");
+  hk_status *err = NULL;
+  hk_pass *p = hk_registry_create_pass(reg, "sharding-propagation", "is_spmd=true", &err);
+  ck_assert_ok(err);
+  bool changed;
+  ck_assert_ok(hk_pass_run(p, m, NULL, &changed));
+  const hk_prop_explain_vtable *x = hk_pass_extension(p, HK_PROP_EXPLAIN_IFACE);
+  const hk_prop_record *r;
+  int64_t n = x->records(p, &r);
+  const hk_prop_record *t = record_of(r, n, "t");
+  ck_assert_str_eq(t->source, "c");
+  ck_assert_str_eq(t->rule, "call");
+  ck_assert_int_eq(t->dir, HK_PROP_DIR_COMPUTATION);
+  ck_assert_int_eq(record_of(r, n, "c")->dir, HK_PROP_DIR_PROVIDED);
+  hk_pass_destroy(p);
+  hk_module_free(m);
+}
+END_TEST
+
 /* `hlokit explain` prints the same chain, as text and as JSON. */
 START_TEST(explain_command_prints_the_chain) {
   char exe[2048], tmp[] = "/tmp/hk-explain-XXXXXX.hlo", cmd[4600];
@@ -836,6 +877,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, uneven_output_replicated_only_per_element);
   tcase_add_test(t, shard_as_groups_aligned_after_the_loop);
   tcase_add_test(t, tuple_reduce_backward_merges_other_inputs);
+  tcase_add_test(t, callee_parameters_are_not_provided);
   tcase_add_test(t, reduce_keeps_other_dims);
   tcase_add_test(t, megatron_dots);
   tcase_add_test(t, dot_operand_from_output);
@@ -853,6 +895,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, metadata_kept_only_when_asked);
   tcase_add_test(t, unchanged_module_reports_no_change);
   tcase_add_test(t, explain_records_the_chain);
+  tcase_add_test(t, explain_names_computation_copies);
   tcase_add_test(t, explain_command_prints_the_chain);
   suite_add_tcase(s, t);
   return s;

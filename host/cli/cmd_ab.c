@@ -345,7 +345,8 @@ static hk_status *run_ab(const hk_cli_common *c, const ab_opts *o, const char *i
   hk_module *g = NULL;
   HK_TRY(hk_cli_read_module(in, &g));
   hk_registry *reg = NULL;
-  hk_status *st = hk_cli_load_plugins(c, &reg);
+  hk_status *st = c->no_verify ? NULL : hk_cli_verify(g, "input module fails verification");
+  if (!st) st = hk_cli_load_plugins(c, &reg);
   ab_side sides[2];
   memset(sides, 0, sizeof sides);
   sides[0].label = "a";

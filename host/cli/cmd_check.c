@@ -19,8 +19,8 @@ static const char usage[] =
     "  Evaluates IN as a global program, partitions it with the pipeline (or takes the\n"
     "  given partitioned module), runs that on R x N devices with the inputs scattered by\n"
     "  the recorded spmd_parameters_shardings, gathers the outputs by spmd_output_sharding\n"
-    "  (replicated when none is recorded) and compares.  The partitioned module is verified first\n"
-    "  (--no-verify skips it).  Exit 0 equal, 1 differ, 2 error.\n"
+    "  (replicated when none is recorded) and compares.  The input and the partitioned module are\n"
+    "  verified first (--no-verify skips both).  Exit 0 equal, 1 differ, 2 error.\n"
     "  --mode=dense compares every element; --mode=sampled computes only K output\n"
     "  positions (default 1024: corners, shard boundaries, random) on demand, for modules\n"
     "  too big to evaluate densely, stopping after S seconds (default 10, 0: no limit);\n"
@@ -159,8 +159,12 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const h
   hk_module *g = NULL, *p = NULL;
   hk_counter_list counters = {0};
   HK_TRY(hk_cli_read_module(in, &g));
-  hk_status *st = o->partitioned ? hk_cli_read_module(o->partitioned, &p)
-                                 : partition_with_pipeline(c, g, &p, &counters);
+  /* passes may assume a valid module (the pipeline fuzzer crashed them on
+   * unverified input) */
+  hk_status *st = c->no_verify ? NULL : hk_cli_verify(g, "input module fails verification");
+  if (!st)
+    st = o->partitioned ? hk_cli_read_module(o->partitioned, &p)
+                        : partition_with_pipeline(c, g, &p, &counters);
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : (p ? p->config.num_partitions : 1);
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : (p ? p->config.replica_count : 1);
   if (parts < 1) parts = 1;

@@ -70,7 +70,7 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   hk_strides(a->rank, a->dims, ast);
   int es = hk_esize(a->elem);
   int64_t o[HK_MAX_RANK] = {0};
-  for (int64_t i = 0; i < res->n; i++) {
+  for (int64_t i = 0; i < res->n && a->n > 0; i++) {   /* an empty operand: zeros */
     hk_status *pst = (i & 65535) == 65535 ? hk_eval_poll(d, ins) : NULL;
     if (pst) {
       hk_value_release(res);
@@ -81,7 +81,9 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
       if (!in_list(g->offset_dims, dd)) gb[nb++] = o[dd];
     for (int k = 0; k < g->start_index_map.n; k++)
       start[g->start_index_map.v[k]] = index_component(&ir, gb, k);
-    for (int k = 0; k < a->rank; k++) start[k] = clamp64(start[k], 0, a->dims[k] - ss[k]);
+    /* a size-0 slice (allowed on collapsed dims) still reads in bounds */
+    for (int k = 0; k < a->rank; k++)
+      start[k] = clamp64(start[k], 0, a->dims[k] - (ss[k] > 0 ? ss[k] : 1));
     for (int k = 0; k < g->operand_batching_dims.n; k++)
       start[g->operand_batching_dims.v[k]] = batch_coord(&ir, gb, g->start_indices_batching_dims.v[k]);
     int64_t off = 0;

@@ -8,7 +8,7 @@
 bool prop_set(prop_ctx *cx, hk_instr *i, const hk_sharding *s, const hk_instr *src,
               const char *rule) {
   if (!s || i->sharding == s) return false;
-  i->sharding = s;
+  hk_instr_set_sharding(i, s);
   pi_info *p = pi(i);
   if (p) {
     p->src = src;

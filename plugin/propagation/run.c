@@ -174,7 +174,7 @@ static void prepare_metadata(run_state *rs, hk_instr *i) {
   const hk_sharding *s = i->sharding;
   if (!s) return;
   if (!rs->cx.o.cse_prevention_only && has_cse_prevention(s)) {
-    i->sharding = NULL;
+    hk_instr_set_sharding(i, NULL);
     rs->any_changed = true;
     return;
   }
@@ -185,7 +185,7 @@ static void prepare_metadata(run_state *rs, hk_instr *i) {
     s = hk_sharding_without_metadata(m, s);
   }
   if (s != i->sharding) {
-    i->sharding = s;
+    hk_instr_set_sharding(i, s);
     rs->any_changed = true;
   }
 }
@@ -240,8 +240,8 @@ static void take_shard_group(run_state *rs, hk_instr *i) {
   const hk_sharding *s = i->sharding;
   if (!s || s->kind == HK_SHARDING_TUPLE || s->shard_group_kind == HK_SHARD_GROUP_NONE) return;
   group_add(rs, i, s->shard_group_id, s->shard_group_kind);
-  i->sharding = s->kind == HK_SHARDING_UNKNOWN ? NULL
-                                               : hk_sharding_without_shard_group(rs->cx.m, s);
+  hk_instr_set_sharding(i, s->kind == HK_SHARDING_UNKNOWN ? NULL
+                                                       : hk_sharding_without_shard_group(rs->cx.m, s));
 }
 
 /* ---- Sharding custom calls ------------------------------------------------------ */
@@ -283,7 +283,7 @@ static void record_unspecified(run_state *rs, hk_instr *ann, hk_instr *op, int n
     memcpy(p->unspec, unspec, sizeof(int64_t) * (size_t)nu);
     p->n_unspec = nu;
   } else if (!op->sharding && ann->sharding && pi(op)) {
-    op->sharding = ann->sharding;
+    hk_instr_set_sharding(op, ann->sharding);
     pi(op)->src = ann;
     pi(op)->rule = "sharding-custom-call";
   }
@@ -315,7 +315,7 @@ static hk_status *fold_sharding_cc(run_state *rs, hk_instr *cc) {
     copy->scratch = cc->scratch;
     pi(copy)->instr = copy;
     cc->scratch = NULL;
-    copy->sharding = s;
+    hk_instr_set_sharding(copy, s);
     if (cc->attrs && cc->attrs->metadata) hk_instr_attrs(copy)->metadata = cc->attrs->metadata;
     bool was_root = cc->parent->root == cc;
     group_replace(rs, cc, copy);
@@ -356,7 +356,7 @@ static void normalise_sharding(run_state *rs, hk_instr *i) {
   if (hk_shape_is_tuple(i->shape) && s->kind != HK_SHARDING_TUPLE &&
       s->shard_group_kind == HK_SHARD_GROUP_NONE)
     s = hk_sharding_for_shape(m, s, i->shape);
-  i->sharding = s;
+  hk_instr_set_sharding(i, s);
   if (!prop_is_cc(i, "Sharding") || rs->cx.o.cse_prevention_only) take_shard_group(rs, i);
 }
 
@@ -380,13 +380,15 @@ static bool output_allowed(const prop_ctx *cx, int64_t k) {
  * parameters and outputs propagation may refine. */
 static void mark_provided(run_state *rs, hk_module *m) {
   for (int64_t k = 0; k < rs->cx.n_info; k++) {
-    rs->cx.info[k].dir = HK_PROP_DIR_NONE;
+    if (rs->cx.info[k].dir != HK_PROP_DIR_COMPUTATION) rs->cx.info[k].dir = HK_PROP_DIR_NONE;
     rs->cx.info[k].level = -1;
   }
   for (int64_t k = 0; k < rs->cx.n_info; k++) {
     pi_info *p = &rs->cx.info[k];
     if (!p->instr || !p->instr->sharding) continue;
-    p->provided = true;
+    /* XLA never counts a parameter as provided (entry ones follow below) */
+    p->provided = p->instr->opcode != HK_OP_PARAMETER;
+    if (p->dir == HK_PROP_DIR_COMPUTATION) continue;   /* copied from a related instruction */
     p->dir = HK_PROP_DIR_PROVIDED;
     p->rule = "annotation";
   }
@@ -398,7 +400,7 @@ static void mark_provided(run_state *rs, hk_module *m) {
   for (int32_t k = 0; k < e->n_params; k++) {
     if (!e->params[k]) continue;
     rs->saved_params[k] = e->params[k]->sharding;
-    if (prop_param_allowed(&rs->cx, e, k)) pi(e->params[k])->provided = false;
+    pi(e->params[k])->provided = e->params[k]->sharding && !prop_param_allowed(&rs->cx, e, k);
   }
   if (rs->cx.allow_out_any && rs->cx.o.is_spmd) pi(e->root)->provided = false;
   else pi(e->root)->provided = true;
@@ -520,9 +522,13 @@ static void map_computations(run_state *rs) {
       for (int r = 0; r < n && !sharded; r++)
         if (rel[r]->sharding) sharded = rel[r];
       if (!sharded) continue;
-      for (int r = 0; r < n; r++)
-        if (rel[r] != sharded && pi(rel[r]))
-          rel[r]->sharding = sa_tuple_of(rs->cx.m, rel[r]->shape, sharded->sharding);
+      for (int r = 0; r < n; r++) {
+        if (rel[r] == sharded || !pi(rel[r])) continue;
+        hk_instr_set_sharding(rel[r], sa_tuple_of(rs->cx.m, rel[r]->shape, sharded->sharding));
+        pi(rel[r])->src = sharded;   /* explain: copied, not annotated */
+        pi(rel[r])->rule = hk_opcode_name((hk_opcode)i->opcode);
+        pi(rel[r])->dir = HK_PROP_DIR_COMPUTATION;
+      }
     }
   }
 }
@@ -871,7 +877,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
   bool even = even_check_applies(rs, v, param);
   if (!hk_shape_is_tuple(v->shape)) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, 0) : output_allowed(&rs->cx, 0);
-    v->sharding = entry_leaf(m, v->sharding, saved, v->shape, ok, even);
+    hk_instr_set_sharding(v, entry_leaf(m, v->sharding, saved, v->shape, ok, even));
     return;
   }
   int n = v->shape->n_tuple;
@@ -886,7 +892,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
     if (!el[k]) el[k] = hk_sharding_replicated(m);
     else any = true;
   }
-  v->sharding = any || saved ? hk_sharding_tuple(m, n, el) : NULL;
+  hk_instr_set_sharding(v, any || saved ? hk_sharding_tuple(m, n, el) : NULL);
   free(el);
 }
 
@@ -916,12 +922,12 @@ static void cse_prevention_post(run_state *rs, hk_module *m, const hk_sharding *
             hk_sharding t = *s;
             t.n_metadata = 1;
             t.metadata = &md;
-            i->sharding = hk_sharding_intern(m, &t);
+            hk_instr_set_sharding(i, hk_sharding_intern(m, &t));
           }
         }
         continue;
       }
-      i->sharding = o;
+      hk_instr_set_sharding(i, o);
     }
 }
 

@@ -74,7 +74,9 @@ hk_status *prop_check_while_devices(hk_module *m, hk_instr *w) {
   int64_t wd = w->sharding ? hk_sharding_unique_device(w->sharding) : -1;
   if (wd >= 0 && wd != unique) return conflict(w, wd, channel, unique);
   int64_t rd = body->root->sharding ? hk_sharding_unique_device(body->root->sharding) : -1;
-  if (rd < 0) body->root->sharding = hk_sharding_for_shape(m, hk_sharding_maximal(m, unique), body->root->shape);
+  if (rd < 0)
+    hk_instr_set_sharding(body->root,
+                          hk_sharding_for_shape(m, hk_sharding_maximal(m, unique), body->root->shape));
   else if (rd != unique) return conflict(body->root, rd, channel, unique);
   return NULL;
 }
