@@ -162,7 +162,8 @@ START_TEST(test_version_nodes_follow_the_minors) {
   static const struct { const char *name; int minor; } known[] = {
       {"hk_parse_module", 0}, {"hk_error", 0},           {"hk_pipeline_get", 1},
       {"hk_instrs_remove", 1}, {"hk_buf_read_file", 2},  {"hk_instr_take_name", 2},
-      {"hk_worker_threads", 3}, {"hk_alloc_block", 3},
+      {"hk_worker_threads", 3}, {"hk_alloc_block", 3},   {"hk_instr_set_sharding", 4},
+      {"hk_eval_spmd_devices", 4}, {"hk_plugin_load", 4},
   };
   for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
     int found = -1;

@@ -348,7 +348,7 @@ typedef struct hk_eval_cost {
 } hk_eval_cost;
 hk_eval_cost hk_eval_estimate_cost(const hk_module *m);
 
-/* ---- devices spread over processes (appended: the MPI back end) ----------
+/* ---- devices spread over processes (ABI 1.4: the MPI back end) ------------
  * hk_eval_spmd for devices first .. first + count - 1 of the
  * num_replicas x num_partitions grid only: args[k], results[k] and
  * stats[k] (may be NULL) belong to device first + k.  The other devices
@@ -362,14 +362,14 @@ hk_status *hk_eval_spmd_devices(const hk_module *m, int64_t num_partitions,
 
 /* The reducer (to_apply) of an all-reduce or reduce-scatter when it is one
  * plain binary op of its two scalar parameters (a back end may then use its
- * own reduction); anything else is HK_REDUCE_GENERIC (appended). */
+ * own reduction); anything else is HK_REDUCE_GENERIC (ABI 1.4). */
 typedef enum hk_reduce_kind {
   HK_REDUCE_GENERIC, HK_REDUCE_ADD, HK_REDUCE_MUL, HK_REDUCE_MAX, HK_REDUCE_MIN,
   HK_REDUCE_AND, HK_REDUCE_OR, HK_REDUCE_XOR
 } hk_reduce_kind;
 hk_reduce_kind hk_collective_reducer(const hk_instr *ins);
 
-/* ---- one device's share of a distributed check (appended: host/eval/sample_shard.c)
+/* ---- one device's share of a distributed check (ABI 1.4: host/eval/sample_shard.c)
  * The entry parameters of the partitioned module p on `device`, made as
  * the sampled evaluator makes them: a pure function of (seed, parameter,
  * leaf, GLOBAL index) at the device's tile offset (0 in the padding of

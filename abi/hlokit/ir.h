@@ -233,7 +233,7 @@ struct hk_instr {
  * in memory, so the one 12 structs on is the one the walk needs soon;
  * loading both its lines keeps the memory busy.  A hint, never
  * dereferenced.  A walk of the 850K-instruction partitioned MLP: 27 ms
- * with one line 4 ahead, 17 ms like this.  Pending minor (inline: no
+ * with one line 4 ahead, 17 ms like this.  ABI 1.4 (inline: no
  * symbol). */
 static inline void hk_instr_prefetch_ahead(const hk_instr *i) {
   const char *ahead = (const char *)i + 12 * sizeof *i;
@@ -386,7 +386,7 @@ void hk_instr_set_name(hk_instr *i, const char *name);   /* made unique */
 /* Sets (NULL: clears) i's sharding: s interned in i's module (what the
  * hk_sharding_* constructors return, or another instruction's sharding of
  * the same module).  The one way a pass changes a sharding, so the IR can
- * later note the change in one place.  Pending minor. */
+ * later note the change in one place.  ABI 1.4. */
 void hk_instr_set_sharding(hk_instr *i, const hk_sharding *s);
 void hk_instr_append_operand(hk_instr *i, hk_instr *op);
 void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op);

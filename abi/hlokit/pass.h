@@ -122,7 +122,7 @@ int hk_worker_threads(void);
 /* Asks for worker threads: n >= 1 exactly n; 0 the automatic count
  * (HLOKIT_THREADS when it is set to a number >= 1, else the online CPUs),
  * which the hlokit executable asks for at start.  Threads already started
- * (the prefault helper) stay; n < 0 is ignored.  Pending minor. */
+ * (the prefault helper) stay; n < 0 is ignored.  ABI 1.4. */
 void hk_set_worker_threads(int n);
 
 /* ---- passes --------------------------------------------------------------- */

@@ -161,7 +161,7 @@ typedef struct hk_spmd_partitioner_vtable {
    * pick the cheaper plan by it, so a variant overriding it changes their
    * choices.  The base prices the bytes a device receives: all-gather
    * (g-1)x, all-reduce 2(g-1)/g x, reduce-scatter and all-to-all (g-1)/g x,
-   * collective-permute x. */
+   * collective-permute x.  ABI 1.4 (read when ext_size covers it). */
   int64_t (*planned_collective_cost)(hk_pass *self, int kind, int64_t operand_bytes,
                                      int64_t group_size);
 } hk_spmd_partitioner_vtable;

@@ -49,7 +49,7 @@ const char *hk_code_name(hk_code code);
  * half-built IR for a condition it cannot fix); the library calls
  * hk_out_of_memory, which writes "hlokit: out of memory" to stderr and
  * aborts.  Check an allocation with hk_check_alloc(malloc(n)); plugins
- * follow the same rule.  Pending minor. */
+ * follow the same rule.  ABI 1.4. */
 _Noreturn void hk_out_of_memory(void);
 static inline void *hk_check_alloc(void *p) {
   if (!p) hk_out_of_memory();

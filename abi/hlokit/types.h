@@ -217,7 +217,7 @@ bool hk_opcode_is_elementwise(hk_opcode op);
 /* XLA's collective communication ops (hlo_query::IsCollectiveCommunicationOp):
  * all-reduce, all-gather, all-to-all, ragged-all-to-all, collective-permute,
  * collective-broadcast, reduce-scatter and the all-reduce-start,
- * all-gather-start and collective-permute-start forms.  Pending minor. */
+ * all-gather-start and collective-permute-start forms.  ABI 1.4. */
 bool hk_opcode_is_collective(hk_opcode op);
 /* Ops with side effects XLA never removes (send, recv, infeed, outfeed,
  * rng, custom-call with has_side_effect, collectives with channels, ...)
