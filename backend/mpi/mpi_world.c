@@ -82,5 +82,7 @@ static const hk_dist_api api = {
     allreduce_i64, allreduce_f64, hk_mpi_fail, mpi_finalize,
 };
 
-const hk_dist_api *hk_dist_api_get(void);
+/* The one symbol hlokit looks up (dlsym): exported although the tree is
+ * compiled with -fvisibility=hidden. */
+__attribute__((visibility("default"))) const hk_dist_api *hk_dist_api_get(void);
 const hk_dist_api *hk_dist_api_get(void) { return &api; }

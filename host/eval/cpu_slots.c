@@ -44,8 +44,10 @@ static void give(hk_cpu_slots *s) {
   pthread_mutex_unlock(&s->mu);
 }
 
+/* s NULL: the device computes unbounded (its waits are not rendezvous
+ * this process sees, e.g. MPI's, so it could not give a slot up). */
 void hk_cpu_slot_enter(hk_cpu_slots *s) {
-  take(s);
+  if (s) take(s);
   held = s;
 }
 

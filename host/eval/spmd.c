@@ -68,15 +68,19 @@ static hk_status *check_device_args(const hk_module *m, hk_value *const *const *
   return NULL;
 }
 
-/* Runs devices first .. first + count - 1, one thread each, on backend be. */
+/* Runs devices first .. first + count - 1, one thread each, on backend be;
+ * `bounded`: at most hk_worker_threads() of them compute at once (only for
+ * the thread back end, whose rendezvous give the slot up while waiting; a
+ * device blocked inside another back end, e.g. MPI, would keep it and
+ * starve the devices it waits for). */
 static hk_status *run_devices(const hk_module *m, const hk_eval_plan *plan, int64_t num_partitions,
                               int64_t num_replicas, int64_t first, int64_t count,
                               hk_value *const *const *args, int n_args, hk_value **results,
                               const hk_eval_options *opts, hk_collective_backend *be,
-                              hk_eval_stats *stats) {
+                              bool bounded, hk_eval_stats *stats) {
   device_run *runs = calloc((size_t)count, sizeof *runs);
   if (!runs) abort();
-  hk_cpu_slots *slots = hk_cpu_slots_new();
+  hk_cpu_slots *slots = bounded ? hk_cpu_slots_new() : NULL;
   for (int64_t k = 0; k < count; k++) {
     device_run *r = &runs[k];
     int64_t i = first + k;
@@ -139,7 +143,7 @@ hk_status *hk_eval_spmd_devices(const hk_module *m, int64_t num_partitions, int6
   hk_eval_plan *plan;
   HK_TRY(hk_eval_plan_build_checked(m, opts, &plan));
   hk_status *st = run_devices(m, plan, num_partitions, num_replicas, first, count, args, n_args,
-                              results, opts, opts->backend, stats);
+                              results, opts, opts->backend, false, stats);
   hk_eval_plan_free(plan);
   return st;
 }
@@ -157,7 +161,7 @@ hk_status *hk_eval_spmd(const hk_module *m, int64_t num_partitions, int64_t num_
   HK_TRY(hk_eval_plan_build_checked(m, opts, &plan));
   hk_collective_backend *be = opts->backend ? opts->backend : hk_collective_threads_new(n, 0);
   hk_status *st = run_devices(m, plan, num_partitions, num_replicas, 0, n, args, n_args, results,
-                              opts, be, stats);
+                              opts, be, true, stats);
   if (!opts->backend) be->vt->destroy(be);
   hk_eval_plan_free(plan);
   return st;
