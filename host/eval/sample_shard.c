@@ -365,8 +365,19 @@ static hk_status *compare_leaves(const hk_module *g, const hk_module *p, int64_t
     pc.dense = dense ? hk_value_leaf(dense, k) : NULL;
     int64_t count = se_box_count(&pc.box), budget = o->samples > 0 ? o->samples : DEFAULT_PIECE_SAMPLES;
     out->samples_planned += count <= DENSE_PIECE_ELEMENTS ? count : budget;
+    int64_t compared_before = out->samples;
     st = count <= DENSE_PIECE_ELEMENTS ? compare_dense(&gx, f, &pc, device, o, out)
                                        : compare_sampled(&gx, f, &pc, device, o, out);
+    /* A whole piece whose on-demand box is over the evaluator's request
+     * limit (a convolution's input, say) is compared at sampled positions,
+     * each of which needs only its own window. */
+    if (st && st->code == HK_UNIMPLEMENTED && !pc.dense && count <= DENSE_PIECE_ELEMENTS &&
+        out->samples == compared_before) {
+      hk_status_free(st);
+      se_ctx_trim(&gx);
+      out->samples_planned += budget - count;
+      st = compare_sampled(&gx, f, &pc, device, o, out);
+    }
     se_ctx_trim(&gx);
   }
   *ran_out = out_of_time(&gx, st);
