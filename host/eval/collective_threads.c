@@ -12,6 +12,7 @@ typedef struct slot {
   const hk_instr *instr;
   int64_t seq, first;
   int32_t size, arrived, copied, left;
+  int32_t copying;              /* devices reading bufs right now */
   const void **bufs;
   struct slot *next;
 } slot;
@@ -116,14 +117,24 @@ static hk_status *rendezvous(hk_collective_backend *b, const hk_collective_op *o
   s->arrived++;
   pthread_cond_broadcast(&t->cv);
   st = wait_for(t, op, &s->arrived, s->size);
+  /* wait_for may have let the mutex go: after an abort the devices no
+   * longer wait for each other's copies, so read the buffers only when
+   * nothing aborted, and count the readers (see below). */
+  if (!st && t->aborted) st = hk_error(HK_FAILED_PRECONDITION, "aborted: %s", t->why);
+  bool reads = !st && fn;
+  if (reads) s->copying++;
   pthread_mutex_unlock(&t->mu);
-  if (!st && fn) st = fn(ctx, op, s->bufs);
+  if (reads) st = fn(ctx, op, s->bufs);
   pthread_mutex_lock(&t->mu);
+  if (reads && --s->copying == 0) pthread_cond_broadcast(&t->cv);
   s->copied++;
   pthread_cond_broadcast(&t->cv);
   hk_status *st2 = wait_for(t, op, &s->copied, s->size);
   if (!st) st = st2;
   else hk_status_free(st2);
+  /* This device's buffer may still be read by a device copying when an
+   * abort released the barrier above: it must outlive their copies. */
+  while (s->copying > 0) pthread_cond_wait(&t->cv, &t->mu);
   if (++s->left == s->size) drop_slot(t, s);
   else if (t->aborted && s->left == s->arrived) drop_slot(t, s);
   pthread_mutex_unlock(&t->mu);
