@@ -64,9 +64,19 @@ gen_many_params() {
 }
 
 # timed CMD... -> "wall_seconds max_rss_kb" of one run (output discarded).
+# Wall seconds from the clock (ns; /usr/bin/time's %e has 10 ms steps,
+# all of a small module's run) and peak RSS in KiB; a command that fails
+# stops the bench rather than being timed as fast.
 timed() {
-  /usr/bin/time -f '%e %M' -o "$benchdir/time.txt" "$@" >/dev/null 2>&1 || true
-  tail -n 1 "$benchdir/time.txt"
+  local t0 t1
+  t0=$(date +%s%N)
+  if ! /usr/bin/time -f '%M' -o "$benchdir/time.txt" "$@" >/dev/null 2>"$benchdir/err.txt"; then
+    echo "bench: failed: $*" >&2
+    cat "$benchdir/err.txt" >&2
+    exit 2
+  fi
+  t1=$(date +%s%N)
+  echo "$(( (t1 - t0) / 1000 ))e-6 $(tail -n 1 "$benchdir/time.txt")"
 }
 
 # median of the numbers on stdin.
@@ -90,7 +100,7 @@ whole_row() {
   bytes=$(stat -c %s "$f")
   awk -v n="$n" -v b="$bytes" -v c="$(median <<<"$tc")" -v w="$(median <<<"$tw")" \
       -v p="$(median <<<"$tp")" -v rw="$(median <<<"$rw")" -v rp="$(median <<<"$rp")" \
-    'BEGIN { printf "%9d %7.1f | %7.3f | %8.3f %6.1fx %7.0f | %8.3f %6.1fx %7.0f\n",
+    'BEGIN { printf "%9d %7.1f | %7.4f | %8.4f %6.1fx %7.0f | %8.4f %6.1fx %7.0f\n",
              n, b / 1e6, c, w, w / c, rw * 1024 / n, p, p / c, rp * 1024 / n }'
 }
 
