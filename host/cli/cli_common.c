@@ -190,7 +190,7 @@ static bool looks_like_json(const char *data, size_t len) {
   return false;
 }
 
-hk_status *hk_cli_read_module(const char *path, hk_module **out) {
+hk_status *hk_cli_read_module(const hk_cli_common *c, const char *path, hk_module **out) {
   hk_file_bytes f;
   hk_status *st = hk_file_bytes_open(path, &f);
   const char *name = strcmp(path, "-") == 0 ? "<stdin>" : path;
@@ -199,7 +199,7 @@ hk_status *hk_cli_read_module(const char *path, hk_module **out) {
       st = hk_module_from_json(f.data, f.len, name, out);
     else
       st = hk_parse_module(f.data, f.len, name, out);
-    if (!st && (st = hk_cli_sdy_auto_import(*out, name))) {
+    if (!st && (st = hk_cli_sdy_auto_import(c, *out, name))) {
       hk_module_free(*out);
       *out = NULL;
     }

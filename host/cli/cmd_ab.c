@@ -343,7 +343,7 @@ static void report_text(const char *in, const ab_side *s) {
 
 static hk_status *run_ab(const hk_cli_common *c, const ab_opts *o, const char *in, bool *equal) {
   hk_module *g = NULL;
-  HK_TRY(hk_cli_read_module(in, &g));
+  HK_TRY(hk_cli_read_module(c, in, &g));
   hk_registry *reg = NULL;
   hk_status *st = c->no_verify ? NULL : hk_cli_verify(g, "input module fails verification");
   if (!st) st = hk_cli_load_plugins(c, &reg);

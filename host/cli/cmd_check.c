@@ -158,12 +158,12 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const h
                             const char *in, bool *equal) {
   hk_module *g = NULL, *p = NULL;
   hk_counter_list counters = {0};
-  HK_TRY(hk_cli_read_module(in, &g));
+  HK_TRY(hk_cli_read_module(c, in, &g));
   /* passes may assume a valid module (the pipeline fuzzer crashed them on
    * unverified input) */
   hk_status *st = c->no_verify ? NULL : hk_cli_verify(g, "input module fails verification");
   if (!st)
-    st = o->partitioned ? hk_cli_read_module(o->partitioned, &p)
+    st = o->partitioned ? hk_cli_read_module(c, o->partitioned, &p)
                         : partition_with_pipeline(c, g, &p, &counters);
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : (p ? p->config.num_partitions : 1);
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : (p ? p->config.replica_count : 1);

@@ -159,7 +159,7 @@ static hk_status *run_explain(const hk_cli_common *c, const char *in, const char
   bool have_spec = false;
   hk_buf out;
   hk_buf_init(&out);
-  hk_status *st = hk_cli_read_module(in, &m);
+  hk_status *st = hk_cli_read_module(c, in, &m);
   if (!st && !c->no_verify) st = hk_cli_verify(m, "input module fails verification");
   if (!st) hk_cli_apply_config(c, m);
   if (!st && c->pipeline_file) st = hk_pipeline_spec_from_file(c->pipeline_file, &m->config, &spec);

@@ -20,7 +20,7 @@ static hk_status *run_opt(const hk_cli_common *c, const char *in) {
   hk_pass *pipeline = NULL;
   hk_buf out;
   hk_buf_init(&out);
-  hk_status *st = hk_cli_read_module(in, &m);
+  hk_status *st = hk_cli_read_module(c, in, &m);
   if (!st) hk_cli_apply_config(c, m);
   if (!st && !c->no_verify) st = hk_cli_verify(m, "input module fails verification");
   if (!st) st = hk_cli_build_pipeline(c, reg, m, &pipeline);

@@ -108,7 +108,7 @@ static hk_status *evaluate(const hk_module *m, const hk_cli_dist *dist, int64_t 
 static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const hk_cli_dist *dist,
                              const char *in) {
   hk_module *m = NULL;
-  HK_TRY(hk_cli_read_module(in, &m));
+  HK_TRY(hk_cli_read_module(c, in, &m));
   int64_t parts = c->num_partitions > 0 ? c->num_partitions : m->config.num_partitions;
   int64_t reps = c->num_replicas > 0 ? c->num_replicas : m->config.replica_count;
   if (parts < 1) parts = 1;

@@ -77,10 +77,10 @@ int hk_cli_usage_error(const char *cmd, const char *usage, const char *fmt, ...)
 hk_status *hk_cli_load_plugins(const hk_cli_common *c, hk_registry **out);
 /* Reads IN ("-" = stdin): JSON when its first non-space byte is '{', else
  * HLO text.  Parse errors are FILE:LINE:COL. */
-hk_status *hk_cli_read_module(const char *path, hk_module **out);
+hk_status *hk_cli_read_module(const hk_cli_common *c, const char *path, hk_module **out);
 /* Runs sdy-round-trip-import on a module with xla.sdy.meshes, saying so on
  * stderr (sdy_auto_import.c). */
-hk_status *hk_cli_sdy_auto_import(hk_module *m, const char *name);
+hk_status *hk_cli_sdy_auto_import(const hk_cli_common *c, hk_module *m, const char *name);
 /* Applies --num-partitions / --num-replicas to the module config
  * (num_partitions > 1 turns use_spmd_partitioning on). */
 void hk_cli_apply_config(const hk_cli_common *c, hk_module *m);

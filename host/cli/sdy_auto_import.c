@@ -14,11 +14,13 @@ static bool has_sdy_meshes(const hk_module *m) {
   return false;
 }
 
-hk_status *hk_cli_sdy_auto_import(hk_module *m, const char *name) {
+/* The pass comes from the command's own plugin sources (hk_cli_load_plugins),
+ * so --load-pass-plugin / --plugin-dir / --no-default-plugins apply: a
+ * user's replacement import is the one that runs. */
+hk_status *hk_cli_sdy_auto_import(const hk_cli_common *c, hk_module *m, const char *name) {
   if (!has_sdy_meshes(m)) return NULL;
-  hk_registry *reg = hk_registry_new();
-  hk_plugin_sources src = {0};
-  hk_status *st = hk_plugin_load_all(reg, &src);
+  hk_registry *reg = NULL;
+  hk_status *st = hk_cli_load_plugins(c, &reg);
   hk_pass *pass = NULL;
   if (!st) pass = hk_registry_create_pass(reg, "sdy-round-trip-import", NULL, &st);
   if (!st) {
