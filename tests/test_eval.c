@@ -1342,6 +1342,23 @@ START_TEST(test_gather_zero_size_slice_in_bounds) {
 }
 END_TEST
 
+/* Found by the pipeline fuzzer: a '?' dim (unbounded) overflowed the cost
+ * estimate's element count; such a value has no size and is refused
+ * before evaluation. */
+START_TEST(test_unbounded_dim_is_refused) {
+  hk_module *m = parse("HloModule m\nENTRY e {\n  p = f32[?,4] parameter(0)\n"
+                       "  ROOT n = f32[?,4] negate(p)\n}\n");
+  ck_assert_int_eq(hk_shape_elements(m->entry->root->shape), 0);
+  hk_eval_cost c = hk_eval_estimate_cost(m);
+  ck_assert_int_eq(c.largest_elements, 0);
+  hk_status *st = hk_eval_check_sizes(m, NULL);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "unbounded dynamic dimension"), "%s", st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
@@ -1402,6 +1419,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(f, test_rng_bit_generator_xla_streams);
   tcase_add_test(f, test_stochastic_convert);
   tcase_add_test(f, test_gather_zero_size_slice_in_bounds);
+  tcase_add_test(f, test_unbounded_dim_is_refused);
   suite_add_tcase(s, f);
   return s;
 }

@@ -124,6 +124,17 @@ START_TEST(test_names_unique_module_wide) {
 }
 END_TEST
 
+/* Found by the parser fuzzer: a literal of a shape with a '?' dim sized
+ * its buffer from INT64_MIN; it is an error at the literal. */
+START_TEST(test_literal_with_unbounded_dim) {
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = s32[?] constant({1})\n}\n", "t:4:28:",
+               "a literal cannot have an unbounded dynamic dimension");
+  /* the shape itself is fine where no literal holds it */
+  hk_module *m = hk_test_parse("HloModule m\n\nENTRY e {\n  ROOT p = s32[?,2] parameter(0)\n}\n");
+  hk_module_free(m);
+}
+END_TEST
+
 /* the signature's result shape must be compatible with the root's */
 START_TEST(test_signature_result_matches_root) {
   expect_error("HloModule m\n\nENTRY %e () -> f32[2] {\n  ROOT %c = f32[3]{0} constant({1, 2, 3})\n}\n",
@@ -480,6 +491,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_bare_array_literal);
   tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
   tcase_add_test(tc, test_enums_and_windows);
+  tcase_add_test(tc, test_literal_with_unbounded_dim);
   suite_add_tcase(s, tc);
   return s;
 }

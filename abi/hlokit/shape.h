@@ -74,7 +74,7 @@ const hk_shape *hk_shape_with_elem(struct hk_module *m, const hk_shape *s,
 
 static inline bool hk_shape_is_tuple(const hk_shape *s) { return s->elem == HK_TUPLE; }
 static inline bool hk_shape_is_array(const hk_shape *s) { return hk_prim_is_array((hk_prim)s->elem); }
-int64_t hk_shape_elements(const hk_shape *s);        /* 1 for scalars; 0 for tuples */
+int64_t hk_shape_elements(const hk_shape *s);        /* 1 for scalars; 0 for tuples and unbounded ('?') dims */
 int64_t hk_shape_byte_size(const hk_shape *s);       /* sum over tuple leaves */
 /* incl. layout; a missing layout counts as the default (descending) one */
 bool hk_shape_equal(const hk_shape *a, const hk_shape *b);

@@ -214,10 +214,15 @@ const hk_shape *hk_shape_with_elem(hk_module *m, const hk_shape *s, hk_prim elem
 
 /* ---- queries ------------------------------------------------------------------- */
 
+/* An unbounded dim ('?', stored as INT64_MIN) has no static size: such a
+ * shape counts no elements, so no caller sizes a buffer from it. */
 int64_t hk_shape_elements(const hk_shape *s) {
   if (!hk_shape_is_array(s)) return 0;
   int64_t n = 1;
-  for (int d = 0; d < s->rank; d++) n *= s->dims[d];
+  for (int d = 0; d < s->rank; d++) {
+    if (s->dims[d] < 0) return 0;
+    n *= s->dims[d];
+  }
   return n;
 }
 
