@@ -85,6 +85,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "ir.h"
 #include "status.h"
@@ -153,6 +154,30 @@ static inline hk_status *hk_pass_run(hk_pass *p, hk_module *m,
 static inline void hk_pass_destroy(hk_pass *p) {
   if (p) p->vt->destroy(p);
 }
+/* The pass object most passes need, header-only (no ABI symbol): `size`
+ * zeroed bytes, for a struct whose first member is hk_pass (size >=
+ * sizeof(hk_pass)), with vt set.  Out of memory: NULL and *err names the
+ * pass.  hk_pass_free is the destroy slot of a pass that owns nothing more:
+ *
+ *     static const hk_pass_vtable vt = {.size = sizeof vt, .name = "my-pass",
+ *                                       .run = my_run, .destroy = hk_pass_free};
+ *     static hk_pass *my_create(const hk_option_values *o, hk_registry *r,
+ *                               hk_status **err) {
+ *       (void)o, (void)r;
+ *       return hk_pass_alloc(&vt, sizeof(hk_pass), err);
+ *     }
+ */
+static inline hk_pass *hk_pass_alloc(const hk_pass_vtable *vt, size_t size, hk_status **err) {
+  hk_pass *p = (hk_pass *)calloc(1, size < sizeof(hk_pass) ? sizeof(hk_pass) : size);
+  if (!p) {
+    *err = hk_error(HK_INTERNAL, "%s: out of memory", vt->name);
+    return NULL;
+  }
+  p->vt = vt;
+  return p;
+}
+static inline void hk_pass_free(hk_pass *self) { free(self); }
+
 static inline const void *hk_pass_extension(hk_pass *p, const char *iface) {
   if (!HK_HAS_MEMBER(p->vt, hk_pass_vtable, get_extension) || !p->vt->get_extension)
     return NULL;
@@ -281,6 +306,16 @@ struct hk_custom_call_partitioner {
  * plugin the user named with --load-pass-plugin replaces a pass that came
  * from the default plugin directory, and the host says so on stderr. */
 hk_status *hk_registry_add_pass(hk_registry *reg, const hk_pass_desc *desc);
+/* Adds n pass factories in order, stopping at the first error: a plugin's
+ * register_fn over its table of descriptors (header-only). */
+static inline hk_status *hk_registry_add_passes(hk_registry *reg, const hk_pass_desc *const *descs,
+                                                size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    hk_status *st = hk_registry_add_pass(reg, descs[k]);
+    if (st) return st;
+  }
+  return NULL;
+}
 /* Adds a custom-call partitioner for `target` (same duplicate rule).  The
  * registry owns p once this succeeds and calls p->vt->destroy (if set) when
  * it is freed or replaced; on error the caller keeps p. */

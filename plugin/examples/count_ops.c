@@ -45,13 +45,11 @@ static hk_status *count_ops_run(hk_pass *self, hk_module *m, const hk_exec_threa
   return NULL;
 }
 
-static void count_ops_destroy(hk_pass *self) { free(self); }
-
 static const hk_pass_vtable count_ops_vtable = {
     .size = sizeof(hk_pass_vtable),
     .name = "count-ops",
     .run = count_ops_run,
-    .destroy = count_ops_destroy,
+    .destroy = hk_pass_free,
 };
 
 static hk_pass *count_ops_create(const hk_option_values *opts, hk_registry *reg,
@@ -63,12 +61,8 @@ static hk_pass *count_ops_create(const hk_option_values *opts, hk_registry *reg,
                     (long long)min_count);
     return NULL;
   }
-  count_ops_pass *p = calloc(1, sizeof *p);
-  if (!p) {
-    *err = hk_error(HK_INTERNAL, "out of memory");
-    return NULL;
-  }
-  p->base.vt = &count_ops_vtable;
+  count_ops_pass *p = (count_ops_pass *)hk_pass_alloc(&count_ops_vtable, sizeof *p, err);
+  if (!p) return NULL;
   p->per_computation = hk_opt_bool(opts, "per_computation");
   p->min_count = min_count;
   return &p->base;

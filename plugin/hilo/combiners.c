@@ -47,10 +47,10 @@ static hk_status *ag_run(hk_pass *self, hk_module *m, const hk_exec_threads *t, 
 
 static const hk_pass_vtable ar_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-all-reduce-combiner",
-    .run = ar_run, .destroy = hilo_pass_destroy};
+    .run = ar_run, .destroy = hk_pass_free};
 static const hk_pass_vtable ag_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-all-gather-combiner",
-    .run = ag_run, .destroy = hilo_pass_destroy};
+    .run = ag_run, .destroy = hk_pass_free};
 
 static hk_pass *combiner_create(const hk_pass_vtable *vt, const hk_option_values *opts,
                                 hk_status **err) {
@@ -62,7 +62,7 @@ static hk_pass *combiner_create(const hk_pass_vtable *vt, const hk_option_values
                     vt->name);
     return NULL;
   }
-  hk_pass *p = hilo_pass_new(vt, err);
+  hk_pass *p = hk_pass_alloc(vt, sizeof(hilo_pass), err);
   if (p) {
     ((hilo_pass *)p)->num[0] = bytes;
     ((hilo_pass *)p)->num[1] = count;

@@ -133,12 +133,12 @@ static hk_status *cpd_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
 
 static const hk_pass_vtable cpd_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-collective-permute-cycle-decomposer",
-    .run = cpd_run, .destroy = hilo_pass_destroy};
+    .run = cpd_run, .destroy = hk_pass_free};
 
 static hk_pass *cpd_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  return hilo_pass_new(&cpd_vtable, err);
+  return hk_pass_alloc(&cpd_vtable, sizeof(hilo_pass), err);
 }
 
 const hk_pass_desc hilo_cp_cycle_decomposer_desc = {

@@ -11,8 +11,6 @@ typedef struct hilo_pass {
   int64_t num[2];
 } hilo_pass;
 
-hk_pass *hilo_pass_new(const hk_pass_vtable *vt, hk_status **err);
-void hilo_pass_destroy(hk_pass *self);
 
 
 /* Collective depth: for each instruction of c (in the returned post order),

@@ -10,9 +10,7 @@ static const hk_pass_desc *const hilo_passes[] = {
 };
 
 static hk_status *hilo_register(hk_registry *reg) {
-  for (size_t k = 0; k < sizeof hilo_passes / sizeof hilo_passes[0]; k++)
-    HK_TRY(hk_registry_add_pass(reg, hilo_passes[k]));
-  return NULL;
+  return hk_registry_add_passes(reg, hilo_passes, sizeof hilo_passes / sizeof hilo_passes[0]);
 }
 
 HK_PLUGIN("hilo", HK_VERSION_STRING, hilo_register)

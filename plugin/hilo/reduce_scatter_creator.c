@@ -153,12 +153,12 @@ static hk_status *rsc_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
 
 static const hk_pass_vtable rsc_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-reduce-scatter-creator",
-    .run = rsc_run, .destroy = hilo_pass_destroy};
+    .run = rsc_run, .destroy = hk_pass_free};
 
 static hk_pass *rsc_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  return hilo_pass_new(&rsc_vtable, err);
+  return hk_pass_alloc(&rsc_vtable, sizeof(hilo_pass), err);
 }
 
 const hk_pass_desc hilo_reduce_scatter_creator_desc = {

@@ -74,7 +74,7 @@ static hk_status *stream_run(hk_pass *self, hk_module *m, const hk_exec_threads 
 
 static const hk_pass_vtable stream_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-collective-stream-id",
-    .run = stream_run, .destroy = hilo_pass_destroy};
+    .run = stream_run, .destroy = hk_pass_free};
 
 static hk_pass *stream_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)reg;
@@ -85,7 +85,7 @@ static hk_pass *stream_create(const hk_option_values *opts, hk_registry *reg, hk
                     (long long)n);
     return NULL;
   }
-  hk_pass *p = hilo_pass_new(&stream_vtable, err);
+  hk_pass *p = hk_pass_alloc(&stream_vtable, sizeof(hilo_pass), err);
   if (p) ((hilo_pass *)p)->num[0] = n;
   return p;
 }

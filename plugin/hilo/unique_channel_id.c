@@ -66,12 +66,12 @@ static hk_status *unique_run(hk_pass *self, hk_module *m, const hk_exec_threads 
 
 static const hk_pass_vtable unique_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "hilo-unique-channel-id",
-    .run = unique_run, .destroy = hilo_pass_destroy};
+    .run = unique_run, .destroy = hk_pass_free};
 
 static hk_pass *unique_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  return hilo_pass_new(&unique_vtable, err);
+  return hk_pass_alloc(&unique_vtable, sizeof(hilo_pass), err);
 }
 
 const hk_pass_desc hilo_unique_channel_id_desc = {

@@ -1,22 +1,10 @@
-/* util.c - utilities shared by the hilo passes: the pass object, the
+/* util.c - utilities shared by the hilo passes: the
  * collective predicate, collective depths, constants, group comparison. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "hilo.h"
-
-hk_pass *hilo_pass_new(const hk_pass_vtable *vt, hk_status **err) {
-  hilo_pass *p = calloc(1, sizeof *p);
-  if (!p) {
-    *err = hk_error(HK_INTERNAL, "%s: out of memory", vt->name);
-    return NULL;
-  }
-  p->base.vt = vt;
-  return &p->base;
-}
-
-void hilo_pass_destroy(hk_pass *self) { free(self); }
 
 static int64_t depth_of(const hk_instr *i) { return (int64_t)(intptr_t)i->scratch - 1; }
 

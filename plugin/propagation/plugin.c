@@ -64,12 +64,8 @@ static int32_t copy_list(const hk_option_values *v, const char *name, bool *out)
 }
 
 static hk_pass *prop_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
-  prop_pass *p = calloc(1, sizeof *p);
-  if (!p) {
-    *err = hk_error(HK_INTERNAL, "out of memory");
-    return NULL;
-  }
-  p->base.vt = &prop_vtable;
+  prop_pass *p = (prop_pass *)hk_pass_alloc(&prop_vtable, sizeof *p, err);
+  if (!p) return NULL;
   p->reg = reg;
   p->o.is_spmd = hk_opt_bool(opts, "is_spmd");
   p->o.propagate_metadata = hk_opt_bool(opts, "propagate_metadata");

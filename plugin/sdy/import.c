@@ -323,13 +323,12 @@ static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads 
 
 static const hk_pass_vtable import_vtable = {
     .size = sizeof(hk_pass_vtable), .name = "sdy-round-trip-import", .run = import_run,
-    .destroy = sdy_pass_destroy};
+    .destroy = hk_pass_free};
 
 static hk_pass *import_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  (void)err;
-  return sdy_pass_new(&import_vtable);
+  return hk_pass_alloc(&import_vtable, sizeof(hk_pass), err);
 }
 
 const hk_pass_desc sdy_import_desc = {

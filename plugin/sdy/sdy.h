@@ -160,8 +160,6 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
                                   int n_manual, char (*manual)[64], const hk_sharding **out);
 
 /* ---- passes (plugin.c: the one pass struct both use) ------------------------ */
-hk_pass *sdy_pass_new(const hk_pass_vtable *vt);
-void sdy_pass_destroy(hk_pass *self);
 /* outline.c: the export of lowered manual computations */
 hk_status *sdy_outline_manual(hk_module *m);
 extern const hk_pass_desc sdy_import_desc;

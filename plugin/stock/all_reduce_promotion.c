@@ -85,7 +85,7 @@ static hk_pass *arp_create(const hk_option_values *opts, hk_registry *reg, hk_st
   int n = 0;
   const char *types = hk_opt_string(opts, "types");
   if ((*err = stock_parse_type_pairs("all-reduce-promotion", "types", types, pairs, &n))) return NULL;
-  hk_pass *pass = stock_pass_new(&arp_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&arp_vtable, sizeof(stock_pass), err);
   if (pass) ((stock_pass *)pass)->str[0] = strdup(types);
   return pass;
 }

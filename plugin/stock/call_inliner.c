@@ -104,7 +104,7 @@ static const hk_pass_vtable call_inliner_vtable = {
 static hk_pass *call_inliner_create(const hk_option_values *opts, hk_registry *reg,
                                     hk_status **err) {
   (void)reg;
-  hk_pass *pass = stock_pass_new(&call_inliner_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&call_inliner_vtable, sizeof(stock_pass), err);
   if (pass) ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "single_call_site");
   return pass;
 }

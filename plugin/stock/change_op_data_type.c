@@ -47,7 +47,7 @@ static hk_pass *codt_create(const hk_option_values *opts, hk_registry *reg, hk_s
   const char *ops = hk_opt_string(opts, "ops");
   if ((*err = stock_parse_type_pairs("change-op-data-type", "types", types, pairs, &n))) return NULL;
   if ((*err = stock_check_opcode_list("change-op-data-type", "ops", ops))) return NULL;
-  hk_pass *pass = stock_pass_new(&codt_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&codt_vtable, sizeof(stock_pass), err);
   if (pass) {
     ((stock_pass *)pass)->str[0] = strdup(types);
     ((stock_pass *)pass)->str[1] = strdup(ops);

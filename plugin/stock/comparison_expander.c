@@ -80,7 +80,7 @@ static const hk_pass_vtable cmp_vtable = {
 static hk_pass *cmp_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  return stock_pass_new(&cmp_vtable, err);
+  return hk_pass_alloc(&cmp_vtable, sizeof(stock_pass), err);
 }
 
 const hk_pass_desc stock_comparison_expander_desc = {

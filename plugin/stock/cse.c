@@ -364,7 +364,7 @@ static const hk_pass_vtable cse_vtable = {
 
 static hk_pass *cse_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)reg;
-  hk_pass *pass = stock_pass_new(&cse_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&cse_vtable, sizeof(stock_pass), err);
   if (pass) {
     ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "is_layout_sensitive");
     ((stock_pass *)pass)->flag[1] = hk_opt_bool(opts, "only_scalars");

@@ -118,7 +118,7 @@ static const hk_pass_vtable dce_vtable = {
 
 static hk_pass *dce_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)reg;
-  hk_pass *pass = stock_pass_new(&dce_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&dce_vtable, sizeof(stock_pass), err);
   if (pass) ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "remove_cross_partition_collective_ops");
   return pass;
 }

@@ -209,7 +209,7 @@ static const hk_pass_vtable dp_vtable = {
 static hk_pass *dp_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
   (void)opts;
   (void)reg;
-  return stock_pass_new(&dp_vtable, err);
+  return hk_pass_alloc(&dp_vtable, sizeof(stock_pass), err);
 }
 
 const hk_pass_desc stock_dynamic_padder_desc = {

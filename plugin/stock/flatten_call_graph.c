@@ -176,7 +176,7 @@ static hk_pass *flatten_create(const hk_option_values *opts, hk_registry *reg,
                                hk_status **err) {
   (void)opts;
   (void)reg;
-  return stock_pass_new(&flatten_vtable, err);
+  return hk_pass_alloc(&flatten_vtable, sizeof(stock_pass), err);
 }
 
 const hk_pass_desc stock_flatten_call_graph_desc = {

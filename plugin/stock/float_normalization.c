@@ -40,7 +40,7 @@ static hk_pass *fn_create(const hk_option_values *opts, hk_registry *reg, hk_sta
     return NULL;
   }
   if ((*err = stock_check_opcode_list("float-normalization", "unsupported_ops", ops))) return NULL;
-  hk_pass *pass = stock_pass_new(&fn_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&fn_vtable, sizeof(stock_pass), err);
   if (pass) {
     ((stock_pass *)pass)->str[0] = strdup(ops);
     ((stock_pass *)pass)->str[1] = strdup(low);

@@ -11,9 +11,7 @@ static const hk_pass_desc *const stock_passes[] = {
 };
 
 static hk_status *stock_register(hk_registry *reg) {
-  for (size_t k = 0; k < sizeof stock_passes / sizeof stock_passes[0]; k++)
-    HK_TRY(hk_registry_add_pass(reg, stock_passes[k]));
-  return NULL;
+  return hk_registry_add_passes(reg, stock_passes, sizeof stock_passes / sizeof stock_passes[0]);
 }
 
 HK_PLUGIN("stock", HK_VERSION_STRING, stock_register)

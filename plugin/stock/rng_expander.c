@@ -173,7 +173,7 @@ static hk_pass *rng_expander_create(const hk_option_values *opts, hk_registry *r
                                     hk_status **err) {
   (void)opts;
   (void)reg;
-  return stock_pass_new(&rng_expander_vtable, err);
+  return hk_pass_alloc(&rng_expander_vtable, sizeof(stock_pass), err);
 }
 
 const hk_pass_desc stock_rng_expander_desc = {

@@ -15,7 +15,6 @@ typedef struct stock_pass {
   const char *str[2];   /* strdup'ed, freed by stock_pass_destroy */
 } stock_pass;
 
-hk_pass *stock_pass_new(const hk_pass_vtable *vt, hk_status **err);
 void stock_pass_destroy(hk_pass *self);
 
 /* Buffers stock_post_order reuses across the computations of one run. */

@@ -85,7 +85,7 @@ static const hk_pass_vtable tuple_simplifier_vtable = {
 static hk_pass *tuple_simplifier_create(const hk_option_values *opts, hk_registry *reg,
                                         hk_status **err) {
   (void)reg;
-  hk_pass *pass = stock_pass_new(&tuple_simplifier_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&tuple_simplifier_vtable, sizeof(stock_pass), err);
   if (pass) ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "exclude_entry_computation");
   return pass;
 }

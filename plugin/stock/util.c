@@ -6,16 +6,6 @@
 
 #include "stock.h"
 
-hk_pass *stock_pass_new(const hk_pass_vtable *vt, hk_status **err) {
-  stock_pass *p = calloc(1, sizeof *p);
-  if (!p) {
-    *err = hk_error(HK_INTERNAL, "%s: out of memory", vt->name);
-    return NULL;
-  }
-  p->base.vt = vt;
-  return &p->base;
-}
-
 void stock_pass_destroy(hk_pass *self) {
   stock_pass *p = (stock_pass *)self;
   for (int k = 0; k < 2; k++) free((char *)p->str[k]);

@@ -20,7 +20,7 @@ static const hk_pass_vtable verifier_vtable = {
 static hk_pass *verifier_create(const hk_option_values *opts, hk_registry *reg,
                                 hk_status **err) {
   (void)reg;
-  hk_pass *pass = stock_pass_new(&verifier_vtable, err);
+  hk_pass *pass = hk_pass_alloc(&verifier_vtable, sizeof(stock_pass), err);
   if (pass) {
     ((stock_pass *)pass)->flag[0] = hk_opt_bool(opts, "layout_sensitive");
     ((stock_pass *)pass)->flag[1] = hk_opt_bool(opts, "check_shardings");
