@@ -735,6 +735,41 @@ START_TEST(propagation_to_output_and_parameters) {
 }
 END_TEST
 
+/* The allow_* options are XLA's whatever is_spmd says: without SPMD the
+ * root and an allowed parameter take propagated shardings too. */
+START_TEST(output_and_parameter_options_without_spmd) {
+  const char *text =
+      "HloModule m\nENTRY e {\n  p0 = f32[4,8] parameter(0)\n"
+      "  a = f32[4,8] negate(p0), sharding={devices=[2,1]0,1}\n  ROOT c = f32[4,8] copy(a)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=false");
+  expect(m, "c", NULL);
+  expect(m, "p0", NULL);
+  hk_module_free(m);
+  m = run_text(text,
+               "is_spmd=false allow_spmd_sharding_propagation_to_output=[true] "
+               "allow_spmd_sharding_propagation_to_parameters=[true]");
+  expect(m, "c", "{devices=[2,1]0,1}");
+  expect(m, "p0", "{devices=[2,1]0,1}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* An rng-bit-generator's state operand is replicated, not tiled like its
+ * other users or its operands (XLA's InferShardingFromUsers). */
+START_TEST(rng_bit_generator_state_replicated) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = u64[2,2] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  c = u64[2,2] copy(p)\n  s = u64[1,2] slice(c), slice={[0:1], [0:2]}\n"
+      "  seed = u64[2] reshape(s)\n"
+      "  r = (u64[2], u32[16,8]) rng-bit-generator(seed), algorithm=rng_default\n"
+      "  g = u32[16,8] get-tuple-element(r), index=1\n"
+      "  ROOT o = u32[16,8] copy(g), sharding={devices=[2,2]<=[4]}\n}\n",
+      "is_spmd=true");
+  expect(m, "seed", "{replicated}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(metadata_kept_only_when_asked) {
   const char *text =
       "HloModule m\nENTRY e {\n"
@@ -892,6 +927,8 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, barrier_to_blocks_backward_only);
   tcase_add_test(t, partial_shardings_merge_only_in_spmd);
   tcase_add_test(t, propagation_to_output_and_parameters);
+  tcase_add_test(t, output_and_parameter_options_without_spmd);
+  tcase_add_test(t, rng_bit_generator_state_replicated);
   tcase_add_test(t, metadata_kept_only_when_asked);
   tcase_add_test(t, unchanged_module_reports_no_change);
   tcase_add_test(t, explain_records_the_chain);

@@ -120,7 +120,7 @@ bool prop_passthrough_cc(const hk_instr *i) {
  * parameter k: one value for all, one per parameter, or (a single tuple
  * parameter) one per leaf. */
 bool prop_param_leaf_allowed(const prop_ctx *cx, const hk_computation *e, int64_t k, int64_t leaf) {
-  if (!cx->o.is_spmd || !cx->allow_params_any) return false;
+  if (!cx->allow_params_any) return false;
   if (cx->o.n_params == 1) return cx->o.params[0];
   if (e->n_params == 1 && k == 0 && cx->o.n_params != 1 && e->params[0] &&
       hk_shape_is_tuple(e->params[0]->shape) &&

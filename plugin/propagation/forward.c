@@ -407,7 +407,7 @@ bool prop_infer_from_operands(prop_ctx *cx, hk_instr *i) {
   if (forward_manual(cx, i, &changed)) return changed;   /* manual flows at every level */
   if (!prop_can_at_level(i, cx->level)) return false;
   bool mc = cx->o.is_spmd && cx->level > 0;
-  bool allow_out = cx->o.is_spmd && cx->allow_out_any;
+  bool allow_out = cx->allow_out_any;
   if (!prop_supports_spatial(cx, i, allow_out)) return forward_unsupported(cx, i, mc);
   return forward_by_opcode(cx, i, mc);
 }
