@@ -873,6 +873,34 @@ START_TEST(test_manual_regions) {
 }
 END_TEST
 
+/* Full-to-shard under a subgroup-manual sharding: manual over the rows
+ * (manual index d % 2), auto over the columns; each device holds its
+ * manual group's rows, whole, and shard-to-full puts them back. */
+START_TEST(test_full_to_shard_manual_subgroup) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n"
+      " p = s32[4,4] constant({{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}),"
+      " sharding={devices=[2,2]0,2,1,3}\n"
+      " m = s32[2,4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\","
+      " sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " one = s32[] constant(1), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " b = s32[2,4] broadcast(one), dimensions={}, sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " a = s32[2,4] add(m, b), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " f = s32[4,4] custom-call(a), custom_call_target=\"SPMDShardToFullShape\", sharding={devices=[2,2]0,2,1,3}\n"
+      " ROOT t = (s32[2,4], s32[4,4]) tuple(m, f)\n}\n";
+  hk_value *res[4];
+  run_spmd(mod, 4, 1, res);
+  for (int d = 0; d < 4; d++) {
+    int64_t rows[8], full[16];
+    for (int k = 0; k < 8; k++) rows[k] = 8 * (d % 2) + k;
+    for (int k = 0; k < 16; k++) full[k] = k + 1;
+    expect_ints(res[d]->elems[0], 8, rows);
+    expect_ints(res[d]->elems[1], 16, full);
+  }
+  release_all(res, 4);
+}
+END_TEST
+
 /* A reducer that is not a single op (a compiled scalar program) in
  * all-reduce and reduce-scatter: the max via compare and select. */
 START_TEST(test_collectives_with_generic_reducer) {
@@ -1380,6 +1408,7 @@ static Suite *eval_suite(void) {
   TCase *c = tcase_create("collectives");
   tcase_set_timeout(c, 60);
   tcase_add_test(c, test_manual_regions);
+  tcase_add_test(c, test_full_to_shard_manual_subgroup);
   tcase_add_test(c, test_all_reduce_groups);
   tcase_add_test(c, test_collectives_with_generic_reducer);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);
