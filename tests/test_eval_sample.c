@@ -437,6 +437,27 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
 }
 END_TEST
 
+/* Cholesky and triangular-solve read whole matrices of a batch: a
+ * positive definite s s^T + I from the inputs, factored and solved. */
+#define SPD_INPUTS                                                                                  \
+  "  s = f32[10,10] slice(a), slice={[0:10], [0:10]}\n"                                             \
+  "  g = f32[10,10] dot(s, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"                \
+  "  r0 = s32[10,10] iota(), iota_dimension=0\n  r1 = s32[10,10] iota(), iota_dimension=1\n"        \
+  "  eq = pred[10,10] compare(r0, r1), direction=EQ\n  ef = f32[10,10] convert(eq)\n"               \
+  "  d = f32[10,10] add(g, ef)\n  bt = f32[3,10,10] broadcast(d), dimensions={1,2}\n"               \
+  "  l = f32[3,10,10] cholesky(bt), lower=true\n"                                                   \
+  "  b2 = f32[10,4] slice(a), slice={[2:12], [0:4]}\n  b = f32[3,10,4] broadcast(b2), dimensions={1,2}\n"
+START_TEST(test_solvers_match_dense) {
+  static const char *const bodies[] = {
+      SPD_INPUTS "  ROOT u = f32[3,10,10] cholesky(bt), lower=false",
+      SPD_INPUTS "  ROOT x = f32[3,10,4] triangular-solve(l, b), left_side=true, lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE",
+      SPD_INPUTS "  bb = f32[3,4,10] transpose(b), dimensions={0,2,1}\n"
+      "  ROOT x = f32[3,4,10] triangular-solve(l, bb), left_side=false, lower=true, unit_diagonal=true, transpose_a=TRANSPOSE",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------ */
 
 /* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
@@ -568,6 +589,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_while_ring_all_gather);
   tcase_add_test(t, test_ops_match_dense);
   tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
+  tcase_add_test(t, test_solvers_match_dense);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

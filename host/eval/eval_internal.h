@@ -153,6 +153,8 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
 bool hk_eval_identity_custom_call(const char *target);
 /* batch-norm-training / -inference / -grad (batch_norm.c). */
 hk_status *hk_op_batch_norm(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* cholesky / triangular-solve (solve.c). */
+hk_status *hk_op_solve(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);

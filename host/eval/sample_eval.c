@@ -467,6 +467,7 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_REDUCE_WINDOW: return se_op_reduce_window;
     case HK_OP_SELECT_AND_SCATTER: return se_op_select_and_scatter;
     case HK_OP_SORT: return se_op_sort;
+    case HK_OP_CHOLESKY: case HK_OP_TRIANGULAR_SOLVE: return se_op_solve;
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return se_op_batch_norm;
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:

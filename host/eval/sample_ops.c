@@ -601,6 +601,38 @@ hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, con
   return NULL;
 }
 
+/* ---- cholesky, triangular-solve ---------------------------------------------- */
+
+/* Every element of a solved matrix depends on the whole matrix: the
+ * requested batch entries are solved whole (memoised) and the box cut out. */
+hk_status *se_op_solve(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                       hk_value **out) {
+  if (b->rank < 2 || ins->n_operands > 2)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "%s needs matrices", hk_opcode_name((hk_opcode)ins->opcode));
+  se_box sb = *b;
+  for (int d = b->rank - 2; d < b->rank; d++) {
+    sb.lo[d] = 0;
+    sb.n[d] = ins->shape->dims[d];
+  }
+  if (sb.lo[b->rank - 2] != b->lo[b->rank - 2] || sb.n[b->rank - 2] != b->n[b->rank - 2] ||
+      sb.lo[b->rank - 1] != b->lo[b->rank - 1] || sb.n[b->rank - 1] != b->n[b->rank - 1]) {
+    hk_value *whole;
+    HK_TRY(se_eval(x, f, ins, leaf, &sb, &whole));
+    return crop(whole, &sb, b, out);
+  }
+  hk_value *ops[2] = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < ins->n_operands && !st; k++) {
+    se_box ob = sb;   /* a's matrices are square: its box is the batch's */
+    const hk_shape *os = ins->operands[k]->shape;
+    for (int d = b->rank - 2; d < b->rank && os->rank == b->rank; d++) ob.n[d] = os->dims[d];
+    st = se_operand(x, f, ins, k, &ob, &ops[k]);
+  }
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, &sb), NULL, hk_op_solve, ops, out);
+  release_all(ops, ins->n_operands);
+  return st;
+}
+
 /* ---- batch norm ------------------------------------------------------------- */
 
 /* The statistics of a feature need every element of it: the slab of the
