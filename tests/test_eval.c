@@ -727,6 +727,37 @@ START_TEST(test_triangular_solve_every_form) {
 }
 END_TEST
 
+/* Ragged dot in its three forms: rows grouped onto their own rhs (rows
+ * past the sizes' sum zero), a contracting dim grouped into a leading
+ * result dim, a batch dim grouped (batches in no group zero); ints too. */
+START_TEST(test_ragged_dot_forms) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n"
+      " l = f32[5,2] constant({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}})\n"
+      " r = f32[3,2,2] constant({{{1, 0}, {0, 1}}, {{2, 0}, {0, 2}}, {{0, 1}, {1, 0}}})\n"
+      " g = s32[3] constant({1, 2, 1})\n"
+      " a = f32[5,2] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+      " r2 = f32[2,3] constant({{1, 1, 1}, {2, 2, 2}})\n g2 = s32[2] constant({1, 1})\n"
+      " b = f32[2,5,3] ragged-dot(l, r2, g2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}\n"
+      " lb = s32[3,1,2] constant({{{1, 2}}, {{3, 4}}, {{5, 6}}})\n rb = s32[3,2,1] constant({{{1}, {1}}, {{2}, {2}}, {{3}, {3}}})\n"
+      " g3 = s64[2] constant({1, 1})\n"
+      " c = s32[3,1,1] ragged-dot(lb, rb, g3), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_contracting_dims={1}, lhs_ragged_dims={0}\n"
+      " ROOT t = (f32[5,2], f32[2,5,3], s32[3,1,1]) tuple(a, b, c)\n}\n", 0, NULL);
+  expect_vals(r->elems[0], 10, (double[]){1, 2, 6, 8, 10, 12, 8, 7, 0, 0});
+  double want_b[30];
+  for (int row = 0; row < 5; row++)
+    for (int j = 0; j < 3; j++) {
+      want_b[row * 3 + j] = 2 * row + 1;                /* group 0: column 0 of l times 1 */
+      want_b[15 + row * 3 + j] = 2 * (2 * row + 2);     /* group 1: column 1 times 2 */
+    }
+  expect_vals(r->elems[1], 30, want_b);
+  expect_ints(r->elems[2], 3, (int64_t[]){3, 14, 0});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -1441,6 +1472,7 @@ static Suite *eval_suite(void) {
   TCase *t = tcase_create("ops");
   tcase_add_test(t, test_cholesky_known_answers);
   tcase_add_test(t, test_triangular_solve_every_form);
+  tcase_add_test(t, test_ragged_dot_forms);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, test_integer_division_semantics);
   tcase_add_test(t, test_shifts_and_wrap);

@@ -458,6 +458,22 @@ START_TEST(test_solvers_match_dense) {
 }
 END_TEST
 
+/* Ragged dot, non-contracting and contracting: a sample reads its own
+ * rows and columns, the group sizes whole. */
+START_TEST(test_ragged_dot_matches_dense) {
+  static const char *const bodies[] = {
+      "  r3 = f32[120] reshape(a)\n  rs = f32[60] slice(r3), slice={[0:60]}\n  rh = f32[3,10,2] reshape(rs)\n"
+      "  g = s32[3] constant({4, 5, 2})\n"
+      "  ROOT d = f32[12,2] ragged-dot(a, rh, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}",
+      "  g = s32[3] constant({3, 0, 6})\n  b2 = f32[10,5] slice(a), slice={[1:11], [2:7]}\n"
+      "  ROOT d = f32[3,12,5] ragged-dot(a, b2, g), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " lhs_ragged_dims={1}",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------ */
 
 /* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
@@ -590,6 +606,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_ops_match_dense);
   tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
   tcase_add_test(t, test_solvers_match_dense);
+  tcase_add_test(t, test_ragged_dot_matches_dense);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

@@ -508,6 +508,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
     case HK_OP_FFT: return hk_op_fft(d, ins, ops, out);
     case HK_OP_CHOLESKY: case HK_OP_TRIANGULAR_SOLVE: return hk_op_solve(d, ins, ops, out);
+    case HK_OP_RAGGED_DOT: return hk_op_ragged_dot(d, ins, ops, out);
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return hk_op_batch_norm(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;

@@ -462,6 +462,7 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_GATHER: return se_op_gather;
     case HK_OP_SCATTER: return se_op_scatter;
     case HK_OP_DOT: return se_op_dot;
+    case HK_OP_RAGGED_DOT: return se_op_ragged_dot;
     case HK_OP_CONVOLUTION: return se_op_convolution;
     case HK_OP_REDUCE: return se_op_reduce;
     case HK_OP_REDUCE_WINDOW: return se_op_reduce_window;
