@@ -998,6 +998,31 @@ START_TEST(test_full_to_shard_manual_subgroup) {
 }
 END_TEST
 
+/* Ragged all-to-all on 2 devices with two updates per peer: device d's
+ * input is 10d + [0 1 2 3]; device 0 sends row 0 to itself at 0, row 1 to
+ * itself at 3 and rows 2-3 to device 1 at 0; device 1 sends rows 0-1 to
+ * device 0 at 1 and rows 2-3 to itself at 2 (rows nothing writes keep the
+ * output operand's -1). */
+START_TEST(test_ragged_all_to_all) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n"
+      "  pid = u32[] partition-id()\n  z = u32[] constant(0)\n  is0 = pred[] compare(pid, z), direction=EQ\n"
+      "  b0 = pred[4] broadcast(is0), dimensions={}\n"
+      "  io0 = s32[4] constant({0, 1, 2, 0})\n  io1 = s32[4] constant({0, 0, 2, 0})\n  io = s32[4] select(b0, io0, io1)\n"
+      "  ss0 = s32[4] constant({1, 1, 2, 0})\n  ss1 = s32[4] constant({2, 0, 2, 0})\n  ss = s32[4] select(b0, ss0, ss1)\n"
+      "  oo0 = s32[4] constant({0, 3, 0, 0})\n  oo1 = s32[4] constant({1, 0, 2, 0})\n  oo = s32[4] select(b0, oo0, oo1)\n"
+      "  pf = f32[] convert(pid)\n  k = f32[] constant(10)\n  t = f32[] multiply(pf, k)\n"
+      "  tb = f32[4] broadcast(t), dimensions={}\n  i = f32[4] iota(), iota_dimension=0\n  in = f32[4] add(i, tb)\n"
+      "  m1 = f32[] constant(-1)\n  o = f32[4] broadcast(m1), dimensions={}\n"
+      "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n";
+  hk_value *res[2];
+  run_spmd(mod, 2, 1, res);
+  expect_vals(res[0], 4, (double[]){0, 10, 11, 1});
+  expect_vals(res[1], 4, (double[]){2, 3, 12, 13});
+  release_all(res, 2);
+}
+END_TEST
+
 /* A reducer that is not a single op (a compiled scalar program) in
  * all-reduce and reduce-scatter: the max via compare and select. */
 START_TEST(test_collectives_with_generic_reducer) {
@@ -1509,6 +1534,7 @@ static Suite *eval_suite(void) {
   tcase_set_timeout(c, 60);
   tcase_add_test(c, test_manual_regions);
   tcase_add_test(c, test_full_to_shard_manual_subgroup);
+  tcase_add_test(c, test_ragged_all_to_all);
   tcase_add_test(c, test_all_reduce_groups);
   tcase_add_test(c, test_collectives_with_generic_reducer);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);

@@ -196,6 +196,37 @@ START_TEST(test_all_to_all_equal) {
 }
 END_TEST
 
+/* Ragged all-to-all (two updates per peer) against the global permutation
+ * it makes of an [8] value sharded over 2 devices. */
+START_TEST(test_ragged_all_to_all_equal) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  s0 = f32[1] slice(a), slice={[0:1]}\n  s1 = f32[2] slice(a), slice={[4:6]}\n"
+      "  s2 = f32[3] slice(a), slice={[1:4]}\n  s3 = f32[2] slice(a), slice={[6:8]}\n"
+      "  ROOT c = f32[8] concatenate(s0, s1, s2, s3), dimensions={0}\n"
+      "}\n";
+  const char *p =
+      "HloModule p, num_partitions=2, spmd_output_sharding={devices=[2]0,1}, "
+      "spmd_parameters_shardings={{devices=[2]0,1}}\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  pid = u32[] partition-id()\n  z = u32[] constant(0)\n  is0 = pred[] compare(pid, z), direction=EQ\n"
+      "  b0 = pred[4] broadcast(is0), dimensions={}\n"
+      "  io0 = s32[4] constant({0, 1, 2, 0})\n  io1 = s32[4] constant({0, 0, 2, 0})\n  io = s32[4] select(b0, io0, io1)\n"
+      "  ss0 = s32[4] constant({1, 1, 2, 0})\n  ss1 = s32[4] constant({2, 0, 2, 0})\n  ss = s32[4] select(b0, ss0, ss1)\n"
+      "  oo0 = s32[4] constant({0, 3, 0, 0})\n  oo1 = s32[4] constant({1, 0, 2, 0})\n  oo = s32[4] select(b0, oo0, oo1)\n"
+      "  m1 = f32[] constant(-1)\n  o = f32[4] broadcast(m1), dimensions={}\n"
+      "  ROOT r = f32[4] ragged-all-to-all(a, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n"
+      "}\n";
+  hk_sample_result r = compare(g, p, 2, 32);
+  ck_assert(r.equal);
+  ck_assert(r.max_abs_error == 0);
+  hk_sample_result_free(&r);
+}
+END_TEST
+
 /* ---- a dot over a 2^30-element operand --------------------------------------- */
 
 START_TEST(test_huge_dot_is_fast) {
@@ -607,6 +638,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
   tcase_add_test(t, test_solvers_match_dense);
   tcase_add_test(t, test_ragged_dot_matches_dense);
+  tcase_add_test(t, test_ragged_all_to_all_equal);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

@@ -522,7 +522,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_RNG_GET_AND_UPDATE_STATE: return hk_op_rng_get_and_update_state(d, ins, ops, out);
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: case HK_OP_ALL_GATHER:
     case HK_OP_REDUCE_SCATTER: case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
-    case HK_OP_COLLECTIVE_BROADCAST:
+    case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_RAGGED_ALL_TO_ALL:
       return hk_op_collective(d, ins, ops, out);
     case HK_OP_ALL_GATHER_START: case HK_OP_COLLECTIVE_PERMUTE_START:
       return op_sharded_start(d, ins, ops, out);

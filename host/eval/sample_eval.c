@@ -472,7 +472,7 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return se_op_batch_norm;
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:
-    case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
+    case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_RAGGED_ALL_TO_ALL:
       return se_op_collective;
     case HK_OP_CONVERT: case HK_OP_BITCAST_CONVERT: case HK_OP_REDUCE_PRECISION:
       return se_op_elementwise;
