@@ -786,6 +786,34 @@ START_TEST(metadata_kept_only_when_asked) {
 }
 END_TEST
 
+/* Metadata follows XLA: merging two partial shardings keeps both sources'
+ * metadata (the incoming candidate's first, then the old one's), and a manual sharding passed on keeps
+ * its source's metadata. */
+START_TEST(metadata_of_merges_and_manual) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate metadata={op_name=\"a\"}}\n"
+      "  p1 = f32[8,8] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate metadata={op_name=\"b\"}}\n"
+      "  x = f32[8,8] add(p0, p1)\n  ROOT c = f32[8,8] copy(x)\n}\n",
+      "is_spmd=true propagate_metadata=true");
+  const hk_sharding *x = hk_test_find(m, "x")->sharding;
+  expect(m, "x", "{devices=[2,2]0,1,2,3}");
+  ck_assert_int_eq(x->n_metadata, 2);
+  ck_assert_str_eq(x->metadata[0].op_name, "b");
+  ck_assert_str_eq(x->metadata[1].op_name, "a");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={manual metadata={op_name=\"m\"}}\n"
+      "  n = f32[8] negate(p)\n  ROOT c = f32[8] copy(n)\n}\n",
+      "is_spmd=true propagate_metadata=true");
+  const hk_sharding *n = hk_test_find(m, "n")->sharding;
+  ck_assert(n && n->kind == HK_SHARDING_MANUAL);
+  ck_assert_int_eq(n->n_metadata, 1);
+  ck_assert_str_eq(n->metadata[0].op_name, "m");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(unchanged_module_reports_no_change) {
   hk_module *m = hk_test_parse(
       "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
@@ -930,6 +958,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, output_and_parameter_options_without_spmd);
   tcase_add_test(t, rng_bit_generator_state_replicated);
   tcase_add_test(t, metadata_kept_only_when_asked);
+  tcase_add_test(t, metadata_of_merges_and_manual);
   tcase_add_test(t, unchanged_module_reports_no_change);
   tcase_add_test(t, explain_records_the_chain);
   tcase_add_test(t, explain_names_computation_copies);

@@ -274,7 +274,7 @@ static bool backward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
     if (!u->sharding || !hk_sharding_is_manual(u->sharding) || prop_is_cc(u, "SPMDFullToShardShape"))
       continue;
     if (hk_shape_is_array(i->shape)) {
-      *changed = prop_set(cx, i, hk_sharding_manual(cx->m), u, "manual");
+      *changed = prop_set(cx, i, prop_manual_from(cx->m, u->sharding), u, "manual");
     } else {
       const char *rule;
       const hk_sharding *s = prop_sharding_from_user(cx, i, u, &rule);

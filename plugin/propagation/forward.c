@@ -49,7 +49,7 @@ static bool forward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
       *changed = false;
       return true;
     }
-    const hk_sharding *man = hk_sharding_manual(cx->m);
+    const hk_sharding *man = prop_manual_from(cx->m, op->sharding);
     *changed = prop_set(cx, i, sa_tuple_of(cx->m, i->shape, man), op, "manual");
     return true;
   }
