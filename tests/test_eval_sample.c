@@ -19,6 +19,14 @@ static hk_sample_result compare(const char *global, const char *part, int64_t pa
   return r;
 }
 
+/* The partitioned module gives exactly the global one's values. */
+static void expect_exactly_equal(const char *global, const char *part, int64_t parts, int64_t samples) {
+  hk_sample_result r = compare(global, part, parts, samples);
+  ck_assert(r.equal);
+  ck_assert(r.max_abs_error == 0);
+  hk_sample_result_free(&r);
+}
+
 /* ---- a contracting-dim-partitioned dot ------------------------------------- */
 
 static const char *dot_global =
@@ -189,10 +197,7 @@ START_TEST(test_all_to_all_equal) {
       "  x = f32[2,2,4] all-to-all(t), channel_id=1, replica_groups={{0,1}}, dimensions={0}\n"
       "  ROOT o = f32[4,4] reshape(x)\n"
       "}\n";
-  hk_sample_result r = compare(g, p, 2, 32);
-  ck_assert(r.equal);
-  ck_assert(r.max_abs_error == 0);
-  hk_sample_result_free(&r);
+  expect_exactly_equal(g, p, 2, 32);
 }
 END_TEST
 
@@ -220,10 +225,7 @@ START_TEST(test_ragged_all_to_all_equal) {
       "  m1 = f32[] constant(-1)\n  o = f32[4] broadcast(m1), dimensions={}\n"
       "  ROOT r = f32[4] ragged-all-to-all(a, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n"
       "}\n";
-  hk_sample_result r = compare(g, p, 2, 32);
-  ck_assert(r.equal);
-  ck_assert(r.max_abs_error == 0);
-  hk_sample_result_free(&r);
+  expect_exactly_equal(g, p, 2, 32);
 }
 END_TEST
 
