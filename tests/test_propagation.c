@@ -814,6 +814,22 @@ START_TEST(metadata_of_merges_and_manual) {
 }
 END_TEST
 
+/* SPMDShardToFullShape ends a manual region: its manual operand is not
+ * passed on to it, even when the root may take propagated shardings. */
+START_TEST(manual_not_passed_to_shard_to_full) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[2,3] parameter(0), sharding={replicated}\n"
+      "  s = f32[2,3] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+      "  n = f32[2,3] negate(s)\n"
+      "  ROOT f = f32[16,3] custom-call(n), custom_call_target=\"SPMDShardToFullShape\", sharding={replicated}\n}\n",
+      "is_spmd=true allow_spmd_sharding_propagation_to_output=[true]");
+  expect(m, "n", "{manual}");
+  const hk_sharding *f = hk_test_find(m, "f")->sharding;
+  ck_assert(!f || f->kind != HK_SHARDING_MANUAL);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(unchanged_module_reports_no_change) {
   hk_module *m = hk_test_parse(
       "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={devices=[2]0,1}\n"
@@ -959,6 +975,7 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, rng_bit_generator_state_replicated);
   tcase_add_test(t, metadata_kept_only_when_asked);
   tcase_add_test(t, metadata_of_merges_and_manual);
+  tcase_add_test(t, manual_not_passed_to_shard_to_full);
   tcase_add_test(t, unchanged_module_reports_no_change);
   tcase_add_test(t, explain_records_the_chain);
   tcase_add_test(t, explain_names_computation_copies);

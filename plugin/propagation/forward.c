@@ -44,6 +44,11 @@ static bool forward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
   for (int32_t k = 0; k < i->n_operands; k++) {
     const hk_instr *op = i->operands[k];
     if (!op->sharding || !hk_sharding_is_manual(op->sharding)) continue;
+    /* the manual region ends here: nothing is inferred from its operand */
+    if (prop_is_cc(i, "SPMDShardToFullShape")) {
+      *changed = false;
+      return true;
+    }
     if (cx->level == 0 &&
         (i->opcode == HK_OP_CONCATENATE || i->opcode == HK_OP_DYNAMIC_SLICE)) {
       *changed = false;
