@@ -656,6 +656,108 @@ START_TEST(test_topk_selection) {
 }
 END_TEST
 
+/* Cholesky: the classic 3x3 factor, the upper form its transpose, the
+ * unread triangle ignored, and a matrix that is not positive definite all
+ * NaN (XLA's expander); complex: A = L L^H. */
+START_TEST(test_cholesky_known_answers) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n"
+      " a = f64[2,3,3] constant({{{4, 99, 99}, {12, 37, 99}, {-16, -43, 98}}, {{1, 0, 0}, {0, -1, 0}, {0, 0, 1}}})\n"
+      " at = f64[2,3,3] transpose(a), dimensions={0,2,1}\n"
+      " l = f64[2,3,3] cholesky(a), lower=true\n u = f64[2,3,3] cholesky(at), lower=false\n"
+      " c = c64[2,2] constant({{(4,0), (0,0)}, {(2,2), (6,0)}})\n"
+      " lc = c64[2,2] cholesky(c), lower=true\n"
+      " ROOT t = (f64[2,3,3], f64[2,3,3], c64[2,2]) tuple(l, u, lc)\n}\n", 0, NULL);
+  double n = NAN;
+  double want_l[18] = {2, 0, 0, 6, 1, 0, -8, 5, 3, n, n, n, n, n, n, n, n, n};
+  double want_u[18] = {2, 6, -8, 0, 1, 5, 0, 0, 3, n, n, n, n, n, n, n, n, n};
+  expect_vals(r->elems[0], 18, want_l);
+  expect_vals(r->elems[1], 18, want_u);
+  /* L = [[2, 0], [1+i, 2]]: (1+i)(1-i) + 4 = 6 */
+  double want_re[4] = {2, 0, 1, 2}, want_im[4] = {0, 0, 1, 0};
+  for (int k = 0; k < 4; k++) {
+    double re, im;
+    hk_value_get_c(r->elems[2], k, &re, &im);
+    ck_assert_msg(fabs(re - want_re[k]) < 1e-6 && fabs(im - want_im[k]) < 1e-6, "lc[%d] = (%g,%g)", k, re, im);
+  }
+  hk_value_release(r);
+}
+END_TEST
+
+/* Triangular solve in every form: op(a) x = b (left) or x op(a) = b
+ * (right) for a's lower or upper triangle (the other one holds garbage
+ * that must not be read), op = none / transpose / adjoint, with and
+ * without a unit diagonal; checked by multiplying back. */
+START_TEST(test_triangular_solve_every_form) {
+  static const double A[9] = {2, 7, -9, 1, 3, 5, -1, 4, 5};   /* both triangles used by some form */
+  static const double B[6] = {1, 2, 3, 4, 5, 6};
+  static const char *const ops[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+  for (int form = 0; form < 24; form++) {
+    bool left = form & 1, lower = form & 2, unit = form & 4;
+    int op = form / 8;
+    char text[1024];
+    snprintf(text, sizeof text,
+             "HloModule m\nENTRY e {\n a = f64[3,3] parameter(0)\n b = f64[%s] parameter(1)\n"
+             " ROOT x = f64[%s] triangular-solve(a, b), left_side=%s, lower=%s, unit_diagonal=%s, transpose_a=%s\n}\n",
+             left ? "3,2" : "2,3", left ? "3,2" : "2,3", left ? "true" : "false", lower ? "true" : "false",
+             unit ? "true" : "false", ops[op]);
+    int64_t ad[2] = {3, 3}, bd[2] = {left ? 3 : 2, left ? 2 : 3};
+    hk_value *args[2] = {arr(HK_F64, 2, ad, A), arr(HK_F64, 2, bd, B)};
+    hk_value *x = eval_n(text, 2, args);
+    /* T = op(the triangle of A), then T x or x T */
+    double T[9];
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 3; j++) {
+        int si = op ? j : i, sj = op ? i : j;   /* element of A that T(i,j) is */
+        bool in = lower ? si >= sj : si <= sj;
+        T[i * 3 + j] = si == sj && unit ? 1 : in ? A[si * 3 + sj] : 0;
+      }
+    for (int r = 0; r < (left ? 3 : 2); r++)
+      for (int c = 0; c < (left ? 2 : 3); c++) {
+        double acc = 0;
+        for (int k = 0; k < 3; k++)
+          acc += left ? T[r * 3 + k] * hk_value_get_f64(x, k * 2 + c)
+                      : hk_value_get_f64(x, r * 3 + k) * T[k * 3 + c];
+        int cols = left ? 2 : 3;
+        ck_assert_msg(fabs(acc - B[r * cols + c]) < 1e-9, "form %d: (%d,%d) = %g, want %g", form, r, c, acc,
+                      B[r * cols + c]);
+      }
+    hk_value_release(x);
+  }
+}
+END_TEST
+
+/* Ragged dot in its three forms: rows grouped onto their own rhs (rows
+ * past the sizes' sum zero), a contracting dim grouped into a leading
+ * result dim, a batch dim grouped (batches in no group zero); ints too. */
+START_TEST(test_ragged_dot_forms) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n"
+      " l = f32[5,2] constant({{1, 2}, {3, 4}, {5, 6}, {7, 8}, {9, 10}})\n"
+      " r = f32[3,2,2] constant({{{1, 0}, {0, 1}}, {{2, 0}, {0, 2}}, {{0, 1}, {1, 0}}})\n"
+      " g = s32[3] constant({1, 2, 1})\n"
+      " a = f32[5,2] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}\n"
+      " r2 = f32[2,3] constant({{1, 1, 1}, {2, 2, 2}})\n g2 = s32[2] constant({1, 1})\n"
+      " b = f32[2,5,3] ragged-dot(l, r2, g2), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}\n"
+      " lb = s32[3,1,2] constant({{{1, 2}}, {{3, 4}}, {{5, 6}}})\n rb = s32[3,2,1] constant({{{1}, {1}}, {{2}, {2}}, {{3}, {3}}})\n"
+      " g3 = s64[2] constant({1, 1})\n"
+      " c = s32[3,1,1] ragged-dot(lb, rb, g3), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_contracting_dims={1}, lhs_ragged_dims={0}\n"
+      " ROOT t = (f32[5,2], f32[2,5,3], s32[3,1,1]) tuple(a, b, c)\n}\n", 0, NULL);
+  expect_vals(r->elems[0], 10, (double[]){1, 2, 6, 8, 10, 12, 8, 7, 0, 0});
+  double want_b[30];
+  for (int row = 0; row < 5; row++)
+    for (int j = 0; j < 3; j++) {
+      want_b[row * 3 + j] = 2 * row + 1;                /* group 0: column 0 of l times 1 */
+      want_b[15 + row * 3 + j] = 2 * (2 * row + 2);     /* group 1: column 1 times 2 */
+    }
+  expect_vals(r->elems[1], 30, want_b);
+  expect_ints(r->elems[2], 3, (int64_t[]){3, 14, 0});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -715,11 +817,6 @@ START_TEST(test_unsupported_op_is_an_error) {
   ck_assert_ptr_nonnull(st);
   ck_assert_int_eq(st->code, HK_UNIMPLEMENTED);
   ck_assert_msg(strstr(st->message, "c (custom-call)") && strstr(st->message, "MyKernel"), "%s", st->message);
-  hk_status_free(st);
-  st = eval_status("HloModule m\nENTRY e {\n a = f32[2,2] constant({{1, 2}, {3, 4}})\n"
-                   " ROOT c = f32[2,2] cholesky(a), lower=true\n}\n");
-  ck_assert_ptr_nonnull(st);
-  ck_assert_msg(strstr(st->message, "cholesky"), "%s", st->message);
   hk_status_free(st);
 }
 END_TEST
@@ -870,6 +967,59 @@ START_TEST(test_manual_regions) {
   ck_assert_ptr_nonnull(st);
   ck_assert_int_eq(st->code, HK_FAILED_PRECONDITION);
   hk_status_free(st);
+}
+END_TEST
+
+/* Full-to-shard under a subgroup-manual sharding: manual over the rows
+ * (manual index d % 2), auto over the columns; each device holds its
+ * manual group's rows, whole, and shard-to-full puts them back. */
+START_TEST(test_full_to_shard_manual_subgroup) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n"
+      " p = s32[4,4] constant({{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9, 10, 11}, {12, 13, 14, 15}}),"
+      " sharding={devices=[2,2]0,2,1,3}\n"
+      " m = s32[2,4] custom-call(p), custom_call_target=\"SPMDFullToShardShape\","
+      " sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " one = s32[] constant(1), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " b = s32[2,4] broadcast(one), dimensions={}, sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " a = s32[2,4] add(m, b), sharding={devices=[1,2,2]<=[4] last_tile_dims={manual}}\n"
+      " f = s32[4,4] custom-call(a), custom_call_target=\"SPMDShardToFullShape\", sharding={devices=[2,2]0,2,1,3}\n"
+      " ROOT t = (s32[2,4], s32[4,4]) tuple(m, f)\n}\n";
+  hk_value *res[4];
+  run_spmd(mod, 4, 1, res);
+  for (int d = 0; d < 4; d++) {
+    int64_t rows[8], full[16];
+    for (int k = 0; k < 8; k++) rows[k] = 8 * (d % 2) + k;
+    for (int k = 0; k < 16; k++) full[k] = k + 1;
+    expect_ints(res[d]->elems[0], 8, rows);
+    expect_ints(res[d]->elems[1], 16, full);
+  }
+  release_all(res, 4);
+}
+END_TEST
+
+/* Ragged all-to-all on 2 devices with two updates per peer: device d's
+ * input is 10d + [0 1 2 3]; device 0 sends row 0 to itself at 0, row 1 to
+ * itself at 3 and rows 2-3 to device 1 at 0; device 1 sends rows 0-1 to
+ * device 0 at 1 and rows 2-3 to itself at 2 (rows nothing writes keep the
+ * output operand's -1). */
+START_TEST(test_ragged_all_to_all) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n"
+      "  pid = u32[] partition-id()\n  z = u32[] constant(0)\n  is0 = pred[] compare(pid, z), direction=EQ\n"
+      "  b0 = pred[4] broadcast(is0), dimensions={}\n"
+      "  io0 = s32[4] constant({0, 1, 2, 0})\n  io1 = s32[4] constant({0, 0, 2, 0})\n  io = s32[4] select(b0, io0, io1)\n"
+      "  ss0 = s32[4] constant({1, 1, 2, 0})\n  ss1 = s32[4] constant({2, 0, 2, 0})\n  ss = s32[4] select(b0, ss0, ss1)\n"
+      "  oo0 = s32[4] constant({0, 3, 0, 0})\n  oo1 = s32[4] constant({1, 0, 2, 0})\n  oo = s32[4] select(b0, oo0, oo1)\n"
+      "  pf = f32[] convert(pid)\n  k = f32[] constant(10)\n  t = f32[] multiply(pf, k)\n"
+      "  tb = f32[4] broadcast(t), dimensions={}\n  i = f32[4] iota(), iota_dimension=0\n  in = f32[4] add(i, tb)\n"
+      "  m1 = f32[] constant(-1)\n  o = f32[4] broadcast(m1), dimensions={}\n"
+      "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n";
+  hk_value *res[2];
+  run_spmd(mod, 2, 1, res);
+  expect_vals(res[0], 4, (double[]){0, 10, 11, 1});
+  expect_vals(res[1], 4, (double[]){2, 3, 12, 13});
+  release_all(res, 2);
 }
 END_TEST
 
@@ -1362,6 +1512,9 @@ END_TEST
 static Suite *eval_suite(void) {
   Suite *s = suite_create("eval");
   TCase *t = tcase_create("ops");
+  tcase_add_test(t, test_cholesky_known_answers);
+  tcase_add_test(t, test_triangular_solve_every_form);
+  tcase_add_test(t, test_ragged_dot_forms);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, test_integer_division_semantics);
   tcase_add_test(t, test_shifts_and_wrap);
@@ -1397,6 +1550,8 @@ static Suite *eval_suite(void) {
   TCase *c = tcase_create("collectives");
   tcase_set_timeout(c, 60);
   tcase_add_test(c, test_manual_regions);
+  tcase_add_test(c, test_full_to_shard_manual_subgroup);
+  tcase_add_test(c, test_ragged_all_to_all);
   tcase_add_test(c, test_all_reduce_groups);
   tcase_add_test(c, test_collectives_with_generic_reducer);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);

@@ -19,6 +19,14 @@ static hk_sample_result compare(const char *global, const char *part, int64_t pa
   return r;
 }
 
+/* The partitioned module gives exactly the global one's values. */
+static void expect_exactly_equal(const char *global, const char *part, int64_t parts, int64_t samples) {
+  hk_sample_result r = compare(global, part, parts, samples);
+  ck_assert(r.equal);
+  ck_assert(r.max_abs_error == 0);
+  hk_sample_result_free(&r);
+}
+
 /* ---- a contracting-dim-partitioned dot ------------------------------------- */
 
 static const char *dot_global =
@@ -189,10 +197,35 @@ START_TEST(test_all_to_all_equal) {
       "  x = f32[2,2,4] all-to-all(t), channel_id=1, replica_groups={{0,1}}, dimensions={0}\n"
       "  ROOT o = f32[4,4] reshape(x)\n"
       "}\n";
-  hk_sample_result r = compare(g, p, 2, 32);
-  ck_assert(r.equal);
-  ck_assert(r.max_abs_error == 0);
-  hk_sample_result_free(&r);
+  expect_exactly_equal(g, p, 2, 32);
+}
+END_TEST
+
+/* Ragged all-to-all (two updates per peer) against the global permutation
+ * it makes of an [8] value sharded over 2 devices. */
+START_TEST(test_ragged_all_to_all_equal) {
+  const char *g =
+      "HloModule g\n"
+      "ENTRY e {\n"
+      "  a = f32[8] parameter(0)\n"
+      "  s0 = f32[1] slice(a), slice={[0:1]}\n  s1 = f32[2] slice(a), slice={[4:6]}\n"
+      "  s2 = f32[3] slice(a), slice={[1:4]}\n  s3 = f32[2] slice(a), slice={[6:8]}\n"
+      "  ROOT c = f32[8] concatenate(s0, s1, s2, s3), dimensions={0}\n"
+      "}\n";
+  const char *p =
+      "HloModule p, num_partitions=2, spmd_output_sharding={devices=[2]0,1}, "
+      "spmd_parameters_shardings={{devices=[2]0,1}}\n"
+      "ENTRY e {\n"
+      "  a = f32[4] parameter(0)\n"
+      "  pid = u32[] partition-id()\n  z = u32[] constant(0)\n  is0 = pred[] compare(pid, z), direction=EQ\n"
+      "  b0 = pred[4] broadcast(is0), dimensions={}\n"
+      "  io0 = s32[4] constant({0, 1, 2, 0})\n  io1 = s32[4] constant({0, 0, 2, 0})\n  io = s32[4] select(b0, io0, io1)\n"
+      "  ss0 = s32[4] constant({1, 1, 2, 0})\n  ss1 = s32[4] constant({2, 0, 2, 0})\n  ss = s32[4] select(b0, ss0, ss1)\n"
+      "  oo0 = s32[4] constant({0, 3, 0, 0})\n  oo1 = s32[4] constant({1, 0, 2, 0})\n  oo = s32[4] select(b0, oo0, oo1)\n"
+      "  m1 = f32[] constant(-1)\n  o = f32[4] broadcast(m1), dimensions={}\n"
+      "  ROOT r = f32[4] ragged-all-to-all(a, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n"
+      "}\n";
+  expect_exactly_equal(g, p, 2, 32);
 }
 END_TEST
 
@@ -437,6 +470,43 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
 }
 END_TEST
 
+/* Cholesky and triangular-solve read whole matrices of a batch: a
+ * positive definite s s^T + I from the inputs, factored and solved. */
+#define SPD_INPUTS                                                                                  \
+  "  s = f32[10,10] slice(a), slice={[0:10], [0:10]}\n"                                             \
+  "  g = f32[10,10] dot(s, s), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n"                \
+  "  r0 = s32[10,10] iota(), iota_dimension=0\n  r1 = s32[10,10] iota(), iota_dimension=1\n"        \
+  "  eq = pred[10,10] compare(r0, r1), direction=EQ\n  ef = f32[10,10] convert(eq)\n"               \
+  "  d = f32[10,10] add(g, ef)\n  bt = f32[3,10,10] broadcast(d), dimensions={1,2}\n"               \
+  "  l = f32[3,10,10] cholesky(bt), lower=true\n"                                                   \
+  "  b2 = f32[10,4] slice(a), slice={[2:12], [0:4]}\n  b = f32[3,10,4] broadcast(b2), dimensions={1,2}\n"
+START_TEST(test_solvers_match_dense) {
+  static const char *const bodies[] = {
+      SPD_INPUTS "  ROOT u = f32[3,10,10] cholesky(bt), lower=false",
+      SPD_INPUTS "  ROOT x = f32[3,10,4] triangular-solve(l, b), left_side=true, lower=true, unit_diagonal=false, transpose_a=NO_TRANSPOSE",
+      SPD_INPUTS "  bb = f32[3,4,10] transpose(b), dimensions={0,2,1}\n"
+      "  ROOT x = f32[3,4,10] triangular-solve(l, bb), left_side=false, lower=true, unit_diagonal=true, transpose_a=TRANSPOSE",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
+/* Ragged dot, non-contracting and contracting: a sample reads its own
+ * rows and columns, the group sizes whole. */
+START_TEST(test_ragged_dot_matches_dense) {
+  static const char *const bodies[] = {
+      "  r3 = f32[120] reshape(a)\n  rs = f32[60] slice(r3), slice={[0:60]}\n  rh = f32[3,10,2] reshape(rs)\n"
+      "  g = s32[3] constant({4, 5, 2})\n"
+      "  ROOT d = f32[12,2] ragged-dot(a, rh, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}",
+      "  g = s32[3] constant({3, 0, 6})\n  b2 = f32[10,5] slice(a), slice={[1:11], [2:7]}\n"
+      "  ROOT d = f32[3,12,5] ragged-dot(a, b2, g), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " lhs_ragged_dims={1}",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------ */
 
 /* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
@@ -568,6 +638,9 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_while_ring_all_gather);
   tcase_add_test(t, test_ops_match_dense);
   tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
+  tcase_add_test(t, test_solvers_match_dense);
+  tcase_add_test(t, test_ragged_dot_matches_dense);
+  tcase_add_test(t, test_ragged_all_to_all_equal);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);

@@ -735,6 +735,41 @@ START_TEST(propagation_to_output_and_parameters) {
 }
 END_TEST
 
+/* The allow_* options are XLA's whatever is_spmd says: without SPMD the
+ * root and an allowed parameter take propagated shardings too. */
+START_TEST(output_and_parameter_options_without_spmd) {
+  const char *text =
+      "HloModule m\nENTRY e {\n  p0 = f32[4,8] parameter(0)\n"
+      "  a = f32[4,8] negate(p0), sharding={devices=[2,1]0,1}\n  ROOT c = f32[4,8] copy(a)\n}\n";
+  hk_module *m = run_text(text, "is_spmd=false");
+  expect(m, "c", NULL);
+  expect(m, "p0", NULL);
+  hk_module_free(m);
+  m = run_text(text,
+               "is_spmd=false allow_spmd_sharding_propagation_to_output=[true] "
+               "allow_spmd_sharding_propagation_to_parameters=[true]");
+  expect(m, "c", "{devices=[2,1]0,1}");
+  expect(m, "p0", "{devices=[2,1]0,1}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* An rng-bit-generator's state operand is replicated, not tiled like its
+ * other users or its operands (XLA's InferShardingFromUsers). */
+START_TEST(rng_bit_generator_state_replicated) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = u64[2,2] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  c = u64[2,2] copy(p)\n  s = u64[1,2] slice(c), slice={[0:1], [0:2]}\n"
+      "  seed = u64[2] reshape(s)\n"
+      "  r = (u64[2], u32[16,8]) rng-bit-generator(seed), algorithm=rng_default\n"
+      "  g = u32[16,8] get-tuple-element(r), index=1\n"
+      "  ROOT o = u32[16,8] copy(g), sharding={devices=[2,2]<=[4]}\n}\n",
+      "is_spmd=true");
+  expect(m, "seed", "{replicated}");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(metadata_kept_only_when_asked) {
   const char *text =
       "HloModule m\nENTRY e {\n"
@@ -747,6 +782,50 @@ START_TEST(metadata_kept_only_when_asked) {
   m = run_text(text, "propagate_metadata=false");
   ck_assert_int_eq(hk_test_find(m, "n")->sharding->n_metadata, 0);
   ck_assert_int_eq(hk_test_find(m, "p")->sharding->n_metadata, 0);
+  hk_module_free(m);
+}
+END_TEST
+
+/* Metadata follows XLA: merging two partial shardings keeps both sources'
+ * metadata (the incoming candidate's first, then the old one's), and a manual sharding passed on keeps
+ * its source's metadata. */
+START_TEST(metadata_of_merges_and_manual) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n"
+      "  p0 = f32[8,8] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate metadata={op_name=\"a\"}}\n"
+      "  p1 = f32[8,8] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate metadata={op_name=\"b\"}}\n"
+      "  x = f32[8,8] add(p0, p1)\n  ROOT c = f32[8,8] copy(x)\n}\n",
+      "is_spmd=true propagate_metadata=true");
+  const hk_sharding *x = hk_test_find(m, "x")->sharding;
+  expect(m, "x", "{devices=[2,2]0,1,2,3}");
+  ck_assert_int_eq(x->n_metadata, 2);
+  ck_assert_str_eq(x->metadata[0].op_name, "b");
+  ck_assert_str_eq(x->metadata[1].op_name, "a");
+  hk_module_free(m);
+  m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[8] parameter(0), sharding={manual metadata={op_name=\"m\"}}\n"
+      "  n = f32[8] negate(p)\n  ROOT c = f32[8] copy(n)\n}\n",
+      "is_spmd=true propagate_metadata=true");
+  const hk_sharding *n = hk_test_find(m, "n")->sharding;
+  ck_assert(n && n->kind == HK_SHARDING_MANUAL);
+  ck_assert_int_eq(n->n_metadata, 1);
+  ck_assert_str_eq(n->metadata[0].op_name, "m");
+  hk_module_free(m);
+}
+END_TEST
+
+/* SPMDShardToFullShape ends a manual region: its manual operand is not
+ * passed on to it, even when the root may take propagated shardings. */
+START_TEST(manual_not_passed_to_shard_to_full) {
+  hk_module *m = run_text(
+      "HloModule m\nENTRY e {\n  p = f32[2,3] parameter(0), sharding={replicated}\n"
+      "  s = f32[2,3] custom-call(p), custom_call_target=\"SPMDFullToShardShape\", sharding={manual}\n"
+      "  n = f32[2,3] negate(s)\n"
+      "  ROOT f = f32[16,3] custom-call(n), custom_call_target=\"SPMDShardToFullShape\", sharding={replicated}\n}\n",
+      "is_spmd=true allow_spmd_sharding_propagation_to_output=[true]");
+  expect(m, "n", "{manual}");
+  const hk_sharding *f = hk_test_find(m, "f")->sharding;
+  ck_assert(!f || f->kind != HK_SHARDING_MANUAL);
   hk_module_free(m);
 }
 END_TEST
@@ -892,7 +971,11 @@ static Suite *propagation_suite(void) {
   tcase_add_test(t, barrier_to_blocks_backward_only);
   tcase_add_test(t, partial_shardings_merge_only_in_spmd);
   tcase_add_test(t, propagation_to_output_and_parameters);
+  tcase_add_test(t, output_and_parameter_options_without_spmd);
+  tcase_add_test(t, rng_bit_generator_state_replicated);
   tcase_add_test(t, metadata_kept_only_when_asked);
+  tcase_add_test(t, metadata_of_merges_and_manual);
+  tcase_add_test(t, manual_not_passed_to_shard_to_full);
   tcase_add_test(t, unchanged_module_reports_no_change);
   tcase_add_test(t, explain_records_the_chain);
   tcase_add_test(t, explain_names_computation_copies);

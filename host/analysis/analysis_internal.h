@@ -53,6 +53,8 @@ static inline void ana_copy_dims(int64_t *out, const hk_shape *s) {
 
 /* The value of a verbatim attribute (name=value), or NULL. */
 const char *ana_raw_attr(const hk_instr *i, const char *name);
+/* A verbatim "{a,b}" list attribute read into out (at most cap); the count. */
+int ana_raw_dims(const hk_instr *i, const char *name, int64_t *out, int cap);
 
 /* Number of operands XLA fixes for an opcode, or -1 when variadic. */
 int ana_opcode_arity(hk_opcode op);

@@ -116,6 +116,21 @@ const char *ana_raw_attr(const hk_instr *i, const char *name) {
   return NULL;
 }
 
+int ana_raw_dims(const hk_instr *i, const char *name, int64_t *out, int cap) {
+  const char *v = ana_raw_attr(i, name);
+  int n = 0;
+  while (v && *v && n < cap) {
+    char *end;
+    if ((*v >= '0' && *v <= '9') || *v == '-') {
+      out[n++] = strtoll(v, &end, 10);
+      v = end;
+    } else {
+      v++;
+    }
+  }
+  return n;
+}
+
 /* ---- arity --------------------------------------------------------------- */
 
 int ana_opcode_arity(hk_opcode op) {

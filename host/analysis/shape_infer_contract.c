@@ -363,22 +363,6 @@ static hk_status *infer_scatter(ana_ctx *c, const hk_shape **out) {
 
 /* ---- ragged dot ----------------------------------------------------------- */
 
-/* Reads a verbatim "{a,b}" list attribute into out (at most cap). */
-static int raw_dims(const hk_instr *i, const char *name, int64_t *out, int cap) {
-  const char *v = ana_raw_attr(i, name);
-  int n = 0;
-  while (v && *v && n < cap) {
-    char *end;
-    if ((*v >= '0' && *v <= '9') || *v == '-') {
-      out[n++] = strtoll(v, &end, 10);
-      v = end;
-    } else {
-      v++;
-    }
-  }
-  return n;
-}
-
 /* XLA's ragged dot: lhs_ragged_dims names one lhs dimension.  Ragged in a
  * non-contracting dimension: rhs has a group dimension that does not
  * appear in the result.  Ragged in a contracting dimension: the result
@@ -392,9 +376,9 @@ static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
   hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
   if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
   int64_t ragged[2], group[2];
-  if (raw_dims(c->i, "lhs_ragged_dims", ragged, 2) != 1)
+  if (ana_raw_dims(c->i, "lhs_ragged_dims", ragged, 2) != 1)
     return ana_fail(c->i, "ragged-dot needs exactly one lhs_ragged_dims entry");
-  int n_group = raw_dims(c->i, "rhs_group_dims", group, 2);
+  int n_group = ana_raw_dims(c->i, "rhs_group_dims", group, 2);
   if (ragged[0] < 0 || ragged[0] >= l->rank)
     return ana_fail(c->i, "lhs ragged dimension %lld is out of range", (long long)ragged[0]);
   bool contracting = contains(dn.lhs_contracting, ragged[0]);

@@ -500,6 +500,70 @@ static hk_status *broadcast_one(coll *c, const hk_value *in, hk_value **out) {
   return NULL;
 }
 
+/* ---- ragged-all-to-all --------------------------------------------------------------
+ * Operands: input, output, input_offsets, send_sizes, output_offsets,
+ * recv_sizes.  The offset arrays hold num_peers x k updates: update
+ * p * k + u sends rows [input_offsets, + send_sizes) of dim 0 of the input
+ * to peer p, written at rows output_offsets of that peer's output; the
+ * result is the device's output operand with what it received written in.
+ * Each device's input and offsets are gathered, then the chunks addressed
+ * to it are copied. */
+
+static hk_status *ragged_chunk(coll *c, const uint8_t *src, int64_t src_rows, int64_t in_off, int64_t size,
+                               int64_t out_off, int64_t row_bytes, hk_value *r) {
+  int64_t out_rows = r->rank ? r->dims[0] : 1;
+  if (size < 0 || in_off < 0 || out_off < 0 || in_off + size > src_rows || out_off + size > out_rows)
+    return hk_eval_error(c->ins, HK_INVALID_ARGUMENT,
+                         "update of %lld rows from row %lld to row %lld is out of bounds (%lld input rows, %lld output rows)",
+                         (long long)size, (long long)in_off, (long long)out_off, (long long)src_rows, (long long)out_rows);
+  memcpy((uint8_t *)r->data + out_off * row_bytes, src + in_off * row_bytes, (size_t)(size * row_bytes));
+  return NULL;
+}
+
+static hk_status *ragged_all_to_all(coll *c, hk_value *const *ops, hk_value **out) {
+  const hk_value *in = ops[0], *dst = ops[1];
+  int G = c->op.group_size;
+  int64_t n = ops[2]->n;
+  if (c->ins->n_operands != 6 || in->rank < 1 || dst->rank != in->rank || in->elem != dst->elem ||
+      ops[3]->n != n || ops[4]->n != n || n % G)
+    return hk_eval_error(c->ins, HK_INVALID_ARGUMENT,
+                         "ragged-all-to-all needs input and output of one type and rank, and offset "
+                         "arrays of one length, a multiple of the %d peers", G);
+  int64_t row_bytes = in->dims[0] ? in->nbytes / in->dims[0] : 0, per = n / G;
+  /* packed: the input, then input_offsets, send_sizes, output_offsets as int64 */
+  int64_t nb = in->nbytes + 3 * n * (int64_t)sizeof(int64_t);
+  uint8_t *mine = malloc((size_t)(nb ? nb : 1)), *all = malloc((size_t)(nb * G > 0 ? nb * G : 1));
+  if (!mine || !all) abort();
+  memcpy(mine, in->data, (size_t)in->nbytes);
+  for (int k = 0; k < 3; k++)
+    for (int64_t i = 0; i < n; i++) {
+      int64_t v = hk_value_get_i64(ops[2 + k], i);
+      memcpy(mine + in->nbytes + (k * n + i) * (int64_t)sizeof(int64_t), &v, sizeof v);
+    }
+  hk_status *st = NULL;
+  if (G == 1) memcpy(all, mine, (size_t)nb);
+  else st = c->d->backend->vt->all_gather(c->d->backend, &c->op, mine, nb, all);
+  hk_value *r = st ? NULL : hk_value_clone(dst);
+  for (int p = 0; p < G && !st; p++) {
+    const uint8_t *src = all + p * nb;
+    for (int64_t u = 0; u < per && !st; u++) {
+      int64_t idx = c->op.rank * per + u, v[3];
+      for (int k = 0; k < 3; k++)   /* unaligned after the input's bytes */
+        memcpy(&v[k], src + in->nbytes + (k * n + idx) * (int64_t)sizeof(int64_t), sizeof(int64_t));
+      st = ragged_chunk(c, src, in->dims[0], v[0], v[1], v[2], row_bytes, r);
+    }
+  }
+  free(mine);
+  free(all);
+  if (st) {
+    hk_value_release(r);
+    return st;
+  }
+  count(c, HK_COLL_ALL_TO_ALL, in->nbytes);
+  *out = r;
+  return NULL;
+}
+
 hk_status *hk_op_collective(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                             hk_value **out) {
   coll c = {d, ins, {0}, NULL};
@@ -538,6 +602,9 @@ hk_status *hk_op_collective(hk_device_ctx *d, const hk_instr *ins, hk_value *con
         break;
       case HK_OP_COLLECTIVE_BROADCAST:
         st = per_operand(&c, ops, broadcast_one, out);
+        break;
+      case HK_OP_RAGGED_ALL_TO_ALL:
+        st = ragged_all_to_all(&c, ops, out);
         break;
       default:
         st = hk_eval_error(ins, HK_UNIMPLEMENTED, "not a supported collective");

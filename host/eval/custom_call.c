@@ -58,21 +58,6 @@ static hk_status *local_tile(const hk_value *v, const hk_sharding *s, const hk_s
   return hk_value_shard(v, s, shape, partition, &local, out);
 }
 
-/* SPMDFullToShardShape: this device's tile of the operand under the
- * operand's sharding (zero padding in uneven tiles); the result shape is
- * that tile's. */
-static hk_status *full_to_shard(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
-                                hk_value **out) {
-  const hk_sharding *s = ins->operands[0]->sharding;
-  if (ins->n_operands != 1 || ops[0]->elem == HK_TUPLE)
-    return hk_eval_error(ins, HK_UNIMPLEMENTED, "SPMDFullToShardShape of a tuple or several operands");
-  if (!has_data_tiling(s)) return identity(ins, ops, out);
-  if (hk_sharding_data_rank(s) != ins->shape->rank || ins->shape->elem == HK_TUPLE)
-    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand sharding does not match the result rank");
-  hk_status *st = hk_value_shard(ops[0], s, ins->operands[0]->shape, d->partition, ins->shape, out);
-  return st ? hk_status_prefix(st, "%s", ins->name) : NULL;
-}
-
 /* The devices of partition's manual group under s (those whose tile
  * indices differ only in data and replicated dims); returns the count. */
 static int64_t manual_group(const hk_sharding *s, int64_t partition, int64_t n_devices,
@@ -94,6 +79,62 @@ static int64_t manual_group(const hk_sharding *s, int64_t partition, int64_t n_d
       }
   free(all);
   return count;
+}
+
+/* The value of this device's manual group under the result's
+ * subgroup-manual sharding r: XLA gives each device its tile of the
+ * operand under the operand's sharding as its local shard of the result
+ * under r, so the group's value is its members' tiles, each at the
+ * member's offset under r (the full operand is on every device: no
+ * exchange). */
+static hk_status *manual_group_value(hk_device_ctx *d, const hk_instr *ins, const hk_value *full,
+                                     hk_value **out) {
+  const hk_sharding *s = ins->operands[0]->sharding, *r = ins->sharding;
+  int64_t P = d->num_partitions > 0 ? d->num_partitions : 1, tdims[HK_MAX_RANK];
+  tile_dims(r, ins->shape, tdims);
+  int64_t *members = malloc((size_t)P * sizeof(int64_t));
+  if (!members) abort();
+  int64_t n = manual_group(r, d->partition, P, members);
+  hk_value *v = hk_value_for_shape_dims(ins->shape);
+  hk_status *st = n > 0 ? NULL : hk_eval_error(ins, HK_INVALID_ARGUMENT, "partition %lld is not in the sharding",
+                                               (long long)d->partition);
+  for (int64_t k = 0; k < n && !st; k++) {
+    int64_t off[HK_MAX_RANK];
+    hk_value *t = NULL;
+    if (!hk_sharding_tile_offset(r, ins->shape, members[k], off)) {
+      st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "device %lld is not in the result's sharding",
+                         (long long)members[k]);
+      break;
+    }
+    st = local_tile(full, s, ins->operands[0]->shape, members[k], tdims, &t);
+    if (!st) hk_value_paste_box(v, t, off);
+    hk_value_release(t);
+  }
+  free(members);
+  if (st) {
+    hk_value_release(v);
+    return hk_status_prefix(st, "%s", ins->name);
+  }
+  *out = v;
+  return NULL;
+}
+
+/* SPMDFullToShardShape: this device's tile of the operand under the
+ * operand's sharding (zero padding in uneven tiles); the result shape is
+ * that tile's.  Under a subgroup-manual result sharding the device holds
+ * its manual group's value, which the group's tiles make up. */
+static hk_status *full_to_shard(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
+                                hk_value **out) {
+  const hk_sharding *s = ins->operands[0]->sharding;
+  if (ins->n_operands != 1 || ops[0]->elem == HK_TUPLE)
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "SPMDFullToShardShape of a tuple or several operands");
+  if (!has_data_tiling(s)) return identity(ins, ops, out);
+  if (hk_sharding_data_rank(s) != ins->shape->rank || ins->shape->elem == HK_TUPLE)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "operand sharding does not match the result rank");
+  if (has_data_tiling(ins->sharding) && hk_sharding_data_rank(ins->sharding) == ins->shape->rank)
+    return manual_group_value(d, ins, ops[0], out);
+  hk_status *st = hk_value_shard(ops[0], s, ins->operands[0]->shape, d->partition, ins->shape, out);
+  return st ? hk_status_prefix(st, "%s", ins->name) : NULL;
 }
 
 /* Every partition's tile (nbytes each) of this replica, in partition order. */

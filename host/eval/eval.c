@@ -522,6 +522,8 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_CUSTOM_CALL: return hk_op_custom_call(d, ins, ops, out);
     case HK_OP_TOPK: return hk_op_topk(d, ins, ops, out);
     case HK_OP_FFT: return hk_op_fft(d, ins, ops, out);
+    case HK_OP_CHOLESKY: case HK_OP_TRIANGULAR_SOLVE: return hk_op_solve(d, ins, ops, out);
+    case HK_OP_RAGGED_DOT: return hk_op_ragged_dot(d, ins, ops, out);
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return hk_op_batch_norm(d, ins, ops, out);
     case HK_OP_AFTER_ALL: *out = hk_value_new_token(); return NULL;
@@ -535,7 +537,7 @@ static hk_status *eval_instr(hk_device_ctx *d, const hk_instr *ins, int64_t gidx
     case HK_OP_RNG_GET_AND_UPDATE_STATE: return hk_op_rng_get_and_update_state(d, ins, ops, out);
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: case HK_OP_ALL_GATHER:
     case HK_OP_REDUCE_SCATTER: case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
-    case HK_OP_COLLECTIVE_BROADCAST:
+    case HK_OP_COLLECTIVE_BROADCAST: case HK_OP_RAGGED_ALL_TO_ALL:
       return hk_op_collective(d, ins, ops, out);
     case HK_OP_ALL_GATHER_START: case HK_OP_COLLECTIVE_PERMUTE_START:
       return op_sharded_start(d, ins, ops, out);

@@ -153,6 +153,24 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
 bool hk_eval_identity_custom_call(const char *target);
 /* batch-norm-training / -inference / -grad (batch_norm.c). */
 hk_status *hk_op_batch_norm(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* ragged-dot (ragged_dot.c): the form read from the instruction, and a
+ * kernel computing the result box at olo (out's dims) from operand boxes
+ * at llo / rlo (the values' dims) and the groups' start offsets. */
+typedef enum { HK_RAGGED_NON_CONTRACTING, HK_RAGGED_CONTRACTING, HK_RAGGED_BATCH } hk_ragged_kind;
+typedef struct hk_ragged_dot {
+  hk_dot_dnums dn;
+  hk_ragged_kind kind;
+  int64_t ragged, group_dim, n_groups;   /* group_dim -1: none */
+  int out_lhs[HK_MAX_RANK], out_rhs[HK_MAX_RANK];   /* result dim's source dims (-1: none) */
+} hk_ragged_dot;
+hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f);
+/* n_groups + 1 offsets: group k is [starts[k], starts[k+1]) (negative sizes count 0). */
+int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes);
+void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
+                       const int64_t *rlo, const int64_t *starts, const int64_t *olo, hk_value *out);
+hk_status *hk_op_ragged_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* cholesky / triangular-solve (solve.c). */
+hk_status *hk_op_solve(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);

@@ -179,6 +179,61 @@ static hk_status *collective_permute(se_ctx *x, se_frame *f, const hk_instr *ins
   return NULL;
 }
 
+/* Offset array k (2: input_offsets, 3: send_sizes, 4: output_offsets) of
+ * ragged-all-to-all on device dev, whole. */
+static hk_status *ragged_offsets(se_ctx *x, const se_frame *f, const hk_instr *ins, int k, int64_t dev,
+                                 hk_value **out) {
+  se_box ob;
+  se_box_full(&ob, ins->operands[k]->shape);
+  return operand_on(x, f, ins, k, dev, &ob, out);
+}
+
+/* Box b of ragged-all-to-all: the device's output operand, overwritten in
+ * group order by the rows each peer's updates for this device (the
+ * dense evaluator's rule) place inside the box. */
+static hk_status *ragged_all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b,
+                                    const int64_t *members, int32_t n, int32_t rank, hk_value **out) {
+  if (ins->n_operands != 6 || b->rank < 1)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-all-to-all needs 6 operands of rank >= 1");
+  hk_value *v;
+  HK_TRY(operand_on(x, f, ins, 1, se_frame_device(x, f), b, &v));
+  hk_value *r = hk_value_clone(v);
+  hk_value_release(v);
+  hk_status *st = NULL;
+  for (int32_t j = 0; j < n && !st; j++) {
+    hk_value *off[3] = {0};
+    for (int k = 0; k < 3 && !st; k++) st = ragged_offsets(x, f, ins, 2 + k, members[j], &off[k]);
+    int64_t per = !st && n > 0 ? off[0]->n / n : 0;
+    for (int64_t u = 0; u < per && !st; u++) {
+      int64_t idx = rank * per + u, in_off = hk_value_get_i64(off[0], idx);
+      int64_t size = hk_value_get_i64(off[1], idx), out_off = hk_value_get_i64(off[2], idx);
+      int64_t lo = b->lo[0] > out_off ? b->lo[0] : out_off;
+      int64_t hi = b->lo[0] + b->n[0] < out_off + size ? b->lo[0] + b->n[0] : out_off + size;
+      if (lo >= hi) continue;
+      se_box ib = *b, placed = *b;
+      ib.lo[0] = in_off + lo - out_off;
+      ib.n[0] = placed.n[0] = hi - lo;
+      placed.lo[0] = lo;
+      if (ib.lo[0] < 0 || ib.lo[0] + ib.n[0] > ins->operands[0]->shape->dims[0]) {
+        st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "update rows [%lld, %lld) are outside the input",
+                           (long long)ib.lo[0], (long long)(ib.lo[0] + ib.n[0]));
+        break;
+      }
+      hk_value *piece = NULL;
+      st = operand_on(x, f, ins, 0, members[j], &ib, &piece);
+      if (!st) se_copy_box(r, b, piece, &placed);
+      hk_value_release(piece);
+    }
+    for (int k = 0; k < 3; k++) hk_value_release(off[k]);
+  }
+  if (st) {
+    hk_value_release(r);
+    return st;
+  }
+  *out = r;
+  return NULL;
+}
+
 hk_status *se_op_collective(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                             hk_value **out) {
   if (ins->opcode == HK_OP_COLLECTIVE_PERMUTE) return collective_permute(x, f, ins, b, out);
@@ -200,6 +255,7 @@ hk_status *se_op_collective(se_ctx *x, se_frame *f, const hk_instr *ins, int lea
       return combine_group(x, f, ins, leaf, members, n, &ob, out);
     }
     case HK_OP_ALL_TO_ALL: return all_to_all(x, f, ins, leaf, b, members, n, rank, out);
+    case HK_OP_RAGGED_ALL_TO_ALL: return ragged_all_to_all(x, f, ins, b, members, n, rank, out);
     default:
       return hk_eval_error(ins, HK_UNIMPLEMENTED, "the sampled evaluator does not support %s",
                            hk_opcode_name((hk_opcode)ins->opcode));

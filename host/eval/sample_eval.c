@@ -462,15 +462,17 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_GATHER: return se_op_gather;
     case HK_OP_SCATTER: return se_op_scatter;
     case HK_OP_DOT: return se_op_dot;
+    case HK_OP_RAGGED_DOT: return se_op_ragged_dot;
     case HK_OP_CONVOLUTION: return se_op_convolution;
     case HK_OP_REDUCE: return se_op_reduce;
     case HK_OP_REDUCE_WINDOW: return se_op_reduce_window;
     case HK_OP_SELECT_AND_SCATTER: return se_op_select_and_scatter;
     case HK_OP_SORT: return se_op_sort;
+    case HK_OP_CHOLESKY: case HK_OP_TRIANGULAR_SOLVE: return se_op_solve;
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return se_op_batch_norm;
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_GATHER: case HK_OP_REDUCE_SCATTER:
-    case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE:
+    case HK_OP_ALL_TO_ALL: case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_RAGGED_ALL_TO_ALL:
       return se_op_collective;
     case HK_OP_CONVERT: case HK_OP_BITCAST_CONVERT: case HK_OP_REDUCE_PRECISION:
       return se_op_elementwise;

@@ -160,6 +160,9 @@ hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, con
 hk_status *se_op_collective(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b, hk_value **out);
 /* batch-norm-training / -inference / -grad over the slab of the requested features. */
 hk_status *se_op_batch_norm(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b, hk_value **out);
+hk_status *se_op_ragged_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b, hk_value **out);
+/* cholesky / triangular-solve: whole matrices of the requested batch entries. */
+hk_status *se_op_solve(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b, hk_value **out);
 hk_status *se_op_device_id(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b, hk_value **out);
 
 #endif

@@ -601,6 +601,67 @@ hk_status *se_op_sort(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, con
   return NULL;
 }
 
+/* ---- ragged dot -------------------------------------------------------------- */
+
+/* A box of a ragged-dot reads the operands' matching batch and free
+ * entries, all of their contracting dims (and the rhs group dim), and
+ * every group size. */
+hk_status *se_op_ragged_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                            hk_value **out) {
+  (void)leaf;
+  hk_ragged_dot rd;
+  HK_TRY(hk_ragged_dot_form(ins, &rd));
+  se_box ob[3];
+  for (int k = 0; k < 3; k++) se_box_full(&ob[k], ins->operands[k]->shape);
+  for (int d = 0; d < b->rank; d++) {
+    if (rd.out_lhs[d] >= 0) ob[0].lo[rd.out_lhs[d]] = b->lo[d], ob[0].n[rd.out_lhs[d]] = b->n[d];
+    if (rd.out_rhs[d] >= 0) ob[1].lo[rd.out_rhs[d]] = b->lo[d], ob[1].n[rd.out_rhs[d]] = b->n[d];
+  }
+  hk_value *ops[3] = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < 3 && !st; k++) st = se_operand(x, f, ins, k, &ob[k], &ops[k]);
+  if (!st) {
+    int64_t *starts = hk_ragged_dot_starts(&rd, ops[2]);
+    *out = se_value_of_box((hk_prim)ins->shape->elem, b);
+    hk_ragged_dot_box(&rd, ops[0], ob[0].lo, ops[1], ob[1].lo, starts, b->lo, *out);
+    free(starts);
+  }
+  release_all(ops, 3);
+  return st;
+}
+
+/* ---- cholesky, triangular-solve ---------------------------------------------- */
+
+/* Every element of a solved matrix depends on the whole matrix: the
+ * requested batch entries are solved whole (memoised) and the box cut out. */
+hk_status *se_op_solve(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
+                       hk_value **out) {
+  if (b->rank < 2 || ins->n_operands > 2)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "%s needs matrices", hk_opcode_name((hk_opcode)ins->opcode));
+  se_box sb = *b;
+  for (int d = b->rank - 2; d < b->rank; d++) {
+    sb.lo[d] = 0;
+    sb.n[d] = ins->shape->dims[d];
+  }
+  if (sb.lo[b->rank - 2] != b->lo[b->rank - 2] || sb.n[b->rank - 2] != b->n[b->rank - 2] ||
+      sb.lo[b->rank - 1] != b->lo[b->rank - 1] || sb.n[b->rank - 1] != b->n[b->rank - 1]) {
+    hk_value *whole;
+    HK_TRY(se_eval(x, f, ins, leaf, &sb, &whole));
+    return crop(whole, &sb, b, out);
+  }
+  hk_value *ops[2] = {0};
+  hk_status *st = NULL;
+  for (int k = 0; k < ins->n_operands && !st; k++) {
+    se_box ob = sb;   /* a's matrices are square: its box is the batch's */
+    const hk_shape *os = ins->operands[k]->shape;
+    for (int d = b->rank - 2; d < b->rank && os->rank == b->rank; d++) ob.n[d] = os->dims[d];
+    st = se_operand(x, f, ins, k, &ob, &ops[k]);
+  }
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, &sb), NULL, hk_op_solve, ops, out);
+  release_all(ops, ins->n_operands);
+  return st;
+}
+
 /* ---- batch norm ------------------------------------------------------------- */
 
 /* The statistics of a feature need every element of it: the slab of the

@@ -233,6 +233,43 @@ static void tile_index(const hk_sharding *s, const pt_tiles *t, int64_t device, 
   }
 }
 
+/* Metadata equality as the sharding interner sees it: replicated
+ * shardings carrying each are one interned object exactly when equal. */
+static bool same_metadata(hk_module *m, const hk_metadata *a, const hk_metadata *b) {
+  hk_sharding x, y;
+  memset(&x, 0, sizeof x);
+  x.kind = HK_SHARDING_REPLICATED;
+  x.n_metadata = 1;
+  y = x;
+  x.metadata = a;
+  y.metadata = b;
+  return hk_sharding_intern(m, &x) == hk_sharding_intern(m, &y);
+}
+
+/* s with dst's metadata followed by to_merge's not already there (XLA's
+ * MergeShardingIfCompatible keeps both sources). */
+static const hk_sharding *merge_metadata(hk_module *m, const hk_sharding *s, const hk_sharding *dst,
+                                         const hk_sharding *to_merge) {
+  int n = dst->n_metadata, extra = 0;
+  hk_metadata *md = malloc(sizeof *md * (size_t)(n + to_merge->n_metadata + 1));
+  if (!md) abort();
+  for (int k = 0; k < n; k++) md[k] = dst->metadata[k];
+  for (int k = 0; k < to_merge->n_metadata; k++) {
+    bool seen = false;
+    for (int j = 0; j < dst->n_metadata && !seen; j++)
+      seen = same_metadata(m, &to_merge->metadata[k], &dst->metadata[j]);
+    if (!seen) md[n + extra++] = to_merge->metadata[k];
+  }
+  if (extra > 0) {
+    hk_sharding t = *s;
+    t.n_metadata = n + extra;
+    t.metadata = md;
+    s = hk_sharding_intern(m, &t);
+  }
+  free(md);
+  return s;
+}
+
 typedef struct merge_slot { int64_t key, device; } merge_slot;
 
 static int cmp_slot(const void *a, const void *b) {
@@ -306,7 +343,7 @@ static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const 
   sub[nd - r] = HK_SUBGROUP_REPLICATED;
   nd++;
   pt_reshape(&t, nd, dims, r, sub);
-  res = pt_to_sharding(m, &t, b);
+  res = merge_metadata(m, pt_to_sharding(m, &t, b), b, a);
   pt_free(&t);
 out:
   free(slots);

@@ -274,7 +274,7 @@ static bool backward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
     if (!u->sharding || !hk_sharding_is_manual(u->sharding) || prop_is_cc(u, "SPMDFullToShardShape"))
       continue;
     if (hk_shape_is_array(i->shape)) {
-      *changed = prop_set(cx, i, hk_sharding_manual(cx->m), u, "manual");
+      *changed = prop_set(cx, i, prop_manual_from(cx->m, u->sharding), u, "manual");
     } else {
       const char *rule;
       const hk_sharding *s = prop_sharding_from_user(cx, i, u, &rule);
@@ -296,6 +296,10 @@ bool prop_infer_from_users(prop_ctx *cx, hk_instr *i) {
   bool shardable_cc = p && p->vt->is_shardable && p->vt->is_shardable(p, i);
   for (int32_t k = 0; k < i->n_users; k++) {
     const hk_instr *u = i->users[k];
+    /* XLA keeps an rng-bit-generator's state whole: its operand is
+     * replicated, whatever the other users want. */
+    if (u->opcode == HK_OP_RNG_BIT_GENERATOR)
+      return prop_set(cx, i, hk_sharding_replicated(cx->m), u, "rng-bit-generator state");
     const char *rule = NULL;
     const hk_sharding *s = prop_sharding_from_user(cx, i, u, &rule);
     if (s && shardable_cc && p->vt->propagate_user_sharding)

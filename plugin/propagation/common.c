@@ -19,6 +19,16 @@ bool prop_set(prop_ctx *cx, hk_instr *i, const hk_sharding *s, const hk_instr *s
   return true;
 }
 
+const hk_sharding *prop_manual_from(hk_module *m, const hk_sharding *from) {
+  if (!from || from->kind == HK_SHARDING_TUPLE || from->n_metadata == 0) return hk_sharding_manual(m);
+  hk_sharding t;
+  memset(&t, 0, sizeof t);
+  t.kind = HK_SHARDING_MANUAL;
+  t.n_metadata = from->n_metadata;
+  t.metadata = from->metadata;
+  return hk_sharding_intern(m, &t);
+}
+
 int64_t prop_non_root_users(const hk_instr *i) {
   int64_t n = i->n_users;
   for (int32_t k = 0; k < i->n_users; k++)
@@ -120,7 +130,7 @@ bool prop_passthrough_cc(const hk_instr *i) {
  * parameter k: one value for all, one per parameter, or (a single tuple
  * parameter) one per leaf. */
 bool prop_param_leaf_allowed(const prop_ctx *cx, const hk_computation *e, int64_t k, int64_t leaf) {
-  if (!cx->o.is_spmd || !cx->allow_params_any) return false;
+  if (!cx->allow_params_any) return false;
   if (cx->o.n_params == 1) return cx->o.params[0];
   if (e->n_params == 1 && k == 0 && cx->o.n_params != 1 && e->params[0] &&
       hk_shape_is_tuple(e->params[0]->shape) &&

@@ -44,12 +44,17 @@ static bool forward_manual(prop_ctx *cx, hk_instr *i, bool *changed) {
   for (int32_t k = 0; k < i->n_operands; k++) {
     const hk_instr *op = i->operands[k];
     if (!op->sharding || !hk_sharding_is_manual(op->sharding)) continue;
+    /* the manual region ends here: nothing is inferred from its operand */
+    if (prop_is_cc(i, "SPMDShardToFullShape")) {
+      *changed = false;
+      return true;
+    }
     if (cx->level == 0 &&
         (i->opcode == HK_OP_CONCATENATE || i->opcode == HK_OP_DYNAMIC_SLICE)) {
       *changed = false;
       return true;
     }
-    const hk_sharding *man = hk_sharding_manual(cx->m);
+    const hk_sharding *man = prop_manual_from(cx->m, op->sharding);
     *changed = prop_set(cx, i, sa_tuple_of(cx->m, i->shape, man), op, "manual");
     return true;
   }
@@ -407,7 +412,7 @@ bool prop_infer_from_operands(prop_ctx *cx, hk_instr *i) {
   if (forward_manual(cx, i, &changed)) return changed;   /* manual flows at every level */
   if (!prop_can_at_level(i, cx->level)) return false;
   bool mc = cx->o.is_spmd && cx->level > 0;
-  bool allow_out = cx->o.is_spmd && cx->allow_out_any;
+  bool allow_out = cx->allow_out_any;
   if (!prop_supports_spatial(cx, i, allow_out)) return forward_unsupported(cx, i, mc);
   return forward_by_opcode(cx, i, mc);
 }

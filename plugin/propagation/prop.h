@@ -118,6 +118,8 @@ bool prop_improve(prop_ctx *cx, hk_instr *i, const hk_sharding *s, bool may_comb
 bool prop_accept(prop_ctx *cx, const hk_shape *shape, const hk_sharding *old,
                  const hk_sharding **cand, bool may_combine, bool aggressive);
 int64_t prop_non_root_users(const hk_instr *i);
+/* {manual} with the metadata of `from` (XLA's HloSharding::Manual(metadata)). */
+const hk_sharding *prop_manual_from(hk_module *m, const hk_sharding *from);
 bool prop_is_cc(const hk_instr *i, const char *target);
 const hk_custom_call_partitioner *prop_cc_partitioner(const prop_ctx *cx, const hk_instr *i);
 bool prop_can_at_level(const hk_instr *i, int level);

@@ -371,7 +371,6 @@ static void prepare_instr(run_state *rs, comp_order *co, hk_instr *i) {
 }
 
 static bool output_allowed(const prop_ctx *cx, int64_t k) {
-  if (!cx->o.is_spmd) return false;
   if (cx->o.n_out == 1) return cx->o.out[0];
   return k < cx->o.n_out && cx->o.out[k];
 }
@@ -402,7 +401,7 @@ static void mark_provided(run_state *rs, hk_module *m) {
     rs->saved_params[k] = e->params[k]->sharding;
     pi(e->params[k])->provided = e->params[k]->sharding && !prop_param_allowed(&rs->cx, e, k);
   }
-  if (rs->cx.allow_out_any && rs->cx.o.is_spmd) pi(e->root)->provided = false;
+  if (rs->cx.allow_out_any) pi(e->root)->provided = false;
   else pi(e->root)->provided = true;
 }
 
@@ -898,7 +897,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
 
 static void restore_entry(run_state *rs, hk_module *m) {
   hk_computation *e = m->entry;
-  if (!e || !pi(e->root) || !rs->saved_params || !rs->cx.o.is_spmd) return;
+  if (!e || !pi(e->root) || !rs->saved_params) return;
   for (int32_t k = 0; k < e->n_params; k++)
     if (e->params[k] && prop_param_allowed(&rs->cx, e, k))
       restore_value(rs, e->params[k], rs->saved_params[k], k);

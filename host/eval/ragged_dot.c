@@ -1,0 +1,171 @@
+/* ragged_dot.c - ragged-dot: a dot whose lhs ragged dimension is cut into
+ * consecutive groups by group_sizes.  Ragged in a non-contracting dim:
+ * each group's rows meet their own rhs slice along the rhs group dim.
+ * Ragged in a contracting dim: the result gains a leading group dim, each
+ * group contracting only its own range.  Ragged in a batch dim: the dot,
+ * each batch entry in its group.  Entries in no group (past the sizes'
+ * sum) are zero.  Floats accumulate in double (complex in double complex),
+ * integers in int64, rounded or wrapped once to the result type, like dot.
+ * One kernel computes any box of the result from operand boxes, so the
+ * sampled evaluator runs it on just what a sample reads. */
+#include <complex.h>
+
+#include "analysis/analysis_internal.h"
+#include "eval/eval_internal.h"
+
+static bool listed(hk_i64s l, int64_t d, int *pos) {
+  for (int k = 0; k < l.n; k++)
+    if (l.v[k] == d) {
+      if (pos) *pos = k;
+      return true;
+    }
+  return false;
+}
+
+hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
+  static const hk_dot_dnums none;
+  memset(f, 0, sizeof *f);
+  f->dn = ins->attrs && ins->attrs->dot ? *ins->attrs->dot : none;
+  int64_t ragged[2], group[2];
+  if (ana_raw_dims(ins, "lhs_ragged_dims", ragged, 2) != 1)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot needs one lhs_ragged_dims entry");
+  int n_group = ana_raw_dims(ins, "rhs_group_dims", group, 2);
+  const hk_shape *l = ins->operands[0]->shape, *r = ins->operands[1]->shape, *g = ins->operands[2]->shape;
+  if (g->rank != 1)
+    return hk_eval_error(ins, HK_UNIMPLEMENTED, "ragged-dot with group_sizes of rank %d (only rank 1)", g->rank);
+  f->ragged = ragged[0];
+  f->group_dim = n_group == 1 ? group[0] : -1;
+  f->n_groups = g->dims[0];
+  f->kind = listed(f->dn.lhs_contracting, f->ragged, NULL) ? HK_RAGGED_CONTRACTING
+            : listed(f->dn.lhs_batch, f->ragged, NULL)     ? HK_RAGGED_BATCH
+                                                           : HK_RAGGED_NON_CONTRACTING;
+  if (f->ragged < 0 || f->ragged >= l->rank || (f->kind == HK_RAGGED_NON_CONTRACTING) != (n_group == 1) ||
+      (n_group == 1 && (f->group_dim < 0 || f->group_dim >= r->rank)))
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad lhs_ragged_dims / rhs_group_dims");
+  /* where each result dim comes from: lhs dim, rhs dim (-1: none) */
+  int n = 0;
+  if (f->kind == HK_RAGGED_CONTRACTING) f->out_lhs[n] = f->out_rhs[n] = -1, n++;
+  for (int k = 0; k < f->dn.lhs_batch.n; k++, n++) {
+    f->out_lhs[n] = f->dn.lhs_batch.v[k];
+    f->out_rhs[n] = f->dn.rhs_batch.v[k];
+  }
+  for (int d = 0; d < l->rank; d++)
+    if (!listed(f->dn.lhs_batch, d, NULL) && !listed(f->dn.lhs_contracting, d, NULL))
+      f->out_lhs[n] = d, f->out_rhs[n] = -1, n++;
+  for (int d = 0; d < r->rank; d++)
+    if (!listed(f->dn.rhs_batch, d, NULL) && !listed(f->dn.rhs_contracting, d, NULL) && d != f->group_dim)
+      f->out_lhs[n] = -1, f->out_rhs[n] = d, n++;
+  if (n != ins->shape->rank)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot result has rank %d, expected %d", ins->shape->rank, n);
+  return NULL;
+}
+
+/* The group holding position v of the ragged dim (-1: none); starts has
+ * n_groups + 1 entries. */
+static int64_t group_of(const int64_t *starts, int64_t n_groups, int64_t v) {
+  for (int64_t k = 0; k < n_groups; k++)
+    if (v >= starts[k] && v < starts[k + 1]) return k;
+  return -1;
+}
+
+/* Linear index of idx in a value covering the box at lo with v's dims. */
+static int64_t at(const hk_value *v, const int64_t *lo, const int64_t *idx) {
+  int64_t i = 0;
+  for (int d = 0; d < v->rank; d++) i = i * v->dims[d] + (idx[d] - lo[d]);
+  return i;
+}
+
+typedef enum { ACC_REAL, ACC_COMPLEX, ACC_INT } acc_kind;
+
+/* One result element: the sum over the contracting dims (in group `grp`'s
+ * range for a contracting ragged dim). */
+static void element(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
+                    const int64_t *rlo, const int64_t *starts, int64_t grp, int64_t *li, int64_t *ri,
+                    acc_kind k, double complex *sum, int64_t *isum) {
+  const hk_i64s lc = f->dn.lhs_contracting, rc = f->dn.rhs_contracting;
+  int64_t lo[HK_MAX_RANK], hi[HK_MAX_RANK];
+  for (int c = 0; c < lc.n; c++) {
+    lo[c] = llo[lc.v[c]];
+    hi[c] = llo[lc.v[c]] + lhs->dims[lc.v[c]];
+    if (f->kind == HK_RAGGED_CONTRACTING && lc.v[c] == f->ragged) {
+      lo[c] = starts[grp] > lo[c] ? starts[grp] : lo[c];
+      hi[c] = starts[grp + 1] < hi[c] ? starts[grp + 1] : hi[c];
+    }
+    if (lo[c] >= hi[c]) return;
+    li[lc.v[c]] = ri[rc.v[c]] = lo[c];
+  }
+  for (;;) {
+    int64_t a = at(lhs, llo, li), b = at(rhs, rlo, ri);
+    if (k == ACC_INT) {
+      /* wrapping (unsigned) arithmetic: int64 overflow wraps like the result type */
+      *isum = (int64_t)((uint64_t)*isum + (uint64_t)hk_value_get_i64(lhs, a) * (uint64_t)hk_value_get_i64(rhs, b));
+    } else if (k == ACC_COMPLEX) {
+      double ar, ai, br, bi;
+      hk_value_get_c(lhs, a, &ar, &ai);
+      hk_value_get_c(rhs, b, &br, &bi);
+      *sum += CMPLX(ar, ai) * CMPLX(br, bi);
+    } else {
+      *sum += hk_value_get_f64(lhs, a) * hk_value_get_f64(rhs, b);
+    }
+    int c = lc.n - 1;
+    for (; c >= 0; c--) {
+      if (++li[lc.v[c]] < hi[c]) {
+        ri[rc.v[c]] = li[lc.v[c]];
+        break;
+      }
+      li[lc.v[c]] = ri[rc.v[c]] = lo[c];
+    }
+    if (c < 0) return;
+  }
+}
+
+void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
+                       const int64_t *rlo, const int64_t *starts, const int64_t *olo, hk_value *out) {
+  hk_prim e = (hk_prim)out->elem;
+  acc_kind k = hk_prim_is_complex(e) ? ACC_COMPLEX : hk_prim_is_float(e) ? ACC_REAL : ACC_INT;
+  int64_t idx[HK_MAX_RANK];
+  for (int d = 0; d < out->rank; d++) idx[d] = olo[d];
+  for (int64_t o = 0; o < out->n; o++) {
+    int64_t li[HK_MAX_RANK] = {0}, ri[HK_MAX_RANK] = {0}, grp = 0;
+    for (int d = 0; d < out->rank; d++) {
+      if (f->out_lhs[d] >= 0) li[f->out_lhs[d]] = idx[d];
+      if (f->out_rhs[d] >= 0) ri[f->out_rhs[d]] = idx[d];
+      if (f->out_lhs[d] < 0 && f->out_rhs[d] < 0) grp = idx[d];   /* the leading group dim */
+    }
+    if (f->kind != HK_RAGGED_CONTRACTING) grp = group_of(starts, f->n_groups, li[f->ragged]);
+    if (f->group_dim >= 0) ri[f->group_dim] = grp;
+    double complex sum = 0;
+    int64_t isum = 0;
+    if (grp >= 0) element(f, lhs, llo, rhs, rlo, starts, grp, li, ri, k, &sum, &isum);
+    if (k == ACC_INT) hk_value_set_i64(out, o, isum);
+    else hk_value_set_c(out, o, creal(sum), cimag(sum));
+    for (int d = out->rank - 1; d >= 0; d--) {
+      if (++idx[d] < olo[d] + out->dims[d]) break;
+      idx[d] = olo[d];
+    }
+  }
+}
+
+int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes) {
+  int64_t *s = malloc((size_t)(f->n_groups + 1) * sizeof *s);
+  if (!s) abort();
+  s[0] = 0;
+  for (int64_t k = 0; k < f->n_groups; k++) {
+    int64_t g = hk_value_get_i64(sizes, k);
+    s[k + 1] = s[k] + (g > 0 ? g : 0);
+  }
+  return s;
+}
+
+hk_status *hk_op_ragged_dot(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out) {
+  (void)d;
+  hk_ragged_dot f;
+  HK_TRY(hk_ragged_dot_form(ins, &f));
+  int64_t zero[HK_MAX_RANK] = {0};
+  int64_t *starts = hk_ragged_dot_starts(&f, ops[2]);
+  hk_value *r = hk_value_for_shape_dims(ins->shape);
+  hk_ragged_dot_box(&f, ops[0], zero, ops[1], zero, starts, zero, r);
+  free(starts);
+  *out = r;
+  return NULL;
+}
