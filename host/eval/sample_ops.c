@@ -213,19 +213,11 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
   hk_value *ops[2] = {0};
   hk_status *st = se_operand(x, f, ins, 0, &lb, &ops[0]);
   if (!st) st = se_operand(x, f, ins, 1, &rb, &ops[1]);
-  hk_prim rt = (hk_prim)ins->shape->elem;
-  if (!st && rt == HK_F32) {
-    /* Accumulate in double (the kernel does for f64), round once at the end:
-     * the global and the partitioned sums then differ only where the
-     * partitioned program rounds partial sums. */
-    hk_value *wide[2] = {hk_convert_value(ops[0], HK_F64), hk_convert_value(ops[1], HK_F64)}, *r = NULL;
-    st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, wide, &r);
-    if (!st) *out = hk_convert_value(r, rt);
-    hk_value_release(r);
-    release_all(wide, 2);
-  } else if (!st) {
-    st = run_shadow(x, ins, se_box_shape(x, rt, b), NULL, hk_op_dot, ops, out);
-  }
+  /* The dense kernel accumulates every float dot in double and rounds
+   * once (the global and the partitioned sums then differ only where the
+   * partitioned program rounds partial sums); f32 operands are read in
+   * place, not widened: a weight-sized operand is held once, not thrice. */
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, b), NULL, hk_op_dot, ops, out);
   release_all(ops, 2);
   return st;
 }
