@@ -472,44 +472,52 @@ static void emit_cond(const char *name, int n, const val *state, int up) {
   free(ts);
 }
 
+/* A loop body's start: its tuple parameter unpacked into s[0..n) and the
+ * constants every layer uses; *ts is the state's shape text. */
+static consts begin_body(comp_buf *cb, int n, const val *state, val *s, char **ts) {
+  *ts = tuple_shape_text(n, state);
+  begin(cb);
+  fprintf(out, "  st = %s parameter(0)\n", *ts);
+  val st = {.name = "st", .ty = "tuple"};
+  untuple(st, n, state, s);
+  return make_consts();
+}
+
+/* A loop body's end: the next state as its root. */
+static void end_body(comp_buf *cb, char *ts, int n, const val *next, const char *name) {
+  val t = tuple(n, next);
+  fprintf(out, "  ROOT done = %s copy(%s)\n", ts, t.name);
+  end(cb, name);
+  free(ts);
+}
+
 /* forward body: (i, x, saved, W...) -> (i+1, x after U layers, saved with x at i, W...) */
 static void emit_forward_body(const val *state, int n) {
-  char *ts = tuple_shape_text(n, state);
   comp_buf cb;
-  begin(&cb);
-  fprintf(out, "  st = %s parameter(0)\n", ts);
-  val st = {.name = "st", .ty = "tuple"};
-  val s[2 + 1 + NW];
-  untuple(st, n, state, s);
-  consts c = make_consts();
+  char *ts;
+  val s[3 + NW];
+  consts c = begin_body(&cb, n, state, s, &ts);
   val i = s[0], x = s[1], saved = update_row(s[2], s[1], s[0], c.zero_i);
   for (int j = 0; j < C.per_iter; j++) {
     val w[NW];
     slice_weights(i, j, s + 3, c.zero_i, w);
     x = layer_forward(&c, x, w).out;
   }
-  val next[2 + 1 + NW];
+  val next[3 + NW];
   memcpy(next, s, sizeof next);
   next[0] = add(i, iconst(1));
   next[1] = x;
   next[2] = saved;
-  val t = tuple(n, next);
-  fprintf(out, "  ROOT done = %s copy(%s)\n", ts, t.name);
-  end(&cb, "forward_body");
-  free(ts);
+  end_body(&cb, ts, n, next, "forward_body");
 }
 
 /* backward body: (i, dx, saved, W..., G...) -> (i-1, dx before iteration i, saved, W..., G with the
  * gradients of layers i*U .. i*U+U-1) */
 static void emit_backward_body(const val *state, int n) {
-  char *ts = tuple_shape_text(n, state);
   comp_buf cb;
-  begin(&cb);
-  fprintf(out, "  st = %s parameter(0)\n", ts);
-  val st = {.name = "st", .ty = "tuple"};
+  char *ts;
   val s[3 + 2 * NW];
-  untuple(st, n, state, s);
-  consts c = make_consts();
+  consts c = begin_body(&cb, n, state, s, &ts);
   val i = s[0], dx = s[1], x = slice_row(s[2], i, c.zero_i);
   layer_fwd f[16];
   for (int j = 0; j < C.per_iter; j++) {   /* rematerialise the iteration's forward */
@@ -528,10 +536,7 @@ static void emit_backward_body(const val *state, int n) {
   }
   next[0] = sub(i, iconst(1));
   next[1] = dx;
-  val t = tuple(n, next);
-  fprintf(out, "  ROOT done = %s copy(%s)\n", ts, t.name);
-  end(&cb, "backward_body");
-  free(ts);
+  end_body(&cb, ts, n, next, "backward_body");
 }
 
 static void emit_reducers(void) {
