@@ -51,7 +51,7 @@ TESTS    := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
 # Tools built from scripts/*.c, linked against libhlokit.so (not part of `all`,
 # so a restricted LIB_DIRS build does not need json/analysis).
 TOOLS    := $(BUILD)/hk-conformance $(BUILD)/hk-gen-mlp $(BUILD)/hk-bench-parse $(BUILD)/hk-bench-pipeline \
-            $(BUILD)/hk-bench-partition
+            $(BUILD)/hk-bench-partition $(BUILD)/hk-gen-transformer
 
 .PHONY: all test check-tests valgrind conformance tools bench install clean deps fuzz fuzz-pipeline
 all: $(LIB) $(BIN) $(PLUGIN_SOS)

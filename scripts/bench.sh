@@ -304,6 +304,12 @@ peak_rss_run() {
   rm -rf "$d"
 }
 
+# The MPI table: the MLP's run and check on 8 devices, one process
+# (threads) beside N = 2, 4, 8 ranks: wall time, the largest peak RSS of a
+# rank, its ratio to the one process, and the same figures above each
+# launcher's fixed cost (its peak RSS running a 16-element module: the
+# binary, its libraries and, for MPI, Open MPI's own buffers, which do not
+# shrink with N).
 bench_mpi() {
   echo
   echo "== MPI back end: MLP (4 layers, width ${MPI_BENCH_WIDTH:-1024}, batch 16) on 8 devices"
@@ -312,25 +318,40 @@ bench_mpi() {
     return
   fi
   local mlp="$benchdir/mlp-mpi.hlo" part="$benchdir/mlp-mpi-part.hlo"
+  local tiny="$benchdir/mlp-mpi-tiny.hlo" tiny_part="$benchdir/mlp-mpi-tiny-part.hlo"
+  local passes='spmd-partitioning{allow_module_signature_change=true}'
   "$build/hk-gen-mlp" --layers=4 --width="${MPI_BENCH_WIDTH:-1024}" --batch=16 --devices=8 >"$mlp"
-  "$build/hlokit" opt "$mlp" --num-partitions=8 --passes='spmd-partitioning{allow_module_signature_change=true}' -o "$part"
-  printf '%-5s %-9s | %10s %14s %9s | %10s %14s %9s\n' cmd backend "run wall s" "peak RSS/rank" "vs 1 proc" \
-    "check s" "peak RSS/rank" "vs 1 proc"
-  local base_run="" base_check=""
+  "$build/hlokit" opt "$mlp" --num-partitions=8 --passes="$passes" -o "$part"
+  "$build/hk-gen-mlp" --layers=1 --width=8 --batch=8 --devices=8 >"$tiny"
+  "$build/hlokit" opt "$tiny" --num-partitions=8 --passes="$passes" -o "$tiny_part"
+  printf '%-9s | %7s %9s %6s %9s %6s | %7s %9s %6s %9s %6s | %8s\n' backend "run s" "RSS/rank" "vs 1p" \
+    "above fix" "vs 1p" "check s" "RSS/rank" "vs 1p" "above fix" "vs 1p" "fixed"
+  local base_run="" base_check="" base_run_d="" base_check_d=""
   for n in 0 2 4 8; do
-    local backend=threads r c
+    local backend=threads r c f
     [ "$n" != 0 ] && backend="mpi -n $n"
     local extra=()
     [ "$n" != 0 ] && extra=(--backend=mpi)
+    f=$(peak_rss_run "$n" "$build/hlokit" run "$tiny_part" "${extra[@]}")
     r=$(peak_rss_run "$n" "$build/hlokit" run "$part" "${extra[@]}")
     c=$(peak_rss_run "$n" "$build/hlokit" check "$mlp" --partitioned="$part" --sample-seconds=0 "${extra[@]}")
+    read -r _ fm <<<"$f"
     read -r rt rm <<<"$r"
     read -r ct cm <<<"$c"
-    [ -z "$base_run" ] && base_run=$rm && base_check=$cm
+    local rd=$((rm - fm)) cd=$((cm - fm))
+    [ $rd -lt 1 ] && rd=1
+    [ $cd -lt 1 ] && cd=1
+    [ -z "$base_run" ] && base_run=$rm && base_check=$cm && base_run_d=$rd && base_check_d=$cd
     awk -v b="$backend" -v rt="$rt" -v rm="$rm" -v ct="$ct" -v cm="$cm" -v br="$base_run" -v bc="$base_check" \
-      'BEGIN { printf "%-5s %-9s | %10.3f %11.1f MB %8.2fx | %10.3f %11.1f MB %8.2fx\n", "mlp", b, rt, rm/1024, rm/br, ct, cm/1024, cm/bc }'
+        -v rd="$rd" -v cd="$cd" -v brd="$base_run_d" -v bcd="$base_check_d" -v fm="$fm" \
+      'BEGIN { printf "%-9s | %7.3f %6.1f MB %5.2fx %6.1f MB %5.2fx | %7.3f %6.1f MB %5.2fx %6.1f MB %5.2fx | %5.1f MB\n",
+               b, rt, rm/1024, rm/br, rd/1024, rd/brd, ct, cm/1024, cm/bc, cd/1024, cd/bcd, fm/1024 }'
   done
-  echo "(threads: one process runs all 8 devices; mpi -n N: each rank runs 8/N devices as threads)"
+  echo "(threads: one process runs all 8 devices; mpi -n N: each rank runs 8/N devices as threads."
+  echo " RSS/rank: the largest peak RSS of one rank; above fix: minus 'fixed', the same launcher's"
+  echo " peak RSS on a 16-element module.  run gives every device the same parameter values, held"
+  echo " once per process, so a rank's run holds what the one process holds of them; check's"
+  echo " reference holds, per rank, the global operands its pieces read)"
 }
 
 for b in "${BENCHES[@]}"; do

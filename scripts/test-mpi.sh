@@ -7,7 +7,9 @@
 #      reported; --timeout stops an endless while loop (threads and MPI);
 #      fixtures/mpi/collectives.hlo byte for byte on 1, 2, 4 and 8 ranks;
 #   2. check --backend=mpi on fixtures/eval: equal where the thread back end
-#      says equal, exit 1 on the deliberately wrong partitioned modules;
+#      says equal, exit 1 on the deliberately wrong partitioned modules; a
+#      transformer training step (hk-gen-transformer) partitioned over 8
+#      devices checks equal on 8 ranks, on at least 4,096 positions;
 #   3. the visible spmd corpus: each case partitioned, then
 #      `mpirun -n N hlokit run --backend=mpi --json` must print byte for byte
 #      what `hlokit run --json` (threads) prints, and check --backend=mpi
@@ -63,7 +65,8 @@ for mode in threads mpi; do
   fi
   rc=$?
   took=$(($(date +%s) - t0))
-  if [ $rc -ne 2 ] || ! grep -q "time limit\|timed out" "$tmp/err" || [ $took -gt 15 ]; then
+  # The message names the option the user gave, not just an internal budget.
+  if [ $rc -ne 2 ] || ! grep -q "timed out after 2 s (--timeout=2)" "$tmp/err" || [ $took -gt 15 ]; then
     fail "endless_while --timeout=2 ($mode): exit $rc after ${took}s"
   fi
 done
@@ -94,6 +97,30 @@ for part in fixtures/eval/*_spmd_*.hlo; do
                   *) [ $want -eq 1 ] || fail "$part: threads exit $want (a wrong module)" ;; esac
 done
 echo "test-mpi: check fixtures compared"
+
+# ---- 2b. a transformer training step partitioned over 8 devices -----------------------------
+# scripts/gen-transformer.c: embedding, attention with softmax, MLP, layer norms, Adam, the layers
+# in while loops (about 2,100 instructions), tensor parallel 4 x data parallel 2; sharding
+# propagation and the partitioner, then check on 8 ranks: equal on every rank, >= 4096 positions.
+"$build/hk-gen-transformer" >"$tmp/tf.hlo" || fail "hk-gen-transformer"
+t0=$(date +%s)
+if "$hlokit" opt "$tmp/tf.hlo" --num-partitions=8 -o "$tmp/tf.part.hlo" \
+     --passes='sharding-propagation{is_spmd=true},spmd-partitioning{allow_module_signature_change=true}' \
+     2>"$tmp/err"; then
+  mpirun_n 8 "$hlokit" check "$tmp/tf.hlo" --partitioned="$tmp/tf.part.hlo" --backend=mpi --timeout=100 \
+    >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  positions=$(sed -n 's/^equal (compared \([0-9]*\) positions).*/\1/p' "$tmp/out")
+  per_rank=$(sed -n 's/^  positions compared per rank (8 ranks)://p' "$tmp/out")
+  if [ $rc -ne 0 ] || [ -z "$positions" ] || [ "$positions" -lt 4096 ]; then
+    fail "transformer step on 8 ranks: exit $rc, positions '${positions}': $(head -1 "$tmp/out") $(grep hlokit "$tmp/err" | head -1)"
+  else
+    echo "test-mpi: transformer step ($(grep -c ' = ' "$tmp/tf.hlo") instructions) equal on 8 ranks," \
+         "$positions positions (per rank:$per_rank), $(($(date +%s) - t0))s"
+  fi
+else
+  fail "transformer step: not partitioned: $(head -1 "$tmp/err")"
+fi
 
 # ---- 3. the spmd corpus ------------------------------------------------------------------
 corpus="${HLOKIT_CONFORMANCE_DIR:-../shared/conformance}"

@@ -228,7 +228,14 @@ static hk_status *m_barrier(hk_collective_backend *base, const hk_collective_op 
 /* A device of this rank failed: every rank stops (a device of another rank
  * may be waiting for this one). */
 static void m_abort(hk_collective_backend *base, const char *why) {
-  (void)base;
+  const hk_mpi_backend *b = (const hk_mpi_backend *)base;
+  int64_t budget_ms = hk_dist_eval_budget_ms((double)b->user_timeout_ms / 1000);
+  if (budget_ms && hk_mpi_now_ns() - b->created_ns >= budget_ms * 1000000) {
+    char msg[600];   /* the evaluator's budget was --timeout's share: name the option */
+    snprintf(msg, sizeof msg, "timed out after %g s (--timeout=%g): %s", (double)b->user_timeout_ms / 1000,
+             (double)b->user_timeout_ms / 1000, why);
+    hk_mpi_fail(msg, 2);
+  }
   hk_mpi_fail(why, 2);
 }
 
@@ -273,6 +280,8 @@ hk_collective_backend *hk_mpi_backend_new(int64_t num_devices, int64_t devices_p
   b->per_rank = devices_per_rank;
   b->first = (int64_t)hk_mpi_rank() * devices_per_rank;
   b->timeout_ms = timeout_ms > 0 ? timeout_ms : 120000;
+  b->user_timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
+  b->created_ns = hk_mpi_now_ns();
   b->watch = calloc((size_t)devices_per_rank, sizeof *b->watch);
   if (!b->watch) abort();
   pthread_mutex_init(&b->mu, NULL);

@@ -118,7 +118,7 @@ hk_status *hk_mpi_comm_check(hk_mpi_backend *b, MPI_Comm comm, const hk_collecti
 
 /* ---- the watchdog ---------------------------------------------------------------- */
 
-static int64_t now_ns(void) {
+int64_t hk_mpi_now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
@@ -127,7 +127,7 @@ static int64_t now_ns(void) {
 void hk_mpi_watch_begin(hk_mpi_backend *b, const hk_collective_op *op) {
   pthread_mutex_lock(&b->mu);
   mpi_watch *w = &b->watch[op->device - b->first];
-  w->since_ns = now_ns();
+  w->since_ns = hk_mpi_now_ns();
   w->instr = op->instr;
   w->sequence = op->sequence;
   pthread_mutex_unlock(&b->mu);
@@ -151,7 +151,7 @@ static void *watchdog_main(void *arg) {
       ts.tv_nsec -= 1000000000;
     }
     pthread_cond_timedwait(&b->cv, &b->mu, &ts);
-    int64_t now = now_ns();
+    int64_t now = hk_mpi_now_ns();
     for (int64_t k = 0; k < b->per_rank && !b->stop; k++) {
       const mpi_watch *w = &b->watch[k];
       if (!w->since_ns || now - w->since_ns < b->timeout_ms * 1000000) continue;

@@ -35,6 +35,8 @@ typedef struct hk_mpi_backend {
   MPI_Comm hdr, data;              /* duplicates of the world: headers, payloads */
   int64_t num_devices, per_rank, first;   /* first: this rank's first device */
   int64_t timeout_ms;
+  int64_t user_timeout_ms;         /* --timeout (0: none) */
+  int64_t created_ns;
   pthread_mutex_t mu;              /* comms, watch, stop */
   pthread_cond_t cv;
   mpi_comm_entry *comms;
@@ -65,6 +67,8 @@ hk_status *hk_mpi_p2p_exchange(hk_mpi_backend *b, const hk_collective_op *op, xk
  * rank): every member's header is gathered and compared. */
 hk_status *hk_mpi_comm_check(hk_mpi_backend *b, MPI_Comm comm, const hk_collective_op *op,
                              xkind kind, int64_t nbytes);
+/* CLOCK_MONOTONIC in ns. */
+int64_t hk_mpi_now_ns(void);
 /* Marks the device of op as waiting in a collective (or done). */
 void hk_mpi_watch_begin(hk_mpi_backend *b, const hk_collective_op *op);
 void hk_mpi_watch_end(hk_mpi_backend *b, const hk_collective_op *op);

@@ -40,4 +40,14 @@ typedef struct hk_dist_api {
 
 typedef const hk_dist_api *(*hk_dist_api_get_fn)(void);
 
+/* The evaluator's own budget under --timeout=S (ms; 0: none): a margin
+ * short of S, so that the evaluator's message (naming the instruction)
+ * comes before the watchdog's.  A failure once it is spent is the
+ * timeout's: the CLI and the MPI back end then name --timeout. */
+static inline int64_t hk_dist_eval_budget_ms(double seconds) {
+  if (seconds <= 0) return 0;
+  int64_t ms = (int64_t)(seconds * 1000);
+  return ms > 400 ? ms - 200 : ms > 1 ? ms / 2 : 1;
+}
+
 #endif

@@ -103,6 +103,29 @@ static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64
   return p;
 }
 
+/* True when the [B][R][C] order of pack3 is v's own row-major order. */
+static bool packed_in_place(const int64_t *ob, int64_t nb, const int64_t *orr, int64_t nr, const int64_t *oc,
+                            int64_t nc) {
+  for (int64_t b = 0; b < nb; b++)
+    if (ob[b] != b * nr * nc) return false;
+  for (int64_t r = 0; r < nr; r++)
+    if (orr[r] != r * nc) return false;
+  for (int64_t c = 0; c < nc; c++)
+    if (oc[c] != c) return false;
+  return true;
+}
+
+/* A dot operand as pack3 packs it; an f32 operand already in that order
+ * is read in place (*owned false): no copy of a weight-sized operand per
+ * dot and device. */
+static void *operand_matrix(const hk_value *v, const int64_t *ob, int64_t nb, const int64_t *orr, int64_t nr,
+                            const int64_t *oc, int64_t nc, acc_kind k, bool *f32, bool *owned) {
+  *owned = !(k == ACC_F64 && v->elem == HK_F32 && packed_in_place(ob, nb, orr, nr, oc, nc));
+  if (*owned) return pack3(v, ob, nb, orr, nr, oc, nc, k, f32);
+  *f32 = true;
+  return v->data;
+}
+
 enum { BLK_I = 64, BLK_K = 256, BLK_J = 512, MR = 4, NR = 4 };
 
 /* Two doubles: GCC/Clang vector extension, SIMD where the target has it. */
@@ -411,9 +434,9 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
                        (long long)res->n, (long long)(B * M * N));
   } else {
     acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)l->elem, (hk_prim)r->elem);
-    bool exact = exact_products((hk_prim)l->elem, (hk_prim)r->elem), af32, bf32;
-    void *A = pack3(l, lb, B, lm, M, lk, K, k, &af32);
-    void *Bm = pack3(r, rb, B, rk, K, rn, N, k, &bf32);
+    bool exact = exact_products((hk_prim)l->elem, (hk_prim)r->elem), af32, bf32, a_own, b_own;
+    void *A = operand_matrix(l, lb, B, lm, M, lk, K, k, &af32, &a_own);
+    void *Bm = operand_matrix(r, rb, B, rk, K, rn, N, k, &bf32, &b_own);
     void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * 8);
     if (!C) abort();
     for (int64_t b = 0; b < B && !st; b++) {
@@ -427,8 +450,8 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
       }
       store_block(res, b * M * N, C, M * N, k);
     }
-    free(A);
-    free(Bm);
+    if (a_own) free(A);
+    if (b_own) free(Bm);
     free(C);
   }
   free(lb); free(lm); free(lk); free(rb); free(rk); free(rn);

@@ -522,7 +522,11 @@ hk_status *se_eval(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const 
                          (long long)v->n, hk_prim_name((hk_prim)v->elem), (long long)count,
                          hk_prim_name((hk_prim)ls->elem));
   }
-  memo_put(&x->memo, h, fid, ins, leaf, b, v);
+  /* An entry parameter is a pure function of the global index, cheaper to
+   * make again than to hold: a big box of one is not kept (a dot reading
+   * a weight in slices then never holds the whole weight). */
+  if (!(ins->opcode == HK_OP_PARAMETER && !f->parent && count > SE_REMAKE_ELEMENTS))
+    memo_put(&x->memo, h, fid, ins, leaf, b, v);
   *out = v;
   return NULL;
 }

@@ -16,6 +16,9 @@
 #include "eval/eval_internal.h"
 
 #define SE_MAX_RANK 16
+/* Entry-parameter boxes above this many elements are made again on each
+ * request instead of memoised (sample_eval.c). */
+#define SE_REMAKE_ELEMENTS 4096
 
 /* Elements lo[d] .. lo[d] + n[d] - 1 of each dimension. */
 typedef struct se_box {

@@ -58,16 +58,29 @@ hk_status *se_op_parameter_entry(se_ctx *x, se_frame *f, const hk_instr *ins, in
   hk_strides(gs->rank, gs->dims, gst);
   uint64_t stream = splitmix(x->seed ^ splitmix((uint64_t)num * 0x10001ULL + (uint64_t)leaf + 1));
   hk_value *v = se_value_of_box((hk_prim)ls->elem, b);
-  for (int64_t i = 0; i < v->n; i++) {
-    int64_t lin = 0;
+  /* Row by row along the last dim (its global stride is 1): entry
+   * parameters are made again for every big box a dot reads in slices, so
+   * this loop is hot. */
+  int last = b->rank - 1;
+  int64_t row = b->rank ? b->n[last] : 1, rows = row ? v->n / row : 0;
+  for (int64_t r = 0, i = 0; r < rows; r++, i += row) {
+    int64_t lin = 0, g_last = b->rank ? off[last] + b->lo[last] : 0;
     bool inside = true;
-    for (int d = 0; d < b->rank; d++) {
+    for (int d = 0; d < last; d++) {
       int64_t g = off[d] + b->lo[d] + idx[d];
       inside &= g < gs->dims[d];
       lin += g * gst[d];
     }
-    if (inside) random_element(v, i, splitmix(stream + (uint64_t)lin));
-    for (int d = b->rank - 1; d >= 0; d--) {
+    int64_t n_in = !inside ? 0 : b->rank == 0 ? 1 : gs->dims[last] - g_last < row ? gs->dims[last] - g_last : row;
+    lin += g_last;
+    if (v->elem == HK_F32) {
+      float *o = (float *)v->data + i;
+      for (int64_t j = 0; j < n_in; j++)
+        o[j] = (float)((double)(splitmix(stream + (uint64_t)(lin + j)) >> 11) * (2.0 / 9007199254740992.0) - 1);
+    } else {
+      for (int64_t j = 0; j < n_in; j++) random_element(v, i + j, splitmix(stream + (uint64_t)(lin + j)));
+    }
+    for (int d = last - 1; d >= 0; d--) {
       if (++idx[d] < b->n[d]) break;
       idx[d] = 0;
     }
@@ -199,6 +212,57 @@ static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contractin
   }
 }
 
+/* An operand box above this many elements is read in slices of the
+ * largest contracting dim, each folded into double sums and dropped, so a
+ * dot never holds a whole weight-sized operand (check's reference on each
+ * MPI rank then holds about a slice, not the global weights). */
+enum { DOT_CHUNK_ELEMENTS = 1 << 18 };
+
+/* The contracting pair (lhs dim *ld, rhs dim *rd) along which to slice and
+ * the indices per slice; 0 when the dot needs no slicing. */
+static int64_t dot_chunk_step(const hk_dot_dnums *dn, const se_box *lb, const se_box *rb, int *ld, int *rd) {
+  int64_t biggest = se_box_count(lb) > se_box_count(rb) ? se_box_count(lb) : se_box_count(rb);
+  if (biggest <= DOT_CHUNK_ELEMENTS || dn->lhs_contracting.n == 0) return 0;
+  int best = 0;
+  for (int i = 1; i < dn->lhs_contracting.n; i++)
+    if (lb->n[dn->lhs_contracting.v[i]] > lb->n[dn->lhs_contracting.v[best]]) best = i;
+  *ld = (int)dn->lhs_contracting.v[best];
+  *rd = (int)dn->rhs_contracting.v[best];
+  int64_t k = lb->n[*ld], per_index = k ? biggest / k : biggest;
+  int64_t step = per_index ? DOT_CHUNK_ELEMENTS / per_index : k;
+  return step < 1 ? 1 : step >= k ? 0 : step;
+}
+
+/* A float dot over slices [lo, lo + step) of the contracting pair, the
+ * partial products summed in double and rounded once to the result type. */
+static hk_status *dot_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b, const se_box *lb,
+                                const se_box *rb, int ld, int rd, int64_t step, hk_value **out) {
+  int64_t n = se_box_count(b);
+  double *acc = calloc((size_t)(n ? n : 1), sizeof(double));
+  if (!acc) abort();
+  hk_status *st = NULL;
+  for (int64_t lo = 0; lo < lb->n[ld] && !st; lo += step) {
+    se_box lc = *lb, rc = *rb;
+    lc.lo[ld] = lb->lo[ld] + lo;
+    rc.lo[rd] = rb->lo[rd] + lo;
+    lc.n[ld] = rc.n[rd] = lo + step < lb->n[ld] ? step : lb->n[ld] - lo;
+    hk_value *ops[2] = {0}, *part = NULL;
+    st = se_operand(x, f, ins, 0, &lc, &ops[0]);
+    if (!st) st = se_operand(x, f, ins, 1, &rc, &ops[1]);
+    if (!st) st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, ops, &part);
+    for (int64_t i = 0; !st && i < n; i++) acc[i] += ((const double *)part->data)[i];
+    hk_value_release(part);
+    release_all(ops, 2);
+    se_ctx_trim(x);
+  }
+  if (!st) {
+    *out = se_value_of_box((hk_prim)ins->shape->elem, b);
+    for (int64_t i = 0; i < n; i++) hk_value_set_f64(*out, i, acc[i]);
+  }
+  free(acc);
+  return st;
+}
+
 hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                      hk_value **out) {
   (void)leaf;
@@ -210,22 +274,17 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
   se_box lb, rb;
   dot_operand_box(ls, dn->lhs_batch, dn->lhs_contracting, dn->lhs_batch.n, b, &lb);
   dot_operand_box(rs, dn->rhs_batch, dn->rhs_contracting, dn->rhs_batch.n + lfree, b, &rb);
+  int ld = 0, rd = 0;
+  int64_t step = hk_prim_is_float((hk_prim)ins->shape->elem) ? dot_chunk_step(dn, &lb, &rb, &ld, &rd) : 0;
+  if (step) return dot_in_chunks(x, f, ins, b, &lb, &rb, ld, rd, step, out);
   hk_value *ops[2] = {0};
   hk_status *st = se_operand(x, f, ins, 0, &lb, &ops[0]);
   if (!st) st = se_operand(x, f, ins, 1, &rb, &ops[1]);
-  hk_prim rt = (hk_prim)ins->shape->elem;
-  if (!st && rt == HK_F32) {
-    /* Accumulate in double (the kernel does for f64), round once at the end:
-     * the global and the partitioned sums then differ only where the
-     * partitioned program rounds partial sums. */
-    hk_value *wide[2] = {hk_convert_value(ops[0], HK_F64), hk_convert_value(ops[1], HK_F64)}, *r = NULL;
-    st = run_shadow(x, ins, se_box_shape(x, HK_F64, b), NULL, hk_op_dot, wide, &r);
-    if (!st) *out = hk_convert_value(r, rt);
-    hk_value_release(r);
-    release_all(wide, 2);
-  } else if (!st) {
-    st = run_shadow(x, ins, se_box_shape(x, rt, b), NULL, hk_op_dot, ops, out);
-  }
+  /* The dense kernel accumulates every float dot in double and rounds
+   * once (the global and the partitioned sums then differ only where the
+   * partitioned program rounds partial sums); f32 operands are read in
+   * place, not widened: a weight-sized operand is held once, not thrice. */
+  if (!st) st = run_shadow(x, ins, se_box_shape(x, (hk_prim)ins->shape->elem, b), NULL, hk_op_dot, ops, out);
   release_all(ops, 2);
   return st;
 }
