@@ -164,6 +164,14 @@ static void free_args(hk_value **a, int n) {
 static void evaluate(const hk_module *g, const hk_module *p, int64_t parts) {
   int np = g->entry->n_params;
   if (p->entry->n_params != np) return;
+  /* as check does before it makes inputs: a value with no static size or
+   * over the limit is refused, not built */
+  hk_status *sz = hk_eval_check_sizes(g, &limits);
+  if (!sz) sz = hk_eval_check_sizes(p, &limits);
+  if (sz) {
+    hk_status_free(sz);
+    return;
+  }
   hk_value **in = calloc((size_t)np + 1, sizeof *in);
   for (int k = 0; k < np; k++) in[k] = hk_value_random(g->entry->params[k]->shape, 7, (uint64_t)k);
   hk_value *gres = NULL, *pres_all = NULL;
