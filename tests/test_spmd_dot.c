@@ -108,6 +108,38 @@ START_TEST(scatter_window_rings_within_subgroups) {
 }
 END_TEST
 
+START_TEST(scatter_window_rings_over_two_output_dims) {
+  /* XLA's EinsumLHSWindowedInContractingOutNonContractingPartitioned2 made
+   * small: the output's rhs dims 1 and 2 split 2 x 2 together make the
+   * ring of 4 the contraction is split in (dim 2, size 3, unevenly: rhs
+   * padded to 4 and cut in windows [1,2]); one collective-permute of the
+   * f32[2,6,1,2,5] accumulator (480 bytes) per step, nothing else. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[4,6,8] parameter(0), sharding={devices=[2,1,4]<=[8]}\n"
+      "  rhs = f32[8,2,3,5] parameter(1), sharding={devices=[4,1,1,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+      "  ROOT dot = f32[4,6,2,3,5] dot(lhs, rhs), lhs_contracting_dims={2}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,1,2,2,1]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(spmd_check_collectives(m), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 6 * 1 * 2 * 5 * 4);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
+  for (int k = 0; k < 8; k++) {
+    hk_pair pr = cp->attrs->source_target_pairs[k];
+    ck_assert_int_eq(pr.a / 4, pr.b / 4);             /* within an lhs row group */
+    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);   /* to the next tile of the ring */
+  }
+  int64_t dims[5] = {2, 6, 1, 2, 5};
+  ck_assert(spmd_check_root_dims(m, 5, dims));
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 START_TEST(shared_operand_reshard_keeps_the_gather) {
   /* Two dots want rhs gathered the same way: XLA's check_users_sharding
    * keeps one all-gather both use instead of a loop each. */
@@ -336,6 +368,7 @@ static Suite *suite(void) {
   tcase_add_test(t, uneven_gather_window_loops_and_slices_back);
   tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
   tcase_add_test(t, scatter_window_rings_within_subgroups);
+  tcase_add_test(t, scatter_window_rings_over_two_output_dims);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   tcase_add_test(t, uneven_contraction_zeroes_the_padding);

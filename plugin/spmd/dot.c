@@ -383,23 +383,55 @@ static int only_sharded_contracting(const hk_sharding *s, const dot_dims *dm, in
   return k;
 }
 
-/* The output dim the scatter ring runs along: split in k like the
- * contraction, fed by one operand only (not batch), whose dim is whole. */
-static int scatter_ring_dim(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
-                            const hk_sharding *r, int64_t k) {
+/* The output dims the scatter ring runs along (XLA's reduce-scatter
+ * window over the output's non-contracting partitions): the output dims
+ * one operand alone feeds (not batch), split in the output and whole in
+ * that operand, together split in k like the contraction; a single such
+ * dim split in k is taken first.  Returns how many (0: none), the output
+ * dims in `ring` (increasing), and the operand side in *side. */
+static int scatter_ring_dims(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
+                             const hk_sharding *r, int64_t k, int *ring, int *side) {
   for (int od = 0; od < dm->ro; od++) {
     int fl = dm->out_from_lhs[od], fr = dm->out_from_rhs[od];
     if (hk_sharding_dim_partitions(o, od) != k || (fl >= 0) == (fr >= 0)) continue;
-    if (hk_sharding_dim_partitions(fl >= 0 ? l : r, fl >= 0 ? fl : fr) == 1) return od;
+    if (hk_sharding_dim_partitions(fl >= 0 ? l : r, fl >= 0 ? fl : fr) == 1) {
+      ring[0] = od;
+      *side = fl >= 0 ? 0 : 1;
+      return 1;
+    }
   }
-  return -1;
+  for (int s = 0; s < 2; s++) {
+    const int *own = s ? dm->out_from_rhs : dm->out_from_lhs;
+    const int *other = s ? dm->out_from_lhs : dm->out_from_rhs;
+    int n = 0;
+    int64_t prod = 1;
+    for (int od = 0; od < dm->ro; od++) {
+      int64_t parts = hk_sharding_dim_partitions(o, od);
+      if (own[od] < 0 || other[od] >= 0 || parts == 1 ||
+          hk_sharding_dim_partitions(s ? r : l, own[od]) != 1)
+        continue;
+      ring[n++] = od;
+      prod *= parts;
+    }
+    if (n > 1 && prod == k) {
+      *side = s;
+      return n;
+    }
+  }
+  return 0;
 }
 
-/* Every output dim but od split as the operand dims it comes from. */
+static bool in_ring(const int *ring, int n, int od) {
+  for (int i = 0; i < n; i++)
+    if (ring[i] == od) return true;
+  return false;
+}
+
+/* Every output dim off the ring split as the operand dims it comes from. */
 static bool other_dims_match(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
-                             const hk_sharding *r, int od) {
+                             const hk_sharding *r, const int *ring, int n_ring) {
   for (int e = 0; e < dm->ro; e++) {
-    if (e == od) continue;
+    if (in_ring(ring, n_ring, e)) continue;
     int64_t parts = hk_sharding_dim_partitions(o, e);
     if ((dm->out_from_lhs[e] >= 0 && hk_sharding_dim_partitions(l, dm->out_from_lhs[e]) != parts) ||
         (dm->out_from_rhs[e] >= 0 && hk_sharding_dim_partitions(r, dm->out_from_rhs[e]) != parts))
@@ -409,19 +441,19 @@ static bool other_dims_match(const dot_dims *dm, const hk_sharding *o, const hk_
 }
 
 /* Device for device: the operands hold the same contraction slice, the
- * output tile the local dot makes (all but od), and each ring (devices
- * differing only along od) holds every slice once. */
+ * output tile the local dot makes (off the ring), and each ring (devices
+ * differing only along the ring dims) holds every slice once. */
 static bool scatter_devices_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o,
                                   const hk_sharding *l, const hk_sharding *r, int ld, int rd,
-                                  int od, int64_t k) {
-  int64_t n = v->p->num_partitions, a[HK_MAX_RANK], b[HK_MAX_RANK], c[HK_MAX_RANK];
+                                  const int *ring_dims, int n_ring, int64_t k) {
+  int64_t n = v->p->num_partitions, a[HK_MAX_RANK + 1], b[HK_MAX_RANK + 1], c[HK_MAX_RANK + 1];
   bool *seen = calloc((size_t)n, 1), ok = seen != NULL;
   for (int64_t dev = 0; dev < n && ok; dev++) {
     ok = hk_sharding_tile_index(l, dev, a) && hk_sharding_tile_index(r, dev, b) &&
          hk_sharding_tile_index(o, dev, c) && a[ld] == b[rd];
     int64_t ring = 0;
     for (int e = 0; ok && e < dm->ro; e++) {
-      if (e == od) continue;
+      if (in_ring(ring_dims, n_ring, e)) continue;
       if (dm->out_from_lhs[e] >= 0 && c[e] != a[dm->out_from_lhs[e]]) ok = false;
       if (dm->out_from_rhs[e] >= 0 && c[e] != b[dm->out_from_rhs[e]]) ok = false;
       ring = ring * hk_sharding_dim_partitions(o, e) + c[e];
@@ -433,12 +465,32 @@ static bool scatter_devices_agree(spmd_visitor *v, const dot_dims *dm, const hk_
   return ok;
 }
 
+/* o's tile array with the ring dims merged into its last dim (row-major
+ * in their order): the ring's order of devices. */
+static const hk_sharding *ring_of(spmd_visitor *v, const hk_sharding *o, const int *ring, int n_ring) {
+  if (n_ring == 1) return o;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1], n_new = 0;
+  const int *groups[HK_MAX_RANK + 1];
+  for (int t = 0; t < o->n_tile_dims; t++) {
+    if (in_ring(ring, n_ring, t)) continue;
+    gsz[n_new] = 1;
+    gbuf[n_new][0] = t;
+    groups[n_new] = gbuf[n_new];
+    n_new++;
+  }
+  gsz[n_new] = n_ring;
+  for (int i = 0; i < n_ring; i++) gbuf[n_new][i] = ring[i];
+  groups[n_new] = gbuf[n_new];
+  return spmd_regroup_memo(v, o, n_new + 1, gsz, groups, false);
+}
+
 /* The scatter window (XLA's reduce-scatter windowed einsum): both operands
- * split along one pair of matching contracting dims in k pieces; the
- * output split in k along a non-contracting dim one operand has whole
- * (the ring), its other dims split as the local dot makes them (the
- * devices differing only along the ring form one, a subgroup when k < N,
- * as XLA's partitioning of the dot within groups reaches it). */
+ * split along one pair of matching contracting dims in k pieces (either
+ * may be partially replicated); the output split in k along the
+ * non-contracting dims of one operand that operand has whole (the ring),
+ * its other dims split as the local dot makes them (the devices differing
+ * only along the ring form one, a subgroup when k < N, as XLA's
+ * partitioning of the dot within groups reaches it). */
 static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                          spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -452,16 +504,22 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   if (ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
   int64_t k = hk_sharding_dim_partitions(l, ld);
   if (k != hk_sharding_dim_partitions(r, rd)) return false;
-  int od = scatter_ring_dim(dm, o, l, r, k);
-  if (od < 0 || !other_dims_match(dm, o, l, r, od) ||
-      !scatter_devices_agree(v, dm, o, l, r, ld, rd, od, k) || !windowed_worth_it(v, orig, -1, true))
+  int ring[HK_MAX_RANK], side = 0;
+  int n_ring = scatter_ring_dims(dm, o, l, r, k, ring, &side);
+  if (!n_ring || !other_dims_match(dm, o, l, r, ring, n_ring) ||
+      !scatter_devices_agree(v, dm, o, l, r, ld, rd, ring, n_ring, k) ||
+      !windowed_worth_it(v, orig, -1, true))
     return false;
-  int side = dm->out_from_lhs[od] >= 0 ? 0 : 1;
-  int xd = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
-  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side, .dim = xd, .out_dim = od,
-                             .ring = o, .ring_dim = od, .ring_size = k, .out = o,
-                             .lhs_sharding = l, .rhs_sharding = r, .lhs_contract = ld,
-                             .rhs_contract = rd};
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side,
+                             .ring = ring_of(v, o, ring, n_ring),
+                             .ring_dim = n_ring == 1 ? ring[0] : o->n_tile_dims - n_ring,
+                             .ring_size = k, .out = o, .lhs_sharding = l, .rhs_sharding = r,
+                             .lhs_contract = ld, .rhs_contract = rd, .n_win = n_ring};
+  for (int i = 0; i < n_ring; i++) {
+    out->win_out[i] = ring[i];
+    out->win_dims[i] = side ? dm->out_from_rhs[ring[i]] : dm->out_from_lhs[ring[i]];
+    out->win_parts[i] = hk_sharding_dim_partitions(o, ring[i]);
+  }
   return true;
 }
 
