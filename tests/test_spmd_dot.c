@@ -140,6 +140,56 @@ START_TEST(scatter_window_rings_over_two_output_dims) {
 }
 END_TEST
 
+START_TEST(conv_spatial_dot_dims_partition_like_a_dot) {
+  /* XLA's EinsumNonContractingDimPartitionOnTwoDims made small: spatial
+   * dim 0 (a size-1 window over a size-1 kernel dim) is an lhs
+   * non-contracting dim, spatial dim 1 (one window over the whole input)
+   * a contracting one.  As XLA, the lhs keeps its split on both, the
+   * smaller rhs is gathered on its output features inside each group (48
+   * bytes), the partial sums go straight to the output's split by one
+   * reduce-scatter (the f32[2,4,4,1] partial, 128 bytes): no operand is
+   * made whole. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4,2,6] parameter(0), sharding={devices=[4,1,2,1]<=[8]}\n"
+      "  rhs = f32[2,6,4,1] parameter(1), sharding={devices=[2,1,2,1,2]0,4,2,6,1,5,3,7 last_tile_dim_replicate}\n"
+      "  ROOT conv = f32[8,4,4,1] convolution(lhs, rhs), window={size=1x2}, dim_labels=0b1f_1io0->0bf1,"
+      " sharding={devices=[4,1,2,1]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(spmd_check_collectives(m), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 1 * 6 * 2 * 1 * 4);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_REDUCE_SCATTER), 2 * 4 * 4 * 1 * 4);
+  int64_t dims[4] = {2, 4, 2, 1};
+  ck_assert(spmd_check_root_dims(m, 4, dims));
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(conv_rhs_non_contracting_spatial_dim_stays_split) {
+  /* A size-1 input dim, the window the whole (uneven, 7) kernel dim padded
+   * by 6 and reversed: an rhs non-contracting dim.  The kernel's split
+   * passes to the output's and the local convolution's window is refitted
+   * to the local kernel (size 4, padding 3): no collective. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[4,1,3] parameter(0), sharding={replicated}\n"
+      "  rhs = f32[7,3,5] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT c = f32[4,7,5] convolution(lhs, rhs), window={size=7 pad=6_6 rhs_reversal=1},"
+      " dim_labels=b0f_0io->b0f, sharding={devices=[1,2,1]0,1}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(spmd_check_collectives(m), 0);
+  hk_instr *c = hk_test_last_op(m, HK_OP_CONVOLUTION);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_int_eq(c->attrs->window->dims[0].size, 4);
+  ck_assert_int_eq(c->attrs->window->dims[0].pad_lo, 3);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 START_TEST(shared_operand_reshard_keeps_the_gather) {
   /* Two dots want rhs gathered the same way: XLA's check_users_sharding
    * keeps one all-gather both use instead of a loop each. */
@@ -369,6 +419,8 @@ static Suite *suite(void) {
   tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
   tcase_add_test(t, scatter_window_rings_within_subgroups);
   tcase_add_test(t, scatter_window_rings_over_two_output_dims);
+  tcase_add_test(t, conv_spatial_dot_dims_partition_like_a_dot);
+  tcase_add_test(t, conv_rhs_non_contracting_spatial_dim_stays_split);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   tcase_add_test(t, uneven_contraction_zeroes_the_padding);
