@@ -31,6 +31,27 @@ static const char windowed[] = "allow_module_signature_change=true threshold_for
 /* Bytes the operand of a collective holds on one device. */
 static int64_t operand_bytes(const hk_instr *i) { return hk_shape_byte_size(i->operands[0]->shape); }
 
+/* The permute sends within groups of 4 consecutive devices, each device to
+ * the next of its group (a ring step). */
+static void assert_ring_step_in_groups_of_4(const hk_instr *cp) {
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
+  for (int k = 0; k < 8; k++) {
+    hk_pair pr = cp->attrs->source_target_pairs[k];
+    ck_assert_int_eq(pr.a / 4, pr.b / 4);
+    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);
+  }
+}
+
+/* m's root has the local dims given and m computes g's values on n
+ * devices; both freed. */
+static void check_root_and_values(hk_module *g, hk_module *m, int64_t n, int rank,
+                                  const int64_t *dims) {
+  ck_assert(spmd_check_root_dims(m, rank, dims));
+  spmd_check_same_values(g, m, n);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+
 START_TEST(uneven_gather_window_loops_and_slices_back) {
   /* rhs's non-contracting dim 7 over 2 devices (tiles of 4, the last
    * padded): the loop gathers 2 x 4 columns and the result is cut to 7. */
@@ -93,12 +114,7 @@ START_TEST(scatter_window_rings_within_subgroups) {
                        hk_test_count_op(m, HK_OP_ALL_GATHER),
                    0);
   hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
-  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
-  for (int k = 0; k < 8; k++) {
-    hk_pair pr = cp->attrs->source_target_pairs[k];
-    ck_assert_int_eq(pr.a / 4, pr.b / 4);          /* within a row group */
-    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);   /* to the next column tile */
-  }
+  assert_ring_step_in_groups_of_4(cp);   /* within a row group, to the next column tile */
   ck_assert_int_eq(operand_bytes(cp), 2 * 3 * 4);     /* one f32[2,3] result tile */
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
@@ -126,17 +142,9 @@ START_TEST(scatter_window_rings_over_two_output_dims) {
   hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   ck_assert_ptr_nonnull(cp);
   ck_assert_int_eq(operand_bytes(cp), 2 * 6 * 1 * 2 * 5 * 4);
-  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
-  for (int k = 0; k < 8; k++) {
-    hk_pair pr = cp->attrs->source_target_pairs[k];
-    ck_assert_int_eq(pr.a / 4, pr.b / 4);             /* within an lhs row group */
-    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);   /* to the next tile of the ring */
-  }
+  assert_ring_step_in_groups_of_4(cp);   /* within an lhs row group, to the next tile */
   int64_t dims[5] = {2, 6, 1, 2, 5};
-  ck_assert(spmd_check_root_dims(m, 5, dims));
-  spmd_check_same_values(g, m, 8);
-  hk_module_free(m);
-  hk_module_free(g);
+  check_root_and_values(g, m, 8, 5, dims);
 }
 END_TEST
 
@@ -160,10 +168,7 @@ START_TEST(conv_spatial_dot_dims_partition_like_a_dot) {
   ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 1 * 6 * 2 * 1 * 4);
   ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_REDUCE_SCATTER), 2 * 4 * 4 * 1 * 4);
   int64_t dims[4] = {2, 4, 2, 1};
-  ck_assert(spmd_check_root_dims(m, 4, dims));
-  spmd_check_same_values(g, m, 8);
-  hk_module_free(m);
-  hk_module_free(g);
+  check_root_and_values(g, m, 8, 4, dims);
 }
 END_TEST
 
@@ -184,9 +189,8 @@ START_TEST(conv_rhs_non_contracting_spatial_dim_stays_split) {
   ck_assert_ptr_nonnull(c);
   ck_assert_int_eq(c->attrs->window->dims[0].size, 4);
   ck_assert_int_eq(c->attrs->window->dims[0].pad_lo, 3);
-  spmd_check_same_values(g, m, 2);
-  hk_module_free(m);
-  hk_module_free(g);
+  int64_t dims[3] = {4, 4, 5};
+  check_root_and_values(g, m, 2, 3, dims);
 }
 END_TEST
 
