@@ -31,6 +31,27 @@ static const char windowed[] = "allow_module_signature_change=true threshold_for
 /* Bytes the operand of a collective holds on one device. */
 static int64_t operand_bytes(const hk_instr *i) { return hk_shape_byte_size(i->operands[0]->shape); }
 
+/* The permute sends within groups of 4 consecutive devices, each device to
+ * the next of its group (a ring step). */
+static void assert_ring_step_in_groups_of_4(const hk_instr *cp) {
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
+  for (int k = 0; k < 8; k++) {
+    hk_pair pr = cp->attrs->source_target_pairs[k];
+    ck_assert_int_eq(pr.a / 4, pr.b / 4);
+    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);
+  }
+}
+
+/* m's root has the local dims given and m computes g's values on n
+ * devices; both freed. */
+static void check_root_and_values(hk_module *g, hk_module *m, int64_t n, int rank,
+                                  const int64_t *dims) {
+  ck_assert(spmd_check_root_dims(m, rank, dims));
+  spmd_check_same_values(g, m, n);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+
 START_TEST(uneven_gather_window_loops_and_slices_back) {
   /* rhs's non-contracting dim 7 over 2 devices (tiles of 4, the last
    * padded): the loop gathers 2 x 4 columns and the result is cut to 7. */
@@ -93,18 +114,83 @@ START_TEST(scatter_window_rings_within_subgroups) {
                        hk_test_count_op(m, HK_OP_ALL_GATHER),
                    0);
   hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
-  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 8);
-  for (int k = 0; k < 8; k++) {
-    hk_pair pr = cp->attrs->source_target_pairs[k];
-    ck_assert_int_eq(pr.a / 4, pr.b / 4);          /* within a row group */
-    ck_assert_int_eq(pr.b % 4, (pr.a % 4 + 1) % 4);   /* to the next column tile */
-  }
+  assert_ring_step_in_groups_of_4(cp);   /* within a row group, to the next column tile */
   ck_assert_int_eq(operand_bytes(cp), 2 * 3 * 4);     /* one f32[2,3] result tile */
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
   spmd_check_same_values(g, m, 8);
   hk_module_free(m);
   hk_module_free(g);
+}
+END_TEST
+
+START_TEST(scatter_window_rings_over_two_output_dims) {
+  /* XLA's EinsumLHSWindowedInContractingOutNonContractingPartitioned2 made
+   * small: the output's rhs dims 1 and 2 split 2 x 2 together make the
+   * ring of 4 the contraction is split in (dim 2, size 3, unevenly: rhs
+   * padded to 4 and cut in windows [1,2]); one collective-permute of the
+   * f32[2,6,1,2,5] accumulator (480 bytes) per step, nothing else. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[4,6,8] parameter(0), sharding={devices=[2,1,4]<=[8]}\n"
+      "  rhs = f32[8,2,3,5] parameter(1), sharding={devices=[4,1,1,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+      "  ROOT dot = f32[4,6,2,3,5] dot(lhs, rhs), lhs_contracting_dims={2}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,1,2,2,1]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  ck_assert_int_eq(spmd_check_collectives(m), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 6 * 1 * 2 * 5 * 4);
+  assert_ring_step_in_groups_of_4(cp);   /* within an lhs row group, to the next tile */
+  int64_t dims[5] = {2, 6, 1, 2, 5};
+  check_root_and_values(g, m, 8, 5, dims);
+}
+END_TEST
+
+START_TEST(conv_spatial_dot_dims_partition_like_a_dot) {
+  /* XLA's EinsumNonContractingDimPartitionOnTwoDims made small: spatial
+   * dim 0 (a size-1 window over a size-1 kernel dim) is an lhs
+   * non-contracting dim, spatial dim 1 (one window over the whole input)
+   * a contracting one.  As XLA, the lhs keeps its split on both, the
+   * smaller rhs is gathered on its output features inside each group (48
+   * bytes), the partial sums go straight to the output's split by one
+   * reduce-scatter (the f32[2,4,4,1] partial, 128 bytes): no operand is
+   * made whole. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4,2,6] parameter(0), sharding={devices=[4,1,2,1]<=[8]}\n"
+      "  rhs = f32[2,6,4,1] parameter(1), sharding={devices=[2,1,2,1,2]0,4,2,6,1,5,3,7 last_tile_dim_replicate}\n"
+      "  ROOT conv = f32[8,4,4,1] convolution(lhs, rhs), window={size=1x2}, dim_labels=0b1f_1io0->0bf1,"
+      " sharding={devices=[4,1,2,1]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(spmd_check_collectives(m), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 1 * 6 * 2 * 1 * 4);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_REDUCE_SCATTER), 2 * 4 * 4 * 1 * 4);
+  int64_t dims[4] = {2, 4, 2, 1};
+  check_root_and_values(g, m, 8, 4, dims);
+}
+END_TEST
+
+START_TEST(conv_rhs_non_contracting_spatial_dim_stays_split) {
+  /* A size-1 input dim, the window the whole (uneven, 7) kernel dim padded
+   * by 6 and reversed: an rhs non-contracting dim.  The kernel's split
+   * passes to the output's and the local convolution's window is refitted
+   * to the local kernel (size 4, padding 3): no collective. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[4,1,3] parameter(0), sharding={replicated}\n"
+      "  rhs = f32[7,3,5] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT c = f32[4,7,5] convolution(lhs, rhs), window={size=7 pad=6_6 rhs_reversal=1},"
+      " dim_labels=b0f_0io->b0f, sharding={devices=[1,2,1]0,1}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(spmd_check_collectives(m), 0);
+  hk_instr *c = hk_test_last_op(m, HK_OP_CONVOLUTION);
+  ck_assert_ptr_nonnull(c);
+  ck_assert_int_eq(c->attrs->window->dims[0].size, 4);
+  ck_assert_int_eq(c->attrs->window->dims[0].pad_lo, 3);
+  int64_t dims[3] = {4, 4, 5};
+  check_root_and_values(g, m, 2, 3, dims);
 }
 END_TEST
 
@@ -336,6 +422,9 @@ static Suite *suite(void) {
   tcase_add_test(t, uneven_gather_window_loops_and_slices_back);
   tcase_add_test(t, uneven_contract_window_zeroes_the_padding);
   tcase_add_test(t, scatter_window_rings_within_subgroups);
+  tcase_add_test(t, scatter_window_rings_over_two_output_dims);
+  tcase_add_test(t, conv_spatial_dot_dims_partition_like_a_dot);
+  tcase_add_test(t, conv_rhs_non_contracting_spatial_dim_stays_split);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   tcase_add_test(t, uneven_contraction_zeroes_the_padding);

@@ -160,6 +160,35 @@ START_TEST(gather_trivial_within_index_groups) {
 }
 END_TEST
 
+START_TEST(gather_trivial_sliced_recursing_into_index_groups) {
+  /* kTrivialSlicedOperand with the operand's rows split in four and its
+   * (whole-window) columns in two, the indices split in two on their batch
+   * dim: as XLA's trivial-slice method recursing into index passthrough,
+   * the indices stay put, the operand's columns are gathered inside each
+   * row group (one all-gather of its f32[2,4] tile, 32 bytes), and one
+   * all-reduce of the f32[2,6,8] output tile (384 bytes) sums the four row
+   * tiles of each index half: nothing is gathered from the indices and no
+   * reshard follows. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  input = f32[8,8] parameter(0), sharding={devices=[4,2]<=[2,4]T(1,0)}\n"
+      "  indices = s32[4,6,1] parameter(1), sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT g = f32[4,6,8] gather(input, indices), offset_dims={2}, collapsed_slice_dims={0},\n"
+      "    start_index_map={0}, index_vector_dim=2, slice_sizes={1,8},\n"
+      "    sharding={devices=[2,1,1,4]<=[8] last_tile_dim_replicate}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, "gather_partition_method=kTrivialSlicedOperand");
+  ck_assert_int_eq(spmd_check_collectives(p), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_GATHER), 2 * 4 * 4);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_REDUCE), 2 * 6 * 8 * 4);
+  ck_assert_int_eq(p->entry->root->opcode, HK_OP_ALL_REDUCE);
+  int64_t dims[3] = {2, 6, 8};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- scatter ---------------------------------------------------------------- */
 
 START_TEST(scatter_merged_passthroughs) {
@@ -355,6 +384,7 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_merged_passthroughs);
   tcase_add_test(t, gather_iota_parallel);
   tcase_add_test(t, gather_trivial_within_index_groups);
+  tcase_add_test(t, gather_trivial_sliced_recursing_into_index_groups);
   tcase_add_test(t, scatter_merged_passthroughs);
   tcase_add_test(t, scatter_operand_passthrough_variadic);
   tcase_add_test(t, scatter_index_passthrough_combiners);

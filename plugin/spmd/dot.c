@@ -18,7 +18,17 @@ typedef struct dot_dims {
   int out_from_rhs[HK_MAX_RANK];
   int n_whole;                     /* convolution: spatial dims, never partitioned */
   int whole_lhs[HK_MAX_RANK], whole_rhs[HK_MAX_RANK], whole_out[HK_MAX_RANK];
+  /* Convolution: spatial dims that are dot dims in disguise, as XLA's
+   * ParseConvolutionDimsInfo (spatial_role): window sc_window[i] of the
+   * local convolution is refitted to operand dim sc_dim[i] (lhs for a
+   * contracting dim, rhs for an rhs non-contracting one). */
+  int n_spatial_contract;
+  int sc_role[HK_MAX_RANK], sc_dim[HK_MAX_RANK], sc_window[HK_MAX_RANK];
 } dot_dims;
+
+/* The roles of a convolution's spatial dim (spatial_role). */
+enum { SPATIAL_CONV, SPATIAL_CONTRACTING, SPATIAL_LHS_NON_CONTRACTING, SPATIAL_RHS_NON_CONTRACTING };
+
 
 static bool in_list(const hk_i64s *l, int64_t d, int *at) {
   for (int i = 0; i < l->n; i++)
@@ -32,6 +42,7 @@ static bool in_list(const hk_i64s *l, int64_t d, int *at) {
 static void map_dims(const hk_instr *dot, dot_dims *m) {
   const hk_dot_dnums *dn = dot->attrs->dot;
   m->n_whole = 0;
+  m->n_spatial_contract = 0;
   m->rl = dot->operands[0]->shape->rank;
   m->rr = dot->operands[1]->shape->rank;
   m->ro = dot->shape->rank;
@@ -383,23 +394,55 @@ static int only_sharded_contracting(const hk_sharding *s, const dot_dims *dm, in
   return k;
 }
 
-/* The output dim the scatter ring runs along: split in k like the
- * contraction, fed by one operand only (not batch), whose dim is whole. */
-static int scatter_ring_dim(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
-                            const hk_sharding *r, int64_t k) {
+/* The output dims the scatter ring runs along (XLA's reduce-scatter
+ * window over the output's non-contracting partitions): the output dims
+ * one operand alone feeds (not batch), split in the output and whole in
+ * that operand, together split in k like the contraction; a single such
+ * dim split in k is taken first.  Returns how many (0: none), the output
+ * dims in `ring` (increasing), and the operand side in *side. */
+static int scatter_ring_dims(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
+                             const hk_sharding *r, int64_t k, int *ring, int *side) {
   for (int od = 0; od < dm->ro; od++) {
     int fl = dm->out_from_lhs[od], fr = dm->out_from_rhs[od];
     if (hk_sharding_dim_partitions(o, od) != k || (fl >= 0) == (fr >= 0)) continue;
-    if (hk_sharding_dim_partitions(fl >= 0 ? l : r, fl >= 0 ? fl : fr) == 1) return od;
+    if (hk_sharding_dim_partitions(fl >= 0 ? l : r, fl >= 0 ? fl : fr) == 1) {
+      ring[0] = od;
+      *side = fl >= 0 ? 0 : 1;
+      return 1;
+    }
   }
-  return -1;
+  for (int s = 0; s < 2; s++) {
+    const int *own = s ? dm->out_from_rhs : dm->out_from_lhs;
+    const int *other = s ? dm->out_from_lhs : dm->out_from_rhs;
+    int n = 0;
+    int64_t prod = 1;
+    for (int od = 0; od < dm->ro; od++) {
+      int64_t parts = hk_sharding_dim_partitions(o, od);
+      if (own[od] < 0 || other[od] >= 0 || parts == 1 ||
+          hk_sharding_dim_partitions(s ? r : l, own[od]) != 1)
+        continue;
+      ring[n++] = od;
+      prod *= parts;
+    }
+    if (n > 1 && prod == k) {
+      *side = s;
+      return n;
+    }
+  }
+  return 0;
 }
 
-/* Every output dim but od split as the operand dims it comes from. */
+static bool in_ring(const int *ring, int n, int od) {
+  for (int i = 0; i < n; i++)
+    if (ring[i] == od) return true;
+  return false;
+}
+
+/* Every output dim off the ring split as the operand dims it comes from. */
 static bool other_dims_match(const dot_dims *dm, const hk_sharding *o, const hk_sharding *l,
-                             const hk_sharding *r, int od) {
+                             const hk_sharding *r, const int *ring, int n_ring) {
   for (int e = 0; e < dm->ro; e++) {
-    if (e == od) continue;
+    if (in_ring(ring, n_ring, e)) continue;
     int64_t parts = hk_sharding_dim_partitions(o, e);
     if ((dm->out_from_lhs[e] >= 0 && hk_sharding_dim_partitions(l, dm->out_from_lhs[e]) != parts) ||
         (dm->out_from_rhs[e] >= 0 && hk_sharding_dim_partitions(r, dm->out_from_rhs[e]) != parts))
@@ -409,19 +452,19 @@ static bool other_dims_match(const dot_dims *dm, const hk_sharding *o, const hk_
 }
 
 /* Device for device: the operands hold the same contraction slice, the
- * output tile the local dot makes (all but od), and each ring (devices
- * differing only along od) holds every slice once. */
+ * output tile the local dot makes (off the ring), and each ring (devices
+ * differing only along the ring dims) holds every slice once. */
 static bool scatter_devices_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o,
                                   const hk_sharding *l, const hk_sharding *r, int ld, int rd,
-                                  int od, int64_t k) {
-  int64_t n = v->p->num_partitions, a[HK_MAX_RANK], b[HK_MAX_RANK], c[HK_MAX_RANK];
+                                  const int *ring_dims, int n_ring, int64_t k) {
+  int64_t n = v->p->num_partitions, a[HK_MAX_RANK + 1], b[HK_MAX_RANK + 1], c[HK_MAX_RANK + 1];
   bool *seen = calloc((size_t)n, 1), ok = seen != NULL;
   for (int64_t dev = 0; dev < n && ok; dev++) {
     ok = hk_sharding_tile_index(l, dev, a) && hk_sharding_tile_index(r, dev, b) &&
          hk_sharding_tile_index(o, dev, c) && a[ld] == b[rd];
     int64_t ring = 0;
     for (int e = 0; ok && e < dm->ro; e++) {
-      if (e == od) continue;
+      if (in_ring(ring_dims, n_ring, e)) continue;
       if (dm->out_from_lhs[e] >= 0 && c[e] != a[dm->out_from_lhs[e]]) ok = false;
       if (dm->out_from_rhs[e] >= 0 && c[e] != b[dm->out_from_rhs[e]]) ok = false;
       ring = ring * hk_sharding_dim_partitions(o, e) + c[e];
@@ -433,12 +476,32 @@ static bool scatter_devices_agree(spmd_visitor *v, const dot_dims *dm, const hk_
   return ok;
 }
 
+/* o's tile array with the ring dims merged into its last dim (row-major
+ * in their order): the ring's order of devices. */
+static const hk_sharding *ring_of(spmd_visitor *v, const hk_sharding *o, const int *ring, int n_ring) {
+  if (n_ring == 1) return o;
+  int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1], n_new = 0;
+  const int *groups[HK_MAX_RANK + 1];
+  for (int t = 0; t < o->n_tile_dims; t++) {
+    if (in_ring(ring, n_ring, t)) continue;
+    gsz[n_new] = 1;
+    gbuf[n_new][0] = t;
+    groups[n_new] = gbuf[n_new];
+    n_new++;
+  }
+  gsz[n_new] = n_ring;
+  for (int i = 0; i < n_ring; i++) gbuf[n_new][i] = ring[i];
+  groups[n_new] = gbuf[n_new];
+  return spmd_regroup_memo(v, o, n_new + 1, gsz, groups, false);
+}
+
 /* The scatter window (XLA's reduce-scatter windowed einsum): both operands
- * split along one pair of matching contracting dims in k pieces; the
- * output split in k along a non-contracting dim one operand has whole
- * (the ring), its other dims split as the local dot makes them (the
- * devices differing only along the ring form one, a subgroup when k < N,
- * as XLA's partitioning of the dot within groups reaches it). */
+ * split along one pair of matching contracting dims in k pieces (either
+ * may be partially replicated); the output split in k along the
+ * non-contracting dims of one operand that operand has whole (the ring),
+ * its other dims split as the local dot makes them (the devices differing
+ * only along the ring form one, a subgroup when k < N, as XLA's
+ * partitioning of the dot within groups reaches it). */
 static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                          spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -452,16 +515,22 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   if (ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
   int64_t k = hk_sharding_dim_partitions(l, ld);
   if (k != hk_sharding_dim_partitions(r, rd)) return false;
-  int od = scatter_ring_dim(dm, o, l, r, k);
-  if (od < 0 || !other_dims_match(dm, o, l, r, od) ||
-      !scatter_devices_agree(v, dm, o, l, r, ld, rd, od, k) || !windowed_worth_it(v, orig, -1, true))
+  int ring[HK_MAX_RANK], side = 0;
+  int n_ring = scatter_ring_dims(dm, o, l, r, k, ring, &side);
+  if (!n_ring || !other_dims_match(dm, o, l, r, ring, n_ring) ||
+      !scatter_devices_agree(v, dm, o, l, r, ld, rd, ring, n_ring, k) ||
+      !windowed_worth_it(v, orig, -1, true))
     return false;
-  int side = dm->out_from_lhs[od] >= 0 ? 0 : 1;
-  int xd = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
-  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side, .dim = xd, .out_dim = od,
-                             .ring = o, .ring_dim = od, .ring_size = k, .out = o,
-                             .lhs_sharding = l, .rhs_sharding = r, .lhs_contract = ld,
-                             .rhs_contract = rd};
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_SCATTER, .side = side,
+                             .ring = ring_of(v, o, ring, n_ring),
+                             .ring_dim = n_ring == 1 ? ring[0] : o->n_tile_dims - n_ring,
+                             .ring_size = k, .out = o, .lhs_sharding = l, .rhs_sharding = r,
+                             .lhs_contract = ld, .rhs_contract = rd, .n_win = n_ring};
+  for (int i = 0; i < n_ring; i++) {
+    out->win_out[i] = ring[i];
+    out->win_dims[i] = side ? dm->out_from_rhs[ring[i]] : dm->out_from_lhs[ring[i]];
+    out->win_parts[i] = hk_sharding_dim_partitions(o, ring[i]);
+  }
   return true;
 }
 
@@ -479,7 +548,7 @@ static bool some_window_big_enough(const spmd_visitor *v, const hk_instr *dot) {
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
-  if (!some_window_big_enough(v, orig)) return NULL;
+  if (dm->n_spatial_contract || !some_window_big_enough(v, orig)) return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
       !scatter_plan(v, orig, dm, &w))
     return NULL;
@@ -702,6 +771,28 @@ static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, c
   return true;
 }
 
+/* The local convolution d's windows over spatial dot dims refitted to its
+ * local operands: a contracting one covers the local lhs dim (the
+ * kernel's is paired with it), an rhs non-contracting one the local
+ * kernel dim (padded by its size - 1). */
+static void local_contracting_windows(spmd_visitor *v, hk_instr *d, const dot_dims *dm) {
+  hk_attrs *a = hk_instr_attrs(d);
+  const hk_window *w = a->window;
+  hk_window_dim *wd = hk_memdup(v->m, w->dims, sizeof *wd * (size_t)w->n_dims);
+  for (int i = 0; i < dm->n_spatial_contract; i++) {
+    hk_window_dim *x = &wd[dm->sc_window[i]];
+    if (dm->sc_role[i] == SPATIAL_CONTRACTING) x->size = d->operands[0]->shape->dims[dm->sc_dim[i]];
+    if (dm->sc_role[i] == SPATIAL_RHS_NON_CONTRACTING) {
+      x->size = d->operands[1]->shape->dims[dm->sc_dim[i]];
+      x->pad_lo = x->pad_hi = x->size - 1;
+    }
+  }
+  hk_window *nw = hk_alloc(v->m, sizeof *nw);
+  nw->n_dims = w->n_dims;
+  nw->dims = wd;
+  a->window = nw;
+}
+
 static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                         bool *handled) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -717,6 +808,7 @@ static hk_status *partition_contraction(spmd_visitor *v, hk_instr *orig, const d
   hk_status *err = NULL;
   if (!plan_operands(v, orig, dm, p, ops, &err) || err) return err;
   hk_instr *d = spmd_clone(v, orig, spmd_local_shape(v, p->out, orig->shape), orig->n_operands, ops);
+  if (dm->n_spatial_contract) local_contracting_windows(v, d, dm);
   if (p->n_reduce) {
     int64_t n_groups, gsize;
     int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
@@ -753,9 +845,34 @@ hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return partition_contraction(v, orig, &dm, handled);
 }
 
+/* What spatial dim k of conv is (XLA's ParseConvolutionDimsInfo): a
+ * contracting dim (one window over the whole input dim, no padding,
+ * dilation or reversal; any stride), an lhs non-contracting dim (a size-1
+ * window over a size-1 kernel dim), an rhs non-contracting dim (a size-1
+ * input dim, the window the whole kernel dim, padded by its size - 1 on
+ * both sides and reversed), or a convolution dim (kept whole). */
+static int spatial_role(const hk_instr *conv, int k) {
+  const hk_window *w = conv->attrs->window;
+  if (!w || k >= w->n_dims) return SPATIAL_CONV;
+  const hk_window_dim *wd = &w->dims[k];
+  const hk_conv_dnums *cd = conv->attrs->conv;
+  int64_t l = conv->operands[0]->shape->dims[cd->input_spatial[k]];
+  int64_t r = conv->operands[1]->shape->dims[cd->kernel_spatial[k]];
+  bool plain = wd->base_dilation == 1 && wd->window_dilation == 1;
+  if (plain && l == wd->size && r == wd->size && !wd->pad_lo && !wd->pad_hi && !wd->reversal)
+    return SPATIAL_CONTRACTING;
+  if (!plain || wd->stride != 1) return SPATIAL_CONV;
+  if (r == 1 && wd->size == 1 && !wd->pad_lo && !wd->pad_hi && !wd->reversal)
+    return SPATIAL_LHS_NON_CONTRACTING;
+  if (l == 1 && wd->size == r && wd->pad_lo == r - 1 && wd->pad_hi == r - 1 && wd->reversal)
+    return SPATIAL_RHS_NON_CONTRACTING;
+  return SPATIAL_CONV;
+}
+
 /* A convolution without feature/batch groups is a dot whose spatial dims
- * act as batch dims that must stay whole (no halo exchange here). */
-static bool map_conv_dims(const hk_instr *conv, dot_dims *m) {
+ * act as batch dims that must stay whole (no halo exchange here), but for
+ * those that are contracting dims in disguise (spatial_contracts). */
+static bool map_conv_dims(const hk_instr *conv, bool spatial_contracts, dot_dims *m) {
   const hk_attrs *a = conv->attrs;
   const hk_conv_dnums *cd = a->conv;
   m->rl = conv->operands[0]->shape->rank;
@@ -770,13 +887,31 @@ static bool map_conv_dims(const hk_instr *conv, dot_dims *m) {
   m->rhs_to_out[cd->kernel_output_feature] = (int)cd->output_feature;
   m->rhs_contract_of_lhs[cd->input_feature] = (int)cd->kernel_input_feature;
   m->lhs_contract_of_rhs[cd->kernel_input_feature] = (int)cd->input_feature;
-  m->n_whole = cd->n_spatial;
+  m->n_whole = m->n_spatial_contract = 0;
   for (int k = 0; k < cd->n_spatial; k++) {
-    m->lhs_to_out[cd->input_spatial[k]] = (int)cd->output_spatial[k];
-    m->rhs_to_out[cd->kernel_spatial[k]] = (int)cd->output_spatial[k];
-    m->whole_lhs[k] = (int)cd->input_spatial[k];
-    m->whole_rhs[k] = (int)cd->kernel_spatial[k];
-    m->whole_out[k] = (int)cd->output_spatial[k];
+    int l = (int)cd->input_spatial[k], r = (int)cd->kernel_spatial[k];
+    int role = spatial_contracts ? spatial_role(conv, k) : SPATIAL_CONV;
+    /* A size-1 dim of the other operand (or of the output) maps nowhere:
+     * its *_to_out and partner stay -1. */
+    if (role == SPATIAL_CONTRACTING) {
+      m->rhs_contract_of_lhs[l] = r;
+      m->lhs_contract_of_rhs[r] = l;
+    } else if (role == SPATIAL_LHS_NON_CONTRACTING) {
+      m->lhs_to_out[l] = (int)cd->output_spatial[k];
+    } else if (role == SPATIAL_RHS_NON_CONTRACTING) {
+      m->rhs_to_out[r] = (int)cd->output_spatial[k];
+    }
+    if (role != SPATIAL_CONV) {
+      m->sc_role[m->n_spatial_contract] = role;
+      m->sc_dim[m->n_spatial_contract] = role == SPATIAL_RHS_NON_CONTRACTING ? r : l;
+      m->sc_window[m->n_spatial_contract++] = k;
+      continue;
+    }
+    m->lhs_to_out[l] = (int)cd->output_spatial[k];
+    m->rhs_to_out[r] = (int)cd->output_spatial[k];
+    m->whole_lhs[m->n_whole] = l;
+    m->whole_rhs[m->n_whole] = r;
+    m->whole_out[m->n_whole++] = (int)cd->output_spatial[k];
   }
   for (int i = 0; i < m->rl; i++)
     if (m->lhs_to_out[i] >= 0) m->out_from_lhs[m->lhs_to_out[i]] = i;
@@ -797,7 +932,7 @@ static bool map_conv_dims(const hk_instr *conv, dot_dims *m) {
  * feature dim alongside the kernel's output features. */
 static void map_grouped_conv_dims(const hk_instr *conv, dot_dims *m) {
   const hk_conv_dnums *cd = conv->attrs->conv;
-  map_conv_dims(conv, m);
+  map_conv_dims(conv, false, m);
   int grouped;
   if (conv->attrs->feature_group_count > 1) {
     grouped = (int)cd->input_feature;
@@ -888,6 +1023,6 @@ hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled) {
   if (a->feature_group_count > 1 || a->batch_group_count > 1)
     return partition_grouped_conv(v, orig, handled);
   dot_dims dm;
-  if (!map_conv_dims(orig, &dm)) return NULL;
+  if (!map_conv_dims(orig, true, &dm)) return NULL;
   return partition_contraction(v, orig, &dm, handled);
 }

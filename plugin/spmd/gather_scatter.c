@@ -390,9 +390,21 @@ static bool plan_merged(spmd_visitor *v, const gs_dims *g, const gs_plan *op, co
  * trivial dims sums within one index group.  That needs each all-reduce
  * group (devices differing only in the operand's trivial tile) to hold one
  * index tile. */
-static bool plan_trivial_in_index_groups(spmd_visitor *v, const gs_dims *g, const gs_plan *op,
+static bool plan_trivial_in_index_groups(spmd_visitor *v, const gs_dims *g, const gs_plan *op_in,
                                          const gs_plan *idx, gs_plan *pl) {
-  if (!op->n_trivial || op->n_passthrough || !idx->n_idx_batch) return false;
+  if (!op_in->n_trivial || !idx->n_idx_batch) return false;
+  /* Inside a group the operand is whole but for its trivial dims (XLA
+   * groups it on them and the inner gather sees the rest replicated). */
+  gs_plan trivial_only = *op_in;
+  const gs_plan *op = op_in;
+  if (op_in->n_passthrough) {
+    trivial_only.op_s = hk_sharding_replicate_all_except(v->m, op_in->op_s, op_in->n_trivial,
+                                                         op_in->trivial);
+    if (!plain_tiled(trivial_only.op_s)) return false;
+    trivial_only.n_passthrough = 0;
+    trivial_only.tiles = kept_tiles(trivial_only.op_s, op_in->n_trivial, op_in->trivial);
+    op = &trivial_only;
+  }
   /* No batch pairs split on either side: the operand's rows are indexed by
    * the index values alone. */
   for (int d = 0; d < g->op_rank; d++)
@@ -650,6 +662,20 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
   return NULL;
 }
 
+/* The bytes a gather plan moves (planned_collective_cost): the operands'
+ * reshards, the all-reduce of a trivially sliced operand's partial
+ * results, the result's reshard to the gather's sharding. */
+static int64_t gather_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
+  int64_t c = spmd_reshard_cost(v, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[0]),
+                                pl->op_s);
+  c += spmd_reshard_cost(v, orig->operands[1]->shape, spmd_sharding_of(v, orig->operands[1]), pl->idx_s);
+  if (pl->n_trivial)
+    c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE,
+                        hk_shape_byte_size(spmd_local_shape(v, pl->out_s, orig->shape)),
+                        kept_tiles(pl->op_s, pl->n_trivial, pl->trivial));
+  return c + spmd_reshard_cost(v, orig->shape, pl->out_s, spmd_sharding_of(v, orig));
+}
+
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (hk_shape_is_tuple(orig->shape) || !gather_dims(orig, &g)) return spmd_handle_fallback(v, orig);
@@ -663,7 +689,16 @@ hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig) {
   gs_plan merged;
   if (op_ok && idx_ok && merge_allowed(method) &&
       (plan_merged(v, &g, &op_plan, &idx_plan, false, &merged) ||
-       plan_trivial_in_index_groups(v, &g, &op_plan, &idx_plan, &merged)))
+       (!op_plan.n_passthrough &&
+        plan_trivial_in_index_groups(v, &g, &op_plan, &idx_plan, &merged))))
+    pl = &merged;
+  else if (op_ok && idx_ok && op_plan.n_passthrough &&
+           plan_trivial_in_index_groups(v, &g, &op_plan, &idx_plan, &merged) &&
+           (method == HK_SPMD_GS_TRIVIAL_SLICED_OPERAND ||
+            gather_plan_cost(v, orig, &merged) < gather_plan_cost(v, orig, pl)))
+    /* The trivially sliced operand with the indices left in their groups
+     * (XLA's trivial-slice method recursing into index passthrough): the
+     * one the method names, else taken when it moves fewer bytes. */
     pl = &merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return gather_with_plan(v, orig, &g, pl);

@@ -238,6 +238,12 @@ typedef struct spmd_windowed_dot {
    * dims, for zeroing uneven padding. */
   const hk_sharding *lhs_sharding, *rhs_sharding;
   int lhs_contract, rhs_contract;
+  /* Scatter: the ring runs along n_win dims of the result (win_out, split
+   * win_parts ways, row-major; their product is ring_size), the dims
+   * win_dims of operand `side` they come from. */
+  int n_win;
+  int win_dims[HK_MAX_RANK], win_out[HK_MAX_RANK];
+  int64_t win_parts[HK_MAX_RANK];
 } spmd_windowed_dot;
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);

@@ -75,17 +75,20 @@ static hk_computation *loop_condition(spmd_visitor *v, const hk_shape *state, in
   return c;
 }
 
-/* x with dim `dim` cut to [offset, offset + chunk). */
-static hk_instr *window_of(spmd_visitor *v, hk_computation *c, hk_instr *x, int dim, int64_t chunk,
-                           hk_instr *offset) {
+/* x with dims[j] cut to [offsets[j], offsets[j] + chunks[j]) (j < n). */
+static hk_instr *window_of(spmd_visitor *v, hk_computation *c, hk_instr *x, int n, const int *dims,
+                           const int64_t *chunks, hk_instr *const *offsets) {
   const hk_shape *xs = x->shape;
   int64_t sizes[HK_MAX_RANK];
   memcpy(sizes, xs->dims, sizeof(int64_t) * (size_t)xs->rank);
-  sizes[dim] = chunk;
   hk_instr *ops[1 + HK_MAX_RANK];
   ops[0] = x;
   hk_instr *zero = s32_constant(c, 0);
-  for (int d = 0; d < xs->rank; d++) ops[1 + d] = d == dim ? offset : zero;
+  for (int d = 0; d < xs->rank; d++) ops[1 + d] = zero;
+  for (int j = 0; j < n; j++) {
+    sizes[dims[j]] = chunks[j];
+    ops[1 + dims[j]] = offsets[j];
+  }
   hk_instr *ds = hk_instr_new(c, HK_OP_DYNAMIC_SLICE, hk_shape_with_dims(v->m, xs, xs->rank, sizes),
                               1 + xs->rank, ops, NULL);
   hk_attrs *a = hk_instr_attrs(ds);
@@ -113,6 +116,12 @@ static int64_t window_chunk(const hk_instr *orig, const spmd_windowed_dot *w) {
   return (d + n - 1) / n;
 }
 
+/* Scatter: the rows one step covers along window dim j of operand side. */
+static int64_t scatter_chunk(const hk_instr *orig, const spmd_windowed_dot *w, int j) {
+  int64_t n = w->win_parts[j], d = orig->operands[w->side]->shape->dims[w->win_dims[j]];
+  return (d + n - 1) / n;
+}
+
 /* x with dim d zero-padded at the end to `size`. */
 static hk_instr *pad_dim_to(spmd_visitor *v, hk_instr *x, int d, int64_t size) {
   int64_t dims[HK_MAX_RANK];
@@ -124,7 +133,6 @@ static hk_instr *pad_dim_to(spmd_visitor *v, hk_instr *x, int d, int64_t size) {
 /* The loop's operands made ready for uneven dims (see the top). */
 static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w,
                              hk_instr **in) {
-  int64_t full = window_chunk(orig, w) * w->ring_size;
   in[0] = w->lhs;
   in[1] = w->rhs;
   switch (w->kind) {
@@ -132,13 +140,14 @@ static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowe
       break;
     case SPMD_WINDOW_CONTRACT:
       in[w->side] = spmd_zero_padding(v, w->ring, orig->operands[w->side]->shape, w->dim, in[w->side]);
-      in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->other_dim, full);
+      in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->other_dim, window_chunk(orig, w) * w->ring_size);
       break;
     case SPMD_WINDOW_SCATTER:
     default:
       in[0] = spmd_zero_padding(v, w->lhs_sharding, orig->operands[0]->shape, w->lhs_contract, in[0]);
       in[1] = spmd_zero_padding(v, w->rhs_sharding, orig->operands[1]->shape, w->rhs_contract, in[1]);
-      in[w->side] = pad_dim_to(v, in[w->side], w->dim, full);
+      for (int j = 0; j < w->n_win; j++)
+        in[w->side] = pad_dim_to(v, in[w->side], w->win_dims[j], scatter_chunk(orig, w, j) * w->win_parts[j]);
       break;
   }
 }
@@ -152,9 +161,28 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
   hk_instr *in[2] = {spmd_gte(c, p, 0), spmd_gte(c, p, 1)};
   hk_instr *acc = spmd_gte(c, p, 2), *i = spmd_gte(c, p, 3);
   const hk_shape *acc_shape = state->tuple[2];
-  int64_t chunk = window_chunk(orig, w);
-  hk_instr *offset = binary(c, HK_OP_MULTIPLY, step_tile(v, c, w, i), s32_constant(c, chunk));
+  hk_instr *tile = step_tile(v, c, w, i);
   hk_instr *ops[2] = {in[0], in[1]}, *out[2] = {in[0], in[1]}, *updated;
+  if (w->kind == SPMD_WINDOW_SCATTER) {
+    /* The step's tile, row-major over the ring's dims, as a window. */
+    int64_t chunks[HK_MAX_RANK], stride = w->ring_size;
+    hk_instr *offsets[HK_MAX_RANK];
+    for (int j = 0; j < w->n_win; j++) {
+      stride /= w->win_parts[j];
+      hk_instr *coord = binary(c, HK_OP_REMAINDER, binary(c, HK_OP_DIVIDE, tile, s32_constant(c, stride)),
+                               s32_constant(c, w->win_parts[j]));
+      chunks[j] = scatter_chunk(orig, w, j);
+      offsets[j] = binary(c, HK_OP_MULTIPLY, coord, s32_constant(c, chunks[j]));
+    }
+    ops[w->side] = window_of(v, c, in[w->side], w->n_win, w->win_dims, chunks, offsets);
+    updated = binary(c, HK_OP_ADD, ring_permute(v, c, acc, w->ring, w->ring_dim, +1),
+                     hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
+    hk_instr *next[4] = {out[0], out[1], updated, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
+    hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, state, 4, next, NULL));
+    return c;
+  }
+  int64_t chunk = window_chunk(orig, w);
+  hk_instr *offset = binary(c, HK_OP_MULTIPLY, tile, s32_constant(c, chunk));
   switch (w->kind) {
     case SPMD_WINDOW_GATHER: {
       int64_t dims[HK_MAX_RANK];
@@ -171,15 +199,10 @@ static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_win
       break;
     }
     case SPMD_WINDOW_CONTRACT:
-      ops[1 - w->side] = window_of(v, c, in[1 - w->side], w->other_dim, chunk, offset);
+    default:
+      ops[1 - w->side] = window_of(v, c, in[1 - w->side], 1, &w->other_dim, &chunk, &offset);
       updated = binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
       out[w->side] = ring_permute(v, c, in[w->side], w->ring, w->ring_dim, -1);
-      break;
-    case SPMD_WINDOW_SCATTER:
-    default:
-      ops[w->side] = window_of(v, c, in[w->side], w->dim, chunk, offset);
-      updated = binary(c, HK_OP_ADD, ring_permute(v, c, acc, w->ring, w->ring_dim, +1),
-                       hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
       break;
   }
   hk_instr *next[4] = {out[0], out[1], updated, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
