@@ -455,6 +455,64 @@ START_TEST(test_enums_and_windows) {
 }
 END_TEST
 
+
+/* Every error reads as XLA words it ("was parsing L:C: error: ..."), after
+ * the FILE:LINE:COL of the first; a later one (the definition a duplicate
+ * clashes with) follows in the same form. */
+START_TEST(test_error_wording) {
+  expect_error("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0), calls=e\n}\n", "t:3:32: ",
+               "t:3:32: was parsing 3:32: error: unexpected attribute \"calls\"");
+  expect_error("HloModule m\nc {\n  ROOT a = f32[] constant(1)\n}\nENTRY e {\n  b = f32[] parameter(0)\n"
+               "  ROOT g = f32[] add(b, q)\n}\n",
+               NULL, "was parsing 7:25: error: instruction does not exist: q\n  ROOT g = f32[] add(b, q)\n"
+                     "                        ^");
+}
+END_TEST
+
+/* Inside a nested computation an instruction needs its name, and an operand
+ * with a shape needs a name too: only the single instruction itself may
+ * have anonymous operands (XLA's ParseName, "expects name"). */
+START_TEST(test_nested_needs_names) {
+  const char *no_lhs = "r = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=\n{\n"
+                       "  f32[] add(f32[] x, f32[] y)\n}";
+  expect_error(no_lhs, "t:3:3:", "expects name");
+  const char *no_operand_name = "r = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=\n{\n"
+                                "  s = f32[] add(f32[], f32[])\n}";
+  expect_error(no_operand_name, "t:3:17:",
+               "cannot parse as an instruction name or as a nested instruction:\n");
+  expect_error(no_operand_name, NULL, "was parsing 3:22: error: expects name");
+  /* the single instruction itself takes anonymous operands */
+  ck_assert_ptr_null(parse_error("r = f32[] add(f32[], f32[])"));
+}
+END_TEST
+
+/* ParseFrontendAttributes and ParseReplicaGroupsOnly as pieces. */
+START_TEST(test_attribute_pieces) {
+  hk_module *m = hk_module_new("piece");
+  const char *fa = "{attr_a=\"test_a\",attr_b=\"b\",attr_d=\"a/b\"}";
+  const hk_kv *kv = NULL;
+  int32_t n = 0;
+  ck_assert_ok(hk_parse_frontend_attributes(m, fa, strlen(fa), &n, &kv));
+  ck_assert_int_eq(n, 3);
+  ck_assert_str_eq(kv[0].key, "attr_a");
+  ck_assert_str_eq(kv[2].value, "a/b");
+  hk_status *st = hk_parse_frontend_attributes(m, "{a=\"b\"} x", 9, &n, &kv);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, ":1:9:"), "%s", st->message);
+  hk_status_free(st);
+  const hk_replica_groups *g = NULL;
+  ck_assert_ok(hk_parse_replica_groups(m, "{{0,1},{2,3}}", 13, &g));
+  ck_assert_int_eq(g->n_groups, 2);
+  ck_assert_int_eq(g->ids[g->group_start[1]], 2);
+  ck_assert_ok(hk_parse_replica_groups(m, "[2,2]<=[4]", 10, &g));
+  ck_assert_int_eq(g->n_groups, 2);
+  st = hk_parse_replica_groups(m, "{{0,1}", 6, &g);
+  ck_assert_ptr_nonnull(st);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -480,6 +538,9 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_bare_array_literal);
   tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
   tcase_add_test(tc, test_enums_and_windows);
+  tcase_add_test(tc, test_error_wording);
+  tcase_add_test(tc, test_nested_needs_names);
+  tcase_add_test(tc, test_attribute_pieces);
   suite_add_tcase(s, tc);
   return s;
 }

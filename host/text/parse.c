@@ -293,7 +293,10 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
     *out = auto_parameter(P, c, os, NULL, 0);
     return true;
   }
-  return tx_error_at(P, at, "expects an operand");
+  /* XLA tries a name, then a nested instruction, and reports both */
+  tx_error_at(P, at, "cannot parse as an instruction name or as a nested instruction:");
+  tx_note_at(P, P->p, "expects name");
+  return false;
 }
 
 static bool parse_operands(tx_parser *P, hk_computation *c, tx_pending *pi) {
@@ -853,9 +856,10 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
   if (P->single_instr && tx_at_shape(P)) {
     /* canonical form without a name */
   } else {
-    if (!tx_ident(P, &s, &l)) {
+    /* a shape where the name goes: XLA's lexer reads a type, not a name */
+    if (tx_at_shape(P) || !tx_ident(P, &s, &l)) {
       pending_free(&pi);
-      return tx_error_at(P, P->p, "expects instruction name");
+      return tx_error_at(P, P->p, "expects name");
     }
     if (!tx_accept(P, '=')) {
       pending_free(&pi);
