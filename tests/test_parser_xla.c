@@ -513,6 +513,28 @@ START_TEST(test_attribute_pieces) {
 }
 END_TEST
 
+/* XLA's lexer skips blanks between a shape's tokens: "s32 [4]" and
+ * "f32[2,3] {0, 1}" are shapes with their layouts; a '{' not followed by an
+ * integer or ':' is no layout (a signature's result before its body). */
+START_TEST(test_spaced_shapes) {
+  const char *t = "HloModule m\nENTRY e (a: s32 [4]) -> f32[2, 3] {\n  a = s32 [4] parameter(0)\n"
+                  "  c = f32[2,3] {0, 1} constant({{1,2,3},{4,5,6}})\n"
+                  "  ROOT b = f32[2, 3] {1, 0} copy(f32[2,3] {0,1} c)\n}\n";
+  expect_print_has(t, HK_PRINT_SHORT, "c = f32[2,3]{0,1} constant(");
+  expect_print_has(t, HK_PRINT_SHORT, "ROOT b = f32[2,3]{1,0} copy(c)");
+  expect_print_has(t, HK_PRINT_SHORT, "a = s32[4]{0} parameter(0)");
+  hk_module *m = hk_module_new("piece");
+  const hk_shape *sh = NULL;
+  ck_assert_ok(hk_parse_shape(m, "f32[2,3] { 0, 1 }", 17, &sh));
+  ck_assert_int_eq(sh->layout->minor_to_major[0], 0);
+  hk_status *st = hk_parse_shape(m, "f32[2] {x}", 10, &sh);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, ":1:8:"), "%s", st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -541,6 +563,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_error_wording);
   tcase_add_test(tc, test_nested_needs_names);
   tcase_add_test(tc, test_attribute_pieces);
+  tcase_add_test(tc, test_spaced_shapes);
   suite_add_tcase(s, tc);
   return s;
 }
