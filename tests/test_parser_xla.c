@@ -535,6 +535,25 @@ START_TEST(test_spaced_shapes) {
 }
 END_TEST
 
+/* XLA's InferSelectShape: a scalar predicate selects whole operands; any
+ * other predicate has the operands' dimensions. */
+START_TEST(test_select_scalar_predicate) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n";
+  char t[512];
+  snprintf(t, sizeof t, "%s  p = pred[] parameter(2)\n  ROOT s = f32[4] select(p, a, b)\n}\n", pre);
+  ck_assert_ok(verify_text(t));
+  snprintf(t, sizeof t, "%s  p = pred[] parameter(2)\n  ROOT s = select(p, a, b)\n}\n", pre);
+  hk_module *m = hk_test_parse(t);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 4);
+  hk_module_free(m);
+  snprintf(t, sizeof t, "%s  p = pred[2] parameter(2)\n  ROOT s = f32[4] select(p, a, b)\n}\n", pre);
+  hk_status *st = verify_text(t);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "must have the same dimensions"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -564,6 +583,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_nested_needs_names);
   tcase_add_test(tc, test_attribute_pieces);
   tcase_add_test(tc, test_spaced_shapes);
+  tcase_add_test(tc, test_select_scalar_predicate);
   suite_add_tcase(s, tc);
   return s;
 }
