@@ -1114,10 +1114,8 @@ hk_status *hk_parse_frontend_attributes(hk_module *m, const char *text, size_t l
                                         const hk_kv **out) {
   tx_pending pi;
   hk_status *st = parse_piece(m, text, len, frontend_attributes_piece, &pi);
-  if (!st) {
-    *n = pi.a.n_frontend_attributes;
-    *out = pi.a.frontend_attributes;
-  }
+  *n = st ? 0 : pi.a.n_frontend_attributes; /* none on failure */
+  *out = st ? NULL : pi.a.frontend_attributes;
   return st;
 }
 
