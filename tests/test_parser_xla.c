@@ -554,6 +554,41 @@ START_TEST(test_select_scalar_predicate) {
 }
 END_TEST
 
+/* JAX dumps carry stack frame tables for metadata's stack_frame_id: read
+ * before or after the computations, kept, printed after the header line. */
+START_TEST(test_stack_frame_tables) {
+  const char *body = "ENTRY e {\n  ROOT p = f32[] parameter(0), metadata={op_name=\"x\" stack_frame_id=1}\n}\n";
+  const char *tables = "FileNames\n1 \"a.py\"\n\nFunctionNames\n1 \"f\"\n\nFileLocations\n"
+                       "1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9}\n\n"
+                       "StackFrames\n1 {file_location_id=1 parent_frame_id=0}\n\n";
+  char after[1024], before[1024];
+  snprintf(after, sizeof after, "HloModule m\n\n%s\n%s", body, tables);
+  snprintf(before, sizeof before, "HloModule m\n\n%s\n%s", tables, body);
+  for (int k = 0; k < 2; k++) {
+    hk_module *m = hk_test_parse(k ? before : after);
+    char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+    char want[1024];
+    snprintf(want, sizeof want, "HloModule m, entry_computation_layout={(f32[])->f32[]}\n\n%s\n", tables);
+    ck_assert_msg(!strncmp(out, want, strlen(want)), "got:\n%s", out);
+    hk_module *again = hk_test_parse(out);
+    char *out2 = hk_module_to_string(again, HK_PRINT_SHORT);
+    ck_assert_str_eq(out, out2);
+    free(out2);
+    hk_module_free(again);
+    free(out);
+    hk_module_free(m);
+  }
+  /* a computation may still be named like a table */
+  hk_module_free(hk_test_parse("HloModule m\nStackFrames {\n  ROOT p = f32[] parameter(0)\n}\n"));
+  expect_error("HloModule m\nFileNames\n1 a\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "t:3:3:",
+               "expects string");
+  expect_error("HloModule m\nStackFrames\n1 {parent=x}\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n",
+               "t:3:11:", NULL);
+  expect_error("HloModule m\nFileNames\nFileNames\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "t:3:1:",
+               "FileNames is defined twice");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -584,6 +619,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_attribute_pieces);
   tcase_add_test(tc, test_spaced_shapes);
   tcase_add_test(tc, test_select_scalar_predicate);
+  tcase_add_test(tc, test_stack_frame_tables);
   suite_add_tcase(s, tc);
   return s;
 }

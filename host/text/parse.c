@@ -1224,7 +1224,11 @@ static bool parse_header(tx_parser *P) {
 static bool parse_computations(tx_parser *P) {
   hk_computation *entry = NULL, *last = NULL;
   while (tx_peek(P) != 0) {
-    if (!parse_computation(P, &entry, &last)) return false;
+    if (tx_at_stack_frames(P)) {
+      if (!tx_parse_stack_frames(P)) return false;
+    } else if (!parse_computation(P, &entry, &last)) {
+      return false;
+    }
   }
   if (P->err) return false;
   if (!last) return tx_error_at(P, P->p, "expects at least one computation");
