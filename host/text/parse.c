@@ -1125,7 +1125,7 @@ static bool parse_alias_like(tx_parser *P, bool with_output, const char **raw) {
   return true;
 }
 
-static void add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v) {
+void tx_add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v) {
   hk_module_config *cf = &P->m->config;
   hk_raw_attr *r = hk_alloc(P->m, sizeof *r * (size_t)(cf->n_raw + 1));
   if (cf->n_raw) memcpy(r, cf->raw, sizeof *r * (size_t)cf->n_raw);
@@ -1201,7 +1201,7 @@ static bool parse_header_attr(tx_parser *P, const char *n, size_t nl, const char
     if (!tx_raw_value(P, &v, &vl)) return false;
     raw = tx_intern(P, v, vl);
   }
-  add_module_raw(P, n, nl, raw);
+  tx_add_module_raw(P, n, nl, raw);
   return true;
 }
 

@@ -99,14 +99,8 @@ bool tx_parse_stack_frames(tx_parser *P) {
     hk_module_config *cf = &P->m->config;
     int slot = 0;
     while (slot < cf->n_raw && strcmp(cf->raw[slot].name, TX_STACK_FRAMES_RAW)) slot++;
-    if (slot == cf->n_raw) {
-      hk_raw_attr *r = hk_alloc(P->m, sizeof *r * (size_t)(cf->n_raw + 1));
-      if (cf->n_raw) memcpy(r, cf->raw, sizeof *r * (size_t)cf->n_raw);
-      r[slot].name = TX_STACK_FRAMES_RAW;
-      cf->raw = r;
-      cf->n_raw++;
-    }
-    ((hk_raw_attr *)cf->raw)[slot].value = v;
+    if (slot == cf->n_raw) tx_add_module_raw(P, TX_STACK_FRAMES_RAW, strlen(TX_STACK_FRAMES_RAW), v);
+    else ((hk_raw_attr *)cf->raw)[slot].value = v; /* arena memory of this module */
   }
   hk_buf_free(&b);
   return ok;

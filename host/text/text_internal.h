@@ -283,6 +283,8 @@ bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn 
  * entries under a name no header attribute can have, printed after the
  * header line. */
 #define TX_STACK_FRAMES_RAW "stack frames"
+/* Appends a raw module header entry (parse.c). */
+void tx_add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v);
 bool tx_at_stack_frames(tx_parser *P);
 bool tx_parse_stack_frames(tx_parser *P);
 void tx_print_stack_frames(const hk_module *m, hk_buf *out);
