@@ -554,6 +554,13 @@ static hk_status *parse_piece(json_object *c) {
   } else if (strcmp(kind, "window") == 0) {
     const hk_window *w = NULL;
     st = hk_parse_window(m, hlo, len, &w);
+  } else if (strcmp(kind, "frontend_attributes") == 0) {
+    const hk_kv *kv = NULL;
+    int32_t n = 0;
+    st = hk_parse_frontend_attributes(m, hlo, len, &n, &kv);
+  } else if (strcmp(kind, "replica_groups") == 0) {
+    const hk_replica_groups *g = NULL;
+    st = hk_parse_replica_groups(m, hlo, len, &g);
   } else {
     st = hk_error(HK_UNIMPLEMENTED, "no public API parses a lone %s (text.h)", kind);
   }

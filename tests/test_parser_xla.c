@@ -466,6 +466,140 @@ START_TEST(test_enums_and_windows) {
 }
 END_TEST
 
+
+/* Every error reads as XLA words it ("was parsing L:C: error: ..."), after
+ * the FILE:LINE:COL of the first; a later one (the definition a duplicate
+ * clashes with) follows in the same form. */
+START_TEST(test_error_wording) {
+  expect_error("HloModule m\nENTRY e {\n  ROOT p = f32[] parameter(0), calls=e\n}\n", "t:3:32: ",
+               "t:3:32: was parsing 3:32: error: unexpected attribute \"calls\"");
+  expect_error("HloModule m\nc {\n  ROOT a = f32[] constant(1)\n}\nENTRY e {\n  b = f32[] parameter(0)\n"
+               "  ROOT g = f32[] add(b, q)\n}\n",
+               NULL, "was parsing 7:25: error: instruction does not exist: q\n  ROOT g = f32[] add(b, q)\n"
+                     "                        ^");
+}
+END_TEST
+
+/* Inside a nested computation an instruction needs its name, and an operand
+ * with a shape needs a name too: only the single instruction itself may
+ * have anonymous operands (XLA's ParseName, "expects name"). */
+START_TEST(test_nested_needs_names) {
+  const char *no_lhs = "r = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=\n{\n"
+                       "  f32[] add(f32[] x, f32[] y)\n}";
+  expect_error(no_lhs, "t:3:3:", "expects name");
+  const char *no_operand_name = "r = f32[] reduce(f32[10], f32[]), dimensions={0}, to_apply=\n{\n"
+                                "  s = f32[] add(f32[], f32[])\n}";
+  expect_error(no_operand_name, "t:3:17:",
+               "cannot parse as an instruction name or as a nested instruction:\n");
+  expect_error(no_operand_name, NULL, "was parsing 3:22: error: expects name");
+  /* the single instruction itself takes anonymous operands */
+  ck_assert_ptr_null(parse_error("r = f32[] add(f32[], f32[])"));
+}
+END_TEST
+
+/* ParseFrontendAttributes and ParseReplicaGroupsOnly as pieces. */
+START_TEST(test_attribute_pieces) {
+  hk_module *m = hk_module_new("piece");
+  const char *fa = "{attr_a=\"test_a\",attr_b=\"b\",attr_d=\"a/b\"}";
+  const hk_kv *kv = NULL;
+  int32_t n = 0;
+  ck_assert_ok(hk_parse_frontend_attributes(m, fa, strlen(fa), &n, &kv));
+  ck_assert_int_eq(n, 3);
+  ck_assert_str_eq(kv[0].key, "attr_a");
+  ck_assert_str_eq(kv[2].value, "a/b");
+  hk_status *st = hk_parse_frontend_attributes(m, "{a=\"b\"} x", 9, &n, &kv);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, ":1:9:"), "%s", st->message);
+  hk_status_free(st);
+  const hk_replica_groups *g = NULL;
+  ck_assert_ok(hk_parse_replica_groups(m, "{{0,1},{2,3}}", 13, &g));
+  ck_assert_int_eq(g->n_groups, 2);
+  ck_assert_int_eq(g->ids[g->group_start[1]], 2);
+  ck_assert_ok(hk_parse_replica_groups(m, "[2,2]<=[4]", 10, &g));
+  ck_assert_int_eq(g->n_groups, 2);
+  st = hk_parse_replica_groups(m, "{{0,1}", 6, &g);
+  ck_assert_ptr_nonnull(st);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+/* XLA's lexer skips blanks between a shape's tokens: "s32 [4]" and
+ * "f32[2,3] {0, 1}" are shapes with their layouts; a '{' not followed by an
+ * integer or ':' is no layout (a signature's result before its body). */
+START_TEST(test_spaced_shapes) {
+  const char *t = "HloModule m\nENTRY e (a: s32 [4]) -> f32[2, 3] {\n  a = s32 [4] parameter(0)\n"
+                  "  c = f32[2,3] {0, 1} constant({{1,2,3},{4,5,6}})\n"
+                  "  ROOT b = f32[2, 3] {1, 0} copy(f32[2,3] {0,1} c)\n}\n";
+  expect_print_has(t, HK_PRINT_SHORT, "c = f32[2,3]{0,1} constant(");
+  expect_print_has(t, HK_PRINT_SHORT, "ROOT b = f32[2,3]{1,0} copy(c)");
+  expect_print_has(t, HK_PRINT_SHORT, "a = s32[4]{0} parameter(0)");
+  hk_module *m = hk_module_new("piece");
+  const hk_shape *sh = NULL;
+  ck_assert_ok(hk_parse_shape(m, "f32[2,3] { 0, 1 }", 17, &sh));
+  ck_assert_int_eq(sh->layout->minor_to_major[0], 0);
+  hk_status *st = hk_parse_shape(m, "f32[2] {x}", 10, &sh);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, ":1:8:"), "%s", st->message);
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
+/* XLA's InferSelectShape: a scalar predicate selects whole operands; any
+ * other predicate has the operands' dimensions. */
+START_TEST(test_select_scalar_predicate) {
+  const char *pre = "HloModule m\n\nENTRY e {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n";
+  char t[512];
+  snprintf(t, sizeof t, "%s  p = pred[] parameter(2)\n  ROOT s = f32[4] select(p, a, b)\n}\n", pre);
+  ck_assert_ok(verify_text(t));
+  snprintf(t, sizeof t, "%s  p = pred[] parameter(2)\n  ROOT s = select(p, a, b)\n}\n", pre);
+  hk_module *m = hk_test_parse(t);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 4);
+  hk_module_free(m);
+  snprintf(t, sizeof t, "%s  p = pred[2] parameter(2)\n  ROOT s = f32[4] select(p, a, b)\n}\n", pre);
+  hk_status *st = verify_text(t);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "must have the same dimensions"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
+/* JAX dumps carry stack frame tables for metadata's stack_frame_id: read
+ * before or after the computations, kept, printed after the header line. */
+START_TEST(test_stack_frame_tables) {
+  const char *body = "ENTRY e {\n  ROOT p = f32[] parameter(0), metadata={op_name=\"x\" stack_frame_id=1}\n}\n";
+  const char *tables = "FileNames\n1 \"a.py\"\n\nFunctionNames\n1 \"f\"\n\nFileLocations\n"
+                       "1 {file_name_id=1 function_name_id=1 line=3 end_line=3 column=1 end_column=9}\n\n"
+                       "StackFrames\n1 {file_location_id=1 parent_frame_id=0}\n\n";
+  char after[1024], before[1024];
+  snprintf(after, sizeof after, "HloModule m\n\n%s\n%s", body, tables);
+  snprintf(before, sizeof before, "HloModule m\n\n%s\n%s", tables, body);
+  for (int k = 0; k < 2; k++) {
+    hk_module *m = hk_test_parse(k ? before : after);
+    char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+    char want[1024];
+    snprintf(want, sizeof want, "HloModule m, entry_computation_layout={(f32[])->f32[]}\n\n%s\n", tables);
+    ck_assert_msg(!strncmp(out, want, strlen(want)), "got:\n%s", out);
+    hk_module *again = hk_test_parse(out);
+    char *out2 = hk_module_to_string(again, HK_PRINT_SHORT);
+    ck_assert_str_eq(out, out2);
+    free(out2);
+    hk_module_free(again);
+    free(out);
+    hk_module_free(m);
+  }
+  /* a computation may still be named like a table */
+  hk_module_free(hk_test_parse("HloModule m\nStackFrames {\n  ROOT p = f32[] parameter(0)\n}\n"));
+  expect_error("HloModule m\nFileNames\n1 a\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "t:3:3:",
+               "expects string");
+  expect_error("HloModule m\nStackFrames\n1 {parent=x}\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n",
+               "t:3:11:", NULL);
+  expect_error("HloModule m\nFileNames\nFileNames\nENTRY e {\n  ROOT p = f32[] parameter(0)\n}\n", "t:3:1:",
+               "FileNames is defined twice");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -492,6 +626,12 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_verifier_fft_and_tuple_reducer);
   tcase_add_test(tc, test_enums_and_windows);
   tcase_add_test(tc, test_literal_with_unbounded_dim);
+  tcase_add_test(tc, test_error_wording);
+  tcase_add_test(tc, test_nested_needs_names);
+  tcase_add_test(tc, test_attribute_pieces);
+  tcase_add_test(tc, test_spaced_shapes);
+  tcase_add_test(tc, test_select_scalar_predicate);
+  tcase_add_test(tc, test_stack_frame_tables);
   suite_add_tcase(s, tc);
   return s;
 }

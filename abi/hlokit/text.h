@@ -2,7 +2,8 @@
  *
  * hk_parse_module() accepts both the long form (%-names, operand shapes,
  * computation signatures) and the short form, with or without an HloModule
- * header.  Errors are "FILE:LINE:COL: error: MESSAGE" in the status.
+ * header.  Errors are "FILE:LINE:COL: was parsing LINE:COL: error: MESSAGE"
+ * (XLA's wording after the position), the source line and a caret.
  * hk_print_module() prints exactly as XLA's HloModule::ToString does for the
  * chosen form, so print(parse(text)) is a fixed point. */
 #ifndef HLOKIT_TEXT_H
@@ -37,6 +38,12 @@ hk_status *hk_parse_conv_dnums(hk_module *m, const char *text, size_t len,
 /* A pad instruction's padding ("0_1_0x2_3_4": lo_hi[_interior] per dimension). */
 hk_status *hk_parse_padding_config(hk_module *m, const char *text, size_t len, int32_t *n,
                                    const hk_pad_dim **out);
+/* frontend_attributes={...} contents with the braces ("{a=\"b\",c=\"d\"}"), in order (ABI 1.5). */
+hk_status *hk_parse_frontend_attributes(hk_module *m, const char *text, size_t len, int32_t *n,
+                                        const hk_kv **out);
+/* replica_groups: "{{0,1},{2,3}}" or the iota form "[2,2]<=[4]" (ABI 1.5). */
+hk_status *hk_parse_replica_groups(hk_module *m, const char *text, size_t len,
+                                   const hk_replica_groups **out);
 
 /* A growable output buffer. */
 typedef struct hk_buf {

@@ -170,7 +170,8 @@ static hk_status *infer_select(ana_ctx *c, const hk_shape **out) {
   if (p->elem != HK_PRED)
     return ana_fail(c->i, "select's predicate must have element type pred, got %s",
                     hk_prim_name(elem_of(p)));
-  if (!ana_same_dims(p, t))
+  /* XLA's InferSelectShape: a scalar predicate picks whole operands */
+  if (!ana_is_scalar(p) && !ana_same_dims(p, t))
     return ana_fail(c->i, "select's predicate %s and operands %s must have the same dimensions",
                     ana_shape_str(p, s1, sizeof s1), ana_shape_str(t, s2, sizeof s2));
   *out = merged(c, t, f, ana_higher_precision(elem_of(t), elem_of(f)));

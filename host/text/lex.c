@@ -32,11 +32,13 @@ static void append_location(tx_parser *P, hk_buf *b, const char *at,
   const char *ls;
   if (at > P->end) at = P->end;
   line_col(P, at, &line, &col, &ls);
+  /* the first error is named FILE:LINE:COL; each then reads as XLA's
+   * parser words its errors ("was parsing LINE:COL: error: ...") */
   if (first)
-    hk_buf_printf(b, "%s:%d:%d: error: ", P->filename ? P->filename : "<input>",
-                  line, col);
+    hk_buf_printf(b, "%s:%d:%d: ", P->filename ? P->filename : "<input>", line, col);
   else
-    hk_buf_printf(b, "\nwas parsing %d:%d: error: ", line, col);
+    hk_buf_put(b, "\n", 1);
+  hk_buf_printf(b, "was parsing %d:%d: error: ", line, col);
   char msg[1024];
   vsnprintf(msg, sizeof msg, fmt, ap);
   hk_buf_puts(b, msg);

@@ -273,14 +273,16 @@ static bool parse_element(tx_parser *P, hk_prim p, void *e, const elem_pos *pos)
 
 /* ---- literals ------------------------------------------------------------------- */
 
+/* The literal's storage is taken once its text can fill it (take_data). */
 static hk_literal *new_literal(hk_module *m, const hk_shape *s) {
   hk_literal *l = hk_alloc(m, sizeof *l);
   l->shape = s;
-  if (hk_shape_is_array(s)) {
-    l->nbytes = hk_shape_elements(s) * hk_prim_storage_bytes((hk_prim)s->elem);
-    l->data = l->nbytes ? hk_alloc(m, (size_t)l->nbytes) : NULL;
-  }
+  if (hk_shape_is_array(s)) l->nbytes = hk_shape_elements(s) * hk_prim_storage_bytes((hk_prim)s->elem);
   return l;
+}
+
+static void take_data(tx_parser *P, hk_literal *l) {
+  l->data = l->nbytes ? hk_alloc(P->m, (size_t)l->nbytes) : NULL;
 }
 
 static bool at_elided(tx_parser *P) {
@@ -294,7 +296,10 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   int esz = hk_prim_storage_bytes(p);
   int rank = s->rank;
   elem_pos pos = {s, 0};
-  if (rank == 0) return parse_element(P, p, l->data, &pos);
+  if (rank == 0) {
+    take_data(P, l);
+    return parse_element(P, p, l->data, &pos);
+  }
   if (tx_peek(P) != '{') {
     if (tx_peek(P) == '}') return tx_error_at(P, P->p, "unexpected '}' token");
     /* XLA's ParseDenseLiteral ignores its nesting complaint about a bare
@@ -305,6 +310,7 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
       free(h);
       return false;
     }
+    take_data(P, l);
     return parse_element(P, p, l->data, &pos);
   }
   if (at_elided(P)) {
@@ -318,6 +324,12 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   int64_t seen[HK_MAX_RANK + 1];
   int nest = 0;
   int64_t idx = 0, total = hk_shape_elements(s);
+  /* every element takes a character: a shorter text cannot fill the shape
+   * and fails on its count, so it is read into one scratch element instead
+   * of storage for the whole declared shape */
+  char scratch[16];
+  bool doomed = total > P->end - P->p;
+  if (!doomed) take_data(P, l);
   do {
     int c = tx_peek(P);
     const char *at = P->p;
@@ -363,11 +375,11 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
       }
       seen[rank - 1]++;
       pos.index = idx;
-      if (!parse_element(P, p, (char *)l->data + idx * esz, &pos)) return false;
+      if (!parse_element(P, p, doomed ? scratch : (char *)l->data + idx * esz, &pos)) return false;
       idx++;
     }
   } while (nest > 0);
-  return true;
+  return !doomed || tx_error_at(P, P->p, "literal has fewer elements than its shape");
 }
 
 static bool has_unbounded_dim(const hk_shape *s) {

@@ -293,7 +293,10 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
     *out = auto_parameter(P, c, os, NULL, 0);
     return true;
   }
-  return tx_error_at(P, at, "expects an operand");
+  /* XLA tries a name, then a nested instruction, and reports both */
+  tx_error_at(P, at, "cannot parse as an instruction name or as a nested instruction:");
+  tx_note_at(P, P->p, "expects name");
+  return false;
 }
 
 static bool parse_operands(tx_parser *P, hk_computation *c, tx_pending *pi) {
@@ -853,9 +856,10 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
   if (P->single_instr && tx_at_shape(P)) {
     /* canonical form without a name */
   } else {
-    if (!tx_ident(P, &s, &l)) {
+    /* a shape where the name goes: XLA's lexer reads a type, not a name */
+    if (tx_at_shape(P) || !tx_ident(P, &s, &l)) {
       pending_free(&pi);
-      return tx_error_at(P, P->p, "expects instruction name");
+      return tx_error_at(P, P->p, "expects name");
     }
     if (!tx_accept(P, '=')) {
       pending_free(&pi);
@@ -1121,7 +1125,7 @@ static bool parse_alias_like(tx_parser *P, bool with_output, const char **raw) {
   return true;
 }
 
-static void add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v) {
+void tx_add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v) {
   hk_module_config *cf = &P->m->config;
   hk_raw_attr *r = hk_alloc(P->m, sizeof *r * (size_t)(cf->n_raw + 1));
   if (cf->n_raw) memcpy(r, cf->raw, sizeof *r * (size_t)cf->n_raw);
@@ -1197,7 +1201,7 @@ static bool parse_header_attr(tx_parser *P, const char *n, size_t nl, const char
     if (!tx_raw_value(P, &v, &vl)) return false;
     raw = tx_intern(P, v, vl);
   }
-  add_module_raw(P, n, nl, raw);
+  tx_add_module_raw(P, n, nl, raw);
   return true;
 }
 
@@ -1220,7 +1224,11 @@ static bool parse_header(tx_parser *P) {
 static bool parse_computations(tx_parser *P) {
   hk_computation *entry = NULL, *last = NULL;
   while (tx_peek(P) != 0) {
-    if (!parse_computation(P, &entry, &last)) return false;
+    if (tx_at_stack_frames(P)) {
+      if (!tx_parse_stack_frames(P)) return false;
+    } else if (!parse_computation(P, &entry, &last)) {
+      return false;
+    }
   }
   if (P->err) return false;
   if (!last) return tx_error_at(P, P->p, "expects at least one computation");

@@ -1105,3 +1105,28 @@ hk_status *hk_parse_padding_config(hk_module *m, const char *text, size_t len, i
   }
   return st;
 }
+
+static bool frontend_attributes_piece(tx_parser *P, tx_pending *pi) {
+  return tx_parse_kv_list(P, &pi->a.n_frontend_attributes, &pi->a.frontend_attributes);
+}
+
+hk_status *hk_parse_frontend_attributes(hk_module *m, const char *text, size_t len, int32_t *n,
+                                        const hk_kv **out) {
+  tx_pending pi;
+  hk_status *st = parse_piece(m, text, len, frontend_attributes_piece, &pi);
+  *n = st ? 0 : pi.a.n_frontend_attributes; /* none on failure */
+  *out = st ? NULL : pi.a.frontend_attributes;
+  return st;
+}
+
+static bool replica_groups_piece(tx_parser *P, tx_pending *pi) {
+  return parse_replica_groups(P, &pi->a.replica_groups);
+}
+
+hk_status *hk_parse_replica_groups(hk_module *m, const char *text, size_t len,
+                                   const hk_replica_groups **out) {
+  tx_pending pi;
+  hk_status *st = parse_piece(m, text, len, replica_groups_piece, &pi);
+  if (!st) *out = pi.a.replica_groups;
+  return st;
+}

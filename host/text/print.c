@@ -944,10 +944,13 @@ static void print_header(printer *pr, const hk_module *m, hk_buf *out) {
   }
   for (int k = 0; k < cf->n_raw; k++) {
     const char *n = cf->raw[k].name;
-    if (!strcmp(n, early[0]) || !strcmp(n, early[1]) || !strcmp(n, early[2])) continue;
+    if (!strcmp(n, early[0]) || !strcmp(n, early[1]) || !strcmp(n, early[2]) ||
+        !strcmp(n, TX_STACK_FRAMES_RAW))
+      continue;
     hk_buf_printf(out, ", %s=%s", n, cf->raw[k].value);
   }
   tx_puts(out, "\n\n");
+  tx_print_stack_frames(m, out);
 }
 
 /* Callees of every computation in instruction order. */

@@ -7,10 +7,30 @@
 
 #define TX_UNBOUNDED INT64_MIN
 
+static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static const char *skip_blanks(const char *q, const char *e) {
+  while (q < e && is_blank(*q)) q++;
+  return q;
+}
+
+/* Whether the text at q (just after a shape's ']') starts its layout. XLA's
+ * lexer skips blanks between tokens and takes '{' for a layout when an
+ * integer or ':' follows it ("f32[2] {0}"), not the '{' of a computation
+ * body after a signature's result; an adjacent "{}" is the empty layout. */
+static bool layout_follows(const char *q, const char *e) {
+  const char *b = skip_blanks(q, e);
+  if (b >= e || *b != '{') return false;
+  if (b == q && b + 1 < e && b[1] == '}') return true;
+  const char *c = skip_blanks(b + 1, e);
+  return c < e && ((*c >= '0' && *c <= '9') || *c == ':');
+}
+
 static bool prim_at(tx_parser *P, hk_prim *prim, const char **after) {
   const char *s, *a;
   size_t len;
   if (!tx_peek_ident(P, &s, &len, &a) || s != P->p) return false;
+  a = skip_blanks(a, P->end); /* "s32 [4]" is one shape to XLA's lexer */
   if (a >= P->end || *a != '[') return false;
   hk_prim pr = hk_prim_from_name(s, len);
   if (pr == HK_PRIM_INVALID || pr == HK_TUPLE) return false;
@@ -249,10 +269,8 @@ static bool parse_array_shape(tx_parser *P, const hk_shape **out) {
   hk_tile tiles[HK_MAX_RANK];
   int64_t tile_dims[4 * HK_MAX_RANK];
   char *extra = NULL;
-  if (P->p < P->end && *P->p == '{') {
-    if (!hk_prim_is_array(prim)) {
-      /* token[]{} etc. are not produced by XLA; accept an empty layout */
-    }
+  if (layout_follows(P->p, P->end)) {
+    P->p = skip_blanks(P->p, P->end);
     const char *lat = P->p;
     if (!parse_layout(P, rank, &lay, m2m, tiles, tile_dims, &extra)) {
       free(extra);
@@ -290,6 +308,7 @@ static size_t array_shape_span(const char *p, const char *e) {
   }
   if (q >= e) return 0;
   q++;
+  if (q < e && is_blank(*q) && layout_follows(q, e)) return 0; /* a spaced layout: no cache */
   if (q < e && *q == '{') {
     int d = 0;
     for (; q < e; q++) {
@@ -312,7 +331,7 @@ static struct tx_shape_memo *memo_slot(tx_parser *P, const char *p) {
  * where it does (a layout-less text must not be followed by a layout). */
 static bool memo_matches(const struct tx_shape_memo *e, const char *p, const char *end) {
   if (!e->text || (size_t)(end - p) < e->len + 1 || !tx_bytes_equal(p, e->text, e->len)) return false;
-  return e->text[e->len - 1] == '}' || p[e->len] != '{';
+  return e->text[e->len - 1] == '}' || !layout_follows(p + e->len, end);
 }
 
 bool tx_cached_shape(tx_parser *P, const hk_shape **out) {

@@ -279,6 +279,16 @@ void tx_post_order_free(tx_post_order *po);
 bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
                         void *ctx);
 
+/* The stack frame tables (stack_frames.c): kept in the module's raw header
+ * entries under a name no header attribute can have, printed after the
+ * header line. */
+#define TX_STACK_FRAMES_RAW "stack frames"
+/* Appends a raw module header entry (parse.c). */
+void tx_add_module_raw(tx_parser *P, const char *name, size_t nl, const char *v);
+bool tx_at_stack_frames(tx_parser *P);
+bool tx_parse_stack_frames(tx_parser *P);
+void tx_print_stack_frames(const hk_module *m, hk_buf *out);
+
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);
