@@ -30,6 +30,7 @@ typedef struct tx_vec {
 
 typedef struct tx_parser {
   const char *src, *p, *end;
+  const char *released;       /* input before this given back (hk_input_release_before) */
   const char *filename;
   hk_module *m;
   hk_status *err;             /* first error (with later notes appended) */
