@@ -44,6 +44,7 @@ void *hk_memdup(hk_module *m, const void *p, size_t n) {
 size_t hk_module_memory(const hk_module *m) {
   const struct hk_module_impl *impl = m->impl;
   size_t n = sizeof *m + sizeof *impl + hk_arena_bytes(&impl->arena);
+  n += hk_arena_bytes(&impl->instr_arena);   /* the instruction structs */
   n += hk_strmap_bytes(&impl->strings);
   n += hk_strmap_bytes(&impl->instr_names.names) + hk_strmap_bytes(&impl->instr_names.counters);
   n += hk_strmap_bytes(&impl->comp_names.names) + hk_strmap_bytes(&impl->comp_names.counters);
