@@ -63,7 +63,7 @@ static const char *option_value(const char *name, int argc, char **argv, int *i,
 }
 
 static void push(const char ***list, int32_t *n, const char *v) {
-  *list = realloc(*list, sizeof(char *) * (size_t)(*n + 1));
+  *list = hk_check_alloc(realloc(*list, sizeof(char *) * (size_t)(*n + 1)));
   (*list)[(*n)++] = v;
 }
 

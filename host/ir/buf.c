@@ -30,8 +30,7 @@ static void buf_reserve(hk_buf *b, size_t n) {
   if (need <= b->cap) return;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < need) cap *= 2;
-  char *d = realloc(b->data, cap);
-  if (!d) abort();
+  char *d = hk_check_alloc(realloc(b->data, cap));
   hk_populate(d + b->len, d + cap);   /* a big print writes it all */
   b->data = d;
   b->cap = cap;

@@ -33,8 +33,7 @@ static void *grow(void *p, size_t *cap, size_t need, size_t elem, bool dense) {
   if (need <= *cap) return p;
   size_t n = *cap ? *cap : 64;
   while (n < need) n *= 2;
-  p = realloc(p, n * elem);
-  if (!p) abort();
+  p = hk_check_alloc(realloc(p, n * elem));
   if (dense) hk_populate((char *)p + *cap * elem, (char *)p + n * elem);
   *cap = n;
   return p;

@@ -712,7 +712,7 @@ char *hk_instr_to_string(const hk_instr *i, hk_print_form form) {
   hk_buf b;
   hk_buf_init(&b);
   hk_print_instr(i, form, &b);
-  return b.data ? b.data : strdup("");
+  return b.data ? b.data : hk_check_alloc(strdup(""));
 }
 
 /* ---- computations -------------------------------------------------------------------- */
@@ -997,5 +997,5 @@ char *hk_module_to_string(const hk_module *m, hk_print_form form) {
   hk_buf b;
   hk_buf_init(&b);
   hk_print_module(m, form, &b);
-  return b.data ? b.data : strdup("");
+  return b.data ? b.data : hk_check_alloc(strdup(""));
 }
