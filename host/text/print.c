@@ -25,7 +25,6 @@ void tx_printer_free(printer *pr) {
   hk_buf_free(&pr->text);
   hk_buf_free(&pr->scratch);
   free(pr->pieces);
-  tx_post_order_free(&pr->po);
   hk_buf_free(&pr->block);
 }
 
@@ -740,29 +739,10 @@ void tx_deliver(printer *pr, hk_buf *out, const char *data, size_t len) {
   if (!pr->sink_err && len) pr->sink_err = pr->sink(pr->sink_ctx, data, len);
 }
 
-static bool has_control_edges(const hk_instr *i) {
-  return i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs);
-}
-
-/* tx_list_post_order's visitor: the list walk ignores control edges, so
- * an instruction with any sends the print to the IR's post order. */
-static bool no_control_edges(void *ctx, const hk_instr *x, uint32_t pos) {
-  (void)ctx;
-  (void)pos;
-  return !has_control_edges(x);
-}
-
-/* Prints c's instructions in XLA's MakeInstructionPostOrder: usually
- * computed over list positions (post_order.c); where that walk cannot
- * (control edges, operands listed late, collectives sharing a channel),
- * the IR's post order (host/ir/post_order.c) gives it. */
+/* Prints c's instructions in XLA's MakeInstructionPostOrder (the IR's
+ * post order, host/ir/post_order.c: over list positions in a big
+ * computation, no DFS at all when the list is the order). */
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
-  if (c->n_instrs >= 0 && c->n_instrs < (int64_t)UINT32_MAX &&
-      tx_list_post_order(c, &pr->po, no_control_edges, NULL)) {
-    tx_lines l = {pr->po.at, pr->po.listed ? NULL : pr->po.order, (size_t)c->n_instrs};
-    tx_print_lines(pr, &l, out);
-    return;
-  }
   int64_t n;
   hk_instr **order = hk_computation_post_order(c, &n);
   tx_lines l = {order, NULL, (size_t)n};
@@ -963,7 +943,6 @@ static void visit_all(printer *pr, callgraph *g, const hk_module *m, hk_buf *out
 /* The module into out, or through pr's sink (out then its buffer). */
 static void print_module(printer *pr, const hk_module *m, hk_buf *out) {
   pr->scheduled = m->config.is_scheduled;
-  tx_post_order_init(&pr->po, m->next_id);
   print_header(pr, m, out);
   callgraph g;
   callgraph_collect(&g, m);

@@ -27,7 +27,6 @@ typedef struct printer {
   hk_buf scratch;           /* attribute pieces of one instruction */
   piece *pieces;
   int n_pieces, cap_pieces;
-  tx_post_order po;         /* post order over list positions */
   hk_buf block;             /* a block of lines (two threads, print_lines.c) */
   hk_print_write_fn sink;   /* where the text goes as it is printed (NULL: */
   void *sink_ctx;           /* it stays in the output buffer) */

@@ -241,44 +241,6 @@ static inline void tx_prefetch_parts(const hk_instr *x) {
   if (x->attrs) __builtin_prefetch(x->attrs);
 }
 
-/* Starts loading the parts of `ahead` (loaded a step ago) and the
- * instruction after it; returns that one, the next `ahead`. */
-static inline const hk_instr *tx_prefetch_ahead(const hk_instr *ahead) {
-  if (!ahead) return NULL;
-  tx_prefetch_parts(ahead);
-  const hk_instr *next = ahead->next;
-  if (next) __builtin_prefetch(next);
-  return next;
-}
-
-/* The printer's instruction order (post_order.c): DFS from each
- * instruction without users, in list order, operands in order (XLA's
- * MakeInstructionPostOrder without channel dependencies), over list
- * positions.  tx_list_post_order returns false, computing nothing, when c
- * lists an operand after its user or visit returned false: the caller
- * then runs the DFS over the instructions themselves.  It does not look at
- * control edges: the order is XLA's only when no instruction of c has any
- * (the caller checks, in visit).  visit (may be NULL) sees each
- * instruction and its list position in list order, during the one walk
- * over them. */
-typedef bool (*tx_visit_fn)(void *ctx, const hk_instr *x, uint32_t pos);
-typedef struct tx_post_order {
-  uint32_t *order;            /* the result: n list positions (at[] has the instructions) */
-  size_t n;
-  bool listed;                /* order is the list order (order[k] == k) */
-  uint32_t *pos_by_id;        /* scratch, reused across computations */
-  int64_t n_ids;
-  hk_instr **at;
-  uint32_t *first, *ops, *roots, *stack;
-  uint8_t *state;
-  size_t cap, cap_ops, cap_stack, n_roots;
-  int64_t *channels;          /* channel ids of the channel collectives (walk.h) */
-  size_t n_channels, cap_channels;
-} tx_post_order;
-void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
-void tx_post_order_free(tx_post_order *po);
-bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
-                        void *ctx);
 
 /* printing helpers (print.c) */
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
