@@ -1,4 +1,4 @@
-/* test_print_parallel.c - Check suite for printing a big computation on two threads (host/text/print_lines.c): byte-identical to the sequential print, buffered or streamed (hk_print_module_stream). */
+/* test_print_parallel.c - Check suite for printing a big computation (host/text/print_lines.c): the same bytes whatever HLOKIT_THREADS says, buffered or streamed (hk_print_module_stream). */
 #include "testutil.h"
 
 /* Under valgrind (every instruction costs ~50x): fewer prints. */

@@ -73,8 +73,7 @@ void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out);
  * text is never in memory at once (hlokit opt writes its output file
  * so).  The first nonzero return of write ends the printing (write is not
  * called again) and is returned; 0 when all the text was handed on.
- * write may be called from a thread of the printer's, never from two at
- * once (ABI 1.5). */
+ * write is called on the calling thread (ABI 1.5). */
 typedef int (*hk_print_write_fn)(void *ctx, const char *data, size_t len);
 int hk_print_module_stream(const hk_module *m, hk_print_form form, hk_print_write_fn write,
                            void *ctx);

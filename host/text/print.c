@@ -1,8 +1,8 @@
 /* print.c - the HLO text printer: modules, computations and instructions exactly as XLA's ToString prints them (long and short forms).
  *
- * A computation's lines print through print_lines.c (a big one's on two
- * threads); with a sink (hk_print_module_stream) the text is handed on a
- * megabyte at a time as it is printed. */
+ * A computation's lines print through print_lines.c; with a sink
+ * (hk_print_module_stream) the text is handed on a megabyte at a time as
+ * it is printed. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +17,6 @@ void tx_printer_init(printer *pr, hk_print_form form) {
   pr->lng = form == HK_PRINT_LONG;
   hk_buf_init(&pr->text);
   hk_buf_init(&pr->scratch);
-  hk_buf_init(&pr->block);
 }
 
 void tx_printer_free(printer *pr) {
@@ -25,7 +24,6 @@ void tx_printer_free(printer *pr) {
   hk_buf_free(&pr->text);
   hk_buf_free(&pr->scratch);
   free(pr->pieces);
-  hk_buf_free(&pr->block);
 }
 
 static size_t hash_ptr(uintptr_t k) {
@@ -728,15 +726,6 @@ void tx_flush(printer *pr, hk_buf *out) {
   if (!pr->sink_err) pr->sink_err = pr->sink(pr->sink_ctx, out->data, out->len);
   out->len = 0;
   out->data[0] = 0;
-}
-
-void tx_deliver(printer *pr, hk_buf *out, const char *data, size_t len) {
-  if (!pr->sink) {
-    tx_put(out, data, len);
-    return;
-  }
-  tx_flush(pr, out);
-  if (!pr->sink_err && len) pr->sink_err = pr->sink(pr->sink_ctx, data, len);
 }
 
 /* Prints c's instructions in XLA's MakeInstructionPostOrder (the IR's

@@ -27,7 +27,6 @@ typedef struct printer {
   hk_buf scratch;           /* attribute pieces of one instruction */
   piece *pieces;
   int n_pieces, cap_pieces;
-  hk_buf block;             /* a block of lines (two threads, print_lines.c) */
   hk_print_write_fn sink;   /* where the text goes as it is printed (NULL: */
   void *sink_ctx;           /* it stays in the output buffer) */
   int sink_err;             /* the sink's first nonzero return: it gets no more */
@@ -43,9 +42,6 @@ void tx_emit(printer *pr, const hk_instr *x, hk_buf *out);
  * TX_FLUSH_BYTES; tx_flush hands it on now.  Without, both do nothing. */
 #define TX_FLUSH_BYTES ((size_t)1 << 20)
 void tx_flush(printer *pr, hk_buf *out);
-/* Appends len bytes of text to the output (with a sink: hands on out's
- * text, then them). */
-void tx_deliver(printer *pr, hk_buf *out, const char *data, size_t len);
 
 /* ---- a computation's lines in print order (print_lines.c) ---- */
 
@@ -60,8 +56,7 @@ static inline const hk_instr *tx_line_instr(const tx_lines *l, size_t k) {
   return l->order ? l->at[l->order[k]] : l->at[k];
 }
 
-/* Prints the lines into out (a big computation's on two threads, when
- * hk_worker_threads allows two). */
+/* Prints the lines into out. */
 void tx_print_lines(printer *pr, const tx_lines *l, hk_buf *out);
 
 #pragma GCC visibility pop
