@@ -78,16 +78,6 @@ static void put_shape_nolayout(printer *pr, hk_buf *dst, const hk_shape *s) {
 
 /* ---- small helpers ------------------------------------------------------------ */
 
-static void put_i64(hk_buf *b, int64_t v) {
-  char tmp[24];
-  char *e = tmp + sizeof tmp, *p = e;
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  do *--p = (char)('0' + u % 10), u /= 10;
-  while (u);
-  if (v < 0) *--p = '-';
-  tx_put(b, p, (size_t)(e - p));
-}
-
 void tx_print_escaped(hk_buf *b, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
@@ -378,7 +368,7 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
     });
   }
   if (op == HK_OP_GET_TUPLE_ELEMENT)
-    PIECE(15, tx_puts(b, "index="); put_i64(b, a ? a->tuple_index : 0));
+    PIECE(15, tx_puts(b, "index="); tx_put_i64(b, a ? a->tuple_index : 0));
   if (!a) return;
   if (op == HK_OP_PARAMETER && a->n_parameter_replication)
     PIECE(15, {
@@ -641,7 +631,7 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
     return;
   }
   if (i->opcode == HK_OP_PARAMETER) {
-    put_i64(out, a ? a->parameter_number : 0);
+    tx_put_i64(out, a ? a->parameter_number : 0);
     return;
   }
   for (int k = 0; k < i->n_operands; k++) {

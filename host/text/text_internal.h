@@ -243,6 +243,8 @@ static inline void tx_prefetch_parts(const hk_instr *x) {
 
 
 /* printing helpers (print.c) */
+/* v in decimal (shape_text.c). */
+void tx_put_i64(hk_buf *b, int64_t v);
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);
 /* A braced value XLA prints without quotes (balanced {...}). */
