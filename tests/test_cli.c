@@ -250,6 +250,15 @@ START_TEST(test_failed_run_leaves_output_untouched) {
 }
 END_TEST
 
+/* The module is written as it is printed: a write that fails stops the
+ * command with the device's error, exit status 2. */
+START_TEST(test_write_failure_exits_2) {
+  if (access("/dev/full", W_OK) != 0) return;
+  ck_assert_int_eq(run_with_plugin("opt in.hlo -o /dev/full", NULL), 2);
+  ASSERT_HAS(err_text, "/dev/full: write failed");
+}
+END_TEST
+
 START_TEST(test_output_naming_the_input) {
   ck_assert_int_eq(run_with_plugin("opt in.hlo --passes=cli-fail -o in.hlo", NULL), 2);
   char *text = tmp_file("in.hlo");
@@ -424,6 +433,7 @@ static Suite *cli_suite(void) {
   tcase_add_test(tc, test_parse_error_names_file_line_col);
   tcase_add_test(tc, test_failed_run_leaves_output_untouched);
   tcase_add_test(tc, test_output_naming_the_input);
+  tcase_add_test(tc, test_write_failure_exits_2);
   tcase_add_test(tc, test_plugin_errors_exit_2);
   tcase_add_test(tc, test_passes_lists_plugin_passes);
   tcase_add_test(tc, test_pipeline_file_and_instrumentation);

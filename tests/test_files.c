@@ -92,6 +92,57 @@ START_TEST(missing_file_is_not_found) {
 }
 END_TEST
 
+/* A mapped file of n chain instructions (~20 MB at 500K: the parser gives
+ * back the pages it has gone past), line `bad_line` broken when not 0. */
+static char *big_chain(int n, int bad_line) {
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_buf_puts(&b, "HloModule big\n\nENTRY e {\n  a0 = f32[8]{0} parameter(0)\n");
+  for (int k = 1; k <= n; k++) {
+    if (k + 4 == bad_line) hk_buf_printf(&b, "  a%d = f32[8]{0} negate(a%d, nope)\n", k, k - 1);
+    else hk_buf_printf(&b, "  %sa%d = f32[8]{0} exponential(a%d)\n", k == n ? "ROOT " : "", k, k - 1);
+  }
+  hk_buf_puts(&b, "}\n\n");
+  return b.data;
+}
+
+/* What the parser read past and gave back reads the same again: a big
+ * mapped module parses to what it says, and an error near its end is
+ * placed on its line (the location is counted from the start). */
+START_TEST(file_bytes_parsed_past_reads_again) {
+  int n = hk_test_iterations(20) < 20 ? 250000 : 500000;
+  char *text = big_chain(n, 0);
+  const char *path = temp_file_with(text, strlen(text));
+  hk_file_bytes f;
+  ck_assert_ok(hk_file_bytes_open(path, &f));
+  hk_module *m = NULL;
+  ck_assert_ok(hk_parse_module(f.data, f.len, path, &m));
+  ck_assert_int_eq(memcmp(f.data, text, f.len), 0);   /* the bytes are all still there */
+  hk_file_bytes_close(&f);
+  ck_assert_int_eq(m->entry->n_instrs, n + 1);
+  char *printed = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_ptr_nonnull(strstr(printed, "ROOT a"));
+  free(printed);
+  hk_module_free(m);
+  unlink(path);
+  free(text);
+
+  int bad = n;   /* a line in the last megabytes */
+  text = big_chain(n, bad);
+  path = temp_file_with(text, strlen(text));
+  ck_assert_ok(hk_file_bytes_open(path, &f));
+  hk_status *st = hk_parse_module(f.data, f.len, path, &m);
+  ck_assert_ptr_nonnull(st);
+  char want[64];
+  snprintf(want, sizeof want, ":%d:", bad);
+  ck_assert_msg(strstr(st->message, want), "%s", st->message);
+  hk_status_free(st);
+  hk_file_bytes_close(&f);
+  unlink(path);
+  free(text);
+}
+END_TEST
+
 static Suite *files_suite(void) {
   Suite *s = suite_create("files");
   TCase *tc = tcase_create("core");
@@ -100,6 +151,8 @@ static Suite *files_suite(void) {
   tcase_add_test(tc, file_bytes_of_an_empty_file);
   tcase_add_test(tc, file_bytes_reads_a_pipe);
   tcase_add_test(tc, missing_file_is_not_found);
+  tcase_add_test(tc, file_bytes_parsed_past_reads_again);
+  tcase_set_timeout(tc, 300);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,4 +1,4 @@
-/* test_print_parallel.c - Check suite for printing a big computation on two threads (host/text/print.c): byte-identical to the sequential print. */
+/* test_print_parallel.c - Check suite for printing a big computation (host/text/print_lines.c): the same bytes whatever HLOKIT_THREADS says, buffered or streamed (hk_print_module_stream). */
 #include "testutil.h"
 
 /* Under valgrind (every instruction costs ~50x): fewer prints. */
@@ -24,6 +24,52 @@ static char *print_with(const hk_module *m, hk_print_form form, const char *thre
   return b.data;
 }
 
+/* hk_print_module_stream's sink for the tests: appends to a buffer,
+ * counts the pieces, notes the biggest; returns fail_at's piece number
+ * (1-based) once it is reached, and is not to be called after. */
+typedef struct pieces {
+  hk_buf text;
+  size_t n, biggest;
+  size_t fail_at;
+  bool called_after_failing;
+} pieces;
+
+static int collect_piece(void *ctx, const char *data, size_t len) {
+  pieces *p = ctx;
+  if (p->fail_at && p->n >= p->fail_at) p->called_after_failing = true;
+  p->n++;
+  if (len > p->biggest) p->biggest = len;
+  hk_buf_put(&p->text, data, len);
+  return p->fail_at && p->n == p->fail_at ? (int)p->n : 0;
+}
+
+/* The module streamed with HLOKIT_THREADS set to `threads` (NULL: unset). */
+static void stream_with(const hk_module *m, hk_print_form form, const char *threads, pieces *p) {
+  hk_set_worker_threads(0);
+  if (threads) setenv("HLOKIT_THREADS", threads, 1);
+  else unsetenv("HLOKIT_THREADS");
+  hk_buf_init(&p->text);
+  p->n = p->biggest = 0;
+  p->called_after_failing = false;
+  int r = hk_print_module_stream(m, form, collect_piece, p);
+  ck_assert_int_eq(r, p->fail_at && p->n >= p->fail_at ? (int)p->fail_at : 0);
+  unsetenv("HLOKIT_THREADS");
+}
+
+/* The streamed print is the buffered one, handed on in pieces of a few
+ * megabytes at most, on one thread and on two. */
+static void check_stream_equals(const hk_module *m, hk_print_form form, const char *seq) {
+  for (int t = 0; t < (under_valgrind() ? 1 : 2); t++) {
+    pieces p = {.fail_at = 0};
+    stream_with(m, form, t ? "1" : NULL, &p);
+    ck_assert_uint_eq(p.text.len, strlen(seq));
+    ck_assert(memcmp(p.text.data, seq, p.text.len) == 0);
+    ck_assert_uint_gt(p.n, 1);
+    ck_assert_uint_lt(p.biggest, 4u << 20);
+    hk_buf_free(&p.text);
+  }
+}
+
 /* The default (two-thread) print equals the sequential one byte for byte,
  * in both forms and after a prefix; returns the sequential short print. */
 static char *check_parallel_equals_sequential(const hk_module *m) {
@@ -43,6 +89,7 @@ static char *check_parallel_equals_sequential(const hk_module *m) {
         free(two);
       }
       free(par);
+      if (!k) check_stream_equals(m, form, seq);
       if (f && !k) keep = seq;
       else free(seq);
     }
@@ -212,6 +259,24 @@ START_TEST(test_operand_listed_late) {
 }
 END_TEST
 
+/* A sink that fails ends the print: its value comes back and it is not
+ * called again, on one thread and on two. */
+START_TEST(test_stream_stops_at_failing_sink) {
+  char *text = chain_text(big_n(), big_n(), 0, NULL);
+  hk_module *m = parse(text);
+  for (int t = 0; t < 2; t++) {
+    pieces p = {.fail_at = 2};
+    stream_with(m, HK_PRINT_SHORT, t ? "1" : NULL, &p);
+    ck_assert_uint_eq(p.n, 2);
+    ck_assert(!p.called_after_failing);
+    ck_assert_uint_lt(p.text.len, strlen(text));
+    hk_buf_free(&p.text);
+  }
+  hk_module_free(m);
+  free(text);
+}
+END_TEST
+
 static Suite *print_parallel_suite(void) {
   Suite *s = suite_create("print_parallel");
   TCase *tc = tcase_create("core");
@@ -221,6 +286,7 @@ static Suite *print_parallel_suite(void) {
   tcase_add_test(tc, test_not_post_order);
   tcase_add_test(tc, test_control_edges_fall_back);
   tcase_add_test(tc, test_operand_listed_late);
+  tcase_add_test(tc, test_stream_stops_at_failing_sink);
   suite_add_tcase(s, tc);
   return s;
 }

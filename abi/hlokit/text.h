@@ -75,6 +75,15 @@ hk_status *hk_file_bytes_open(const char *path, hk_file_bytes *out);
 void hk_file_bytes_close(hk_file_bytes *f);
 
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out);
+/* Prints m as hk_print_module does, handing the text to write(ctx, data,
+ * len) in order, a megabyte or so at a time, as it is printed: the whole
+ * text is never in memory at once (hlokit opt writes its output file
+ * so).  The first nonzero return of write ends the printing (write is not
+ * called again) and is returned; 0 when all the text was handed on.
+ * write is called on the calling thread (ABI 1.5). */
+typedef int (*hk_print_write_fn)(void *ctx, const char *data, size_t len);
+int hk_print_module_stream(const hk_module *m, hk_print_form form, hk_print_write_fn write,
+                           void *ctx);
 void hk_print_shape(const hk_shape *s, hk_buf *out);
 void hk_print_instr(const hk_instr *i, hk_print_form form, hk_buf *out);
 /* malloc'ed strings, for messages and tests. */

@@ -63,7 +63,7 @@ static const char *option_value(const char *name, int argc, char **argv, int *i,
 }
 
 static void push(const char ***list, int32_t *n, const char *v) {
-  *list = realloc(*list, sizeof(char *) * (size_t)(*n + 1));
+  *list = hk_check_alloc(realloc(*list, sizeof(char *) * (size_t)(*n + 1)));
   (*list)[(*n)++] = v;
 }
 
@@ -268,24 +268,20 @@ void hk_cli_format_module(const hk_cli_common *c, const hk_module *m, hk_buf *ou
   }
 }
 
+/* write(2) at most this much at a time: one 120 MB write to a new file
+ * took 0.4-1.3 s of the process, the same bytes a megabyte at a time
+ * 0.03-0.35 s (strace -c, 10^6-instruction module, shared 2 cores). */
+#define WRITE_CHUNK ((size_t)1 << 20)
+
 static hk_status *write_fd(int fd, const char *path, const char *data, size_t len) {
   while (len > 0) {
-    ssize_t n = write(fd, data, len);
+    ssize_t n = write(fd, data, len < WRITE_CHUNK ? len : WRITE_CHUNK);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", path, strerror(errno));
     data += n;
     len -= (size_t)n;
   }
   return NULL;
-}
-
-static hk_status *write_direct(const char *path, const char *data, size_t len) {
-  int fd = open(path, O_WRONLY);
-  if (fd < 0) return hk_error(HK_INVALID_ARGUMENT, "%s: cannot open: %s", path, strerror(errno));
-  hk_status *st = write_fd(fd, path, data, len);
-  if (close(fd) != 0 && !st)
-    st = hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", path, strerror(errno));
-  return st;
 }
 
 /* Mode for a new file: the old file's mode, or 0666 minus the umask. */
@@ -297,47 +293,105 @@ static mode_t file_mode(const char *target) {
   return 0666 & ~u;
 }
 
-static hk_status *write_atomic(const char *target, const char *data, size_t len) {
-  char *copy = strdup(target);
+/* A temporary file beside target, to be renamed over it. */
+static hk_status *open_beside(const char *target, hk_cli_output *o) {
+  char *copy = hk_check_alloc(strdup(target)), *base_copy = hk_check_alloc(strdup(target));
   const char *dir = dirname(copy);
-  char *tmpl = malloc(strlen(dir) + strlen(target) + 32);
-  char *base_copy = strdup(target);
-  sprintf(tmpl, "%s/.%s.hlokit-XXXXXX", dir, basename(base_copy));
+  o->tmp = hk_check_alloc(malloc(strlen(dir) + strlen(target) + 32));
+  sprintf(o->tmp, "%s/.%s.hlokit-XXXXXX", dir, basename(base_copy));
   free(base_copy);
   free(copy);
-  hk_status *st = NULL;
-  int fd = mkstemp(tmpl);
-  if (fd < 0) {
-    st = hk_error(HK_INVALID_ARGUMENT, "%s: cannot create a temporary file beside it: %s",
-                  target, strerror(errno));
-    free(tmpl);
-    return st;
+  o->fd = mkstemp(o->tmp);
+  if (o->fd >= 0) return NULL;
+  hk_status *st = hk_error(HK_INVALID_ARGUMENT, "%s: cannot create a temporary file beside it: %s",
+                           target, strerror(errno));
+  free(o->tmp);
+  o->tmp = NULL;
+  return st;
+}
+
+hk_status *hk_cli_output_open(const char *path, hk_cli_output *o) {
+  memset(o, 0, sizeof *o);
+  if (!path || strcmp(path, "-") == 0) {
+    fflush(stdout);
+    o->fd = STDOUT_FILENO;
+    o->name = hk_check_alloc(strdup("<stdout>"));
+    return NULL;
   }
-  st = write_fd(fd, target, data, len);
-  if (!st && fchmod(fd, file_mode(target)) != 0)
+  struct stat st;
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    o->name = hk_check_alloc(strdup(path));
+    o->fd = open(path, O_WRONLY);
+    if (o->fd >= 0) return NULL;
+    hk_status *s = hk_error(HK_INVALID_ARGUMENT, "%s: cannot open: %s", path, strerror(errno));
+    free(o->name);
+    o->name = NULL;
+    return s;
+  }
+  struct stat lst;
+  char *real = NULL;
+  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) real = realpath(path, NULL);
+  o->name = real ? real : hk_check_alloc(strdup(path));
+  hk_status *s = open_beside(o->name, o);
+  if (s) {
+    free(o->name);
+    o->name = NULL;
+  }
+  return s;
+}
+
+hk_status *hk_cli_output_write(hk_cli_output *o, const char *data, size_t len) {
+  return write_fd(o->fd, o->name, data, len);
+}
+
+hk_status *hk_cli_output_close(hk_cli_output *o, hk_status *st) {
+  const char *target = o->name;
+  if (!st && o->tmp && fchmod(o->fd, file_mode(target)) != 0)
     st = hk_error(HK_INVALID_ARGUMENT, "%s: chmod failed: %s", target, strerror(errno));
-  if (close(fd) != 0 && !st)
+  if (o->fd != STDOUT_FILENO && close(o->fd) != 0 && !st)
     st = hk_error(HK_INVALID_ARGUMENT, "%s: write failed: %s", target, strerror(errno));
-  if (!st && rename(tmpl, target) != 0)
+  if (!st && o->tmp && rename(o->tmp, target) != 0)
     st = hk_error(HK_INVALID_ARGUMENT, "%s: cannot replace: %s", target, strerror(errno));
-  if (st) unlink(tmpl);
-  free(tmpl);
+  if (st && o->tmp) unlink(o->tmp);
+  free(o->tmp);
+  free(o->name);
+  memset(o, 0, sizeof *o);
   return st;
 }
 
 hk_status *hk_cli_write_output(const char *path, const char *data, size_t len) {
-  if (!path || strcmp(path, "-") == 0) {
-    fflush(stdout);
-    return write_fd(STDOUT_FILENO, "<stdout>", data, len);
+  hk_cli_output o;
+  HK_TRY(hk_cli_output_open(path, &o));
+  return hk_cli_output_close(&o, hk_cli_output_write(&o, data, len));
+}
+
+/* hk_print_module_stream's sink: the text into the output file; stops
+ * the print at the first failure (kept in st). */
+typedef struct print_sink {
+  hk_cli_output *o;
+  hk_status *st;
+} print_sink;
+
+static int write_printed(void *ctx, const char *data, size_t len) {
+  print_sink *s = ctx;
+  s->st = hk_cli_output_write(s->o, data, len);
+  return s->st != NULL;
+}
+
+hk_status *hk_cli_write_module(const hk_cli_common *c, const hk_module *m) {
+  if (c->format_json) {
+    hk_buf out;
+    hk_buf_init(&out);
+    hk_cli_format_module(c, m, &out);
+    hk_status *st = hk_cli_write_output(c->output, out.data ? out.data : "", out.len);
+    hk_buf_free(&out);
+    return st;
   }
-  struct stat st;
-  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) return write_direct(path, data, len);
-  char *real = NULL;
-  struct stat lst;
-  if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) real = realpath(path, NULL);
-  hk_status *s = write_atomic(real ? real : path, data, len);
-  free(real);
-  return s;
+  hk_cli_output o;
+  HK_TRY(hk_cli_output_open(c->output, &o));
+  print_sink s = {&o, NULL};
+  hk_print_module_stream(m, c->print_form, write_printed, &s);
+  return hk_cli_output_close(&o, s.st);
 }
 
 int hk_cli_parse_args(const char *cmd, const char *usage, int argc, char **argv,

@@ -145,15 +145,6 @@ static void report_text(const check_report *r, const hk_counter_list *counters) 
 
 /* ---- driver --------------------------------------------------------------------------- */
 
-static hk_status *write_partitioned(const hk_cli_common *c, const hk_module *p) {
-  hk_buf out;
-  hk_buf_init(&out);
-  hk_cli_format_module(c, p, &out);
-  hk_status *st = hk_cli_write_output(c->output, out.data ? out.data : "", out.len);
-  hk_buf_free(&out);
-  return st;
-}
-
 static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const hk_cli_dist *dist,
                             const char *in, bool *equal) {
   hk_module *g = NULL, *p = NULL;
@@ -171,7 +162,7 @@ static hk_status *run_check(const hk_cli_common *c, const check_opts *o, const h
   if (reps < 1) reps = 1;
   check_report rep;
   memset(&rep, 0, sizeof rep);
-  if (!st && c->output) st = write_partitioned(c, p);
+  if (!st && c->output) st = hk_cli_write_module(c, p);
   bool sampled = !st && !dist->api &&
                  (o->mode == 2 || (o->mode == 0 && hk_check_dense_too_costly(g, p, parts * reps)));
   if (!st && dist->api) {

@@ -18,8 +18,6 @@ static hk_status *run_opt(const hk_cli_common *c, const char *in) {
   HK_TRY(hk_cli_load_plugins(c, &reg));
   hk_module *m = NULL;
   hk_pass *pipeline = NULL;
-  hk_buf out;
-  hk_buf_init(&out);
   hk_status *st = hk_cli_read_module(c, in, &m);
   if (!st) hk_cli_apply_config(c, m);
   if (!st && !c->no_verify) st = hk_cli_verify(m, "input module fails verification");
@@ -32,11 +30,7 @@ static hk_status *run_opt(const hk_cli_common *c, const char *in) {
    * pages go back before the print buffer grows (spmd-partitioning at
    * 10^6: peak RSS 720 -> 607 MB, for ~0.1 s of CPU). */
   if (!st && changed) hk_module_release_removed(m);
-  if (!st) {
-    hk_cli_format_module(c, m, &out);
-    st = hk_cli_write_output(c->output, out.data ? out.data : "", out.len);
-  }
-  hk_buf_free(&out);
+  if (!st) st = hk_cli_write_module(c, m);
   hk_pass_destroy(pipeline);
   hk_module_free(m);
   hk_registry_free(reg);

@@ -95,6 +95,20 @@ hk_status *hk_cli_run_pipeline(const hk_cli_common *c, hk_pass *pipeline,
  * directly; a regular file is replaced atomically (temp file + rename), so a
  * failure never leaves it truncated. */
 hk_status *hk_cli_write_output(const char *path, const char *data, size_t len);
+/* The same in pieces: open, write (any number of times), close.  close
+ * with st NULL makes the output (renames the temporary file over the
+ * target); with an error it drops it and returns st. */
+typedef struct hk_cli_output {
+  int fd;
+  char *name;    /* for messages; the target of the rename */
+  char *tmp;     /* the temporary file beside it, or NULL */
+} hk_cli_output;
+hk_status *hk_cli_output_open(const char *path, hk_cli_output *o);
+hk_status *hk_cli_output_write(hk_cli_output *o, const char *data, size_t len);
+hk_status *hk_cli_output_close(hk_cli_output *o, hk_status *st);
+/* The module per --format / --print-form, to --output (-o): HLO text is
+ * written as it is printed (hk_print_module_stream), never held whole. */
+hk_status *hk_cli_write_module(const hk_cli_common *c, const hk_module *m);
 /* The module printed per --format / --print-form. */
 void hk_cli_format_module(const hk_cli_common *c, const hk_module *m, hk_buf *out);
 /* hk_verify_module with the default options; the error says `when`. */

@@ -19,12 +19,12 @@ struct hk_arena_chunk {
 void *hk_alloc_block(size_t n) {
   if (n >= HK_BIG_BLOCK_MIN) {
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) abort();
+    if (p == MAP_FAILED) hk_out_of_memory();
     hk_populate(p, p + n);
     return p;
   }
   void *p = calloc(1, n);
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   return p;
 }
 
@@ -39,7 +39,7 @@ void *hk_alloc_block(size_t n) {
 static void *map_huge_aligned(size_t n) {
   char *raw = mmap(NULL, n + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                    -1, 0);
-  if (raw == MAP_FAILED) abort();
+  if (raw == MAP_FAILED) hk_out_of_memory();
   char *p = (char *)(((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
   if (p > raw) munmap(raw, (size_t)(p - raw));
   size_t tail = (size_t)(raw + n + HUGE_PAGE - (p + n));

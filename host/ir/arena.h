@@ -60,6 +60,10 @@ void *hk_table_alloc(size_t n);
  * one call here; a no-op where the kernel cannot.  A hint only: the range
  * may be freed at any time after. */
 void hk_populate(void *from, void *to);
+/* A reader of text (from its start) is done with the pages before at: if
+ * text is a file hk_file_bytes_open mapped, they are given back (reading
+ * them again reads the file).  Anything else: nothing happens. */
+void hk_input_release_before(const char *text, const char *at);
 /* A zeroed block of n bytes made present ahead of time by a helper thread
  * (freed with hk_free_block), or NULL when none is ready: the helper starts
  * on the first call and from then on serves blocks of that call's size. */

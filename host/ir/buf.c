@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -29,8 +30,7 @@ static void buf_reserve(hk_buf *b, size_t n) {
   if (need <= b->cap) return;
   size_t cap = b->cap ? b->cap : 64;
   while (cap < need) cap *= 2;
-  char *d = realloc(b->data, cap);
-  if (!d) abort();
+  char *d = hk_check_alloc(realloc(b->data, cap));
   hk_populate(d + b->len, d + cap);   /* a big print writes it all */
   b->data = d;
   b->cap = cap;
@@ -86,6 +86,49 @@ hk_status *hk_buf_read_file(hk_buf *b, const char *path) {
   return ok ? NULL : hk_error(HK_INVALID_ARGUMENT, "%s: read error", path);
 }
 
+/* ---- mapped inputs: the pages a reader has gone past go back ------------------------- */
+
+/* The files hk_file_bytes_open mapped (a few at once), so that a parser
+ * can give back the pages of its input it has gone past
+ * (hk_input_release_before).  A private read-only file mapping reads the
+ * file again where it is touched after that: nothing is lost but the
+ * memory (its pages count in the process's RSS while mapped). */
+#define MAPPED_MAX 8
+static struct mapped_input {
+  const char *base;
+  size_t len, released;   /* bytes from base given back */
+} mapped_inputs[MAPPED_MAX];
+static pthread_mutex_t mapped_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void note_mapped(const char *base, size_t len, bool add) {
+  pthread_mutex_lock(&mapped_mu);
+  for (int k = 0; k < MAPPED_MAX; k++) {
+    if (add && !mapped_inputs[k].base) {
+      mapped_inputs[k] = (struct mapped_input){base, len, 0};
+      break;
+    }
+    if (!add && mapped_inputs[k].base == base) mapped_inputs[k].base = NULL;
+  }
+  pthread_mutex_unlock(&mapped_mu);
+}
+
+void hk_input_release_before(const char *text, const char *at) {
+  const uintptr_t page = 4096;
+  pthread_mutex_lock(&mapped_mu);
+  for (int k = 0; k < MAPPED_MAX; k++) {
+    struct mapped_input *mi = &mapped_inputs[k];
+    if (!mi->base || text < mi->base || text >= mi->base + mi->len) continue;
+    if (at <= mi->base || at > mi->base + mi->len) break;
+    size_t upto = (size_t)(((uintptr_t)at & ~(page - 1)) - (uintptr_t)mi->base);
+    if (upto > mi->released) {
+      madvise((char *)mi->base + mi->released, upto - mi->released, MADV_DONTNEED);
+      mi->released = upto;
+    }
+    break;
+  }
+  pthread_mutex_unlock(&mapped_mu);
+}
+
 /* Maps path when it is a non-empty regular file; false otherwise (the
  * caller reads it instead). */
 static bool map_regular_file(const char *path, hk_file_bytes *out) {
@@ -97,6 +140,7 @@ static bool map_regular_file(const char *path, hk_file_bytes *out) {
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
     if (p != MAP_FAILED) {
       *out = (hk_file_bytes){p, (size_t)st.st_size, p, (size_t)st.st_size};
+      note_mapped(p, (size_t)st.st_size, true);
       mapped = true;
     }
   }
@@ -119,7 +163,10 @@ hk_status *hk_file_bytes_open(const char *path, hk_file_bytes *out) {
 }
 
 void hk_file_bytes_close(hk_file_bytes *f) {
-  if (f->held_len) munmap(f->held, f->held_len);
+  if (f->held_len) {
+    note_mapped(f->held, f->held_len, false);
+    munmap(f->held, f->held_len);
+  }
   else free(f->held);
   *f = (hk_file_bytes){NULL, 0, NULL, 0};
 }

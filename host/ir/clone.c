@@ -21,7 +21,7 @@ typedef struct clone_map {
 static bool ids_dense(const hk_module *src) {
   if (src->next_id <= 0) return false;
   uint8_t *seen = calloc((size_t)src->next_id, 1);
-  if (!seen) abort();
+  if (!seen) hk_out_of_memory();
   bool ok = true;
   for (int32_t k = 0; ok && k < src->n_computations; k++)
     for (const hk_instr *i = src->computations[k]->first; ok && i; i = i->next) {
@@ -38,7 +38,7 @@ static void clone_map_init(clone_map *cm, const hk_module *src, size_t n_instrs)
   if (ids_dense(src)) {
     cm->n_ids = src->next_id;
     cm->by_id = calloc((size_t)cm->n_ids, sizeof *cm->by_id);
-    if (!cm->by_id) abort();
+    if (!cm->by_id) hk_out_of_memory();
     n_instrs = 0;
   }
   hk_ptr_map_init(&cm->ptrs, n_instrs + (size_t)src->n_computations);
@@ -479,7 +479,7 @@ hk_module *hk_module_clone(const hk_module *src) {
     if (m->n_computations == m->cap_computations) {
       m->cap_computations = m->cap_computations ? m->cap_computations * 2 : 8;
       m->computations = realloc(m->computations, (size_t)m->cap_computations * sizeof(void *));
-      if (!m->computations) abort();
+      if (!m->computations) hk_out_of_memory();
     }
     c->index = m->n_computations;
     m->computations[m->n_computations++] = c;

@@ -58,7 +58,7 @@ hk_instr **hk_computation_calling_instrs_visiting(const hk_computation *c, int64
       if (len == cap) {
         cap = cap ? 2 * cap : 8;
         v = realloc(v, (size_t)cap * sizeof *v);
-        if (!v) abort();
+        if (!v) hk_out_of_memory();
       }
       v[len++] = i;
     }

@@ -6,9 +6,9 @@
 
 hk_module *hk_module_new(const char *name) {
   hk_module *m = calloc(1, sizeof *m);
-  if (!m) abort();
+  if (!m) hk_out_of_memory();
   m->impl = calloc(1, sizeof *m->impl);
-  if (!m->impl) abort();
+  if (!m->impl) hk_out_of_memory();
   hk_arena_init(&m->impl->arena);
   hk_arena_init(&m->impl->instr_arena);
   m->name = hk_intern_cstr(m, name ? name : "module");
@@ -44,6 +44,7 @@ void *hk_memdup(hk_module *m, const void *p, size_t n) {
 size_t hk_module_memory(const hk_module *m) {
   const struct hk_module_impl *impl = m->impl;
   size_t n = sizeof *m + sizeof *impl + hk_arena_bytes(&impl->arena);
+  n += hk_arena_bytes(&impl->instr_arena);   /* the instruction structs */
   n += hk_strmap_bytes(&impl->strings);
   n += hk_strmap_bytes(&impl->instr_names.names) + hk_strmap_bytes(&impl->instr_names.counters);
   n += hk_strmap_bytes(&impl->comp_names.names) + hk_strmap_bytes(&impl->comp_names.counters);
@@ -63,7 +64,7 @@ static void computations_append(hk_module *m, hk_computation *c) {
   if (m->n_computations == m->cap_computations) {
     int32_t cap = m->cap_computations ? m->cap_computations * 2 : 8;
     hk_computation **a = realloc(m->computations, (size_t)cap * sizeof *a);
-    if (!a) abort();
+    if (!a) hk_out_of_memory();
     m->computations = a;
     m->cap_computations = cap;
   }
@@ -154,7 +155,7 @@ static void comp_stack_push(comp_stack *s, hk_computation *c) {
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 16;
     s->v = realloc(s->v, s->cap * sizeof *s->v);
-    if (!s->v) abort();
+    if (!s->v) hk_out_of_memory();
   }
   s->v[s->n].c = c;
   s->v[s->n].next = 0;
@@ -209,7 +210,7 @@ static comp_calls *collect_calls(hk_module *m, uint8_t *called,
                                  void (*visit)(void *ctx, hk_instr *i), void *ctx) {
   int32_t n = m->n_computations;
   comp_calls *calls = calloc((size_t)n, sizeof *calls);
-  if (!calls) abort();
+  if (!calls) hk_out_of_memory();
   for (int32_t k = 0; k < n; k++) {
     calls[k].v = hk_computation_calling_instrs_visiting(m->computations[k], &calls[k].n, visit, ctx);
     for (int64_t r = 0; r < calls[k].n; r++) {
@@ -231,7 +232,7 @@ void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx,
   for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
   uint8_t *called = calloc((size_t)n * 3, 1);
   hk_computation **out = malloc((size_t)n * sizeof *out);
-  if (!called || !out) abort();
+  if (!called || !out) hk_out_of_memory();
   uint8_t *seen = called + n, *added = called + 2 * n;
   comp_calls *calls = collect_calls(m, called, visit, ctx);
   comp_stack s = {0};

@@ -296,7 +296,7 @@ static const char *ns_unique_hashed(hk_module *m, hk_namespace *ns, const char *
   char stack[256];
   size_t need = 2 * (len + 40);
   char *buf = need <= sizeof stack ? stack : malloc(need);
-  if (!buf) abort();
+  if (!buf) hk_out_of_memory();
   char *scratch = buf + len + 40;
   /* Usually the name is already canonical: start loading its slot while the
    * canonical spelling is worked out. */
@@ -390,7 +390,7 @@ void hk_ns_note_taken(hk_namespace *ns, hk_instr *to) {
   if (ns->n_taken == ns->cap_taken) {
     size_t cap = ns->cap_taken ? 2 * ns->cap_taken : 256;
     hk_instr **v = realloc(ns->taken, cap * sizeof *v);
-    if (!v) abort();
+    if (!v) hk_out_of_memory();
     hk_populate(v + ns->n_taken, v + cap);   /* filled in order: on the helper */
     ns->taken = v;
     ns->cap_taken = cap;
@@ -436,7 +436,7 @@ void hk_ns_free(hk_namespace *ns) {
 const char *hk_name_with_suffix(hk_module *m, const char *name, const char *suffix) {
   size_t nl = strlen(name), sl = strlen(suffix);
   char *buf = malloc(nl + sl + 32);
-  if (!buf) abort();
+  if (!buf) hk_out_of_memory();
   size_t n = 0;
   const char *at = NULL;   /* last ".suffix" in name */
   for (const char *p = name; (p = strstr(p, ".")) != NULL; p++)

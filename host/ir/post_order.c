@@ -49,7 +49,7 @@ static void stack_push(ptr_stack *s, hk_instr *i) {
   if (s->n == s->cap) {
     s->cap = s->cap ? s->cap * 2 : 64;
     s->v = realloc(s->v, s->cap * sizeof *s->v);
-    if (!s->v) abort();
+    if (!s->v) hk_out_of_memory();
   }
   s->v[s->n++] = i;
 }
@@ -82,7 +82,7 @@ static void channel_deps_init(channel_deps *d, const hk_computation *c) {
     if (!hk_instr_is_channel_collective(i)) continue;
     if ((d->n & (d->n - 1)) == 0) {   /* grow at powers of two */
       d->v = realloc(d->v, (size_t)(d->n ? 2 * d->n : 1) * sizeof *d->v);
-      if (!d->v) abort();
+      if (!d->v) hk_out_of_memory();
     }
     d->v[d->n++] = (channel_entry){i, i->attrs->channel_id, pos};
   }
@@ -129,7 +129,7 @@ static void emit(post_walk *w, hk_instr *i) {
   if (w->n_out == w->cap) {   /* only when n_instrs undercounts the list */
     w->cap = w->cap ? 2 * w->cap : 16;
     w->out = realloc(w->out, (size_t)w->cap * sizeof *w->out);
-    if (!w->out) abort();
+    if (!w->out) hk_out_of_memory();
   }
   w->out[w->n_out++] = i;
 }
@@ -161,7 +161,7 @@ static void dfs_from(post_walk *w, hk_instr *start) {
 static hk_instr **post_order_by_marks(const hk_computation *c, int64_t *n) {
   post_walk w = {.s = {.c = c}, .c = c, .cap = c->n_instrs > 0 ? c->n_instrs : 1};
   w.out = malloc((size_t)w.cap * sizeof *w.out);
-  if (!w.out) abort();
+  if (!w.out) hk_out_of_memory();
   pthread_mutex_lock(&post_order_lock);
   for (hk_instr *i = c->first; i; i = i->next)
     if (i->n_users == 0) dfs_from(&w, i);
@@ -214,7 +214,7 @@ static void pos_graph_free(pos_graph *g) {
 static void *grow_array(void *p, size_t *cap, size_t elem) {
   *cap = *cap ? 2 * *cap : 64;
   p = realloc(p, *cap * elem);
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   return p;
 }
 
@@ -292,7 +292,7 @@ static bool build_pos_graph(pos_graph *g, const hk_computation *c) {
   g->pos_of_id = calloc((size_t)g->n_ids, sizeof *g->pos_of_id);
   g->cap_edges = 2 * cap;
   g->edges = malloc(g->cap_edges * sizeof *g->edges);
-  if (!g->at || !g->first || !g->roots || !g->pos_of_id || !g->edges) abort();
+  if (!g->at || !g->first || !g->roots || !g->pos_of_id || !g->edges) hk_out_of_memory();
   /* filled by the walk below (pos_of_id at the instructions' ids, which
    * use_positions keeps within 16 times their number): their pages are
    * made present on the prefault helper meanwhile (a page fault each cost
@@ -344,7 +344,7 @@ static hk_instr **post_order_by_positions(const pos_graph *g, int64_t *n) {
   uint8_t *state = calloc((size_t)g->n + 1, 1);
   uint32_t *stack = malloc((g->n_edges + 1) * sizeof *stack);
   hk_instr **out = malloc(((size_t)g->n + 1) * sizeof *out);
-  if (!state || !stack || !out) abort();
+  if (!state || !stack || !out) hk_out_of_memory();
   int64_t n_out = 0;
   for (uint32_t k = 0; k < g->n_roots; k++)
     if (!state[g->roots[k]]) dfs_positions(g, g->roots[k], state, stack, out, &n_out);
@@ -368,7 +368,7 @@ static bool list_is_post_order(const pos_graph *g) {
   uint32_t n = g->n;
   if (!n) return true;
   uint32_t *low = malloc((size_t)n * sizeof *low);
-  if (!low) abort();
+  if (!low) hk_out_of_memory();
   memset(low, 0xff, (size_t)n * sizeof *low);
   uint32_t next = 0;
   for (uint32_t k = 0; k < g->n_roots; k++) {

@@ -46,7 +46,7 @@ static void slots_grow(long_ops *t) {
   size_t cap = t->slots ? 2 * (t->mask + 1) : 64;
   free(t->slots);
   t->slots = calloc(cap, sizeof *t->slots);
-  if (!t->slots) abort();
+  if (!t->slots) hk_out_of_memory();
   t->mask = cap - 1;
   for (size_t k = 0; k < t->n; k++) t->slots[op_slot(t, t->v[k].op)] = (int64_t)k + 1;
 }
@@ -57,7 +57,7 @@ static int64_t group_of(long_ops *t, hk_instr *op) {
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 16;
     t->v = realloc(t->v, t->cap * sizeof *t->v);
-    if (!t->v) abort();
+    if (!t->v) hk_out_of_memory();
   }
   t->v[t->n] = (long_op){op, 0, 0};
   t->slots[op_slot(t, op)] = (int64_t)t->n + 1;
@@ -70,7 +70,7 @@ static void add_drop(long_ops *t, hk_instr *op, const hk_instr *user) {
   if (t->n_drops == t->cap_drops) {
     t->cap_drops = t->cap_drops ? 2 * t->cap_drops : 256;
     t->drops = realloc(t->drops, t->cap_drops * sizeof *t->drops);
-    if (!t->drops) abort();
+    if (!t->drops) hk_out_of_memory();
   }
   t->drops[t->n_drops++] = (drop){g, user};
   t->v[g].n_drops++;
@@ -157,7 +157,7 @@ static bool index_users(user_index *x, const hk_instr *op) {
   if (cap > x->cap) {
     free(x->slot);
     x->slot = malloc(cap * sizeof *x->slot);
-    if (!x->slot) abort();
+    if (!x->slot) hk_out_of_memory();
     x->cap = cap;
   }
   memset(x->slot, 0xff, cap * sizeof *x->slot);   /* USER_EMPTY */
@@ -197,7 +197,7 @@ static void replay_drops(hk_instr *op, const hk_instr *const *users, int64_t n, 
 static void replay_long_lists(long_ops *t) {
   if (!t->n) return;
   const hk_instr **sorted = malloc(t->n_drops * sizeof *sorted);
-  if (!sorted) abort();
+  if (!sorted) hk_out_of_memory();
   int64_t at = 0;
   for (size_t g = 0; g < t->n; g++) {
     t->v[g].start = at;

@@ -13,14 +13,14 @@ static char *vformat(const char *fmt, va_list ap) {
   va_end(ap2);
   if (n < 0) n = 0;
   char *s = malloc((size_t)n + 1);
-  if (!s) abort();
+  if (!s) hk_out_of_memory();
   vsnprintf(s, (size_t)n + 1, fmt, ap);
   return s;
 }
 
 hk_status *hk_verror(hk_code code, const char *fmt, va_list ap) {
   hk_status *st = malloc(sizeof *st);
-  if (!st) abort();
+  if (!st) hk_out_of_memory();
   st->code = code == HK_OK ? HK_INTERNAL : code;
   st->message = vformat(fmt ? fmt : "", ap);
   return st;
@@ -42,7 +42,7 @@ hk_status *hk_status_prefix(hk_status *st, const char *fmt, ...) {
   va_end(ap);
   size_t lp = strlen(prefix), lm = strlen(st->message);
   char *msg = malloc(lp + 2 + lm + 1);
-  if (!msg) abort();
+  if (!msg) hk_out_of_memory();
   memcpy(msg, prefix, lp);
   size_t at = lp;
   if (lm) {

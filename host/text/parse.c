@@ -843,8 +843,21 @@ static void prefetch_next_name(tx_parser *P) {
   if (e > s && e < P->end && e - s < 64) hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
 }
 
+/* Input this far behind the parse is given back (a mapped file's pages,
+ * hk_input_release_before), every RELEASE_STEP bytes; the memos' texts
+ * and recent names point into the last lines, well inside RELEASE_LAG. */
+#define RELEASE_STEP ((size_t)8 << 20)
+#define RELEASE_LAG ((size_t)1 << 20)
+
+static void release_input_behind(tx_parser *P) {
+  if ((size_t)(P->p - P->released) < RELEASE_STEP + RELEASE_LAG) return;
+  P->released = P->p - RELEASE_LAG;
+  hk_input_release_before(P->src, P->released);
+}
+
 /* [ROOT] name = rhs */
 static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, bool *is_root) {
+  release_input_behind(P);
   tx_skip(P);
   tx_pending pi;
   pending_init(&pi, P);
@@ -1283,7 +1296,7 @@ static bool looks_like_computation(tx_parser *P) {
 
 static void parser_init(tx_parser *P, const char *text, size_t len, const char *filename) {
   memset(P, 0, sizeof *P);
-  P->src = P->p = text;
+  P->src = P->p = P->released = text;
   P->end = text + len;
   P->filename = filename;
   tx_table_init(&P->comps);

@@ -1,7 +1,8 @@
 /* print.c - the HLO text printer: modules, computations and instructions exactly as XLA's ToString prints them (long and short forms).
  *
- * A big computation is printed on two threads (print_split.c); the output
- * is byte for byte the sequential one. */
+ * A computation's lines print through print_lines.c; with a sink
+ * (hk_print_module_stream) the text is handed on a megabyte at a time as
+ * it is printed. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,9 +12,8 @@
 #include "sharding/metadata.h"
 #include "text/print_internal.h"
 
-void tx_printer_init(printer *pr, hk_buf *out, hk_print_form form) {
+void tx_printer_init(printer *pr, hk_print_form form) {
   memset(pr, 0, sizeof *pr);
-  pr->out = out;
   pr->lng = form == HK_PRINT_LONG;
   hk_buf_init(&pr->text);
   hk_buf_init(&pr->scratch);
@@ -24,10 +24,6 @@ void tx_printer_free(printer *pr) {
   hk_buf_free(&pr->text);
   hk_buf_free(&pr->scratch);
   free(pr->pieces);
-  tx_post_order_free(&pr->po);
-  free(pr->line_at);
-  hk_buf_free(&pr->split_out);
-  free(pr->chunks);
 }
 
 static size_t hash_ptr(uintptr_t k) {
@@ -81,16 +77,6 @@ static void put_shape_nolayout(printer *pr, hk_buf *dst, const hk_shape *s) {
 }
 
 /* ---- small helpers ------------------------------------------------------------ */
-
-static void put_i64(hk_buf *b, int64_t v) {
-  char tmp[24];
-  char *e = tmp + sizeof tmp, *p = e;
-  uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-  do *--p = (char)('0' + u % 10), u /= 10;
-  while (u);
-  if (v < 0) *--p = '-';
-  tx_put(b, p, (size_t)(e - p));
-}
 
 void tx_print_escaped(hk_buf *b, const char *s) {
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
@@ -382,7 +368,7 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
     });
   }
   if (op == HK_OP_GET_TUPLE_ELEMENT)
-    PIECE(15, tx_puts(b, "index="); put_i64(b, a ? a->tuple_index : 0));
+    PIECE(15, tx_puts(b, "index="); tx_put_i64(b, a ? a->tuple_index : 0));
   if (!a) return;
   if (op == HK_OP_PARAMETER && a->n_parameter_replication)
     PIECE(15, {
@@ -645,7 +631,7 @@ static void print_operands(printer *pr, const hk_instr *i, hk_buf *out) {
     return;
   }
   if (i->opcode == HK_OP_PARAMETER) {
-    put_i64(out, a ? a->parameter_number : 0);
+    tx_put_i64(out, a ? a->parameter_number : 0);
     return;
   }
   for (int k = 0; k < i->n_operands; k++) {
@@ -704,7 +690,7 @@ static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
 
 void hk_print_instr(const hk_instr *i, hk_print_form form, hk_buf *out) {
   printer pr;
-  tx_printer_init(&pr, out, form);
+  tx_printer_init(&pr, form);
   print_instr_line(&pr, i, out);
   tx_printer_free(&pr);
 }
@@ -713,128 +699,33 @@ char *hk_instr_to_string(const hk_instr *i, hk_print_form form) {
   hk_buf b;
   hk_buf_init(&b);
   hk_print_instr(i, form, &b);
-  return b.data ? b.data : strdup("");
+  return b.data ? b.data : hk_check_alloc(strdup(""));
 }
 
 /* ---- computations -------------------------------------------------------------------- */
 
-static void emit(printer *pr, const hk_instr *i, hk_buf *out) {
+void tx_emit(printer *pr, const hk_instr *i, hk_buf *out) {
   tx_put(out, "  ", 2);
   if (i->parent && i->parent->root == i) tx_put(out, "ROOT ", 5);
   print_instr_line(pr, i, out);
   tx_put(out, "\n", 1);
 }
 
-static bool has_control_edges(const hk_instr *i) {
-  return i->attrs && (i->attrs->n_control_preds || i->attrs->n_control_succs);
+void tx_flush(printer *pr, hk_buf *out) {
+  if (!pr->sink || !out->len) return;
+  if (!pr->sink_err) pr->sink_err = pr->sink(pr->sink_ctx, out->data, out->len);
+  out->len = 0;
+  out->data[0] = 0;
 }
 
-
-/* Lines printed before the output buffer is sized for a whole big
- * computation, from their average length. */
-#define SIZE_SAMPLE_LINES 4096
-
-/* Grows out once to about what the n - pos lines still to print need (5%
- * more than the lines printed since start average), so a big print does
- * not double the buffer past the end: every page of it is made present,
- * the main cost of fresh memory.  A short guess only means the usual
- * doubling later; long lines (big literals, say) are no guide, nor is
- * a failed allocation a failure. */
-static void size_for_rest(hk_buf *out, size_t start, size_t pos, size_t n) {
-  size_t per = (out->len - start) / pos + 1;
-  if (per > 512) return;
-  size_t need = out->len + (n - pos) * per + (n - pos) * per / 20 + 4096;
-  if (need <= out->cap) return;
-  char *d = realloc(out->data, need);
-  if (!d) return;
-  hk_populate(d + out->len, d + need);
-  out->data = d;
-  out->cap = need;
-}
-
-/* Prints x, list position pos, into walk_out, noting where its line
- * starts; false at a control edge (the list order ignored it). */
-bool tx_print_line_at(printer *pr, const hk_instr *x, size_t pos) {
-  if (has_control_edges(x)) return false;
-  if (pos == SIZE_SAMPLE_LINES && pr->walk_n > 4 * SIZE_SAMPLE_LINES)
-    size_for_rest(pr->walk_out, pr->walk_start, SIZE_SAMPLE_LINES, pr->walk_n);
-  pr->line_at[pos] = pr->walk_out->len;
-  emit(pr, x, pr->walk_out);
-  return true;
-}
-
-/* tx_list_post_order's visitor: prints x as it is met in list order (the
- * post order, usually) and adds its callees to the call graph being
- * collected; false at a control edge.  Printing reads the attributes and
- * callees anyway, so the check and the call graph cost nothing more. */
-static bool print_listed(void *ctx, const hk_instr *x, uint32_t pos) {
-  printer *pr = ctx;
-  if (!tx_print_line_at(pr, x, pos)) return false;
-  if (x->n_called && pr->g) tx_callgraph_add_calls(pr->g, pr->gm, x);
-  return true;
-}
-
-/* The n lines printed from start in list order, put in post order. */
-static void reorder_lines(printer *pr, hk_buf *out, size_t start, size_t n) {
-  pr->line_at[n] = out->len;
-  size_t len = out->len - start;
-  char *copy = malloc(len ? len : 1);
-  if (!copy) abort();
-  memcpy(copy, out->data + start, len);
-  out->len = start;
-  for (size_t k = 0; k < n; k++) {
-    uint32_t p = pr->po.order[k];
-    tx_put(out, copy + (pr->line_at[p] - start), pr->line_at[p + 1] - pr->line_at[p]);
-  }
-  free(copy);
-}
-
-/* Prints c's instructions in post order, computed over list positions
- * while they are printed in list order (a big c's by two threads); false,
- * taking back what it printed, when the instructions themselves must be
- * walked instead. */
-static bool print_list_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
-  if (c->n_instrs < 0 || c->n_instrs >= (int64_t)UINT32_MAX) return false;
-  size_t n = (size_t)c->n_instrs;
-  if (n + 1 > pr->cap_line_at) {
-    pr->cap_line_at = n + 1;
-    free(pr->line_at);
-    pr->line_at = malloc(pr->cap_line_at * sizeof *pr->line_at);
-    if (!pr->line_at) abort();
-    hk_populate(pr->line_at, pr->line_at + pr->cap_line_at);   /* all of it is written */
-  }
-  size_t start = out->len;
-  struct split_worker *w = tx_split_start(pr, c, n, out);
-  bool ok;
-  if (w) {
-    ok = tx_print_list_split(pr, w, c, out, start);
-  } else {
-    pr->walk_out = out;
-    pr->walk_start = start;
-    pr->walk_n = n;
-    ok = tx_list_post_order(c, &pr->po, print_listed, pr);
-  }
-  if (!ok) {
-    out->len = start;
-    if (out->data) out->data[start] = 0;
-    return false;
-  }
-  if (!pr->po.listed) reorder_lines(pr, out, start, n);
-  return true;
-}
-
-/* XLA's MakeInstructionPostOrder.  Usually computed over list positions
- * while the lines are printed (post_order.c); where that walk cannot
- * (control edges, operands listed late, collectives sharing a channel),
- * the IR's post order (host/ir/post_order.c) gives it. */
+/* Prints c's instructions in XLA's MakeInstructionPostOrder (the IR's
+ * post order, host/ir/post_order.c: over list positions in a big
+ * computation, no DFS at all when the list is the order). */
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
-  if (print_list_post_order(pr, c, out)) {
-    pr->calls_of = c;
-    return;
-  }
   int64_t n;
   hk_instr **order = hk_computation_post_order(c, &n);
-  for (int64_t k = 0; k < n; k++) emit(pr, order[k], out);
+  tx_lines l = {order, NULL, (size_t)n};
+  tx_print_lines(pr, &l, out);
   free(order);
 }
 
@@ -855,7 +746,10 @@ static void print_computation(printer *pr, const hk_computation *c, hk_buf *out)
   }
   tx_puts(out, " {\n");
   if (pr->scheduled) {
-    for (hk_instr *i = c->first; i; i = i->next) emit(pr, i, out);
+    for (hk_instr *i = c->first; i; i = i->next) {
+      tx_emit(pr, i, out);
+      if (out->len >= TX_FLUSH_BYTES) tx_flush(pr, out);
+    }
   } else {
     print_post_order(pr, c, out);
   }
@@ -975,7 +869,7 @@ static void callgraph_init(callgraph *g, int n) {
 
 /* Appends the computations instruction i calls (callees of the computation
  * being added). */
-void tx_callgraph_add_calls(struct callgraph *g, const hk_module *m, const hk_instr *i) {
+static void callgraph_add_calls(callgraph *g, const hk_module *m, const hk_instr *i) {
   /* XLA's while keeps its body before its condition (the IR: condition
    * first), and its post order visits them in that order */
   bool body_first = i->opcode == HK_OP_WHILE && i->n_called == 2;
@@ -997,80 +891,72 @@ static void callgraph_free(callgraph *g) {
   free(g->seen);
 }
 
+/* Every computation's callees, from one walk over the instructions
+ * (before any is printed: the print order depends on them all). */
+static void callgraph_collect(callgraph *g, const hk_module *m) {
+  callgraph_init(g, m->n_computations);
+  for (int k = 0; k < g->n; k++) {
+    g->start[k] = (int)g->len;
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->n_called) callgraph_add_calls(g, m, i);
+  }
+  g->start[g->n] = (int)g->len;
+}
+
 /* Callees first (XLA's MakeEmbeddedComputationsList), then c itself;
- * async computations that print as sugar are skipped.  Prints when out is
- * not NULL, else appends c's index to seq. */
-static void visit_computation(printer *pr, callgraph *g, const hk_computation *c, hk_buf *out,
-                              int *seq, int *n_seq) {
+ * async computations that print as sugar are skipped. */
+static void visit_computation(printer *pr, callgraph *g, const hk_computation *c, hk_buf *out) {
   if (g->seen[c->index]) return;
   g->seen[c->index] = 1;
   for (int k = g->start[c->index]; k < g->start[c->index + 1]; k++)
-    visit_computation(pr, g, g->callee[k], out, seq, n_seq);
-  if (g->sugar[c->index]) return;
-  if (out) print_computation(pr, c, out);
-  else seq[(*n_seq)++] = c->index;
+    visit_computation(pr, g, g->callee[k], out);
+  if (!g->sugar[c->index]) print_computation(pr, c, out);
 }
 
 /* XLA's MakeComputationPostOrder: computations nobody calls, in module
  * order, each preceded by what it calls. */
-static void visit_all(printer *pr, callgraph *g, const hk_module *m, hk_buf *out, int *seq,
-                      int *n_seq) {
+static void visit_all(printer *pr, callgraph *g, const hk_module *m, hk_buf *out) {
   for (int k = 0; k < g->n; k++)
-    if (!g->nonroot[k]) visit_computation(pr, g, m->computations[k], out, seq, n_seq);
+    if (!g->nonroot[k]) visit_computation(pr, g, m->computations[k], out);
   for (int k = 0; k < g->n; k++) /* only called from a cycle */
-    if (!g->seen[k]) visit_computation(pr, g, m->computations[k], out, seq, n_seq);
+    if (!g->seen[k]) visit_computation(pr, g, m->computations[k], out);
 }
 
-/* Prints every computation in module order, collecting the call graph on
- * the way (from the instruction walk printing does anyway); true if that
- * is the order XLA prints them in (a parsed module's usually is). */
-static bool print_in_module_order(printer *pr, const hk_module *m, callgraph *g, hk_buf *out) {
-  callgraph_init(g, m->n_computations);
-  pr->g = g;
-  pr->gm = m;
-  for (int k = 0; k < g->n; k++) {
-    const hk_computation *c = m->computations[k];
-    g->start[k] = (int)g->len;
-    pr->calls_of = NULL;
-    print_computation(pr, c, out);
-    if (pr->calls_of != c) {
-      /* printed another way: drop what a list walk given up added */
-      g->len = (size_t)g->start[k];
-      for (const hk_instr *i = c->first; i; i = i->next) tx_callgraph_add_calls(g, m, i);
-    }
-  }
-  pr->g = NULL;
-  g->start[g->n] = (int)g->len;
-  int *seq = hk_check_alloc(malloc(((size_t)g->n + 1) * sizeof *seq)), n_seq = 0;
-  visit_all(pr, g, m, NULL, seq, &n_seq);
-  bool same = n_seq == g->n;
-  for (int k = 0; same && k < n_seq; k++) same = seq[k] == k;
-  free(seq);
-  memset(g->seen, 0, (size_t)g->n + 1);
-  return same;
+/* The module into out, or through pr's sink (out then its buffer). */
+static void print_module(printer *pr, const hk_module *m, hk_buf *out) {
+  pr->scheduled = m->config.is_scheduled;
+  print_header(pr, m, out);
+  callgraph g;
+  callgraph_collect(&g, m);
+  visit_all(pr, &g, m, out);
+  callgraph_free(&g);
+  tx_flush(pr, out);
 }
 
 void hk_print_module(const hk_module *m, hk_print_form form, hk_buf *out) {
   printer pr;
-  tx_printer_init(&pr, out, form);
-  pr.scheduled = m->config.is_scheduled;
-  tx_post_order_init(&pr.po, m->next_id);
-  print_header(&pr, m, out);
-  size_t body = out->len;
-  callgraph g;
-  if (!print_in_module_order(&pr, m, &g, out)) {
-    /* print again in the right order */
-    out->len = body;
-    if (out->data) out->data[body] = 0;
-    visit_all(&pr, &g, m, out, NULL, NULL);
-  }
-  callgraph_free(&g);
+  tx_printer_init(&pr, form);
+  print_module(&pr, m, out);
   tx_printer_free(&pr);
+}
+
+int hk_print_module_stream(const hk_module *m, hk_print_form form, hk_print_write_fn write,
+                           void *ctx) {
+  printer pr;
+  tx_printer_init(&pr, form);
+  pr.sink = write;
+  pr.sink_ctx = ctx;
+  hk_buf out;
+  hk_buf_init(&out);
+  print_module(&pr, m, &out);
+  hk_buf_free(&out);
+  tx_printer_free(&pr);
+  return pr.sink_err;
 }
 
 char *hk_module_to_string(const hk_module *m, hk_print_form form) {
   hk_buf b;
   hk_buf_init(&b);
   hk_print_module(m, form, &b);
-  return b.data ? b.data : strdup("");
+  return b.data ? b.data : hk_check_alloc(strdup(""));
 }

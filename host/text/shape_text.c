@@ -402,7 +402,7 @@ bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
 
 /* ---- printing ------------------------------------------------------------------ */
 
-static void put_i64(hk_buf *b, int64_t v) {
+void tx_put_i64(hk_buf *b, int64_t v) {
   char tmp[24];
   char *e = tmp + sizeof tmp, *p = e;
   uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
@@ -415,7 +415,7 @@ static void put_i64(hk_buf *b, int64_t v) {
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n) {
   for (int i = 0; i < n; i++) {
     if (i) tx_put(b, ",", 1);
-    put_i64(b, v[i]);
+    tx_put_i64(b, v[i]);
   }
 }
 
@@ -455,7 +455,7 @@ static void print_layout(const hk_layout *l, hk_buf *b) {
       for (int j = 0; j < l->tiles[i].n_dims; j++) {
         if (j) tx_put(b, ",", 1);
         if (l->tiles[i].dims[j] == HK_TILE_COMBINE) tx_put(b, "*", 1);
-        else put_i64(b, l->tiles[i].dims[j]);
+        else tx_put_i64(b, l->tiles[i].dims[j]);
       }
       tx_put(b, ")", 1);
     }
@@ -500,7 +500,7 @@ void tx_print_shape(const hk_shape *s, bool layout, hk_buf *b) {
       }
       tx_put(b, "<=", 2);
     }
-    put_i64(b, s->dims[i]);
+    tx_put_i64(b, s->dims[i]);
   }
   tx_put(b, "]", 1);
   if (layout && s->layout && hk_prim_is_array((hk_prim)s->elem) &&

@@ -30,6 +30,7 @@ typedef struct tx_vec {
 
 typedef struct tx_parser {
   const char *src, *p, *end;
+  const char *released;       /* input before this given back (hk_input_release_before) */
   const char *filename;
   hk_module *m;
   hk_status *err;             /* first error (with later notes appended) */
@@ -240,44 +241,6 @@ static inline void tx_prefetch_parts(const hk_instr *x) {
   if (x->attrs) __builtin_prefetch(x->attrs);
 }
 
-/* Starts loading the parts of `ahead` (loaded a step ago) and the
- * instruction after it; returns that one, the next `ahead`. */
-static inline const hk_instr *tx_prefetch_ahead(const hk_instr *ahead) {
-  if (!ahead) return NULL;
-  tx_prefetch_parts(ahead);
-  const hk_instr *next = ahead->next;
-  if (next) __builtin_prefetch(next);
-  return next;
-}
-
-/* The printer's instruction order (post_order.c): DFS from each
- * instruction without users, in list order, operands in order (XLA's
- * MakeInstructionPostOrder without channel dependencies), over list
- * positions.  tx_list_post_order returns false, computing nothing, when c
- * lists an operand after its user or visit returned false: the caller
- * then runs the DFS over the instructions themselves.  It does not look at
- * control edges: the order is XLA's only when no instruction of c has any
- * (the caller checks, in visit).  visit (may be NULL) sees each
- * instruction and its list position in list order, during the one walk
- * over them. */
-typedef bool (*tx_visit_fn)(void *ctx, const hk_instr *x, uint32_t pos);
-typedef struct tx_post_order {
-  uint32_t *order;            /* the result: n list positions (at[] has the instructions) */
-  size_t n;
-  bool listed;                /* order is the list order (order[k] == k) */
-  uint32_t *pos_by_id;        /* scratch, reused across computations */
-  int64_t n_ids;
-  hk_instr **at;
-  uint32_t *first, *ops, *roots, *stack;
-  uint8_t *state;
-  size_t cap, cap_ops, cap_stack, n_roots;
-  int64_t *channels;          /* channel ids of the channel collectives (walk.h) */
-  size_t n_channels, cap_channels;
-} tx_post_order;
-void tx_post_order_init(tx_post_order *po, int64_t n_ids);   /* ids 0..n_ids-1 */
-void tx_post_order_free(tx_post_order *po);
-bool tx_list_post_order(const hk_computation *c, tx_post_order *po, tx_visit_fn visit,
-                        void *ctx);
 
 /* The stack frame tables (stack_frames.c): kept in the module's raw header
  * entries under a name no header attribute can have, printed after the
@@ -290,6 +253,8 @@ bool tx_parse_stack_frames(tx_parser *P);
 void tx_print_stack_frames(const hk_module *m, hk_buf *out);
 
 /* printing helpers (print.c) */
+/* v in decimal (shape_text.c). */
+void tx_put_i64(hk_buf *b, int64_t v);
 void tx_print_i64s(hk_buf *b, const int64_t *v, int n);
 void tx_print_escaped(hk_buf *b, const char *s);
 /* A braced value XLA prints without quotes (balanced {...}). */
