@@ -164,6 +164,7 @@ START_TEST(test_version_nodes_follow_the_minors) {
       {"hk_instrs_remove", 1}, {"hk_buf_read_file", 2},  {"hk_instr_take_name", 2},
       {"hk_worker_threads", 3}, {"hk_alloc_block", 3},   {"hk_instr_set_sharding", 4},
       {"hk_eval_spmd_devices", 4}, {"hk_plugin_load", 4},
+      {"hk_print_module_stream", 5}, {"hk_parse_replica_groups", 5},
   };
   for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
     int found = -1;
