@@ -533,6 +533,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_DYNAMIC_UPDATE_SLICE:
       return windowed_or_dim_local(v, orig, spmd_handle_dus_in_shard);
     case HK_OP_CONCATENATE:
+      return windowed_or_dim_local(v, orig, spmd_handle_concatenate);
     case HK_OP_DYNAMIC_SLICE:
       return handle_dim_local(v, orig);
     default:

@@ -389,6 +389,10 @@ hk_status *spmd_handle_select_and_scatter(spmd_visitor *v, hk_instr *orig, bool 
  * partitioned dim; *handled false otherwise ---- */
 hk_status *spmd_handle_dus_in_shard(spmd_visitor *v, hk_instr *orig, bool *handled);
 
+/* ---- concatenate.c: along a partitioned dim, XLA's all-reduce of the
+ * shards written in place; *handled false otherwise ---- */
+hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handled);
+
 /* ---- conv.c: convolutions, spatially partitioned ones here, the rest
  * through the dot handler; *handled false when neither applies ---- */
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);

@@ -1,0 +1,102 @@
+/* test_spmd_movement.c - Check tests of the data-movement ops along
+ * partitioned dims (concatenate.c, the reshard engine's halo exchanges,
+ * reshape): each asserts the collectives XLA's partitioner would choose,
+ * their bytes, and the values against the global module. */
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) { reg = spmd_check_registry(); }
+
+static void teardown(void) { hk_registry_free(reg); }
+
+
+/* The first instruction of opcode op in m's entry. */
+static const hk_instr *first_of(const hk_module *m, hk_opcode op) {
+  for (const hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == op) return i;
+  return NULL;
+}
+
+/* ---- concatenate ------------------------------------------------------------ */
+
+START_TEST(concat_uneven_by_one_all_reduce) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[3,13] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  b = f32[3,6] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT c = f32[3,19] concatenate(a, b), dimensions={1}, sharding={devices=[1,4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  /* Shards written in place, summed once: b's shards of 2 from 13 on reach
+   * 21, one past the padded result (4 x 5). */
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  ck_assert_int_eq(ar->shape->dims[1], 21);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_REDUCE), 3 * 21 * 4);
+  ck_assert_int_eq(p->entry->root->shape->dims[1], 5);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_small_operands_buffer_holds_their_padding) {
+  /* Operands of 1 and 1 element over 4 shards each take 4 slots: the
+   * buffer grows past the padded result (8) to hold the second's. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[1,2] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[1,2] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  d = f32[6,2] parameter(2), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT c = f32[8,2] concatenate(a, b, d), dimensions={0}, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  ck_assert_int_eq(ar->shape->dims[0], 10);   /* 2 + 4 x 2 */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_sums_within_groups_of_the_dim) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[4,6] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  b = f32[4,2] parameter(1), sharding={devices=[2,2]<=[4]}\n"
+      "  ROOT c = f32[4,8] concatenate(a, b), dimensions={1}, sharding={devices=[2,2]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  /* Devices {0,1} and {2,3} split dim 1: the sums stay within them. */
+  ck_assert_int_eq(ar->shape->dims[0], 2);
+  ck_assert_int_eq(ar->shape->dims[1], 8);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_unpartitioned_dim_moves_nothing) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[8,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[8,5] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT c = f32[8,8] concatenate(a, b), dimensions={1}, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_movement");
+  TCase *t = tcase_create("movement");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, concat_uneven_by_one_all_reduce);
+  tcase_add_test(t, concat_small_operands_buffer_holds_their_padding);
+  tcase_add_test(t, concat_sums_within_groups_of_the_dim);
+  tcase_add_test(t, concat_unpartitioned_dim_moves_nothing);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(suite)
