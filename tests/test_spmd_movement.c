@@ -86,6 +86,66 @@ START_TEST(concat_unpartitioned_dim_moves_nothing) {
 }
 END_TEST
 
+
+/* ---- partial replication -> finer tiling of an uneven dim (halo) ----------- */
+
+START_TEST(partial_to_tiled_uneven_by_right_halo) {
+  /* 6 rows: shards of 3 under [2 (x2 replicas)], of 2 under [4]: the
+   * second target tile of shard 0 needs row 3, one halo row from shard 1. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,3] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,3] copy(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *cp = first_of(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[0], 1);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 2);   /* {2,0}, {3,1} */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_partial_uneven_halo_within_replicas) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,3] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,3] copy(x), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 3 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_halo_past_the_neighbour) {
+  /* 10 over [2 (x4)] = shards of 5; over [8] = tiles of 2, 4 per shard =
+   * 8: shard 1 needs [8, 16) and holds [5, 10) -- its left 3 dropped, all
+   * it reads beyond is padding. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10,2] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[10,2] copy(x), sharding={devices=[8,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_two_uneven_dims) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,7] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,7] copy(x), sharding={devices=[4,2]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -95,6 +155,10 @@ static Suite *suite(void) {
   tcase_add_test(t, concat_small_operands_buffer_holds_their_padding);
   tcase_add_test(t, concat_sums_within_groups_of_the_dim);
   tcase_add_test(t, concat_unpartitioned_dim_moves_nothing);
+  tcase_add_test(t, partial_to_tiled_uneven_by_right_halo);
+  tcase_add_test(t, partial_to_partial_uneven_halo_within_replicas);
+  tcase_add_test(t, partial_to_tiled_halo_past_the_neighbour);
+  tcase_add_test(t, partial_to_tiled_two_uneven_dims);
   suite_add_tcase(s, t);
   return s;
 }

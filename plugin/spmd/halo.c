@@ -356,3 +356,32 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
   spmd_set(v, orig, k == 1 ? rotate_local(v, x, dim, amount) : rotate_sharded(v, x, s, dim, amount, orig->shape), s);
   return NULL;
 }
+
+/* ---- nested tiles of uneven sizes (XLA's PadFromPartialReplicateShape) ------ */
+
+hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to) {
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  for (int d = 0; d < gs->rank && x; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    if (f == 1 || t == f) continue;
+    /* Source shard i holds [S i, S (i + 1)); the t / f target tiles cut
+     * from it cover [D i, D (i + 1)): its left edge dropped, the right
+     * one filled from the shards after it. */
+    int64_t S = ceil_div(gs->dims[d], f), D = t / f * ceil_div(gs->dims[d], t);
+    if (S == D) continue;
+    int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));
+    if (!tab) abort();
+    for (int64_t i = 0; i < f; i++) {
+      tab[i] = (S - D) * i;
+      tab[f + i] = (D - S) * (i + 1);
+      tab[2 * f + i] = D * i;
+    }
+    spmd_halo h = {.ring = {f, -1, 0}, .left = tab, .right = tab + f, .explicit_left = 0,
+                   .padded_full = D * f, .base_dim = gs->dims[d], .shard_with_halo = D,
+                   .offset_on_padded = tab + 2 * f, .mask = false};
+    x = spmd_exchange_halo_valid(v, x, from, d, &h, zero);
+    free(tab);
+  }
+  return x;
+}

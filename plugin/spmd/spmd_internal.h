@@ -354,6 +354,13 @@ typedef struct spmd_halo {
  * past the neighbour and would move about as much as a gather. */
 hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
                                    const spmd_halo *h, hk_instr *pad_value);
+/* x (local under `from`, global shape gs) with every dim that `to` splits
+ * further given the extent of the target tiles cut from its shard: where
+ * uneven sizes make them reach past it, by halo exchange along the
+ * source shards (XLA's PadFromPartialReplicateShape); NULL when the halos
+ * reach too far. */
+hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to);
 /* x with positions first + i along d outside [lo, hi) replaced by the
  * scalar pv (INT64_MIN / INT64_MAX: no bound). */
 hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *first, int64_t lo,
