@@ -146,6 +146,69 @@ START_TEST(partial_to_tiled_two_uneven_dims) {
 }
 END_TEST
 
+
+/* ---- reshape splitting / merging an unevenly partitioned dim --------------- */
+
+START_TEST(reshape_split_uneven_aligned_moves_nothing) {
+  /* 14 rows over 4 = shards of 4; [7,2] over 4 = 2 x 2 rows: the same rows. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[14,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[7,2,3] reshape(x), sharding={devices=[4,1,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_split_uneven_by_halo) {
+  /* 10 over 4 = shards of 3; [5,2] over 4 = 2 x 2: output shard j reads
+   * input [4j, 4j + 4) and holds [3j, 3j + 3). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  ROOT r = f32[5,2] reshape(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_merge_uneven_by_left_halo) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = s32[7,10] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  ROOT r = s32[14,5] reshape(x), sharding={devices=[2,1]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  /* Shard 1 needs merged row 7, the last of shard 0's 8: one row of 5. */
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *cp = first_of(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[0], 1);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 1);
+  ck_assert_int_eq(cp->attrs->source_target_pairs[0].a, 0);
+  ck_assert_int_eq(cp->attrs->source_target_pairs[0].b, 1);
+  int64_t root[2] = {7, 5};
+  ck_assert(spmd_check_root_dims(p, 2, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_merge_uneven_four_ways) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[5,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[10,2] reshape(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -159,6 +222,10 @@ static Suite *suite(void) {
   tcase_add_test(t, partial_to_partial_uneven_halo_within_replicas);
   tcase_add_test(t, partial_to_tiled_halo_past_the_neighbour);
   tcase_add_test(t, partial_to_tiled_two_uneven_dims);
+  tcase_add_test(t, reshape_split_uneven_aligned_moves_nothing);
+  tcase_add_test(t, reshape_split_uneven_by_halo);
+  tcase_add_test(t, reshape_merge_uneven_by_left_halo);
+  tcase_add_test(t, reshape_merge_uneven_four_ways);
   suite_add_tcase(s, t);
   return s;
 }

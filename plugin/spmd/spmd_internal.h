@@ -400,6 +400,10 @@ hk_status *spmd_handle_dus_in_shard(spmd_visitor *v, hk_instr *orig, bool *handl
  * shards written in place; *handled false otherwise ---- */
 hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handled);
 
+/* ---- reshape_halo.c: a reshape splitting or merging the one partitioned
+ * dim of uneven shards, by halo exchange; *handled false otherwise ---- */
+hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
+
 /* ---- conv.c: convolutions, spatially partitioned ones here, the rest
  * through the dot handler; *handled false when neither applies ---- */
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);
