@@ -350,6 +350,44 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
 }
 END_TEST
 
+
+/* ---- compact exchange: only the pieces a window needs, however far -------- */
+
+START_TEST(pad_far_moves_only_data) {
+  /* f32[2] over 8 (shards of 1, six of padding) padded 5_17 to 24: output
+   * shard 1 reads input [-2, 1), shard 2 reads [1, 4): only elements 0 and
+   * 1 move, one permute {0->1, 1->2}; the rest is the pad value. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2] parameter(0), sharding={devices=[8]<=[8]}\n"
+      "  v = f32[] constant(2)\n"
+      "  ROOT p = f32[24] pad(x, v), padding=5_17, sharding={devices=[8]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  static const hk_pair want[2] = {{0, 1}, {1, 2}};
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 2, want));
+  ck_assert_int_eq(p->entry->root->shape->dims[0], 3);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(strided_slice_from_two_shards_away) {
+  /* f32[32] over 8 (shards of 4), slice [8:24:2]: output shard j is input
+   * 8 + 2j, held by shard 2 + j / 2: up to five shards away. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[32,2] parameter(0), sharding={devices=[8,1]<=[8]}\n"
+      "  ROOT s = f32[8,2] slice(x), slice={[8:24:2], [0:2]}, sharding={devices=[8,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  /* Each shard receives one element: at most 8 x 2 floats in all. */
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_le(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 8 * 2 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_halo");
   TCase *t = tcase_create("halo");
@@ -371,6 +409,8 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_strided_window_dilated);
   tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
+  tcase_add_test(t, pad_far_moves_only_data);
+  tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);
   return s;
 }
