@@ -351,6 +351,45 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
 END_TEST
 
 
+START_TEST(conv_batch_and_spatial_tiled_exchanges_halos) {
+  /* The input batch dim is a non-contracting dim of the dot view: tiled
+   * with a spatial dim, the lhs is a windowed input of the output's tiling
+   * and only its spatial halos move (within each batch tile). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,16,3] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+      "  k = f32[3,3,5] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[4,16,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " sharding={devices=[2,4,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(permutes_of_width(p, 1, 1), 2);
+  ck_assert_int_eq(permute_of_width(p, 1, 1, 0)->shape->dims[0], 2);   /* the local batch */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_wide_dilated_kernel_gathers_spatial_only) {
+  /* A kernel dilated past the shards (XLA's PaddedConvReshard): the
+   * spatial dim is gathered within each batch tile, the batch stays split. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,16,2] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+      "  k = f32[3,2,2] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[4,16,2] convolution(x, k), window={size=3 pad=8_8 rhs_dilate=8},"
+      " dim_labels=b0f_0io->b0f, sharding={devices=[2,4,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  const hk_instr *g = NULL;
+  for (const hk_instr *i = p->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_ALL_GATHER) g = i;
+  ck_assert_int_eq(g->shape->dims[0], 2);
+  ck_assert_int_eq(g->shape->dims[1], 16);
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- compact exchange: only the pieces a window needs, however far -------- */
 
 START_TEST(pad_far_moves_only_data) {
@@ -409,6 +448,8 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_strided_window_dilated);
   tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
+  tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
+  tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);
   tcase_add_test(t, pad_far_moves_only_data);
   tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);

@@ -241,8 +241,11 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
         (parts(ls, cd->input_spatial[i]) > 1 || parts(rs, cd->kernel_spatial[i]) > 1 ||
          parts(o, cd->output_spatial[i]) > 1))
       spatial = true;
-  bool dot_dims = parts(ls, cd->input_batch) > 1 || parts(o, cd->output_batch) > 1 ||
-                  (parts(ls, cd->input_feature) > 1 && parts(rs, cd->kernel_input_feature) > 1);
+  /* XLA's is_conv_batch_or_contracting_dim_partitioned: the input batch
+   * dim is a non-contracting dim of the dot view, not a batch dim, so a
+   * convolution tiled on it and on a spatial dim stays here (the output
+   * tiled on both, the lhs a windowed input). */
+  bool dot_dims = parts(ls, cd->input_feature) > 1 && parts(rs, cd->kernel_input_feature) > 1;
   for (int i = 0; i < cd->n_spatial; i++)
     if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
       dot_dims = true;
