@@ -390,6 +390,29 @@ START_TEST(conv_wide_dilated_kernel_gathers_spatial_only) {
 }
 END_TEST
 
+START_TEST(conv_feature_groups_then_spatial_halos) {
+  /* Depthwise (feature_group_count = features) tiled on features and a
+   * spatial dim: each device convolves its groups with its slice of the
+   * kernel, its spatial halos from the neighbour with the same groups. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,12,8] parameter(0), sharding={devices=[1,2,2]<=[4]}\n"
+      "  k = f32[3,1,8] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[2,12,8] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " feature_group_count=8, sharding={devices=[1,2,2]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  const hk_instr *cp = permute_of_width(p, 1, 1, 0);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[2], 4);   /* the device's 4 groups */
+  static const hk_pair right[2] = {{0, 2}, {1, 3}};
+  static const hk_pair left[2] = {{2, 0}, {3, 1}};
+  ck_assert(has_pairs(cp, 2, right) || has_pairs(cp, 2, left));
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- compact exchange: only the pieces a window needs, however far -------- */
 
 START_TEST(pad_far_moves_only_data) {
@@ -450,6 +473,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
   tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
   tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);
+  tcase_add_test(t, conv_feature_groups_then_spatial_halos);
   tcase_add_test(t, pad_far_moves_only_data);
   tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);

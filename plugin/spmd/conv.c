@@ -173,15 +173,15 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
 
 /* ---- output tiled: the lhs as a windowed input, the kernel replicated ---------- */
 
-static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
+/* The lhs resharded as the windowed input of the output's tiling o,
+ * convolved with the kernel under rt (replicated, or split on its output
+ * feature like o's feature groups). */
+static hk_status *windowed_lhs_conv(spmd_visitor *v, hk_instr *orig, const hk_sharding *rt,
+                                    bool *handled) {
   const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_window *win = orig->attrs->window;
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  if (!hk_sharding_is_tiled(o) || o->n_subgroups || spmd_is_subgroup_manual(o) ||
-      parts(o, cd->output_feature) > 1)
-    return NULL;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  if (!groups_unpartitioned(orig, lv->sharding, rv->sharding)) return NULL;
   int r = orig->shape->rank;
   int64_t in_to_out[HK_MAX_RANK];
   in_to_out[cd->input_batch] = cd->output_batch;
@@ -202,7 +202,7 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   HK_TRY(spmd_reshard_as_windowed_input(v, lv, wd, lt, zero, true, &ok, &in));
   if (!ok) return NULL;
   hk_instr *rhs;
-  HK_TRY(spmd_reshard(v, rv, hk_sharding_replicated(v->m), &rhs));
+  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
   for (int i = 0; i < cd->n_spatial; i++) {
     nw[i] = in.window[cd->input_spatial[i]];
@@ -222,6 +222,42 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   spmd_set(v, orig, c, o);
   *handled = true;
   return NULL;
+}
+
+static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (!hk_sharding_is_tiled(o) || o->n_subgroups || spmd_is_subgroup_manual(o) ||
+      parts(o, cd->output_feature) > 1)
+    return NULL;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (!groups_unpartitioned(orig, lv->sharding, rv->sharding)) return NULL;
+  return windowed_lhs_conv(v, orig, hk_sharding_replicated(v->m), handled);
+}
+
+/* ---- feature groups split, then spatial dims within each (XLA's grouping
+ * on the feature-group dims, the spatial base case inside the group) ------- */
+
+static hk_status *feature_groups_then_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  int64_t fgc = groups_of(orig->attrs->feature_group_count), k = parts(o, cd->output_feature);
+  if (fgc == 1 || groups_of(orig->attrs->batch_group_count) > 1 || !hk_sharding_is_tiled(o) ||
+      o->n_subgroups || spmd_is_subgroup_manual(o) || k == 1 || fgc % k)
+    return NULL;
+  /* The kernel split on its output feature as o splits the groups, whole
+   * elsewhere (replicated across the output's other tiles). */
+  int r = orig->shape->rank;
+  int64_t others[HK_MAX_RANK], rhs_to_out[HK_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < r; d++)
+    if (d != cd->output_feature) others[n++] = d;
+  rhs_to_out[cd->kernel_output_feature] = cd->output_feature;
+  rhs_to_out[cd->kernel_input_feature] = cd->output_batch;
+  for (int i = 0; i < cd->n_spatial; i++) rhs_to_out[cd->kernel_spatial[i]] = cd->output_spatial[i];
+  const hk_sharding *rt = hk_sharding_transpose(v->m, spmd_replicate_dims(v, o, n, others), rhs_to_out);
+  if (!rt) return NULL;
+  return windowed_lhs_conv(v, orig, rt, handled);
 }
 
 static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
@@ -255,12 +291,29 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return NULL;
 }
 
+/* A grouped convolution whose groups and spatial dims are both split. */
+static hk_status *grouped_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_attrs *a = orig->attrs;
+  if (!a || !a->conv || !a->window || orig->n_operands != 2 || a->window->n_dims != a->conv->n_spatial ||
+      orig->shape->elem == HK_PRED || !hk_shape_is_array(orig->shape))
+    return NULL;
+  const hk_conv_dnums *cd = a->conv;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (!lv || !rv || !lv->sharding || !rv->sharding || hk_sharding_is_maximal(o)) return NULL;
+  bool spatial = false;
+  for (int i = 0; i < cd->n_spatial; i++)
+    spatial = spatial || (conv_spatial_dim(orig, i) && parts(o, cd->output_spatial[i]) > 1);
+  return spatial ? feature_groups_then_spatial(v, orig, handled) : NULL;
+}
+
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled) {
   *handled = false;
   const hk_attrs *a = orig->attrs;
   /* Grouped convolutions try their groups first, as XLA's base case does. */
   bool grouped = a && (groups_of(a->feature_group_count) > 1 || groups_of(a->batch_group_count) > 1);
-  if (grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
+  if (grouped) HK_TRY(grouped_spatial(v, orig, handled));
+  if (grouped && !*handled) HK_TRY(spmd_handle_conv(v, orig, handled));
   if (!*handled) HK_TRY(conv_spatial(v, orig, handled));
   if (!*handled && !grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
   return NULL;
