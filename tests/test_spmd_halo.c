@@ -413,6 +413,46 @@ START_TEST(conv_feature_groups_then_spatial_halos) {
 }
 END_TEST
 
+START_TEST(conv_batch_groups_split_on_part_of_the_devices) {
+  /* batch_group_count = lhs batch = kernel output feature = 8; the lhs
+   * splits its groups 2 ways and its contracting feature 2 ways: the groups
+   * stay split, the feature is gathered within each pair, the kernel
+   * sliced to the device's groups, the result split like the groups. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,5,8] parameter(0), sharding={devices=[2,1,2]<=[4]}\n"
+      "  k = f32[2,5,8] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[3,1,8] convolution(x, k), window={size=5 pad=1_1}, dim_labels=f0b_i0o->0bf,"
+      " batch_group_count=8, sharding={devices=[1,1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *g = NULL;
+  for (const hk_instr *i = p->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_ALL_GATHER) g = i;
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(g->shape->dims[0], 2);
+  ck_assert_int_eq(g->shape->dims[2], 4);   /* the device's groups only */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_feature_groups_follow_the_kernel) {
+  /* The kernel splits the feature groups over every device: the lhs moves
+   * its split to the features (all-to-all), each device convolves its
+   * groups, the result moves to the output's batch split (all-to-all). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,8,4] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  k = f32[3,1,4] parameter(1), sharding={devices=[1,1,2]0,1}\n"
+      "  ROOT c = f32[2,8,4] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " feature_group_count=4, sharding={devices=[2,1,1]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 2);
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- compact exchange: only the pieces a window needs, however far -------- */
 
 START_TEST(pad_far_moves_only_data) {
@@ -474,6 +514,8 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
   tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);
   tcase_add_test(t, conv_feature_groups_then_spatial_halos);
+  tcase_add_test(t, conv_batch_groups_split_on_part_of_the_devices);
+  tcase_add_test(t, conv_feature_groups_follow_the_kernel);
   tcase_add_test(t, pad_far_moves_only_data);
   tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);

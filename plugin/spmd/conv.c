@@ -291,6 +291,76 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return NULL;
 }
 
+/* ---- split groups aligned (XLA's PartitionConvolutionWithBatchGroupCount /
+ * WithFeatureGroupCount, also for a split over part of the devices, as its
+ * grouping recursion reaches): the operand whose group dim is split more
+ * keeps that split alone, the other operand follows it, each device
+ * convolves its groups and the result is resharded to the output's. ---- */
+
+static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_attrs *a = orig->attrs;
+  const hk_conv_dnums *cd = a->conv;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_shape *lsh = orig->operands[0]->shape, *rsh = orig->operands[1]->shape;
+  int64_t bgc = groups_of(a->batch_group_count), fgc = groups_of(a->feature_group_count);
+  bool batch = bgc > 1;
+  int64_t g = batch ? bgc : fgc;
+  /* The lhs dim holding the groups, and where it goes in the output. */
+  int64_t lg = batch ? cd->input_batch : cd->input_feature;
+  int64_t lo = batch ? cd->input_feature : cd->input_batch;
+  if (batch ? (lsh->dims[lg] != g || rsh->dims[cd->kernel_output_feature] != g)
+            : (lsh->dims[lg] % g || rsh->dims[cd->kernel_output_feature] % g))
+    return NULL;
+  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  if (!hk_sharding_is_tiled(ls) && !hk_sharding_is_tiled(rs)) return NULL;
+  if ((hk_sharding_is_tiled(ls) && (ls->n_subgroups || spmd_is_subgroup_manual(ls))) ||
+      (hk_sharding_is_tiled(rs) && (rs->n_subgroups || spmd_is_subgroup_manual(rs))))
+    return NULL;
+  int64_t kl = parts(ls, lg), kr = parts(rs, cd->kernel_output_feature);
+  int64_t k = kl >= kr ? kl : kr;
+  if (k < 2 || g % k) return NULL;
+  int r = orig->shape->rank;
+  int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK], lhs_to_out[HK_MAX_RANK], others[HK_MAX_RANK];
+  rhs_to_lhs[cd->kernel_output_feature] = lg;
+  rhs_to_lhs[cd->kernel_input_feature] = lo;
+  for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
+  for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
+  lhs_to_out[lg] = cd->output_feature;
+  lhs_to_out[lo] = cd->output_batch;
+  for (int i = 0; i < cd->n_spatial; i++) lhs_to_out[cd->input_spatial[i]] = cd->output_spatial[i];
+  int n = 0;
+  const hk_sharding *lt, *rt;
+  if (kl >= kr) {
+    for (int d = 0; d < r; d++)
+      if (d != lg) others[n++] = d;
+    lt = spmd_replicate_dims(v, ls, n, others);
+    rt = hk_sharding_transpose(v->m, lt, rhs_to_lhs);
+  } else {
+    for (int d = 0; d < r; d++)
+      if (d != cd->kernel_output_feature) others[n++] = d;
+    rt = spmd_replicate_dims(v, rs, n, others);
+    lt = hk_sharding_transpose(v->m, rt, lhs_to_rhs);
+  }
+  if (!lt || !rt) return NULL;
+  /* The result is split like the lhs: output dim i from lhs dim out_to_lhs[i]. */
+  int64_t out_to_lhs[HK_MAX_RANK];
+  for (int i = 0; i < r; i++) out_to_lhs[lhs_to_out[i]] = i;
+  const hk_sharding *ot = hk_sharding_transpose(v->m, lt, out_to_lhs);
+  if (!ot) return NULL;
+  hk_instr *lhs, *rhs;
+  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
+  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)cd->n_spatial);
+  for (int i = 0; i < cd->n_spatial; i++) wd[i] = a->window->dims[i];
+  hk_instr *c = local_conv(v, orig, lhs, rhs, wd);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  hk_instr *out;
+  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, ot, o, &out));
+  spmd_set(v, orig, out, o);
+  *handled = true;
+  return NULL;
+}
+
 /* A grouped convolution whose groups and spatial dims are both split. */
 static hk_status *grouped_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
   const hk_attrs *a = orig->attrs;
@@ -304,7 +374,9 @@ static hk_status *grouped_spatial(spmd_visitor *v, hk_instr *orig, bool *handled
   bool spatial = false;
   for (int i = 0; i < cd->n_spatial; i++)
     spatial = spatial || (conv_spatial_dim(orig, i) && parts(o, cd->output_spatial[i]) > 1);
-  return spatial ? feature_groups_then_spatial(v, orig, handled) : NULL;
+  if (spatial) HK_TRY(feature_groups_then_spatial(v, orig, handled));
+  if (!*handled) HK_TRY(groups_aligned(v, orig, handled));
+  return NULL;
 }
 
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled) {
