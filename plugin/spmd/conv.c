@@ -260,17 +260,24 @@ static hk_status *feature_groups_then_spatial(spmd_visitor *v, hk_instr *orig, b
   return windowed_lhs_conv(v, orig, rt, handled);
 }
 
-static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  *handled = false;
+/* Whether orig is a convolution this file can partition: well formed,
+ * operands partitioned, the output not on one device. */
+static bool conv_partitionable(spmd_visitor *v, hk_instr *orig) {
   const hk_attrs *a = orig->attrs;
   if (!a || !a->conv || !a->window || orig->n_operands != 2 || a->window->n_dims != a->conv->n_spatial ||
       orig->shape->elem == HK_PRED || !hk_shape_is_array(orig->shape))
-    return NULL;
-  const hk_conv_dnums *cd = a->conv;
+    return false;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  return lv && rv && lv->sharding && rv->sharding && !hk_sharding_is_maximal(spmd_sharding_of(v, orig));
+}
+
+static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  if (!conv_partitionable(v, orig)) return NULL;
+  const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  if (!lv || !rv || !lv->sharding || !rv->sharding || hk_sharding_is_maximal(o)) return NULL;
-  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  const hk_sharding *ls = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rs = spmd_lookup(v, orig->operands[1])->sharding;
   bool spatial = false;
   for (int i = 0; i < cd->n_spatial; i++)
     if (conv_spatial_dim(orig, i) &&
@@ -363,14 +370,9 @@ static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled)
 
 /* A grouped convolution whose groups and spatial dims are both split. */
 static hk_status *grouped_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  const hk_attrs *a = orig->attrs;
-  if (!a || !a->conv || !a->window || orig->n_operands != 2 || a->window->n_dims != a->conv->n_spatial ||
-      orig->shape->elem == HK_PRED || !hk_shape_is_array(orig->shape))
-    return NULL;
-  const hk_conv_dnums *cd = a->conv;
-  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (!conv_partitionable(v, orig)) return NULL;
+  const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  if (!lv || !rv || !lv->sharding || !rv->sharding || hk_sharding_is_maximal(o)) return NULL;
   bool spatial = false;
   for (int i = 0; i < cd->n_spatial; i++)
     spatial = spatial || (conv_spatial_dim(orig, i) && parts(o, cd->output_spatial[i]) > 1);
