@@ -396,7 +396,9 @@ static hk_instr *exchange_compact(spmd_visitor *v, hk_instr *x, const hk_shardin
  * when a window covers half the dim (a gather is as cheap). */
 static bool compact_halos(const spmd_halo *h, int64_t s) {
   int64_t n = h->ring.n, w = h->shard_with_halo;
-  if (n < 2 || 2 * w >= n * s) return false;
+  /* The plan pairs pieces quadratically: bounded so that a window over
+   * hundreds of shards of a thousand devices gathers instead. */
+  if (n < 2 || 2 * w >= n * s || (w / s + 2) * n > 8192) return false;
   int64_t far = 0;
   for (int64_t j = 0; j < n; j++) {
     if (j > 0 && h->left[j] > far) far = h->left[j];
