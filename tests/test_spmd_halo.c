@@ -453,6 +453,20 @@ START_TEST(conv_feature_groups_follow_the_kernel) {
 }
 END_TEST
 
+START_TEST(pad_dilated_negative_low_from_replicated) {
+  /* 10 elements dilated by 3, first position cut: 27 over 4 = windows of
+   * 7; the last one reads x[8..9] as a slice of 3 that must not clamp. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10] parameter(0), sharding={replicated}\n"
+      "  v = f32[] constant(-2)\n"
+      "  ROOT p = f32[27] pad(x, v), padding=-1_0_2, sharding={devices=[4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- compact exchange: only the pieces a window needs, however far -------- */
 
 START_TEST(pad_far_moves_only_data) {
@@ -516,6 +530,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_feature_groups_then_spatial_halos);
   tcase_add_test(t, conv_batch_groups_split_on_part_of_the_devices);
   tcase_add_test(t, conv_feature_groups_follow_the_kernel);
+  tcase_add_test(t, pad_dilated_negative_low_from_replicated);
   tcase_add_test(t, pad_far_moves_only_data);
   tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);
