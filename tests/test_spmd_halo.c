@@ -350,6 +350,160 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
 }
 END_TEST
 
+
+START_TEST(conv_batch_and_spatial_tiled_exchanges_halos) {
+  /* The input batch dim is a non-contracting dim of the dot view: tiled
+   * with a spatial dim, the lhs is a windowed input of the output's tiling
+   * and only its spatial halos move (within each batch tile). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,16,3] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+      "  k = f32[3,3,5] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[4,16,5] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " sharding={devices=[2,4,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  ck_assert_int_eq(permutes_of_width(p, 1, 1), 2);
+  ck_assert_int_eq(permute_of_width(p, 1, 1, 0)->shape->dims[0], 2);   /* the local batch */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_wide_dilated_kernel_gathers_spatial_only) {
+  /* A kernel dilated past the shards (XLA's PaddedConvReshard): the
+   * spatial dim is gathered within each batch tile, the batch stays split. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,16,2] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+      "  k = f32[3,2,2] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[4,16,2] convolution(x, k), window={size=3 pad=8_8 rhs_dilate=8},"
+      " dim_labels=b0f_0io->b0f, sharding={devices=[2,4,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  const hk_instr *g = NULL;
+  for (const hk_instr *i = p->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_ALL_GATHER) g = i;
+  ck_assert_int_eq(g->shape->dims[0], 2);
+  ck_assert_int_eq(g->shape->dims[1], 16);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_feature_groups_then_spatial_halos) {
+  /* Depthwise (feature_group_count = features) tiled on features and a
+   * spatial dim: each device convolves its groups with its slice of the
+   * kernel, its spatial halos from the neighbour with the same groups. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,12,8] parameter(0), sharding={devices=[1,2,2]<=[4]}\n"
+      "  k = f32[3,1,8] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[2,12,8] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " feature_group_count=8, sharding={devices=[1,2,2]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  const hk_instr *cp = permute_of_width(p, 1, 1, 0);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[2], 4);   /* the device's 4 groups */
+  static const hk_pair right[2] = {{0, 2}, {1, 3}};
+  static const hk_pair left[2] = {{2, 0}, {3, 1}};
+  ck_assert(has_pairs(cp, 2, right) || has_pairs(cp, 2, left));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_batch_groups_split_on_part_of_the_devices) {
+  /* batch_group_count = lhs batch = kernel output feature = 8; the lhs
+   * splits its groups 2 ways and its contracting feature 2 ways: the groups
+   * stay split, the feature is gathered within each pair, the kernel
+   * sliced to the device's groups, the result split like the groups. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,5,8] parameter(0), sharding={devices=[2,1,2]<=[4]}\n"
+      "  k = f32[2,5,8] parameter(1), sharding={replicated}\n"
+      "  ROOT c = f32[3,1,8] convolution(x, k), window={size=5 pad=1_1}, dim_labels=f0b_i0o->0bf,"
+      " batch_group_count=8, sharding={devices=[1,1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *g = NULL;
+  for (const hk_instr *i = p->entry->first; i; i = i->next)
+    if (i->opcode == HK_OP_ALL_GATHER) g = i;
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(g->shape->dims[0], 2);
+  ck_assert_int_eq(g->shape->dims[2], 4);   /* the device's groups only */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_feature_groups_follow_the_kernel) {
+  /* The kernel splits the feature groups over every device: the lhs moves
+   * its split to the features (all-to-all), each device convolves its
+   * groups, the result moves to the output's batch split (all-to-all). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,8,4] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  k = f32[3,1,4] parameter(1), sharding={devices=[1,1,2]0,1}\n"
+      "  ROOT c = f32[2,8,4] convolution(x, k), window={size=3 pad=1_1}, dim_labels=b0f_0io->b0f,"
+      " feature_group_count=4, sharding={devices=[2,1,1]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 2);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(pad_dilated_negative_low_from_replicated) {
+  /* 10 elements dilated by 3, first position cut: 27 over 4 = windows of
+   * 7; the last one reads x[8..9] as a slice of 3 that must not clamp. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10] parameter(0), sharding={replicated}\n"
+      "  v = f32[] constant(-2)\n"
+      "  ROOT p = f32[27] pad(x, v), padding=-1_0_2, sharding={devices=[4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- compact exchange: only the pieces a window needs, however far -------- */
+
+START_TEST(pad_far_moves_only_data) {
+  /* f32[2] over 8 (shards of 1, six of padding) padded 5_17 to 24: output
+   * shard 1 reads input [-2, 1), shard 2 reads [1, 4): only elements 0 and
+   * 1 move, one permute {0->1, 1->2}; the rest is the pad value. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2] parameter(0), sharding={devices=[8]<=[8]}\n"
+      "  v = f32[] constant(2)\n"
+      "  ROOT p = f32[24] pad(x, v), padding=5_17, sharding={devices=[8]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  static const hk_pair want[2] = {{0, 1}, {1, 2}};
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 2, want));
+  ck_assert_int_eq(p->entry->root->shape->dims[0], 3);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(strided_slice_from_two_shards_away) {
+  /* f32[32] over 8 (shards of 4), slice [8:24:2]: output shard j is input
+   * 8 + 2j, held by shard 2 + j / 2: up to five shards away. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[32,2] parameter(0), sharding={devices=[8,1]<=[8]}\n"
+      "  ROOT s = f32[8,2] slice(x), slice={[8:24:2], [0:2]}, sharding={devices=[8,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_no_gather(p);
+  /* Each shard receives one element: at most 8 x 2 floats in all. */
+  ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_le(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 8 * 2 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_halo");
   TCase *t = tcase_create("halo");
@@ -371,6 +525,14 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_strided_window_dilated);
   tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
+  tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
+  tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);
+  tcase_add_test(t, conv_feature_groups_then_spatial_halos);
+  tcase_add_test(t, conv_batch_groups_split_on_part_of_the_devices);
+  tcase_add_test(t, conv_feature_groups_follow_the_kernel);
+  tcase_add_test(t, pad_dilated_negative_low_from_replicated);
+  tcase_add_test(t, pad_far_moves_only_data);
+  tcase_add_test(t, strided_slice_from_two_shards_away);
   suite_add_tcase(s, t);
   return s;
 }

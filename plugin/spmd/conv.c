@@ -173,15 +173,15 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
 
 /* ---- output tiled: the lhs as a windowed input, the kernel replicated ---------- */
 
-static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
+/* The lhs resharded as the windowed input of the output's tiling o,
+ * convolved with the kernel under rt (replicated, or split on its output
+ * feature like o's feature groups). */
+static hk_status *windowed_lhs_conv(spmd_visitor *v, hk_instr *orig, const hk_sharding *rt,
+                                    bool *handled) {
   const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_window *win = orig->attrs->window;
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  if (!hk_sharding_is_tiled(o) || o->n_subgroups || spmd_is_subgroup_manual(o) ||
-      parts(o, cd->output_feature) > 1)
-    return NULL;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  if (!groups_unpartitioned(orig, lv->sharding, rv->sharding)) return NULL;
   int r = orig->shape->rank;
   int64_t in_to_out[HK_MAX_RANK];
   in_to_out[cd->input_batch] = cd->output_batch;
@@ -202,7 +202,7 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   HK_TRY(spmd_reshard_as_windowed_input(v, lv, wd, lt, zero, true, &ok, &in));
   if (!ok) return NULL;
   hk_instr *rhs;
-  HK_TRY(spmd_reshard(v, rv, hk_sharding_replicated(v->m), &rhs));
+  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
   for (int i = 0; i < cd->n_spatial; i++) {
     nw[i] = in.window[cd->input_spatial[i]];
@@ -224,25 +224,71 @@ static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return NULL;
 }
 
-static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  *handled = false;
+static hk_status *tiled_output(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  if (!hk_sharding_is_tiled(o) || o->n_subgroups || spmd_is_subgroup_manual(o) ||
+      parts(o, cd->output_feature) > 1)
+    return NULL;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  if (!groups_unpartitioned(orig, lv->sharding, rv->sharding)) return NULL;
+  return windowed_lhs_conv(v, orig, hk_sharding_replicated(v->m), handled);
+}
+
+/* ---- feature groups split, then spatial dims within each (XLA's grouping
+ * on the feature-group dims, the spatial base case inside the group) ------- */
+
+static hk_status *feature_groups_then_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  int64_t fgc = groups_of(orig->attrs->feature_group_count), k = parts(o, cd->output_feature);
+  if (fgc == 1 || groups_of(orig->attrs->batch_group_count) > 1 || !hk_sharding_is_tiled(o) ||
+      o->n_subgroups || spmd_is_subgroup_manual(o) || k == 1 || fgc % k)
+    return NULL;
+  /* The kernel split on its output feature as o splits the groups, whole
+   * elsewhere (replicated across the output's other tiles). */
+  int r = orig->shape->rank;
+  int64_t others[HK_MAX_RANK], rhs_to_out[HK_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < r; d++)
+    if (d != cd->output_feature) others[n++] = d;
+  rhs_to_out[cd->kernel_output_feature] = cd->output_feature;
+  rhs_to_out[cd->kernel_input_feature] = cd->output_batch;
+  for (int i = 0; i < cd->n_spatial; i++) rhs_to_out[cd->kernel_spatial[i]] = cd->output_spatial[i];
+  const hk_sharding *rt = hk_sharding_transpose(v->m, spmd_replicate_dims(v, o, n, others), rhs_to_out);
+  if (!rt) return NULL;
+  return windowed_lhs_conv(v, orig, rt, handled);
+}
+
+/* Whether orig is a convolution this file can partition: well formed,
+ * operands partitioned, the output not on one device. */
+static bool conv_partitionable(spmd_visitor *v, hk_instr *orig) {
   const hk_attrs *a = orig->attrs;
   if (!a || !a->conv || !a->window || orig->n_operands != 2 || a->window->n_dims != a->conv->n_spatial ||
       orig->shape->elem == HK_PRED || !hk_shape_is_array(orig->shape))
-    return NULL;
-  const hk_conv_dnums *cd = a->conv;
+    return false;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  return lv && rv && lv->sharding && rv->sharding && !hk_sharding_is_maximal(spmd_sharding_of(v, orig));
+}
+
+static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  if (!conv_partitionable(v, orig)) return NULL;
+  const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  if (!lv || !rv || !lv->sharding || !rv->sharding || hk_sharding_is_maximal(o)) return NULL;
-  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  const hk_sharding *ls = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rs = spmd_lookup(v, orig->operands[1])->sharding;
   bool spatial = false;
   for (int i = 0; i < cd->n_spatial; i++)
     if (conv_spatial_dim(orig, i) &&
         (parts(ls, cd->input_spatial[i]) > 1 || parts(rs, cd->kernel_spatial[i]) > 1 ||
          parts(o, cd->output_spatial[i]) > 1))
       spatial = true;
-  bool dot_dims = parts(ls, cd->input_batch) > 1 || parts(o, cd->output_batch) > 1 ||
-                  (parts(ls, cd->input_feature) > 1 && parts(rs, cd->kernel_input_feature) > 1);
+  /* XLA's is_conv_batch_or_contracting_dim_partitioned: the input batch
+   * dim is a non-contracting dim of the dot view, not a batch dim, so a
+   * convolution tiled on it and on a spatial dim stays here (the output
+   * tiled on both, the lhs a windowed input). */
+  bool dot_dims = parts(ls, cd->input_feature) > 1 && parts(rs, cd->kernel_input_feature) > 1;
   for (int i = 0; i < cd->n_spatial; i++)
     if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
       dot_dims = true;
@@ -252,12 +298,96 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return NULL;
 }
 
+/* ---- split groups aligned (XLA's PartitionConvolutionWithBatchGroupCount /
+ * WithFeatureGroupCount, also for a split over part of the devices, as its
+ * grouping recursion reaches): the operand whose group dim is split more
+ * keeps that split alone, the other operand follows it, each device
+ * convolves its groups and the result is resharded to the output's. ---- */
+
+static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_attrs *a = orig->attrs;
+  const hk_conv_dnums *cd = a->conv;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_shape *lsh = orig->operands[0]->shape, *rsh = orig->operands[1]->shape;
+  int64_t bgc = groups_of(a->batch_group_count), fgc = groups_of(a->feature_group_count);
+  bool batch = bgc > 1;
+  int64_t g = batch ? bgc : fgc;
+  /* The lhs dim holding the groups, and where it goes in the output. */
+  int64_t lg = batch ? cd->input_batch : cd->input_feature;
+  int64_t lo = batch ? cd->input_feature : cd->input_batch;
+  if (batch ? (lsh->dims[lg] != g || rsh->dims[cd->kernel_output_feature] != g)
+            : (lsh->dims[lg] % g || rsh->dims[cd->kernel_output_feature] % g))
+    return NULL;
+  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  if (!hk_sharding_is_tiled(ls) && !hk_sharding_is_tiled(rs)) return NULL;
+  if ((hk_sharding_is_tiled(ls) && (ls->n_subgroups || spmd_is_subgroup_manual(ls))) ||
+      (hk_sharding_is_tiled(rs) && (rs->n_subgroups || spmd_is_subgroup_manual(rs))))
+    return NULL;
+  int64_t kl = parts(ls, lg), kr = parts(rs, cd->kernel_output_feature);
+  int64_t k = kl >= kr ? kl : kr;
+  if (k < 2 || g % k) return NULL;
+  int r = orig->shape->rank;
+  int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK], lhs_to_out[HK_MAX_RANK], others[HK_MAX_RANK];
+  rhs_to_lhs[cd->kernel_output_feature] = lg;
+  rhs_to_lhs[cd->kernel_input_feature] = lo;
+  for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
+  for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
+  lhs_to_out[lg] = cd->output_feature;
+  lhs_to_out[lo] = cd->output_batch;
+  for (int i = 0; i < cd->n_spatial; i++) lhs_to_out[cd->input_spatial[i]] = cd->output_spatial[i];
+  int n = 0;
+  const hk_sharding *lt, *rt;
+  if (kl >= kr) {
+    for (int d = 0; d < r; d++)
+      if (d != lg) others[n++] = d;
+    lt = spmd_replicate_dims(v, ls, n, others);
+    rt = hk_sharding_transpose(v->m, lt, rhs_to_lhs);
+  } else {
+    for (int d = 0; d < r; d++)
+      if (d != cd->kernel_output_feature) others[n++] = d;
+    rt = spmd_replicate_dims(v, rs, n, others);
+    lt = hk_sharding_transpose(v->m, rt, lhs_to_rhs);
+  }
+  if (!lt || !rt) return NULL;
+  /* The result is split like the lhs: output dim i from lhs dim out_to_lhs[i]. */
+  int64_t out_to_lhs[HK_MAX_RANK];
+  for (int i = 0; i < r; i++) out_to_lhs[lhs_to_out[i]] = i;
+  const hk_sharding *ot = hk_sharding_transpose(v->m, lt, out_to_lhs);
+  if (!ot) return NULL;
+  hk_instr *lhs, *rhs;
+  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
+  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)cd->n_spatial);
+  for (int i = 0; i < cd->n_spatial; i++) wd[i] = a->window->dims[i];
+  hk_instr *c = local_conv(v, orig, lhs, rhs, wd);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  hk_instr *out;
+  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, ot, o, &out));
+  spmd_set(v, orig, out, o);
+  *handled = true;
+  return NULL;
+}
+
+/* A grouped convolution whose groups and spatial dims are both split. */
+static hk_status *grouped_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  if (!conv_partitionable(v, orig)) return NULL;
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  bool spatial = false;
+  for (int i = 0; i < cd->n_spatial; i++)
+    spatial = spatial || (conv_spatial_dim(orig, i) && parts(o, cd->output_spatial[i]) > 1);
+  if (spatial) HK_TRY(feature_groups_then_spatial(v, orig, handled));
+  if (!*handled) HK_TRY(groups_aligned(v, orig, handled));
+  return NULL;
+}
+
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled) {
   *handled = false;
   const hk_attrs *a = orig->attrs;
   /* Grouped convolutions try their groups first, as XLA's base case does. */
   bool grouped = a && (groups_of(a->feature_group_count) > 1 || groups_of(a->batch_group_count) > 1);
-  if (grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
+  if (grouped) HK_TRY(grouped_spatial(v, orig, handled));
+  if (grouped && !*handled) HK_TRY(spmd_handle_conv(v, orig, handled));
   if (!*handled) HK_TRY(conv_spatial(v, orig, handled));
   if (!*handled && !grouped) HK_TRY(spmd_handle_conv(v, orig, handled));
   return NULL;

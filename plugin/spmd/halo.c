@@ -70,6 +70,32 @@ static int64_t ring_tile(const spmd_halo_ring *ring, int64_t j) {
   return ring->skip_from >= 0 && j >= ring->skip_from ? j + ring->skip : j;
 }
 
+/* One collective-permute along tile dim `dim` of s: tile src[k] sends to
+ * tile dst[k] (k < n), at every position of the other tile dims. */
+static hk_instr *permute_tiles(spmd_visitor *v, hk_instr *h, const hk_sharding *s, int64_t dim,
+                               int64_t n, const int64_t *src, const int64_t *dst) {
+  int64_t total = 1, stride = 1, kt = s->tile_dims[dim];
+  for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
+  for (int i = (int)dim + 1; i < s->n_tile_dims; i++) stride *= s->tile_dims[i];
+  /* tile -> its destination (-1: sends nothing) */
+  int64_t *to = malloc(sizeof(int64_t) * (size_t)kt);
+  hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)total);
+  if (!pairs || !to) abort();
+  for (int64_t t = 0; t < kt; t++) to[t] = -1;
+  for (int64_t k = 0; k < n; k++) to[src[k]] = dst[k];
+  int64_t np = 0;
+  for (int64_t pos = 0; pos < total; pos++) {
+    int64_t tc = (pos / stride) % kt;
+    if (to[tc] >= 0) pairs[np++] = (hk_pair){s->devices[pos], s->devices[pos + (to[tc] - tc) * stride]};
+  }
+  free(to);
+  const hk_spmd_collective_ops *ops = &v->p->collectives;
+  hk_instr *cp = ops->collective_permute(ops->state, v->comp, h, np, pairs, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(pairs);
+  return cp;
+}
+
 /* Moves every shard's value `shift` shards further along tile dim `dim`
  * of s, among the shards of `ring` (NULL: every tile; tiles outside it
  * neither send nor receive): cyclically with wrap, else shards with no
@@ -79,31 +105,16 @@ static hk_instr *shift_tiles_in(spmd_visitor *v, hk_instr *h, const hk_sharding 
   int64_t k = ring ? ring->n : s->tile_dims[dim];
   if (wrap) shift = ((shift % k) + k) % k;
   if (!shift) return h;
-  int64_t total = 1, stride = 1;
-  for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
-  for (int i = (int)dim + 1; i < s->n_tile_dims; i++) stride *= s->tile_dims[i];
-  /* tile index -> shard of the ring (-1 outside it) */
-  int64_t kt = s->tile_dims[dim];
-  int64_t *shard = malloc(sizeof(int64_t) * (size_t)kt);
-  hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)total);
-  if (!pairs || !shard) abort();
-  for (int64_t t = 0; t < kt; t++) shard[t] = -1;
-  for (int64_t j = 0; j < k; j++) shard[ring ? ring_tile(ring, j) : j] = j;
-  int64_t np = 0;
-  for (int64_t pos = 0; pos < total; pos++) {
-    int64_t tc = (pos / stride) % kt, c = shard[tc];
-    if (c < 0) continue;
+  int64_t *src = malloc(sizeof(int64_t) * (size_t)(2 * k)), *dst = src + k, n = 0;
+  if (!src) abort();
+  for (int64_t c = 0; c < k; c++) {
     int64_t to = wrap ? (c + shift) % k : c + shift;
     if (to < 0 || to >= k) continue;
-    int64_t tt = ring ? ring_tile(ring, to) : to;
-    pairs[np++] = (hk_pair){s->devices[pos], s->devices[pos + (tt - tc) * stride]};
+    src[n] = ring ? ring_tile(ring, c) : c;
+    dst[n++] = ring ? ring_tile(ring, to) : to;
   }
-  free(shard);
-  const hk_spmd_collective_ops *ops = &v->p->collectives;
-  hk_instr *cp = ops->collective_permute(ops->state, v->comp, h, np, pairs,
-                                         &v->p->next_channel_id);
-  v->p->collectives_emitted++;
-  free(pairs);
+  hk_instr *cp = permute_tiles(v, h, s, dim, n, src, dst);
+  free(src);
   return cp;
 }
 
@@ -250,9 +261,157 @@ hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *f
   return hk_instr_new(v->comp, HK_OP_SELECT, x->shape, 3, ops, NULL);
 }
 
+/* A shard's window c with the positions outside the data set to pv, when
+ * h asks for it. */
+static hk_instr *mask_window(spmd_visitor *v, hk_instr *c, const hk_sharding *t, int64_t d,
+                             const spmd_halo *h, hk_instr *pv) {
+  if (!h->mask) return c;
+  int64_t right_pad = h->padded_full - h->base_dim - h->explicit_left;
+  if (h->explicit_left <= 0 && right_pad <= 0) return c;
+  hk_instr *first = spmd_per_tile_scalar(v, t, d, h->offset_on_padded);
+  return spmd_mask_outside(v, c, d, first, h->explicit_left > 0 ? h->explicit_left : INT64_MIN,
+                           right_pad > 0 ? h->base_dim + h->explicit_left : INT64_MAX, pv);
+}
+
+/* ---- compact exchange (XLA's ExchangeHaloCompact) ----------------------------- */
+
+/* A piece of one shard's window that another shard holds. */
+typedef struct halo_transfer {
+  int64_t src, dst;              /* ring shards */
+  int64_t start, limit;          /* in the source's local shard */
+  int64_t at;                    /* where it lands in the window */
+  int64_t permute;               /* which collective-permute carries it */
+} halo_transfer;
+
+/* The pieces of every shard's window [s j - left[j], + w) held by other
+ * shards; positions outside [0, base) are padding, not sent.  *n set. */
+static halo_transfer *plan_transfers(const spmd_halo *h, int64_t s, int64_t *n) {
+  int64_t cap = 8, nt = 0;
+  halo_transfer *t = malloc(sizeof *t * (size_t)cap);
+  if (!t) abort();
+  int64_t bound = h->base_dim < s * h->ring.n ? h->base_dim : s * h->ring.n;
+  for (int64_t j = 0; j < h->ring.n; j++) {
+    int64_t w0 = s * j - h->left[j], p = w0 > 0 ? w0 : 0, end = w0 + h->shard_with_halo;
+    if (end > bound) end = bound;
+    while (p < end) {
+      int64_t src = p / s, lim = (src + 1) * s < end ? (src + 1) * s : end;
+      if (src != j) {
+        if (nt == cap) {
+          cap *= 2;
+          t = realloc(t, sizeof *t * (size_t)cap);
+          if (!t) abort();
+        }
+        t[nt++] = (halo_transfer){src, j, p - src * s, lim - src * s, p - w0, -1};
+      }
+      p = lim;
+    }
+  }
+  *n = nt;
+  return t;
+}
+
+/* Shares collective-permutes among transfers of the same piece of their
+ * sources, each shard sending and receiving at most once in each. */
+static int64_t assign_permutes(halo_transfer *t, int64_t n, int64_t shards) {
+  bool *busy = malloc(sizeof(bool) * (size_t)(2 * shards));
+  if (!busy) abort();
+  int64_t np = 0;
+  for (int64_t a = 0; a < n; a++) {
+    if (t[a].permute >= 0) continue;
+    memset(busy, 0, sizeof(bool) * (size_t)(2 * shards));
+    for (int64_t b = a; b < n; b++) {
+      if (t[b].permute >= 0 || t[b].start != t[a].start || t[b].limit != t[a].limit ||
+          busy[t[b].src] || busy[shards + t[b].dst])
+        continue;
+      t[b].permute = np;
+      busy[t[b].src] = busy[shards + t[b].dst] = true;
+    }
+    np++;
+  }
+  free(busy);
+  return np;
+}
+
+/* y dynamic-update-sliced with piece at per-tile offsets along d. */
+static hk_instr *update_at(spmd_visitor *v, hk_instr *y, hk_instr *piece, const hk_sharding *t, int64_t d,
+                           const int64_t *by_tile_offset) {
+  int r = y->shape->rank;
+  hk_instr *ops[HK_MAX_RANK + 2];
+  ops[0] = y;
+  ops[1] = piece;
+  for (int i = 0; i < r; i++)
+    ops[i + 2] = i == d ? spmd_per_tile_scalar(v, t, d, by_tile_offset) : spmd_constant_scalar(v, HK_S32, 0);
+  return hk_instr_new(v->comp, HK_OP_DYNAMIC_UPDATE_SLICE, y->shape, r + 2, ops, NULL);
+}
+
+/* Each shard's window built exactly: a buffer of the pad value with a
+ * margin of one shard on each side; the shard's own data written where
+ * it falls (in the margin when it falls outside), then every piece from
+ * another shard by the permute that carries it (non-receivers write into
+ * the margin).  Only the needed pieces move, however far. */
+static hk_instr *exchange_compact(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
+                                  const spmd_halo *h, hk_instr *pv) {
+  int64_t s = x->shape->dims[d], w = h->shard_with_halo, kt = t->tile_dims[d], n = h->ring.n;
+  int r = x->shape->rank;
+  int64_t dims[HK_MAX_RANK];
+  for (int i = 0; i < r; i++) dims[i] = i == d ? w + 2 * s : x->shape->dims[i];
+  if (pv->shape->elem != x->shape->elem)
+    pv = hk_instr_new(v->comp, HK_OP_CONVERT, hk_shape_with_elem(v->m, pv->shape, x->shape->elem), 1, &pv, NULL);
+  hk_instr *y = hk_build_broadcast_scalar(v->comp, NULL, pv, hk_shape_with_dims(v->m, x->shape, r, dims));
+  int64_t *off = malloc(sizeof(int64_t) * (size_t)(kt + 2 * n));
+  if (!off) abort();
+  int64_t *src = off + kt, *dst = src + n;
+  for (int64_t k = 0; k < kt; k++) off[k] = w + s;
+  bool own = false;
+  for (int64_t j = 0; j < n; j++) {
+    bool overlaps = h->left[j] < w && h->left[j] + s > 0 && s * j < h->base_dim;
+    if (overlaps) off[ring_tile(&h->ring, j)] = s + h->left[j];
+    own = own || overlaps;
+  }
+  if (own) y = update_at(v, y, x, t, d, off);
+  int64_t nt;
+  halo_transfer *tr = plan_transfers(h, s, &nt);
+  int64_t np = assign_permutes(tr, nt, n);
+  for (int64_t k = 0; k < np; k++) {
+    int64_t m = 0, start = 0, limit = 0;
+    for (int64_t q = 0; q < kt; q++) off[q] = w + s;
+    for (int64_t a = 0; a < nt; a++) {
+      if (tr[a].permute != k) continue;
+      start = tr[a].start;
+      limit = tr[a].limit;
+      src[m] = ring_tile(&h->ring, tr[a].src);
+      dst[m++] = ring_tile(&h->ring, tr[a].dst);
+      off[ring_tile(&h->ring, tr[a].dst)] = s + tr[a].at;
+    }
+    hk_instr *cp = permute_tiles(v, piece_of(v, x, d, start, limit), t, d, m, src, dst);
+    y = update_at(v, y, cp, t, d, off);
+  }
+  free(tr);
+  free(off);
+  return spmd_slice_dim(v, y, d, s, s + w);
+}
+
+/* XLA's choice: the compact exchange where the halos reach past two
+ * windows (the neighbour exchange would send mostly padding); neither
+ * when a window covers half the dim (a gather is as cheap). */
+static bool compact_halos(const spmd_halo *h, int64_t s) {
+  int64_t n = h->ring.n, w = h->shard_with_halo;
+  /* The plan pairs pieces quadratically: bounded so that a window over
+   * hundreds of shards of a thousand devices gathers instead. */
+  if (n < 2 || 2 * w >= n * s || (w / s + 2) * n > 8192) return false;
+  int64_t far = 0;
+  for (int64_t j = 0; j < n; j++) {
+    if (j > 0 && h->left[j] > far) far = h->left[j];
+    if (j < n - 1 && h->right[j] > far) far = h->right[j];
+  }
+  return far > 2 * w || (far > s && 2 * far + s >= s * n);
+}
+
 hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
                                    const spmd_halo *h, hk_instr *pv) {
   int64_t n = h->ring.n;
+  if (x->shape->dims[d] > 0 && compact_halos(h, x->shape->dims[d]))
+    return mask_window(v, exchange_compact(v, x, t, d, h, pv), t, d, h, pv);
   hk_instr *c = exchange_halo(v, x, t, d, h);
   if (!c) return NULL;
   int64_t max_left = n > 1 ? max_in(h->left, 1, n) : 0;
@@ -280,12 +439,7 @@ hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_shardi
     }
   }
   free(start);
-  if (!h->mask) return c;
-  int64_t right_pad = h->padded_full - h->base_dim - h->explicit_left;
-  if (h->explicit_left <= 0 && right_pad <= 0) return c;
-  hk_instr *first = spmd_per_tile_scalar(v, t, d, h->offset_on_padded);
-  return spmd_mask_outside(v, c, d, first, h->explicit_left > 0 ? h->explicit_left : INT64_MIN,
-                           right_pad > 0 ? h->base_dim + h->explicit_left : INT64_MAX, pv);
+  return mask_window(v, c, t, d, h, pv);
 }
 
 /* ---- rotate right (XLA's HandleCustomCallSPMDInternal_RotateRight) ---------- */
@@ -355,4 +509,33 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
   }
   spmd_set(v, orig, k == 1 ? rotate_local(v, x, dim, amount) : rotate_sharded(v, x, s, dim, amount, orig->shape), s);
   return NULL;
+}
+
+/* ---- nested tiles of uneven sizes (XLA's PadFromPartialReplicateShape) ------ */
+
+hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to) {
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  for (int d = 0; d < gs->rank && x; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    if (f == 1 || t == f) continue;
+    /* Source shard i holds [S i, S (i + 1)); the t / f target tiles cut
+     * from it cover [D i, D (i + 1)): its left edge dropped, the right
+     * one filled from the shards after it. */
+    int64_t S = ceil_div(gs->dims[d], f), D = t / f * ceil_div(gs->dims[d], t);
+    if (S == D) continue;
+    int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));
+    if (!tab) abort();
+    for (int64_t i = 0; i < f; i++) {
+      tab[i] = (S - D) * i;
+      tab[f + i] = (D - S) * (i + 1);
+      tab[2 * f + i] = D * i;
+    }
+    spmd_halo h = {.ring = {f, -1, 0}, .left = tab, .right = tab + f, .explicit_left = 0,
+                   .padded_full = D * f, .base_dim = gs->dims[d], .shard_with_halo = D,
+                   .offset_on_padded = tab + 2 * f, .mask = false};
+    x = spmd_exchange_halo_valid(v, x, from, d, &h, zero);
+    free(tab);
+  }
+  return x;
 }

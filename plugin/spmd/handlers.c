@@ -211,7 +211,11 @@ static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
         val && val->sharding && is_tiled_plain(val->sharding)
             ? reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, val->sharding)
             : NULL;
-    if (!out_s) return spmd_handle_fallback(v, orig);
+    if (!out_s) {
+      bool handled = false;
+      HK_TRY(spmd_reshape_by_halo(v, orig, &handled));
+      return handled ? NULL : spmd_handle_fallback(v, orig);
+    }
     hk_instr *op;
     HK_TRY(operand_as(v, orig, 0, val->sharding, &op));
     clone_local(v, orig, spmd_local_shape(v, out_s, orig->shape), &op, out_s);
@@ -533,6 +537,7 @@ hk_status *spmd_handle_op(spmd_visitor *v, hk_instr *orig) {
     case HK_OP_DYNAMIC_UPDATE_SLICE:
       return windowed_or_dim_local(v, orig, spmd_handle_dus_in_shard);
     case HK_OP_CONCATENATE:
+      return windowed_or_dim_local(v, orig, spmd_handle_concatenate);
     case HK_OP_DYNAMIC_SLICE:
       return handle_dim_local(v, orig);
     default:

@@ -646,7 +646,7 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
  * device by device): then a local dynamic-slice reshards, no collective
  * (XLA's grouped dynamic-slice from partial replication). */
 static bool nests_in(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                     const hk_sharding *to) {
+                     const hk_sharding *to, bool sizes) {
   if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
       to->n_subgroups)
     return false;
@@ -654,7 +654,7 @@ static bool nests_in(spmd_visitor *v, const hk_shape *gs, const hk_sharding *fro
     int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
     if (t % f) return false;
     int64_t lf = (gs->dims[d] + f - 1) / f, lt = (gs->dims[d] + t - 1) / t;
-    if (f > 1 && t > f && lf != (t / f) * lt) return false;
+    if (sizes && f > 1 && t > f && lf != (t / f) * lt) return false;
   }
   int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
   for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
@@ -739,9 +739,13 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
-  if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1 && nests_in(v, gs, from, to)) {
-    *out = slice_nested(v, h, gs, from, to);
-    return NULL;
+  if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1 && nests_in(v, gs, from, to, false)) {
+    /* Nested tiles, their sizes maybe not (uneven dims): halos first. */
+    hk_instr *aligned = nests_in(v, gs, from, to, true) ? h : spmd_align_nested(v, h, gs, from, to);
+    if (aligned) {
+      *out = slice_nested(v, aligned, gs, from, to);
+      return NULL;
+    }
   }
   hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
@@ -804,7 +808,9 @@ int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
     cost += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE, hk_shape_byte_size(gs), v->p->num_partitions);
     from = hk_sharding_replicated(v->m);
   }
-  if (from->kind != HK_SHARDING_TILED || nests_in(v, gs, from, to)) return cost;   /* slices are free */
+  if (from->kind != HK_SHARDING_TILED || nests_in(v, gs, from, to, true)) return cost;   /* slices are free */
+  if (nests_in(v, gs, from, to, false) && spmd_manual_factor(from) == 1)
+    return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
   if (to->kind != HK_SHARDING_TILED) return cost + gather_path_cost(v, gs, from, to);
   if (same_partition_counts(from, to, gs->rank))
     return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);

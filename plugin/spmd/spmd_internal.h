@@ -360,6 +360,13 @@ typedef struct spmd_halo {
  * past the neighbour and would move about as much as a gather. */
 hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_sharding *t, int64_t d,
                                    const spmd_halo *h, hk_instr *pad_value);
+/* x (local under `from`, global shape gs) with every dim that `to` splits
+ * further given the extent of the target tiles cut from its shard: where
+ * uneven sizes make them reach past it, by halo exchange along the
+ * source shards (XLA's PadFromPartialReplicateShape); NULL when the halos
+ * reach too far. */
+hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to);
 /* x with positions first + i along d outside [lo, hi) replaced by the
  * scalar pv (INT64_MIN / INT64_MAX: no bound). */
 hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *first, int64_t lo,
@@ -394,6 +401,14 @@ hk_status *spmd_handle_select_and_scatter(spmd_visitor *v, hk_instr *orig, bool 
 /* ---- dynamic_update_slice.c: an update inside one shard of a
  * partitioned dim; *handled false otherwise ---- */
 hk_status *spmd_handle_dus_in_shard(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- concatenate.c: along a partitioned dim, XLA's all-reduce of the
+ * shards written in place; *handled false otherwise ---- */
+hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handled);
+
+/* ---- reshape_halo.c: a reshape splitting or merging the one partitioned
+ * dim of uneven shards, by halo exchange; *handled false otherwise ---- */
+hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- conv.c: convolutions, spatially partitioned ones here, the rest
  * through the dot handler; *handled false when neither applies ---- */

@@ -247,8 +247,14 @@ static void pad_and_slice(wstate *w, hk_instr *x, const hk_sharding *cur, spmd_w
   for (int i = 0; i < r; i++) {
     const wplan *p = &w->p[i];
     pd[i] = (hk_pad_dim){0, 0, 0};
-    if (!(w->target->tile_dims[i] == 1 || (p->leave && !cur_repl)))
-      pd[i] = (hk_pad_dim){p->explicit_left, p->padded - p->explicit_left - w->val->base_shape->dims[i], 0};
+    if (!(w->target->tile_dims[i] == 1 || (p->leave && !cur_repl))) {
+      /* Past the last window's limit when a shorter last window starts
+       * late (base dilation): a dynamic-slice would move it back. */
+      int64_t end = p->padded;
+      for (int64_t t = 0; p->offset && t < w->target->tile_dims[i]; t++)
+        if (p->offset[t] + p->shard > end) end = p->offset[t] + p->shard;
+      pd[i] = (hk_pad_dim){p->explicit_left, end - p->explicit_left - w->val->base_shape->dims[i], 0};
+    }
     any = any || pd[i].lo || pd[i].hi;
     dims[i] = x->shape->dims[i] + pd[i].lo + pd[i].hi;
     sizes[i] = p->shard;

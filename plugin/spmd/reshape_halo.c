@@ -1,0 +1,126 @@
+/* reshape_halo.c - XLA's shard_reshape for a reshape that splits or merges
+ * the one partitioned dim where uneven shards misalign the data: input
+ * and output each tiled on one dim (after dims of equal total size), the
+ * same number of tiles, and the output dim a multiple or a divisor of the
+ * input's.  Split: the input is given each output shard's rows by halo
+ * exchange (a size-1 window padded to the output's padded extent), then
+ * reshaped locally.  Merge: the shard is reshaped locally first, then the
+ * result's rows realigned by halo exchange (a window with negative
+ * padding).  Anything else (*handled false) goes to handlers.c's paths. */
+#include "spmd_internal.h"
+
+/* The one data dim s tiles (-1: none or several). */
+static int unique_tiled_dim(const hk_sharding *s, int rank) {
+  int dim = -1;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(s, d) > 1) {
+      if (dim >= 0) return -1;
+      dim = d;
+    }
+  return dim;
+}
+
+static int64_t major_size(const hk_shape *s, int dim) {
+  int64_t n = 1;
+  for (int d = 0; d < dim; d++) n *= s->dims[d];
+  return n;
+}
+
+/* x with the residual window of a size-1 windowed reshard applied (pads
+ * with zeros, negative pads sliced off). */
+static hk_instr *apply_residual(spmd_visitor *v, hk_instr *x, const hk_window_dim *w) {
+  int r = x->shape->rank;
+  bool pad = false, cut = false;
+  for (int i = 0; i < r; i++) {
+    pad = pad || w[i].pad_lo > 0 || w[i].pad_hi > 0;
+    cut = cut || w[i].pad_lo < 0 || w[i].pad_hi < 0;
+  }
+  int64_t dims[HK_MAX_RANK];
+  if (pad) {
+    hk_pad_dim *pd = hk_alloc(v->m, sizeof *pd * (size_t)r);
+    for (int i = 0; i < r; i++) {
+      pd[i] = (hk_pad_dim){w[i].pad_lo > 0 ? w[i].pad_lo : 0, w[i].pad_hi > 0 ? w[i].pad_hi : 0, 0};
+      dims[i] = x->shape->dims[i] + pd[i].lo + pd[i].hi;
+    }
+    hk_instr *ops[2] = {x, spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0)};
+    x = hk_instr_new(v->comp, HK_OP_PAD, hk_shape_with_dims(v->m, x->shape, r, dims), 2, ops, NULL);
+    hk_attrs *a = hk_instr_attrs(x);
+    a->n_pad = r;
+    a->pad = pd;
+  }
+  for (int i = 0; cut && i < r; i++) {
+    int64_t lo = w[i].pad_lo < 0 ? -w[i].pad_lo : 0, hi = w[i].pad_hi < 0 ? -w[i].pad_hi : 0;
+    if (lo || hi) x = spmd_slice_dim(v, x, i, lo, x->shape->dims[i] - hi);
+  }
+  return x;
+}
+
+/* val (a stand-in value: global shape gs, sharded by s) resharded as the
+ * input of a size-1 window padded by pad_hi along dim; NULL if it cannot. */
+static hk_status *windowed_rows(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
+                                const hk_sharding *s, int dim, int64_t pad_hi, hk_instr **out) {
+  int r = gs->rank;
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)r);
+  for (int i = 0; i < r; i++) wd[i] = (hk_window_dim){1, 1, 0, i == dim ? pad_hi : 0, 1, 1, false};
+  spmd_value tmp = {.orig = NULL, .hlo = x, .sharding = s, .base_shape = gs, .cache = NULL};
+  bool ok = false;
+  spmd_windowed_input w;
+  hk_status *st = spmd_reshard_as_windowed_input(v, &tmp, wd, s, spmd_constant_scalar(v, (hk_prim)gs->elem, 0),
+                                                 false, &ok, &w);
+  while (tmp.cache) {   /* reshards of the stand-in, none kept */
+    spmd_cache_entry *nx = tmp.cache->next;
+    free(tmp.cache);
+    tmp.cache = nx;
+  }
+  *out = st || !ok || w.out_offsets ? NULL : apply_residual(v, w.hlo, w.window);
+  return st;
+}
+
+hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  *handled = false;
+  const hk_sharding *s = spmd_sharding_of(v, orig);
+  spmd_value *val = spmd_lookup(v, orig->operands[0]);
+  const hk_shape *in = orig->operands[0]->shape, *out = orig->shape;
+  if (!val || !val->sharding || !hk_sharding_is_tiled(s) || !hk_sharding_is_tiled(val->sharding) ||
+      s->n_subgroups || val->sharding->n_subgroups || spmd_is_subgroup_manual(s) ||
+      spmd_is_subgroup_manual(val->sharding) || !hk_shape_is_array(out) ||
+      hk_sharding_num_tiles(s) != hk_sharding_num_tiles(val->sharding))
+    return NULL;
+  int a = unique_tiled_dim(val->sharding, in->rank), b = unique_tiled_dim(s, out->rank);
+  if (a < 0 || b < 0 || major_size(in, a) != major_size(out, b)) return NULL;
+  int64_t A = in->dims[a], B = out->dims[b], k = hk_sharding_dim_partitions(s, b);
+  if (A == 0 || B == 0 || (A % B && B % A)) return NULL;
+  /* The input tiled in the output's device order. */
+  int64_t tdims[HK_MAX_RANK + 1];
+  int nt = in->rank + (s->replicate_on_last_tile_dim ? 1 : 0);
+  for (int i = 0; i < in->rank; i++) tdims[i] = i == a ? k : 1;
+  if (s->replicate_on_last_tile_dim) tdims[in->rank] = s->tile_dims[s->n_tile_dims - 1];
+  const hk_sharding *aligned = spmd_canonical(
+      v->p, v->m, hk_sharding_tiled(v->m, nt, tdims, s->devices, s->replicate_on_last_tile_dim));
+  hk_instr *x;
+  HK_TRY(spmd_reshard(v, val, aligned, &x));
+  const hk_shape *ls = spmd_local_shape(v, s, out);
+  hk_instr *res = NULL;
+  if (A % B == 0) {
+    /* Split: output shard j holds input rows [c j, c (j + 1)), c = its rows x A / B. */
+    int64_t c = ls->dims[b] * (A / B);
+    HK_TRY(windowed_rows(v, x, in, aligned, a, c * k - A, &x));
+    if (x && x->shape->dims[a] == c)
+      res = hk_instr_new(v->comp, HK_OP_RESHAPE, ls, 1, &x, NULL);
+  } else {
+    /* Merge: the shard's rows reshaped as they are, then realigned. */
+    int64_t rows = x->shape->dims[a] * (B / A);
+    int64_t dims[HK_MAX_RANK];
+    for (int i = 0; i < out->rank; i++) dims[i] = i == b ? rows : ls->dims[i];
+    hk_instr *t = hk_instr_new(v->comp, HK_OP_RESHAPE, hk_shape_with_dims(v->m, ls, out->rank, dims), 1,
+                               &x, NULL);
+    dims[b] = rows * k;
+    const hk_shape *tmp_full = hk_shape_with_dims(v->m, out, out->rank, dims);
+    HK_TRY(windowed_rows(v, t, tmp_full, s, b, B - rows * k, &t));
+    if (t && hk_shape_compatible(t->shape, ls)) res = t;
+  }
+  if (!res) return NULL;
+  spmd_set(v, orig, res, s);
+  *handled = true;
+  return NULL;
+}

@@ -1,0 +1,235 @@
+/* test_spmd_movement.c - Check tests of the data-movement ops along
+ * partitioned dims (concatenate.c, the reshard engine's halo exchanges,
+ * reshape): each asserts the collectives XLA's partitioner would choose,
+ * their bytes, and the values against the global module. */
+#include "spmd_check.h"
+
+static hk_registry *reg;
+
+static void setup(void) { reg = spmd_check_registry(); }
+
+static void teardown(void) { hk_registry_free(reg); }
+
+
+/* The first instruction of opcode op in m's entry. */
+static const hk_instr *first_of(const hk_module *m, hk_opcode op) {
+  for (const hk_instr *i = m->entry->first; i; i = i->next)
+    if (i->opcode == op) return i;
+  return NULL;
+}
+
+/* Only collective-permutes (at least `min` of them): halos, no gather. */
+static void assert_halos_only(const hk_module *m, int64_t min) {
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_ge(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), min);
+}
+
+/* ---- concatenate ------------------------------------------------------------ */
+
+START_TEST(concat_uneven_by_one_all_reduce) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[3,13] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  b = f32[3,6] parameter(1), sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT c = f32[3,19] concatenate(a, b), dimensions={1}, sharding={devices=[1,4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  /* Shards written in place, summed once: b's shards of 2 from 13 on reach
+   * 21, one past the padded result (4 x 5). */
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  ck_assert_int_eq(ar->shape->dims[1], 21);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_REDUCE), 3 * 21 * 4);
+  ck_assert_int_eq(p->entry->root->shape->dims[1], 5);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_small_operands_buffer_holds_their_padding) {
+  /* Operands of 1 and 1 element over 4 shards each take 4 slots: the
+   * buffer grows past the padded result (8) to hold the second's. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[1,2] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[1,2] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  d = f32[6,2] parameter(2), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT c = f32[8,2] concatenate(a, b, d), dimensions={0}, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  ck_assert_int_eq(ar->shape->dims[0], 10);   /* 2 + 4 x 2 */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_sums_within_groups_of_the_dim) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[4,6] parameter(0), sharding={devices=[2,2]<=[4]}\n"
+      "  b = f32[4,2] parameter(1), sharding={devices=[2,2]<=[4]}\n"
+      "  ROOT c = f32[4,8] concatenate(a, b), dimensions={1}, sharding={devices=[2,2]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *ar = first_of(p, HK_OP_ALL_REDUCE);
+  ck_assert_ptr_nonnull(ar);
+  /* Devices {0,1} and {2,3} split dim 1: the sums stay within them. */
+  ck_assert_int_eq(ar->shape->dims[0], 2);
+  ck_assert_int_eq(ar->shape->dims[1], 8);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(concat_unpartitioned_dim_moves_nothing) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[8,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  b = f32[8,5] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT c = f32[8,8] concatenate(a, b), dimensions={1}, sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+
+/* ---- partial replication -> finer tiling of an uneven dim (halo) ----------- */
+
+START_TEST(partial_to_tiled_uneven_by_right_halo) {
+  /* 6 rows: shards of 3 under [2 (x2 replicas)], of 2 under [4]: the
+   * second target tile of shard 0 needs row 3, one halo row from shard 1. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,3] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,3] copy(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *cp = first_of(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[0], 1);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 2);   /* {2,0}, {3,1} */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_partial_uneven_halo_within_replicas) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,3] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,3] copy(x), sharding={devices=[4,1,2]<=[8] last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 3 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_halo_past_the_neighbour) {
+  /* 10 over [2 (x4)] = shards of 5; over [8] = tiles of 2, 4 per shard =
+   * 8: shard 1 needs [8, 16) and holds [5, 10) -- its left 3 dropped, all
+   * it reads beyond is padding. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10,2] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[10,2] copy(x), sharding={devices=[8,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_halos_only(p, 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_two_uneven_dims) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,7] parameter(0), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,7] copy(x), sharding={devices=[4,2]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_halos_only(p, 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+/* ---- reshape splitting / merging an unevenly partitioned dim --------------- */
+
+START_TEST(reshape_split_uneven_aligned_moves_nothing) {
+  /* 14 rows over 4 = shards of 4; [7,2] over 4 = 2 x 2 rows: the same rows. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[14,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[7,2,3] reshape(x), sharding={devices=[4,1,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_split_uneven_by_halo) {
+  /* 10 over 4 = shards of 3; [5,2] over 4 = 2 x 2: output shard j reads
+   * input [4j, 4j + 4) and holds [3j, 3j + 3). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[10] parameter(0), sharding={devices=[4]<=[4]}\n"
+      "  ROOT r = f32[5,2] reshape(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_halos_only(p, 1);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_merge_uneven_by_left_halo) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = s32[7,10] parameter(0), sharding={devices=[2,1]0,1}\n"
+      "  ROOT r = s32[14,5] reshape(x), sharding={devices=[2,1]0,1}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  /* Shard 1 needs merged row 7, the last of shard 0's 8: one row of 5. */
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  const hk_instr *cp = first_of(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_ptr_nonnull(cp);
+  ck_assert_int_eq(cp->shape->dims[0], 1);
+  ck_assert_int_eq(cp->attrs->n_source_target_pairs, 1);
+  ck_assert_int_eq(cp->attrs->source_target_pairs[0].a, 0);
+  ck_assert_int_eq(cp->attrs->source_target_pairs[0].b, 1);
+  int64_t root[2] = {7, 5};
+  ck_assert(spmd_check_root_dims(p, 2, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_merge_uneven_four_ways) {
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[5,4] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[10,2] reshape(x), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  assert_halos_only(p, 1);
+  hk_module_free(p);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("spmd_movement");
+  TCase *t = tcase_create("movement");
+  tcase_add_checked_fixture(t, setup, teardown);
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, concat_uneven_by_one_all_reduce);
+  tcase_add_test(t, concat_small_operands_buffer_holds_their_padding);
+  tcase_add_test(t, concat_sums_within_groups_of_the_dim);
+  tcase_add_test(t, concat_unpartitioned_dim_moves_nothing);
+  tcase_add_test(t, partial_to_tiled_uneven_by_right_halo);
+  tcase_add_test(t, partial_to_partial_uneven_halo_within_replicas);
+  tcase_add_test(t, partial_to_tiled_halo_past_the_neighbour);
+  tcase_add_test(t, partial_to_tiled_two_uneven_dims);
+  tcase_add_test(t, reshape_split_uneven_aligned_moves_nothing);
+  tcase_add_test(t, reshape_split_uneven_by_halo);
+  tcase_add_test(t, reshape_merge_uneven_by_left_halo);
+  tcase_add_test(t, reshape_merge_uneven_four_ways);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+HK_TEST_MAIN(suite)
