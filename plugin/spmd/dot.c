@@ -295,16 +295,6 @@ static bool one_tile_per_partition(const spmd_visitor *v, const hk_sharding *s) 
 }
 
 /* The one dim s splits (-1 if none or several). */
-static int only_sharded_dim(const hk_sharding *s, int rank) {
-  int k = -1;
-  for (int d = 0; d < rank; d++)
-    if (hk_sharding_dim_partitions(s, d) > 1) {
-      if (k >= 0) return -1;
-      k = d;
-    }
-  return k;
-}
-
 /* The sharding user u asks of its operand x, as far as it is plain: a dot
  * wants x matched to its output's tiling, an elementwise op its own
  * sharding; NULL otherwise (XLA's GetShardingFromUser, for the cases the
@@ -361,7 +351,7 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   const hk_sharding *ws = wv->sharding;
   if (!one_tile_per_partition(v, ws)) return false;
   const hk_shape *wshape = orig->operands[w]->shape;
-  int wd = only_sharded_dim(ws, wshape->rank);
+  int wd = spmd_only_tiled_dim(ws, wshape->rank);
   if (wd < 0 || !windowed_worth_it(v, orig, w, false) ||
       users_share_reshard(v, orig, orig->operands[w], w ? p.rhs : p.lhs))
     return false;

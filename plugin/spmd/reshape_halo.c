@@ -10,16 +10,6 @@
 #include "spmd_internal.h"
 
 /* The one data dim s tiles (-1: none or several). */
-static int unique_tiled_dim(const hk_sharding *s, int rank) {
-  int dim = -1;
-  for (int d = 0; d < rank; d++)
-    if (hk_sharding_dim_partitions(s, d) > 1) {
-      if (dim >= 0) return -1;
-      dim = d;
-    }
-  return dim;
-}
-
 static int64_t major_size(const hk_shape *s, int dim) {
   int64_t n = 1;
   for (int d = 0; d < dim; d++) n *= s->dims[d];
@@ -86,7 +76,7 @@ hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled) 
       spmd_is_subgroup_manual(val->sharding) || !hk_shape_is_array(out) ||
       hk_sharding_num_tiles(s) != hk_sharding_num_tiles(val->sharding))
     return NULL;
-  int a = unique_tiled_dim(val->sharding, in->rank), b = unique_tiled_dim(s, out->rank);
+  int a = spmd_only_tiled_dim(val->sharding, in->rank), b = spmd_only_tiled_dim(s, out->rank);
   if (a < 0 || b < 0 || major_size(in, a) != major_size(out, b)) return NULL;
   int64_t A = in->dims[a], B = out->dims[b], k = hk_sharding_dim_partitions(s, b);
   if (A == 0 || B == 0 || (A % B && B % A)) return NULL;

@@ -31,6 +31,16 @@ hk_instr *spmd_zeros(spmd_visitor *v, const hk_shape *shape) {
   return broadcast_scalar(v, spmd_constant_scalar(v, (hk_prim)shape->elem, 0), shape);
 }
 
+int spmd_only_tiled_dim(const hk_sharding *s, int rank) {
+  int dim = -1;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(s, d) > 1) {
+      if (dim >= 0) return -1;
+      dim = d;
+    }
+  return dim;
+}
+
 bool spmd_is_subgroup_manual(const hk_sharding *s) {
   if (!s) return false;
   if (s->kind == HK_SHARDING_TUPLE) {

@@ -313,6 +313,8 @@ int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t
 /* Sharding used for a value whose sharding annotation is absent. */
 const hk_sharding *spmd_sharding_of(spmd_visitor *v, const hk_instr *i);
 bool spmd_is_subgroup_manual(const hk_sharding *s);
+/* The one dim of a rank-`rank` value that s splits, -1 when none or several. */
+int spmd_only_tiled_dim(const hk_sharding *s, int rank);
 /* Devices per manual group (product of manual subgroup dims); -1 for
  * {manual}, 1 without manual subgroups. */
 int64_t spmd_manual_factor(const hk_sharding *s);
