@@ -157,7 +157,7 @@ static void export_group(export_ctx *cx, hk_instr *i) {
   }
   if (i->sharding) {
     const hk_sharding *s = hk_sharding_without_shard_group(cx->m, i->sharding);
-    i->sharding = s->kind == HK_SHARDING_UNKNOWN ? NULL : s;
+    hk_instr_set_sharding(i, s->kind == HK_SHARDING_UNKNOWN ? NULL : s);
   }
 }
 

@@ -153,7 +153,7 @@ static hk_status *import_sharding(sdy_import_ctx *cx, hk_instr *i) {
   const hk_sharding *s;
   hk_status *st = sdy_sharding_for_instr(cx, i, text, 0, NULL, &s);
   if (st) return sdy_error_at(i, SDY_SHARDING, st);
-  i->sharding = s;
+  hk_instr_set_sharding(i, s);
   if (sdy_is_custom_call(i, "Sharding")) mark_open_dims(i, text);
   return NULL;
 }
@@ -210,7 +210,7 @@ static hk_status *import_func_result(sdy_import_ctx *cx, hk_instr *cc, results *
  * per element ({replicated} where none was given). */
 static void set_root_sharding(hk_module *m, hk_computation *c, const results *res) {
   if (res->whole) {
-    c->root->sharding = res->whole;
+    hk_instr_set_sharding(c->root, res->whole);
     return;
   }
   if (!res->n || c->root->opcode != HK_OP_TUPLE) return;
@@ -222,7 +222,7 @@ static void set_root_sharding(hk_module *m, hk_computation *c, const results *re
     if (hk_shape_is_tuple(leaf)) return;   /* nested tuple results: not written by XLA */
     elems[k] = k < res->n && res->elems[k] ? res->elems[k] : hk_sharding_replicated(m);
   }
-  c->root->sharding = hk_sharding_tuple(m, n, elems);
+  hk_instr_set_sharding(c->root, hk_sharding_tuple(m, n, elems));
 }
 
 /* xla.sdy.ShardingGroup(v) with xla.sdy.sharding_group_id=N: v joins
@@ -244,7 +244,7 @@ static hk_status *import_group(sdy_import_ctx *cx, hk_instr *cc) {
   hk_sharding t = v->sharding ? *v->sharding : (hk_sharding){.kind = HK_SHARDING_UNKNOWN};
   t.shard_group_kind = HK_SHARD_GROUP_AS;
   t.shard_group_id = id;
-  v->sharding = hk_sharding_intern(cx->m, &t);
+  hk_instr_set_sharding(v, hk_sharding_intern(cx->m, &t));
   /* Kept for the export: the group ids of v, in order. */
   const char *had = sdy_instr_attr(v, KEEP_PREFIX "sharding_group_id");
   char *both = NULL;
@@ -276,7 +276,7 @@ static void clear_shardings(hk_module *m) {
   for (int32_t k = 0; k < m->n_computations; k++)
     for (hk_instr *i = m->computations[k]->first; i; i = i->next)
       if (i->opcode != HK_OP_INFEED && i->opcode != HK_OP_OUTFEED)   /* XLA keeps those */
-        i->sharding = NULL;
+        hk_instr_set_sharding(i, NULL);
 }
 
 static hk_status *import_manual_computations(sdy_import_ctx *cx) {

@@ -231,7 +231,7 @@ static hk_status *shard_body(sdy_import_ctx *cx, manual_info *mi, hk_computation
       }
       s = hk_shape_is_tuple(i->shape) ? hk_sharding_tuple(cx->m, n, elems) : elems[0];
     }
-    i->sharding = s;
+    hk_instr_set_sharding(i, s);
     sdy_keep_attrs(i);
   }
   return NULL;
@@ -246,7 +246,7 @@ static hk_instr *custom_call(hk_instr *before, const char *target, const hk_shap
 
 static hk_instr *copy_of(hk_instr *before, hk_instr *v, const hk_sharding *s) {
   hk_instr *c = hk_instr_new_before(before, HK_OP_COPY, v->shape, 1, &v, NULL);
-  c->sharding = s;
+  hk_instr_set_sharding(c, s);
   return c;
 }
 
@@ -275,7 +275,7 @@ static hk_instr *inline_body(hk_instr *call, hk_instr **args) {
     }
     if (s->n_dims) hk_instr_set_dims(c, s->n_dims, s->dims);
     if (s->n_called) hk_instr_set_called(c, s->n_called, s->called);
-    c->sharding = s->sharding;
+    hk_instr_set_sharding(c, s->sharding);
     s->scratch = c;
   }
   hk_instr *root = body->root->scratch;
@@ -326,7 +326,7 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
     hk_instr *x = mi->g2l->operands[k];
     hk_instr *cp = copy_of(call, x, over_mesh(cx, mi, &mi->in.v[k], mi->n_parent, mi->parent));
     args[k] = custom_call(call, "SPMDFullToShardShape", body->params[k]->shape, cp, mi->g2l->name);
-    args[k]->sharding = local_sharding(cx, mi, &mi->in.v[k]);
+    hk_instr_set_sharding(args[k], local_sharding(cx, mi, &mi->in.v[k]));
     sdy_instr_attr_set(args[k], KEEP_PREFIX "in_shardings", in_text);
     sdy_instr_attr_set(args[k], KEEP_PREFIX "manual_axes", axes_text);
     sdy_instr_attr_set(args[k], KEEP_PREFIX "body", body->name);
@@ -343,13 +343,13 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
     } else if (hk_shape_is_tuple(call->shape)) {
       r = hk_instr_new_before(anchor, HK_OP_GET_TUPLE_ELEMENT, root->shape->tuple[j], 1, &root, NULL);
       hk_instr_attrs(r)->tuple_index = j;
-      r->sharding = hk_sharding_subsharding(root->sharding, 1, (int64_t[]){j});
+      hk_instr_set_sharding(r, hk_sharding_subsharding(root->sharding, 1, (int64_t[]){j}));
     }
     const hk_shape *global = hk_shape_is_tuple(mi->l2g->shape) ? mi->l2g->shape->tuple[j]
                                                                 : mi->l2g->shape;
     hk_instr *cp = copy_of(anchor, r, local_sharding(cx, mi, &mi->out.v[j]));
     hk_instr *s2f = custom_call(anchor, "SPMDShardToFullShape", global, cp, mi->l2g->name);
-    s2f->sharding = over_mesh(cx, mi, &mi->out.v[j], mi->n_parent, mi->parent);
+    hk_instr_set_sharding(s2f, over_mesh(cx, mi, &mi->out.v[j], mi->n_parent, mi->parent));
     sdy_instr_attr_set(s2f, KEEP_PREFIX "out_shardings", out_text);
     sdy_instr_attr_set(s2f, KEEP_PREFIX "manual_axes", axes_text);
     sdy_instr_attr_set(s2f, KEEP_PREFIX "body", body->name);

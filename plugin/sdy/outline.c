@@ -84,7 +84,7 @@ static void clone_body(hk_computation *c, hk_computation *body, const region *r,
     if (s->scratch != (void *)1 || s->n_operands > 64) continue;
     for (int32_t j = 0; j < s->n_operands; j++) ops[j] = s->operands[j]->scratch;
     hk_instr *cl = hk_instr_clone(body, s, s->shape, s->n_operands, ops, s->name);
-    cl->sharding = NULL;           /* the round-trip body carries none */
+    hk_instr_set_sharding(cl, NULL);           /* the round-trip body carries none */
     if (cl->attrs) cl->attrs->n_control_preds = cl->attrs->n_control_succs = 0;
     sdy_keep_attrs(cl);
     s->scratch = cl;

@@ -94,7 +94,7 @@ static hk_status *check_entry_contract(spmd_partitioner *p, hk_module *m) {
  * sharding over a tuple-shaped instruction, so handlers see one spelling. */
 static void canonicalize_sharding(spmd_partitioner *p, hk_module *m, hk_instr *i) {
   if (i->sharding)
-    i->sharding = hk_sharding_for_shape(m, spmd_canonical(p, m, i->sharding), i->shape);
+    hk_instr_set_sharding(i, hk_sharding_for_shape(m, spmd_canonical(p, m, i->sharding), i->shape));
 }
 
 /* Computations the partitioner rewrites: those not only called as embedded
@@ -189,8 +189,9 @@ static hk_status *check_and_default(spmd_partitioner *p, hk_module *m, hk_instr 
     if (st) st = hk_status_prefix(st, "instruction '%s'", i->name);
   }
   if (st || i->sharding) return st;
-  i->sharding = i->opcode == HK_OP_RNG ? hk_sharding_maximal(m, 0)
-                                       : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape);
+  hk_instr_set_sharding(i, i->opcode == HK_OP_RNG
+                               ? hk_sharding_maximal(m, 0)
+                               : hk_sharding_for_shape(m, hk_sharding_replicated(m), i->shape));
   return NULL;
 }
 
@@ -391,7 +392,7 @@ static hk_status *relayout_and_verify(spmd_partitioner *p, hk_module *m,
  * give flatten-call-graph work). */
 static void clear_sharding_note_calls(void *ctx, hk_instr *i) {
   bool *control_calls = ctx;
-  i->sharding = NULL;
+  hk_instr_set_sharding(i, NULL);
   if (i->n_called && hk_opcode_call_context((hk_opcode)i->opcode) == HK_CALL_CONTROL_FLOW)
     *control_calls = true;
 }

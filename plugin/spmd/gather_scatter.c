@@ -637,7 +637,7 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
   ops[1] = si.idx;
   const hk_shape *ls = spmd_local_shape(v, pl->out_s, orig->shape);
   hk_instr *h = spmd_clone(v, orig, ls, 2, ops);
-  h->sharding = NULL;
+  hk_instr_set_sharding(h, NULL);
   hk_attrs *a = h->attrs;
   int64_t *sizes = hk_memdup(v->m, a->gather_slice_sizes.v, sizeof(int64_t) * (size_t)g->op_rank);
   for (int i = 0; i < pl->n_passthrough; i++) {
@@ -778,7 +778,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
     }
     const hk_shape *shape = n == 1 ? ls[0] : hk_shape_tuple(v->m, n, ls);
     hk_instr *h = spmd_clone(v, orig, shape, 2 * n + 1, ops);
-    h->sharding = NULL;
+    hk_instr_set_sharding(h, NULL);
     /* Rows sent to -1 break sortedness and uniqueness of the index list. */
     if (pl->n_shift) h->attrs->indices_are_sorted = h->attrs->unique_indices = false;
     if (combine) {

@@ -60,7 +60,7 @@ static hk_instr *outfeed_in(spmd_visitor *v, hk_computation *c, const hk_instr *
   hk_instr *ops[2] = {data, token};
   hk_instr *o = c == v->comp ? spmd_clone(v, (hk_instr *)orig, orig->shape, 2, ops)
                              : hk_instr_clone(c, orig, orig->shape, 2, ops, NULL);
-  o->sharding = NULL;
+  hk_instr_set_sharding(o, NULL);
   hk_attrs *a = o->attrs;
   for (int32_t i = 0; a && i < a->n_raw; i++) {
     if (strcmp(a->raw[i].name, "outfeed_shape")) continue;

@@ -94,7 +94,7 @@ static void merge_pad_slice(hk_instr *slice) {
   if (!multi_halo) return;
   hk_instr *np = new_pad(slice, slice->shape, pad->operands[0], pad->operands[1], merged);
   if (pa->metadata) hk_instr_attrs(np)->metadata = pa->metadata;
-  np->sharding = slice->sharding;
+  hk_instr_set_sharding(np, slice->sharding);
   replace_and_remove(slice, np);
 }
 
@@ -134,7 +134,7 @@ static hk_instr *new_rotate_right(hk_instr *before, hk_instr *x, int64_t dim, in
   snprintf(cfg, sizeof cfg, "\"dimension=%lld,amount=%lld\"", (long long)dim, (long long)amount);
   a->backend_config = hk_intern_cstr(m, cfg);
   if (before->attrs) a->metadata = before->attrs->metadata;
-  r->sharding = s;
+  hk_instr_set_sharding(r, s);
   return r;
 }
 
@@ -203,19 +203,19 @@ static hk_instr *select_by_iota(hk_instr *before, hk_instr *iota, int64_t limit,
   hk_computation *c = before->parent;
   const hk_sharding *s = before->sharding;
   hk_instr *k = hk_build_constant_i64(c, before, HK_U32, limit);
-  k->sharding = hk_sharding_replicated(m);
+  hk_instr_set_sharding(k, hk_sharding_replicated(m));
   hk_instr *kb = hk_build_broadcast_scalar(c, before, k, iota->shape);
-  kb->sharding = s;
+  hk_instr_set_sharding(kb, s);
   hk_instr *ops[3] = {iota, kb, NULL};
   hk_instr *cmp = hk_instr_new_before(before, HK_OP_COMPARE,
                                       hk_shape_with_elem(m, iota->shape, HK_PRED), 2, ops, NULL);
   hk_instr_attrs(cmp)->cmp_dir = (uint8_t)dir;
-  cmp->sharding = s;
+  hk_instr_set_sharding(cmp, s);
   ops[0] = cmp;
   ops[1] = on_true;
   ops[2] = on_false;
   hk_instr *sel = hk_instr_new_before(before, HK_OP_SELECT, before->shape, 3, ops, NULL);
-  sel->sharding = s;
+  hk_instr_set_sharding(sel, s);
   return sel;
 }
 
@@ -231,9 +231,9 @@ static void rewrite_pad_wrap(hk_instr *concat, const pad_wrap *pw) {
   hk_pad_dim pads[HK_MAX_RANK];
   for (int d = 0; d < r; d++) pads[d] = (hk_pad_dim){d == dim ? low : 0, d == dim ? high : 0, 0};
   hk_instr *zero = hk_build_constant_i64(c, concat, (hk_prim)concat->shape->elem, 0);
-  zero->sharding = hk_sharding_replicated(m);
+  hk_instr_set_sharding(zero, hk_sharding_replicated(m));
   hk_instr *pad = new_pad(concat, concat->shape, pw->mid, zero, pads);
-  pad->sharding = concat->sharding;
+  hk_instr_set_sharding(pad, concat->sharding);
   int64_t lhs_start = pw->lhs->attrs->slice[dim].start, rhs_start = pw->rhs->attrs->slice[dim].start;
   int64_t amt_l = ((size - (lhs_start + low)) % size + size) % size;
   int64_t amt_r = ((size - (rhs_start + low + high)) % size + size) % size;
@@ -244,7 +244,7 @@ static void rewrite_pad_wrap(hk_instr *concat, const pad_wrap *pw) {
   hk_instr *iota = hk_instr_new_before(concat, HK_OP_IOTA,
                                        hk_shape_with_elem(m, concat->shape, HK_U32), 0, NULL, NULL);
   hk_instr_set_dims(iota, 1, &dim);
-  iota->sharding = concat->sharding;
+  hk_instr_set_sharding(iota, concat->sharding);
   hk_instr *merged = select_by_iota(concat, iota, low, HK_CMP_LT, rot_l, pad);
   merged = select_by_iota(concat, iota, size - high, HK_CMP_GE, rot_r, merged);
   replace_and_remove(concat, merged);

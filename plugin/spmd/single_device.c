@@ -80,7 +80,7 @@ hk_status *spmd_handle_single_device(spmd_visitor *v, hk_instr *orig) {
     hk_computation *tc = branch(v, "true_computation", ts, &tp);
     for (int k = 0; k < n; k++) ops[k] = spmd_gte(tc, tp, k);
     hk_instr *op = hk_instr_clone(tc, orig, orig->shape, n, ops, NULL);
-    op->sharding = NULL;
+    hk_instr_set_sharding(op, NULL);
     hk_computation_set_root(tc, op);
     hk_computation *fc = branch(v, "false_computation", ts, &fp);
     hk_computation_set_root(fc, spmd_zero_of(fc, orig->shape));

@@ -125,7 +125,7 @@ static hk_instr *sort_of(spmd_visitor *v, hk_instr *orig, hk_instr *a, hk_instr 
   const hk_shape *ts = hk_shape_tuple(v->m, 2, s);
   hk_instr *h = clone ? spmd_clone(v, orig, ts, 2, ops)
                       : hk_instr_clone(v->comp, orig, ts, 2, ops, NULL);
-  h->sharding = NULL;
+  hk_instr_set_sharding(h, NULL);
   return h;
 }
 
