@@ -43,7 +43,8 @@ typedef struct hk_layout {
 typedef struct hk_shape {
   uint8_t elem;                     /* hk_prim */
   uint8_t rank;                     /* arrays only */
-  const int64_t *dims;              /* rank entries; bound if dynamic */
+  const int64_t *dims;              /* rank entries; bound if dynamic,
+                                       HK_UNBOUNDED_DIM for '?' */
   const bool *dynamic;              /* rank entries, or NULL if all static */
   const hk_layout *layout;          /* NULL when the text gave none */
   int32_t n_tuple;                  /* tuples only */
@@ -74,6 +75,20 @@ const hk_shape *hk_shape_with_elem(struct hk_module *m, const hk_shape *s,
 
 static inline bool hk_shape_is_tuple(const hk_shape *s) { return s->elem == HK_TUPLE; }
 static inline bool hk_shape_is_array(const hk_shape *s) { return hk_prim_is_array((hk_prim)s->elem); }
+/* The size of an unbounded dynamic dim ('?'): it has no bound. */
+#define HK_UNBOUNDED_DIM INT64_MIN
+/* Any array of s (tuple leaves included) has a '?' dim (XLA's
+ * Shape::is_unbounded_dynamic); header-only. */
+static inline bool hk_shape_is_unbounded_dynamic(const hk_shape *s) {
+  if (hk_shape_is_tuple(s)) {
+    for (int k = 0; k < s->n_tuple; k++)
+      if (hk_shape_is_unbounded_dynamic(s->tuple[k])) return true;
+    return false;
+  }
+  for (int d = 0; hk_shape_is_array(s) && d < s->rank; d++)
+    if (s->dims[d] == HK_UNBOUNDED_DIM) return true;
+  return false;
+}
 int64_t hk_shape_elements(const hk_shape *s);        /* 1 for scalars; 0 for tuples and unbounded ('?') dims */
 int64_t hk_shape_byte_size(const hk_shape *s);       /* sum over tuple leaves */
 /* incl. layout; a missing layout counts as the default (descending) one */

@@ -125,24 +125,13 @@ static hk_status *make_constants(hk_eval_plan *p) {
   return NULL;
 }
 
-static bool has_unbounded_dim(const hk_shape *s) {
-  if (hk_shape_is_tuple(s)) {
-    for (int k = 0; k < s->n_tuple; k++)
-      if (has_unbounded_dim(s->tuple[k])) return true;
-    return false;
-  }
-  for (int d = 0; hk_shape_is_array(s) && d < s->rank; d++)
-    if (s->dims[d] < 0) return true;
-  return false;
-}
-
 /* Refuses instructions whose value has no static size (an unbounded '?'
  * dim) or would exceed the byte limit. */
 static hk_status *check_sizes(const hk_module *m, int64_t limit) {
   if (limit == 0) limit = INT64_C(2) << 30;
   for (int32_t i = 0; i < m->n_computations; i++)
     for (const hk_instr *ins = m->computations[i]->first; ins; ins = ins->next) {
-      if (has_unbounded_dim(ins->shape))
+      if (hk_shape_is_unbounded_dynamic(ins->shape))
         return hk_eval_error(ins, HK_UNIMPLEMENTED,
                              "a value with an unbounded dynamic dimension ('?') cannot be evaluated");
       if (limit < 0) continue;

@@ -220,7 +220,7 @@ int64_t hk_shape_elements(const hk_shape *s) {
   if (!hk_shape_is_array(s)) return 0;
   int64_t n = 1;
   for (int d = 0; d < s->rank; d++) {
-    if (s->dims[d] < 0) return 0;
+    if (s->dims[d] == HK_UNBOUNDED_DIM) return 0;
     n *= s->dims[d];
   }
   return n;

@@ -382,16 +382,10 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   return !doomed || tx_error_at(P, P->p, "literal has fewer elements than its shape");
 }
 
-static bool has_unbounded_dim(const hk_shape *s) {
-  for (int d = 0; hk_shape_is_array(s) && d < s->rank; d++)
-    if (s->dims[d] < 0) return true;
-  return false;
-}
-
 static bool parse_any(tx_parser *P, const hk_shape *s, hk_literal **out) {
   *out = NULL;
   /* a literal holds its elements: a '?' dim has no size to hold */
-  if (has_unbounded_dim(s))
+  if (hk_shape_is_array(s) && hk_shape_is_unbounded_dynamic(s))
     return tx_error_at(P, P->p, "a literal cannot have an unbounded dynamic dimension ('?')");
   hk_literal *l = new_literal(P->m, s);
   *out = l;

@@ -5,8 +5,6 @@
 
 #include "text/text_internal.h"
 
-#define TX_UNBOUNDED INT64_MIN
-
 static bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 static const char *skip_blanks(const char *q, const char *e) {
@@ -242,7 +240,7 @@ static bool parse_array_shape(tx_parser *P, const hk_shape **out) {
       if (rank >= HK_MAX_RANK) return tx_error_at(P, at, "shape rank is too large");
       dyn[rank] = false;
       if (tx_accept(P, '?')) {
-        dims[rank] = TX_UNBOUNDED;
+        dims[rank] = HK_UNBOUNDED_DIM;
         dyn[rank] = any_dyn = true;
       } else {
         if (tx_peek(P) == '<') {
@@ -494,7 +492,7 @@ void tx_print_shape(const hk_shape *s, bool layout, hk_buf *b) {
   for (int i = 0; i < s->rank; i++) {
     if (i) tx_put(b, ",", 1);
     if (s->dynamic && s->dynamic[i]) {
-      if (s->dims[i] == TX_UNBOUNDED) {
+      if (s->dims[i] == HK_UNBOUNDED_DIM) {
         tx_put(b, "?", 1);
         continue;
       }
