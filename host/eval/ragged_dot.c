@@ -103,7 +103,7 @@ static void element(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *
       double ar, ai, br, bi;
       hk_value_get_c(lhs, a, &ar, &ai);
       hk_value_get_c(rhs, b, &br, &bi);
-      *sum += CMPLX(ar, ai) * CMPLX(br, bi);
+      *sum += (ar + ai * I) * (br + bi * I);   /* not CMPLX: clang 14 lacks its builtin */
     } else {
       *sum += hk_value_get_f64(lhs, a) * hk_value_get_f64(rhs, b);
     }

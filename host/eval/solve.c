@@ -20,7 +20,7 @@ static bool attr_true(const hk_instr *ins, const char *name) {
 static cplx get_c(const hk_value *v, int64_t i) {
   double re, im;
   hk_value_get_c(v, i, &re, &im);
-  return CMPLX(re, im);
+  return re + im * I;   /* not CMPLX: clang 14 lacks the builtin glibc defines it with */
 }
 
 static void set_c(hk_value *v, int64_t i, cplx x) { hk_value_set_c(v, i, creal(x), cimag(x)); }
