@@ -724,8 +724,7 @@ void tx_flush(printer *pr, hk_buf *out) {
 static void print_post_order(printer *pr, const hk_computation *c, hk_buf *out) {
   int64_t n;
   hk_instr **order = hk_computation_post_order(c, &n);
-  tx_lines l = {order, NULL, (size_t)n};
-  tx_print_lines(pr, &l, out);
+  tx_print_lines(pr, order, (size_t)n, out);
   free(order);
 }
 

@@ -45,19 +45,8 @@ void tx_flush(printer *pr, hk_buf *out);
 
 /* ---- a computation's lines in print order (print_lines.c) ---- */
 
-/* Line k prints instruction at[order[k]], or at[k] when order is NULL. */
-typedef struct tx_lines {
-  hk_instr *const *at;
-  const uint32_t *order;
-  size_t n;
-} tx_lines;
-
-static inline const hk_instr *tx_line_instr(const tx_lines *l, size_t k) {
-  return l->order ? l->at[l->order[k]] : l->at[k];
-}
-
-/* Prints the lines into out. */
-void tx_print_lines(printer *pr, const tx_lines *l, hk_buf *out);
+/* Prints the n instructions at[0..n-1] as lines into out. */
+void tx_print_lines(printer *pr, hk_instr *const *at, size_t n, hk_buf *out);
 
 #pragma GCC visibility pop
 

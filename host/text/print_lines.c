@@ -7,11 +7,11 @@
  * with it, 1.96 s without), so it went. */
 #include "text/print_internal.h"
 
-void tx_print_lines(printer *pr, const tx_lines *l, hk_buf *out) {
-  for (size_t k = 0; k < l->n; k++) {
-    if (k + 2 * TX_PREFETCH_AHEAD < l->n) __builtin_prefetch(tx_line_instr(l, k + 2 * TX_PREFETCH_AHEAD));
-    if (k + TX_PREFETCH_AHEAD < l->n) tx_prefetch_parts(tx_line_instr(l, k + TX_PREFETCH_AHEAD));
-    tx_emit(pr, tx_line_instr(l, k), out);
+void tx_print_lines(printer *pr, hk_instr *const *at, size_t n, hk_buf *out) {
+  for (size_t k = 0; k < n; k++) {
+    if (k + 2 * TX_PREFETCH_AHEAD < n) __builtin_prefetch(at[k + 2 * TX_PREFETCH_AHEAD]);
+    if (k + TX_PREFETCH_AHEAD < n) tx_prefetch_parts(at[k + TX_PREFETCH_AHEAD]);
+    tx_emit(pr, at[k], out);
     if (out->len >= TX_FLUSH_BYTES) tx_flush(pr, out);
   }
 }

@@ -241,7 +241,6 @@ static inline void tx_prefetch_parts(const hk_instr *x) {
   if (x->attrs) __builtin_prefetch(x->attrs);
 }
 
-
 /* The stack frame tables (stack_frames.c): kept in the module's raw header
  * entries under a name no header attribute can have, printed after the
  * header line. */
