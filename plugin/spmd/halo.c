@@ -515,7 +515,7 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
 
 hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to) {
-  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  hk_instr *zero = NULL;
   for (int d = 0; d < gs->rank && x; d++) {
     int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
     if (f == 1 || t == f) continue;
@@ -524,6 +524,7 @@ hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
      * one filled from the shards after it. */
     int64_t S = ceil_div(gs->dims[d], f), D = t / f * ceil_div(gs->dims[d], t);
     if (S == D) continue;
+    if (!zero) zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
     int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));
     if (!tab) abort();
     for (int64_t i = 0; i < f; i++) {

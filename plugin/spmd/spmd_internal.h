@@ -365,8 +365,8 @@ hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_shardi
 /* x (local under `from`, global shape gs) with every dim that `to` splits
  * further given the extent of the target tiles cut from its shard: where
  * uneven sizes make them reach past it, by halo exchange along the
- * source shards (XLA's PadFromPartialReplicateShape); NULL when the halos
- * reach too far. */
+ * source shards (XLA's PadFromPartialReplicateShape); x itself when the
+ * sizes already nest; NULL when the halos reach too far. */
 hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to);
 /* x with positions first + i along d outside [lo, hi) replaced by the
