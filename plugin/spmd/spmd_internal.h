@@ -96,6 +96,8 @@ typedef struct spmd_cache_entry {
   hk_instr *hlo;
   struct spmd_cache_entry *next;
 } spmd_cache_entry;
+/* Frees a chain of cached reshards. */
+void spmd_free_cache(spmd_cache_entry *e);
 
 /* PartitionedHlo: an original instruction's per-partition form. */
 typedef struct spmd_value {
