@@ -8,12 +8,10 @@
  * one more for the result. */
 #include "spmd_internal.h"
 
-static bool concat_dim_partitioned(spmd_visitor *v, const hk_instr *orig, const hk_sharding *s,
-                                   int64_t *dim) {
+static bool concat_dim_partitioned(const hk_instr *orig, const hk_sharding *s, int64_t *dim) {
   if (orig->n_dims != 1 || !hk_shape_is_array(orig->shape) || orig->shape->elem == HK_PRED ||
       s->kind != HK_SHARDING_TILED || s->n_subgroups || spmd_is_subgroup_manual(s))
     return false;
-  (void)v;
   *dim = orig->dims[0];
   return hk_sharding_dim_partitions(s, (int)*dim) > 1;
 }
@@ -22,7 +20,7 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
   *handled = false;
   const hk_sharding *s = spmd_sharding_of(v, orig);
   int64_t d;
-  if (!concat_dim_partitioned(v, orig, s, &d)) return NULL;
+  if (!concat_dim_partitioned(orig, s, &d)) return NULL;
   int n = orig->n_operands, r = orig->shape->rank;
   int64_t parts = hk_sharding_dim_partitions(s, (int)d);
   const hk_shape *ls = spmd_local_shape(v, s, orig->shape);
@@ -42,9 +40,7 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
   const hk_shape *buf_shape = hk_shape_array(v->m, (hk_prim)orig->shape->elem, r, dims);
   hk_instr *buf = spmd_zeros(v, buf_shape);
   int64_t *starts = malloc(sizeof(int64_t) * (size_t)parts);
-  hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 2));
-  if (!starts || !ops) abort();
-  hk_instr *zero = spmd_constant_scalar(v, HK_S32, 0);
+  if (!starts) abort();
   off = 0;
   hk_status *st = NULL;
   for (int k = 0; k < n && !st; k++) {
@@ -57,11 +53,7 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
     x = spmd_zero_padding(v, s, os, (int)d, x);
     int64_t per = x->shape->dims[d];
     for (int64_t t = 0; t < parts; t++) starts[t] = off + t * per;
-    ops[0] = buf;
-    ops[1] = x;
-    for (int i = 0; i < r; i++) ops[i + 2] = zero;
-    ops[d + 2] = spmd_per_tile_scalar(v, s, d, starts);
-    buf = hk_instr_new(v->comp, HK_OP_DYNAMIC_UPDATE_SLICE, buf_shape, r + 2, ops, NULL);
+    buf = spmd_update_at_tiles(v, buf, x, s, d, starts);
     off += os->dims[d];
   }
   if (!st) {
@@ -79,6 +71,5 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
     *handled = true;
   }
   free(starts);
-  free(ops);
   return st;
 }

@@ -332,9 +332,8 @@ static int64_t assign_permutes(halo_transfer *t, int64_t n, int64_t shards) {
   return np;
 }
 
-/* y dynamic-update-sliced with piece at per-tile offsets along d. */
-static hk_instr *update_at(spmd_visitor *v, hk_instr *y, hk_instr *piece, const hk_sharding *t, int64_t d,
-                           const int64_t *by_tile_offset) {
+hk_instr *spmd_update_at_tiles(spmd_visitor *v, hk_instr *y, hk_instr *piece, const hk_sharding *t, int64_t d,
+                               const int64_t *by_tile_offset) {
   int r = y->shape->rank;
   hk_instr *ops[HK_MAX_RANK + 2];
   ops[0] = y;
@@ -368,7 +367,7 @@ static hk_instr *exchange_compact(spmd_visitor *v, hk_instr *x, const hk_shardin
     if (overlaps) off[ring_tile(&h->ring, j)] = s + h->left[j];
     own = own || overlaps;
   }
-  if (own) y = update_at(v, y, x, t, d, off);
+  if (own) y = spmd_update_at_tiles(v, y, x, t, d, off);
   int64_t nt;
   halo_transfer *tr = plan_transfers(h, s, &nt);
   int64_t np = assign_permutes(tr, nt, n);
@@ -384,7 +383,7 @@ static hk_instr *exchange_compact(spmd_visitor *v, hk_instr *x, const hk_shardin
       off[ring_tile(&h->ring, tr[a].dst)] = s + tr[a].at;
     }
     hk_instr *cp = permute_tiles(v, piece_of(v, x, d, start, limit), t, d, m, src, dst);
-    y = update_at(v, y, cp, t, d, off);
+    y = spmd_update_at_tiles(v, y, cp, t, d, off);
   }
   free(tr);
   free(off);
@@ -515,7 +514,7 @@ hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig) {
 
 hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to) {
-  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  hk_instr *zero = NULL;
   for (int d = 0; d < gs->rank && x; d++) {
     int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
     if (f == 1 || t == f) continue;
@@ -524,6 +523,7 @@ hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
      * one filled from the shards after it. */
     int64_t S = ceil_div(gs->dims[d], f), D = t / f * ceil_div(gs->dims[d], t);
     if (S == D) continue;
+    if (!zero) zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
     int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));
     if (!tab) abort();
     for (int64_t i = 0; i < f; i++) {

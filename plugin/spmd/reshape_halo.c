@@ -9,7 +9,7 @@
  * padding).  Anything else (*handled false) goes to handlers.c's paths. */
 #include "spmd_internal.h"
 
-/* The one data dim s tiles (-1: none or several). */
+/* The number of elements of s before dim (its dims major to dim). */
 static int64_t major_size(const hk_shape *s, int dim) {
   int64_t n = 1;
   for (int d = 0; d < dim; d++) n *= s->dims[d];
@@ -57,11 +57,7 @@ static hk_status *windowed_rows(spmd_visitor *v, hk_instr *x, const hk_shape *gs
   spmd_windowed_input w;
   hk_status *st = spmd_reshard_as_windowed_input(v, &tmp, wd, s, spmd_constant_scalar(v, (hk_prim)gs->elem, 0),
                                                  false, &ok, &w);
-  while (tmp.cache) {   /* reshards of the stand-in, none kept */
-    spmd_cache_entry *nx = tmp.cache->next;
-    free(tmp.cache);
-    tmp.cache = nx;
-  }
+  spmd_free_cache(tmp.cache);   /* reshards of the stand-in, none kept */
   *out = st || !ok || w.out_offsets ? NULL : apply_residual(v, w.hlo, w.window);
   return st;
 }

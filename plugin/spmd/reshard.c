@@ -656,16 +656,12 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
  * device by device): then a local dynamic-slice reshards, no collective
  * (XLA's grouped dynamic-slice from partial replication). */
 static bool nests_in(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                     const hk_sharding *to, bool sizes) {
+                     const hk_sharding *to) {
   if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
       to->n_subgroups)
     return false;
-  for (int d = 0; d < gs->rank; d++) {
-    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
-    if (t % f) return false;
-    int64_t lf = (gs->dims[d] + f - 1) / f, lt = (gs->dims[d] + t - 1) / t;
-    if (sizes && f > 1 && t > f && lf != (t / f) * lt) return false;
-  }
+  for (int d = 0; d < gs->rank; d++)
+    if (hk_sharding_dim_partitions(to, d) % hk_sharding_dim_partitions(from, d)) return false;
   int64_t fi[HK_MAX_RANK], ti[HK_MAX_RANK];
   for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
     bool hf = hk_sharding_tile_index(from, dev, fi), ht = hk_sharding_tile_index(to, dev, ti);
@@ -673,6 +669,16 @@ static bool nests_in(spmd_visitor *v, const hk_shape *gs, const hk_sharding *fro
     for (int d = 0; hf && d < gs->rank; d++)
       if (ti[d] / (hk_sharding_dim_partitions(to, d) / hk_sharding_dim_partitions(from, d)) != fi[d])
         return false;
+  }
+  return true;
+}
+
+/* Whether nested tiles also nest in size: each of from's shards exactly
+ * the t / f tiles of `to` cut from it (uneven dims can make them longer). */
+static bool nested_sizes_agree(const hk_shape *gs, const hk_sharding *from, const hk_sharding *to) {
+  for (int d = 0; d < gs->rank; d++) {
+    int64_t f = hk_sharding_dim_partitions(from, d), t = hk_sharding_dim_partitions(to, d);
+    if (f > 1 && t > f && (gs->dims[d] + f - 1) / f != (t / f) * ((gs->dims[d] + t - 1) / t)) return false;
   }
   return true;
 }
@@ -749,9 +755,9 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
-  if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1 && nests_in(v, gs, from, to, false)) {
+  if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1 && nests_in(v, gs, from, to)) {
     /* Nested tiles, their sizes maybe not (uneven dims): halos first. */
-    hk_instr *aligned = nests_in(v, gs, from, to, true) ? h : spmd_align_nested(v, h, gs, from, to);
+    hk_instr *aligned = spmd_align_nested(v, h, gs, from, to);
     if (aligned) {
       *out = slice_nested(v, aligned, gs, from, to);
       return NULL;
@@ -818,9 +824,12 @@ int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
     cost += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE, hk_shape_byte_size(gs), v->p->num_partitions);
     from = hk_sharding_replicated(v->m);
   }
-  if (from->kind != HK_SHARDING_TILED || nests_in(v, gs, from, to, true)) return cost;   /* slices are free */
-  if (nests_in(v, gs, from, to, false) && spmd_manual_factor(from) == 1)
-    return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
+  if (from->kind != HK_SHARDING_TILED) return cost;
+  if (nests_in(v, gs, from, to)) {
+    if (nested_sizes_agree(gs, from, to)) return cost;   /* slices are free */
+    if (spmd_manual_factor(from) == 1)                    /* halos, then slices */
+      return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
+  }
   if (to->kind != HK_SHARDING_TILED) return cost + gather_path_cost(v, gs, from, to);
   if (same_partition_counts(from, to, gs->rank))
     return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);

@@ -96,6 +96,8 @@ typedef struct spmd_cache_entry {
   hk_instr *hlo;
   struct spmd_cache_entry *next;
 } spmd_cache_entry;
+/* Frees a chain of cached reshards. */
+void spmd_free_cache(spmd_cache_entry *e);
 
 /* PartitionedHlo: an original instruction's per-partition form. */
 typedef struct spmd_value {
@@ -365,10 +367,14 @@ hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_shardi
 /* x (local under `from`, global shape gs) with every dim that `to` splits
  * further given the extent of the target tiles cut from its shard: where
  * uneven sizes make them reach past it, by halo exchange along the
- * source shards (XLA's PadFromPartialReplicateShape); NULL when the halos
- * reach too far. */
+ * source shards (XLA's PadFromPartialReplicateShape); x itself when the
+ * sizes already nest; NULL when the halos reach too far. */
 hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to);
+/* y dynamic-update-sliced with piece at per-tile offsets along d (tile k
+ * of t along d writes at by_tile_offset[k], 0 along the other dims). */
+hk_instr *spmd_update_at_tiles(spmd_visitor *v, hk_instr *y, hk_instr *piece, const hk_sharding *t, int64_t d,
+                               const int64_t *by_tile_offset);
 /* x with positions first + i along d outside [lo, hi) replaced by the
  * scalar pv (INT64_MIN / INT64_MAX: no bound). */
 hk_instr *spmd_mask_outside(spmd_visitor *v, hk_instr *x, int64_t d, hk_instr *first, int64_t lo,

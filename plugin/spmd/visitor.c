@@ -41,7 +41,7 @@ spmd_value *spmd_lookup(spmd_visitor *v, const hk_instr *orig) {
   return NULL;
 }
 
-static void free_cache(spmd_cache_entry *e) {
+void spmd_free_cache(spmd_cache_entry *e) {
   while (e) {
     spmd_cache_entry *nx = e->next;
     free(e);
@@ -51,7 +51,7 @@ static void free_cache(spmd_cache_entry *e) {
 
 spmd_value *spmd_set(spmd_visitor *v, const hk_instr *orig, hk_instr *hlo, const hk_sharding *s) {
   spmd_value *val = spmd_lookup(v, orig);
-  if (val) free_cache(val->cache);
+  if (val) spmd_free_cache(val->cache);
   else {
     if (v->values->n == v->values->cap) v->values = new_block(v->values->cap, v->values);
     val = &v->values->v[v->values->n++];
@@ -78,7 +78,7 @@ hk_instr *spmd_clone(spmd_visitor *v, hk_instr *orig, const hk_shape *shape, int
 static void visitor_free(spmd_visitor *v) {
   for (struct spmd_value_block *b = v->values; b;) {
     struct spmd_value_block *nx = b->next;
-    for (int64_t i = 0; i < b->n; i++) free_cache(b->v[i].cache);
+    for (int64_t i = 0; i < b->n; i++) spmd_free_cache(b->v[i].cache);
     hk_free_block(b, block_bytes(b->cap));
     b = nx;
   }
