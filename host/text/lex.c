@@ -74,7 +74,7 @@ void tx_note_at(tx_parser *P, const char *at, const char *fmt, ...) {
   append_location(P, &b, at, false, fmt, ap);
   va_end(ap);
   free(P->err->message);
-  P->err->message = strdup(b.data);
+  P->err->message = hk_check_alloc(strdup(b.data));
   hk_buf_free(&b);
 }
 
@@ -272,7 +272,7 @@ bool tx_string(tx_parser *P, const char **s, size_t *len) {
   size_t ql;
   if (!tx_quoted_raw(P, &q, &ql)) return false;
   char stackbuf[256];
-  char *buf = ql <= sizeof stackbuf ? stackbuf : malloc(ql);
+  char *buf = ql <= sizeof stackbuf ? stackbuf : hk_check_alloc(malloc(ql));
   size_t n = 0;
   for (size_t i = 1; i + 1 < ql; i++) {
     char c = q[i];
@@ -327,7 +327,7 @@ bool tx_int_list(tx_parser *P, char open, char close, hk_i64s *out) {
       if (!tx_int(P, &v)) return false;
       if (P->n_ints == P->cap_ints) {
         P->cap_ints = P->cap_ints ? 2 * P->cap_ints : 64;
-        P->ints = realloc(P->ints, P->cap_ints * sizeof *P->ints);
+        P->ints = hk_check_alloc(realloc(P->ints, P->cap_ints * sizeof *P->ints));
       }
       P->ints[P->n_ints++] = v;
     } while (tx_accept(P, ','));
@@ -406,7 +406,7 @@ void *tx_table_get(const tx_table *t, const char *key, size_t len) {
 
 static void table_grow(tx_table *t) {
   size_t ncap = t->cap ? t->cap * 2 : 64;
-  tx_slot *ns = calloc(ncap, sizeof *ns);
+  tx_slot *ns = hk_check_alloc(calloc(ncap, sizeof *ns));
   for (size_t i = 0; i < t->cap; i++) {
     tx_slot *s = &t->slots[i];
     if (!s->key) continue;
@@ -454,7 +454,7 @@ bool tx_table_put(tx_table *t, const char *key, size_t len, void *val) {
 void tx_vec_push(tx_vec *v, void *p) {
   if (v->n == v->cap) {
     v->cap = v->cap ? 2 * v->cap : 64;
-    v->v = realloc(v->v, v->cap * sizeof *v->v);
+    v->v = hk_check_alloc(realloc(v->v, v->cap * sizeof *v->v));
   }
   v->v[v->n++] = p;
 }

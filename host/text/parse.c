@@ -169,7 +169,7 @@ hk_instr *tx_lookup(tx_parser *P, const char *s, size_t len) {
     if (i) return i;
   }
   char stackbuf[128];
-  char *buf = len < sizeof stackbuf ? stackbuf : malloc(len + 1);
+  char *buf = len < sizeof stackbuf ? stackbuf : hk_check_alloc(malloc(len + 1));
   memcpy(buf, s, len);
   buf[len] = 0;
   hk_instr *i = hk_computation_find_instr(P->comp, buf);
@@ -199,7 +199,7 @@ static bool define_name(tx_parser *P, hk_instr *i, const char *s, size_t len) {
   slot->val = i;
   tx_table_put(P->renamed, i->name, strlen(i->name), i);
   char stackbuf[128];
-  char *buf = len < sizeof stackbuf ? stackbuf : malloc(len + 1);
+  char *buf = len < sizeof stackbuf ? stackbuf : hk_check_alloc(malloc(len + 1));
   memcpy(buf, s, len);
   buf[len] = 0;
   /* an instruction of this computation the text named s already (one the
@@ -342,7 +342,7 @@ static bool infer_shape_quick(tx_parser *P, tx_pending *pi) {
   hk_opcode op = pi->op;
   if (op == HK_OP_TUPLE) {
     const hk_shape *stack[64] = {0};
-    const hk_shape **el = n <= 64 ? stack : malloc(sizeof *el * (size_t)n);
+    const hk_shape **el = n <= 64 ? stack : hk_check_alloc(malloc(sizeof *el * (size_t)n));
     for (int i = 0; i < n; i++) el[i] = ops[i]->shape;
     pi->shape = hk_shape_tuple(P->m, n, el);
     if (el != stack) free(el);
@@ -414,7 +414,8 @@ static bool infer_shape_quick(tx_parser *P, tx_pending *pi) {
 static const hk_shape *with_default_layout(hk_module *m, const hk_shape *s) {
   if (hk_shape_is_tuple(s)) {
     const hk_shape *stack[16] = {0};
-    const hk_shape **el = s->n_tuple <= 16 ? stack : malloc(sizeof *el * (size_t)s->n_tuple);
+    const hk_shape **el =
+        s->n_tuple <= 16 ? stack : hk_check_alloc(malloc(sizeof *el * (size_t)s->n_tuple));
     for (int k = 0; k < s->n_tuple; k++) el[k] = with_default_layout(m, s->tuple[k]);
     const hk_shape *t = hk_shape_tuple(m, s->n_tuple, el);
     if (el != stack) free(el);

@@ -13,7 +13,7 @@ static void add_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len,
                     const char *v, size_t vlen) {
   if (pi->n_raw == pi->cap_raw) {
     pi->cap_raw = pi->cap_raw ? 2 * pi->cap_raw : 4;
-    pi->raw = realloc(pi->raw, (size_t)pi->cap_raw * sizeof *pi->raw);
+    pi->raw = hk_check_alloc(realloc(pi->raw, (size_t)pi->cap_raw * sizeof *pi->raw));
   }
   pi->raw[pi->n_raw].name = tx_intern(P, name, len);
   pi->raw[pi->n_raw].value = tx_intern(P, v, vlen);
@@ -115,10 +115,10 @@ bool tx_parse_kv_list(tx_parser *P, int32_t *n_out, const hk_kv **out) {
       if (n == cap) {
         cap *= 2;
         if (kv == stack) {
-          kv = malloc((size_t)cap * sizeof *kv);
+          kv = hk_check_alloc(malloc((size_t)cap * sizeof *kv));
           memcpy(kv, stack, sizeof stack);
         } else {
-          kv = realloc(kv, (size_t)cap * sizeof *kv);
+          kv = hk_check_alloc(realloc(kv, (size_t)cap * sizeof *kv));
         }
       }
       kv[n].key = tx_intern(P, k, kl);
@@ -473,7 +473,7 @@ static bool parse_replica_groups(tx_parser *P, const hk_replica_groups **out) {
       if (!(ok = tx_int_list(P, '{', '}', &one))) break;
       if (n_ids + (size_t)one.n > cap) {
         cap = (n_ids + (size_t)one.n) * 2 + 16;
-        ids = realloc(ids, cap * sizeof *ids);
+        ids = hk_check_alloc(realloc(ids, cap * sizeof *ids));
       }
       for (int i = 0; i < one.n; i++) ids[n_ids++] = one.v[i];
       tx_vec_push(&starts, (void *)(intptr_t)n_ids);
@@ -506,7 +506,7 @@ static bool parse_pairs(tx_parser *P, tx_pending *pi) {
         ok = tx_error_at(P, P->p, "expects source-target pairs of two ids");
         break;
       }
-      if (n == cap) cap = cap ? 2 * cap : 8, v = realloc(v, cap * sizeof *v);
+      if (n == cap) cap = cap ? 2 * cap : 8, v = hk_check_alloc(realloc(v, cap * sizeof *v));
       v[n].a = one.v[0], v[n].b = one.v[1];
       n++;
     } while (tx_accept(P, ','));
@@ -672,7 +672,7 @@ static bool parse_ctrl(tx_parser *P, tx_pending *pi) {
     if (!i) return tx_error_at(P, at, "instruction '%.*s' is not defined", (int)l, s);
     if (pi->n_ctrl == pi->cap_ctrl) {
       pi->cap_ctrl = pi->cap_ctrl ? 2 * pi->cap_ctrl : 4;
-      pi->ctrl = realloc(pi->ctrl, (size_t)pi->cap_ctrl * sizeof *pi->ctrl);
+      pi->ctrl = hk_check_alloc(realloc(pi->ctrl, (size_t)pi->cap_ctrl * sizeof *pi->ctrl));
     }
     pi->ctrl[pi->n_ctrl++] = i;
   } while (tx_accept(P, ','));
@@ -1062,7 +1062,7 @@ static bool window_piece(tx_parser *P, tx_pending *pi) {
   if (tx_peek(P) == '{') return parse_window(P, pi);
   /* without the braces: parse "{...}" over a copy */
   size_t n = (size_t)(P->end - P->p);
-  char *tmp = malloc(n + 2);
+  char *tmp = hk_check_alloc(malloc(n + 2));
   tmp[0] = '{';
   memcpy(tmp + 1, P->p, n);
   tmp[n + 1] = '}';

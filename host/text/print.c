@@ -144,7 +144,7 @@ static int kv_cmp(const void *a, const void *b) {
 
 static void put_kv_list(hk_buf *b, int n, const hk_kv *kv) {
   hk_kv stack[16];
-  hk_kv *s = n <= 16 ? stack : malloc(sizeof *s * (size_t)n);
+  hk_kv *s = n <= 16 ? stack : hk_check_alloc(malloc(sizeof *s * (size_t)n));
   memcpy(s, kv, sizeof *s * (size_t)n);
   qsort(s, (size_t)n, sizeof *s, kv_cmp);
   tx_put(b, "{", 1);

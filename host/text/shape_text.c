@@ -208,7 +208,7 @@ static bool parse_layout(tx_parser *P, int rank, hk_layout *lay, int64_t *m2m,
       }
     size_t tot = 1;
     for (int i = 0; i < items.k; i++) tot += items.n[i];
-    char *x = malloc(tot);
+    char *x = hk_check_alloc(malloc(tot));
     size_t o = 0;
     for (int i = 0; i < items.k; i++) memcpy(x + o, items.s[i], items.n[i]), o += items.n[i];
     x[o] = 0;
@@ -379,10 +379,10 @@ bool tx_parse_shape(tx_parser *P, const hk_shape **out) {
       if (n == cap) {
         cap *= 2;
         if (elems == elems_stack) {
-          elems = malloc(cap * sizeof *elems);
+          elems = hk_check_alloc(malloc(cap * sizeof *elems));
           memcpy(elems, elems_stack, sizeof elems_stack);
         } else {
-          elems = realloc(elems, cap * sizeof *elems);
+          elems = hk_check_alloc(realloc(elems, cap * sizeof *elems));
         }
       }
       elems[n++] = e;
@@ -513,7 +513,7 @@ char *hk_shape_to_string(const hk_shape *s) {
   hk_buf_init(&b);
   tx_print_shape(s, true, &b);
   tx_put(&b, "", 0);
-  if (!b.data) return strdup("");
+  if (!b.data) return hk_check_alloc(strdup(""));
   return b.data;
 }
 
@@ -521,5 +521,5 @@ char *tx_human_shape(const hk_shape *s) {
   hk_buf b;
   hk_buf_init(&b);
   tx_print_shape(s, false, &b);
-  return b.data ? b.data : strdup("");
+  return b.data ? b.data : hk_check_alloc(strdup(""));
 }
