@@ -63,36 +63,41 @@ gen_many_params() {
   echo "$path"
 }
 
-# timed CMD... -> "wall_seconds max_rss_kb" of one run (output discarded).
-# Wall seconds from the clock (ns; /usr/bin/time's %e has 10 ms steps,
-# all of a small module's run) and peak RSS in KiB; a command that fails
-# stops the bench rather than being timed as fast.
+# timed CMD... -> "wall_seconds max_rss_kb cpu_seconds" of one run (output
+# discarded).  Wall seconds from the clock (ns; /usr/bin/time's %e has 10 ms
+# steps, all of a small module's run), peak RSS in KiB and CPU (user +
+# system, every thread: steadier than wall on a shared machine); a command
+# that fails stops the bench rather than being timed as fast.
 timed() {
   local t0 t1
   t0=$(date +%s%N)
-  if ! /usr/bin/time -f '%M' -o "$benchdir/time.txt" "$@" >/dev/null 2>"$benchdir/err.txt"; then
+  if ! /usr/bin/time -f '%M %U %S' -o "$benchdir/time.txt" "$@" >/dev/null 2>"$benchdir/err.txt"; then
     echo "bench: failed: $*" >&2
     cat "$benchdir/err.txt" >&2
     exit 2
   fi
   t1=$(date +%s%N)
-  echo "$(( (t1 - t0) / 1000 ))e-6 $(tail -n 1 "$benchdir/time.txt")"
+  echo "$(( (t1 - t0) / 1000 ))e-6 $(tail -n 1 "$benchdir/time.txt" | awk '{ print $1, $2 + $3 }')"
 }
 
 # median of the numbers on stdin.
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
-# whole_row FILE ROUNDS: cat, the partitioning process and parse+print,
-# alternating, ROUNDS times; prints the medians and the ratios to cat.
+# whole_row FILE ROUNDS [ENV=VALUE...]: cat, the partitioning process and
+# parse+print, alternating, ROUNDS times (the hlokit processes run under
+# env ENV=VALUE... when given); prints the medians and the ratios to cat.
 whole_row() {
-  local f=$1 rounds=$2 out="$benchdir/out.hlo" i
-  local tc="" tw="" tp="" rw="" rp=""
+  local f=$1 rounds=$2 out="$benchdir/out.hlo" i t r u
+  shift 2
+  local envs=(env "$@")
+  local tc="" tw="" tp="" rw="" rp="" uw="" up=""
   for ((i = 0; i < rounds; i++)); do
     tc+="$(timed sh -c "cat '$f' | cat >/dev/null" | cut -d' ' -f1)"$'\n'
-    read -r t r < <(timed "$build/hlokit" opt "$f" --passes="$PARTITION_PASSES" --no-verify -o "$out")
-    tw+="$t"$'\n'; rw+="$r"$'\n'
-    read -r t r < <(timed "$build/hlokit" opt "$f" --no-verify -o "$out")
-    tp+="$t"$'\n'; rp+="$r"$'\n'
+    read -r t r u < <(timed "${envs[@]}" "$build/hlokit" opt "$f" --passes="$PARTITION_PASSES" \
+                        --no-verify -o "$out")
+    tw+="$t"$'\n'; rw+="$r"$'\n'; uw+="$u"$'\n'
+    read -r t r u < <(timed "${envs[@]}" "$build/hlokit" opt "$f" --no-verify -o "$out")
+    tp+="$t"$'\n'; rp+="$r"$'\n'; up+="$u"$'\n'
   done
   rm -f "$out"
   local n bytes
@@ -100,25 +105,32 @@ whole_row() {
   bytes=$(stat -c %s "$f")
   awk -v n="$n" -v b="$bytes" -v c="$(median <<<"$tc")" -v w="$(median <<<"$tw")" \
       -v p="$(median <<<"$tp")" -v rw="$(median <<<"$rw")" -v rp="$(median <<<"$rp")" \
-    'BEGIN { printf "%9d %7.1f | %7.4f | %8.4f %6.1fx %7.0f | %8.4f %6.1fx %7.0f\n",
-             n, b / 1e6, c, w, w / c, rw * 1024 / n, p, p / c, rp * 1024 / n }'
+      -v uw="$(median <<<"$uw")" -v up="$(median <<<"$up")" -v tag="$*" \
+    'BEGIN { printf "%9d %7.1f | %7.4f | %8.4f %6.1fx %6.2f %7.0f | %8.4f %6.1fx %6.2f %7.0f %s\n",
+             n, b / 1e6, c, w, w / c, uw, rw * 1024 / n, p, p / c, up, rp * 1024 / n, tag }'
 }
 
 bench_whole() {
   local rounds=${BENCH_WHOLE_RUNS:-5}
   echo
   echo "== the whole hlokit process, as the user waits for it (wall seconds, medians of $rounds"
-  echo "   alternating rounds; RSS: peak bytes per instruction):"
+  echo "   alternating rounds; cpu: user + system seconds, every thread; RSS: peak bytes per"
+  echo "   instruction):"
   echo "   cat:       cat M | cat >/dev/null"
   echo "   partition: hlokit opt M --passes='$PARTITION_PASSES' --no-verify -o out.hlo"
   echo "   parse+print: hlokit opt M --no-verify -o out.hlo"
-  printf '%9s %7s | %7s | %8s %7s %7s | %8s %7s %7s\n' instrs MB "cat s" "part s" "x cat" "RSS B/i" \
-    "p+p s" "x cat" "RSS B/i"
+  printf '%9s %7s | %7s | %8s %7s %6s %7s | %8s %7s %6s %7s\n' instrs MB "cat s" "part s" "x cat" \
+    "cpu s" "RSS B/i" "p+p s" "x cat" "cpu s" "RSS B/i"
   for n in "${sizes[@]}"; do
     whole_row "$(gen_module "$n" all)" "$rounds"
   done
   echo "many parameters (every layer its own weights):"
   whole_row "$(gen_many_params "${sizes[-1]}")" "$rounds"
+  # The tricks that use a second thread (the prefault helper, the
+  # partitioner's early order) go with HLOKIT_THREADS=1: this row is the
+  # largest module without them, for their gain.
+  echo "the largest module on one thread (HLOKIT_THREADS=1: no prefault helper, no early order):"
+  whole_row "$(gen_module "${sizes[-1]}" all)" "$rounds" HLOKIT_THREADS=1
 }
 
 bench_parse() {
