@@ -6,7 +6,9 @@
 #   BENCH_RUNS=3                              runs per measurement at 1e6 (more at small sizes)
 #   BENCH_WHOLE_RUNS=5                        rounds of the whole-process bench
 # Benches: whole (the hlokit process as the user runs it, beside cat of the
-# same file, alternating; medians), parse (parse and print, in process: the
+# same file, alternating; medians), instructions (the same process's
+# instruction count under callgrind: repeatable on a loaded machine;
+# BENCH_IR_SIZE instructions, 100000 by default), parse (parse and print, in process: the
 # diagnostic), pipeline (pass dispatch), propagation
 # (sharding-propagation over parameter-annotated modules), partition (read,
 # parse, spmd-partitioning and print end to end, and a device-count sweep),
@@ -23,7 +25,7 @@ if [ $# -lt 1 ]; then
 fi
 build=$1
 shift
-BENCHES=(whole parse pipeline propagation partition eval mpi)
+BENCHES=(whole instructions parse pipeline propagation partition eval mpi)
 [ $# -gt 0 ] && BENCHES=("$@")
 sizes=(${BENCH_SIZES:-1000 10000 100000 1000000})
 runs_1m=${BENCH_RUNS:-3}
@@ -131,6 +133,47 @@ bench_whole() {
   # largest module without them, for their gain.
   echo "the largest module on one thread (HLOKIT_THREADS=1: no prefault helper, no early order):"
   whole_row "$(gen_module "${sizes[-1]}" all)" "$rounds" HLOKIT_THREADS=1
+}
+
+# ir_of FILE FN -> the inclusive instruction count of function FN in the
+# callgrind output FILE (0 when FN never ran).
+ir_of() {
+  callgrind_annotate --inclusive=yes "$1" 2>/dev/null |
+    awk -v fn="$2" '{ c = $1; gsub(",", "", c); for (k = 2; k <= NF; k++) if ($k ~ ":" fn " " || $k ~ ":" fn "$") { print c; exit } }' |
+    head -n 1 | grep . || echo 0
+}
+
+# Instruction counts of the whole hlokit process under callgrind: the same
+# on every run, however loaded the machine, so a trick's gain shows even
+# where the wall times above move by half (they leave out the kernel's
+# work and cache misses: the wall table is still the judge).
+bench_instructions() {
+  local n=${BENCH_IR_SIZE:-100000}
+  echo
+  echo "== instructions executed by the whole hlokit process (callgrind, one thread), $n instructions:"
+  if ! command -v valgrind >/dev/null 2>&1 || ! command -v callgrind_annotate >/dev/null 2>&1; then
+    echo "skipped: needs valgrind"
+    return
+  fi
+  local f out="$benchdir/out.hlo" cg="$benchdir/callgrind.out"
+  f=$(gen_module "$n" all)
+  printf '%-12s | %9s %8s | %8s %8s %8s\n' process "M instr" "per i" "read" "passes" "print"
+  local what
+  for what in partition parse+print; do
+    local args=(opt "$f" --no-verify -o "$out")
+    [ "$what" = partition ] && args+=(--passes="$PARTITION_PASSES")
+    HLOKIT_THREADS=1 valgrind --tool=callgrind --callgrind-out-file="$cg" "$build/hlokit" "${args[@]}" \
+      >/dev/null 2>"$benchdir/err.txt" || { cat "$benchdir/err.txt" >&2; exit 2; }
+    local tot rd ps pr
+    tot=$(sed -n 's/^summary: *//p' "$cg" | head -n 1)
+    rd=$(ir_of "$cg" hk_cli_read_module)
+    ps=$(ir_of "$cg" hk_cli_run_pipeline)
+    pr=$(ir_of "$cg" hk_cli_write_module)
+    awk -v w="$what" -v n="$n" -v t="$tot" -v rd="$rd" -v ps="$ps" -v pr="$pr" \
+      'BEGIN { printf "%-12s | %9.1f %8.0f | %8.0f %8.0f %8.0f\n", w, t / 1e6, t / n, rd / n, ps / n, pr / n }'
+  done
+  rm -f "$out" "$cg"
+  echo "(per i: per input instruction; read = read + parse, passes, print = print + write)"
 }
 
 bench_parse() {
