@@ -341,6 +341,25 @@ START_TEST(bidirectional_scatter_rings_within_subgroups) {
 }
 END_TEST
 
+START_TEST(reshape_past_a_size_one_dim_stays_local) {
+  /* A dot operand reshaped [1,32,8] -> [4,8,8] with the 32 split 4 ways
+   * on its major half: the size-1 dim carries nothing, so each shard
+   * reshapes locally (XLA's WindowedEinsumKeepBatchDimensionsSorted made
+   * small: its p1 was made whole here), and the merge back too. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[1,32,8] parameter(0), sharding={devices=[1,4,2]<=[8]}\n"
+      "  r = f32[4,8,8] reshape(p), sharding={devices=[4,1,2]<=[8]}\n"
+      "  ROOT b = f32[1,32,8] reshape(r), sharding={devices=[1,4,2]<=[8]}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  int64_t dims[3] = {1, 8, 4};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(conv_spatial_dot_dims_partition_like_a_dot) {
   /* XLA's EinsumNonContractingDimPartitionOnTwoDims made small: spatial
    * dim 0 (a size-1 window over a size-1 kernel dim) is an lhs
@@ -626,6 +645,7 @@ static Suite *suite(void) {
   tcase_add_test(t, unrolled_and_bidirectional_scatter_window);
   tcase_add_test(t, loop_variants_need_a_ring_they_divide);
   tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
+  tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("reshard");
   tcase_add_checked_fixture(c, setup, teardown);
