@@ -540,6 +540,46 @@ START_TEST(cost_hook_changes_the_reshard) {
 }
 END_TEST
 
+START_TEST(all_to_all_into_a_dim_smaller_than_its_split) {
+  /* [1,1,4 r2] -> [1,4,1 r2] on f32[5,1,64]: the size-1 dim is padded to
+   * 4 rows (each partition's tile one row, three of them padding) and one
+   * all-to-all moves the split, as XLA's PartitionConvWithBathGroupAlign*
+   * results do; no all-gather. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[5,1,64] parameter(0), sharding={devices=[1,1,4,2]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[5,1,64] copy(p), sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_TO_ALL), 5 * 4 * 16 * 4);
+  int64_t dims[3] = {5, 1, 64};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshard_to_partial_replication_moves_then_gathers) {
+  /* [1,4,2,1] -> [1,1,1,2 r4] (XLA's ComplexReshardToPartialReplicate made
+   * ours): dim 2's split goes to dim 3 by one all-to-all within pairs, then
+   * dim 1 (15, uneven) is gathered in groups of 4; the value is never
+   * whole on a device (gathering first would hold all of f32[4,15,4,16]). */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,15,4,16] parameter(0), sharding={devices=[1,4,2,1]<=[8]}\n"
+      "  ROOT c = f32[4,15,4,16] copy(p), sharding={devices=[1,1,1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  ck_assert_int_eq(spmd_check_collectives(p), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_TO_ALL), 4 * 4 * 2 * 16 * 4);
+  const hk_instr *ag = hk_test_last_op(p, HK_OP_ALL_GATHER);
+  ck_assert_int_eq(hk_shape_byte_size(ag->shape), 4 * 16 * 4 * 8 * 4);   /* half of dim 3 */
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(all_to_all_moves_a_factor_within_subgroups) {
   /* [2,4] -> [4,2] (XLA's SubgroupAllToAllReshard): half of dim 1's split
    * moves to dim 0 by all-to-alls in pairs, then one permute puts the
@@ -651,6 +691,8 @@ static Suite *suite(void) {
   tcase_add_checked_fixture(c, setup, teardown);
   tcase_add_test(c, cost_hook_changes_the_reshard);
   tcase_add_test(c, all_to_all_moves_a_factor_within_subgroups);
+  tcase_add_test(c, all_to_all_into_a_dim_smaller_than_its_split);
+  tcase_add_test(c, reshard_to_partial_replication_moves_then_gathers);
   suite_add_tcase(s, c);
   TCase *r = tcase_create("report");
   tcase_add_checked_fixture(r, setup, teardown);
