@@ -341,6 +341,40 @@ START_TEST(bidirectional_scatter_rings_within_subgroups) {
 }
 END_TEST
 
+START_TEST(scatter_window_realigns_the_smaller_operand) {
+  /* XLA's WindowedEinsumTwoContractingDimsLhsReshard made small: lhs split
+   * on contracting dim 2, rhs on contracting dim 0 (lhs dim 1's partner).
+   * The smaller lhs moves its split to dim 1 (one all-to-all of its
+   * f32[8,2,12] shard) and the partial sums travel the ring: no
+   * reduce-scatter.  With _xla_collective_matmul="none" no loop. */
+  static const char text[] =
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[8,2,24] parameter(0), sharding={devices=[1,1,2]0,1}\n"
+      "  rhs = f32[2,24,12] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT dot = f32[8,12] dot(lhs, rhs), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1},"
+      " sharding={devices=[1,2]0,1}%s\n}\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, text, "");
+  hk_module *g = hk_test_parse(buf);
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_TO_ALL), 8 * 2 * 12 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+  snprintf(buf, sizeof buf, text, ", frontend_attributes={_xla_collective_matmul=\"none\"}");
+  g = hk_test_parse(buf);
+  m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 0);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
 START_TEST(reshape_past_a_size_one_dim_stays_local) {
   /* A dot operand reshaped [1,32,8] -> [4,8,8] with the 32 split 4 ways
    * on its major half: the size-1 dim carries nothing, so each shard
@@ -580,6 +614,39 @@ START_TEST(reshard_to_partial_replication_moves_then_gathers) {
 }
 END_TEST
 
+START_TEST(replicas_slice_before_they_permute) {
+  /* [1,2 r2] -> [2,2] on other devices: each replica slices its row half
+   * first (free), then one permute of the f32[4,4] tile (64 bytes), not
+   * of the f32[8,4] it held. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[8,8] copy(p), sharding={devices=[2,2]1,0,3,2}\n}\n",
+      4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 4 * 4 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(replicas_slice_the_dim_that_needs_no_permute) {
+  /* [2,1,1 r2] -> [1,2,2] (XLA's PartitionDotGroupOnBatchContractingReshard
+   * result made small): the replicas (device parity) slice dim 2, which
+   * the target splits by parity, and one all-to-all moves dim 0's split to
+   * dim 1; slicing dim 1 instead would need a permute after. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,4,8] parameter(0), sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[4,4,8] copy(p), sharding={devices=[1,2,2]<=[4]}\n}\n",
+      4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(all_to_all_moves_a_factor_within_subgroups) {
   /* [2,4] -> [4,2] (XLA's SubgroupAllToAllReshard): half of dim 1's split
    * moves to dim 0 by all-to-alls in pairs, then one permute puts the
@@ -686,6 +753,7 @@ static Suite *suite(void) {
   tcase_add_test(t, loop_variants_need_a_ring_they_divide);
   tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
   tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
+  tcase_add_test(t, scatter_window_realigns_the_smaller_operand);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("reshard");
   tcase_add_checked_fixture(c, setup, teardown);
@@ -693,6 +761,8 @@ static Suite *suite(void) {
   tcase_add_test(c, all_to_all_moves_a_factor_within_subgroups);
   tcase_add_test(c, all_to_all_into_a_dim_smaller_than_its_split);
   tcase_add_test(c, reshard_to_partial_replication_moves_then_gathers);
+  tcase_add_test(c, replicas_slice_before_they_permute);
+  tcase_add_test(c, replicas_slice_the_dim_that_needs_no_permute);
   suite_add_tcase(s, c);
   TCase *r = tcase_create("report");
   tcase_add_checked_fixture(r, setup, teardown);

@@ -499,14 +499,17 @@ static const hk_sharding *after_move(spmd_visitor *v, const hk_sharding *s, fact
 }
 
 /* The slices taking replication (a factor of from's) into dims `to`
- * splits and cur (the counts, updated) has whole: moves whose dim a is the
- * replication dim; -1 when the replication to shed cannot go so. */
+ * splits and cur (the counts, updated) has whole, major dims first or
+ * minor first: moves whose dim a is the replication dim; -1 when the
+ * replication to shed cannot go so. */
 static int plan_replica_slices(const hk_shape *gs, int64_t *cur, int64_t repl, int repl_dim,
-                               const hk_sharding *to, factor_move *moves, int cap) {
+                               const hk_sharding *to, bool minor_first, factor_move *moves,
+                               int cap) {
   int64_t want = hk_sharding_replication_factor(to);
   int n = 0;
   if (repl < want || repl % want) return -1;
-  for (int d = 0; d < gs->rank && repl > want; d++) {
+  for (int i = 0; i < gs->rank && repl > want; i++) {
+    int d = minor_first ? gs->rank - 1 - i : i;
     int64_t t = hk_sharding_dim_partitions(to, d);
     if (cur[d] != 1 || t == 1) continue;
     int64_t k = gcd64(repl / want, t);
@@ -570,7 +573,7 @@ typedef struct a2a_plan {
 /* False when the partition counts differ otherwise or a move would
  * misplace tiles. */
 static bool plan_all_to_all(const hk_shape *gs, const hk_sharding *from, const hk_sharding *to,
-                            a2a_plan *pl) {
+                            bool minor_first, a2a_plan *pl) {
   if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
       to->n_subgroups)
     return false;
@@ -578,11 +581,13 @@ static bool plan_all_to_all(const hk_shape *gs, const hk_sharding *from, const h
   for (int d = 0; d < gs->rank; d++) counts[d] = hk_sharding_dim_partitions(from, d);
   pl->ns = from->replicate_on_last_tile_dim
                ? plan_replica_slices(gs, counts, hk_sharding_replication_factor(from),
-                                     from->n_tile_dims - 1, to, pl->slices, HK_MAX_RANK)
+                                     from->n_tile_dims - 1, to, minor_first, pl->slices, HK_MAX_RANK)
                : hk_sharding_replication_factor(to) == 1 ? 0 : -1;
   pl->n = pl->ns < 0 ? -1
                      : plan_moves(gs, counts, to, pl->moves, (int)(sizeof pl->moves / sizeof pl->moves[0]));
-  return pl->n > 0;   /* slices alone: the general path slices to `to` directly */
+  /* Slices alone: then a permute (the general path would permute the
+   * bigger unsliced value). */
+  return pl->n > 0 || (pl->n == 0 && pl->ns > 0);
 }
 
 static int64_t local_bytes(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs) {
@@ -603,6 +608,18 @@ static int64_t all_to_all_cost(spmd_visitor *v, const hk_shape *gs, const hk_sha
   if (!hk_sharding_equivalent(cur, to))
     cost += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, cur, gs), 2);
   return cost;
+}
+
+/* The cheaper of the plans shedding replication into major or into minor
+ * dims first (which dims the replicas slice decides whether the devices
+ * end in `to`'s order or need a permute). */
+static bool best_all_to_all(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                            const hk_sharding *to, a2a_plan *pl) {
+  a2a_plan alt;
+  bool ok = plan_all_to_all(gs, from, to, false, pl);
+  if (!from->replicate_on_last_tile_dim || !plan_all_to_all(gs, from, to, true, &alt)) return ok;
+  if (!ok || all_to_all_cost(v, gs, from, to, &alt) < all_to_all_cost(v, gs, from, to, pl)) *pl = alt;
+  return true;
 }
 
 /* The price of reshard_array's general path: an all-gather of every dim
@@ -677,7 +694,7 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                            const hk_sharding *from, const hk_sharding *to, hk_instr **out,
                            hk_status **err) {
   a2a_plan pl;
-  if (!plan_all_to_all(gs, from, to, &pl) ||
+  if (!best_all_to_all(v, gs, from, to, &pl) ||
       all_to_all_cost(v, gs, from, to, &pl) > general_path_cost(v, gs, from, to))
     return false;
   const hk_sharding *cur = from;
@@ -913,7 +930,7 @@ int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
     return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
   int64_t gather = general_path_cost(v, gs, from, to);
   a2a_plan pl;
-  if (plan_all_to_all(gs, from, to, &pl)) {
+  if (best_all_to_all(v, gs, from, to, &pl)) {
     int64_t a2a = all_to_all_cost(v, gs, from, to, &pl);
     if (a2a < gather) gather = a2a;
   } else if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1) {
