@@ -148,6 +148,252 @@ START_TEST(scatter_window_rings_over_two_output_dims) {
 }
 END_TEST
 
+/* The windowed-einsum loop of m (there must be one). */
+static hk_instr *the_loop(const hk_module *m) {
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
+  return hk_test_last_op(m, HK_OP_WHILE);
+}
+
+/* Instructions of opcode op in computation c. */
+static int count_in(const hk_computation *c, hk_opcode op) {
+  int n = 0;
+  for (const hk_instr *i = c->first; i; i = i->next) n += i->opcode == op;
+  return n;
+}
+
+/* The loop's trip bound: the constant its condition compares i against. */
+static int64_t loop_bound(const hk_instr *loop) {
+  const hk_instr *cmp = loop->called[0]->root;
+  ck_assert_int_eq(cmp->opcode, HK_OP_COMPARE);
+  ck_assert_int_eq(cmp->operands[1]->opcode, HK_OP_CONSTANT);
+  return hk_literal_get_i64(cmp->operands[1]->attrs->literal, 0);
+}
+
+/* The step the body's root adds to the loop counter (its last element). */
+static int64_t loop_increment(const hk_instr *loop) {
+  const hk_instr *root = loop->called[1]->root;
+  const hk_instr *next_i = root->operands[root->n_operands - 1];
+  ck_assert_int_eq(next_i->opcode, HK_OP_ADD);
+  ck_assert_int_eq(next_i->operands[1]->opcode, HK_OP_CONSTANT);
+  return hk_literal_get_i64(next_i->operands[1]->attrs->literal, 0);
+}
+
+/* Collective-permutes of c moving each tile `step` devices along the ring
+ * of all n devices (device d sends to d + step mod n). */
+static int permutes_by(const hk_computation *c, int64_t n, int64_t step) {
+  int found = 0;
+  for (const hk_instr *i = c->first; i; i = i->next) {
+    if (i->opcode != HK_OP_COLLECTIVE_PERMUTE || i->attrs->n_source_target_pairs != n) continue;
+    bool all = true;
+    for (int k = 0; k < n; k++) {
+      hk_pair pr = i->attrs->source_target_pairs[k];
+      all = all && pr.b == ((pr.a + step) % n + n) % n;
+    }
+    found += all;
+  }
+  return found;
+}
+
+/* XLA's loop shapes for one windowed dot over a ring of n devices, by
+ * option: rolled (n iterations, one permute each), unrolled (n/2
+ * iterations of two steps) and bidirectional (n/4 iterations of two
+ * steps, each sending both ways).  `scatter`: the result buffers travel;
+ * else the rotating operand does. */
+static void assert_loop_variants(const char *text, int64_t n, bool scatter) {
+  hk_module *g = hk_test_parse(text);
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), n);
+  ck_assert_int_eq(loop_increment(loop), 1);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_COLLECTIVE_PERMUTE), 1);
+  spmd_check_same_values(g, m, n);
+  hk_module_free(m);
+
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "unroll_windowed_einsum=true");
+  loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), n);
+  ck_assert_int_eq(loop_increment(loop), 2);
+  ck_assert_int_eq(loop->shape->n_tuple, scatter ? 5 : 4);   /* scatter: a second buffer */
+  /* Two steps: the operand moves down twice; the two result buffers
+   * move two up, the second brought home after the loop. */
+  ck_assert_int_eq(permutes_by(loop->called[1], n, scatter ? 2 : -1), 2);
+  ck_assert_int_eq(permutes_by(m->entry, n, 1), scatter ? 1 : 0);
+  spmd_check_same_values(g, m, n);
+  hk_module_free(m);
+
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "bidirectional_windowed_einsum=true");
+  loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), n / 2);
+  ck_assert_int_eq(loop_increment(loop), 2);
+  ck_assert_int_eq(loop->shape->n_tuple, 5);
+  ck_assert_int_eq(permutes_by(loop->called[1], n, 1), 2);    /* both ways, twice */
+  ck_assert_int_eq(permutes_by(loop->called[1], n, -1), 2);
+  /* Before the loop the operand's copy steps up; after it the second
+   * result buffer steps down home. */
+  ck_assert_int_eq(permutes_by(m->entry, n, scatter ? -1 : 1), 1);
+  spmd_check_same_values(g, m, n);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+
+START_TEST(unrolled_and_bidirectional_gather_window) {
+  /* rhs's non-contracting dim 7 over 4 devices (tiles of 2, padded): rhs
+   * rotates and fills the result's columns. */
+  assert_loop_variants(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[4,8,6] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+      "  rhs = f32[4,7,6] parameter(1), sharding={devices=[1,4,1]<=[4]}\n"
+      "  ROOT dot = f32[4,8,7] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,4,1]<=[4]}\n}\n",
+      4, false);
+}
+END_TEST
+
+START_TEST(unrolled_and_bidirectional_contract_window) {
+  /* rhs split on its contracting dim 7 over 4 devices (padding made 1 by
+   * exp, so it must be zeroed): rhs rotates, each step multiplies the
+   * matching slice of lhs. */
+  assert_loop_variants(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[4,8,7] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+      "  r0 = f32[4,5,7] parameter(1), sharding={devices=[1,1,4]<=[4]}\n"
+      "  rhs = f32[4,5,7] exponential(r0), sharding={devices=[1,1,4]<=[4]}\n"
+      "  ROOT dot = f32[4,8,5] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,4,1]<=[4]}\n}\n",
+      4, false);
+}
+END_TEST
+
+START_TEST(unrolled_and_bidirectional_scatter_window) {
+  /* Both operands split 4 ways on the contraction, the result on its
+   * columns (10, tiles of 3, padded): the partial sums travel. */
+  assert_loop_variants(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[4,16] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  rhs = f32[16,10] parameter(1), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT dot = f32[4,10] dot(lhs, rhs), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={devices=[1,4]<=[4]}\n}\n",
+      4, true);
+}
+END_TEST
+
+START_TEST(loop_variants_need_a_ring_they_divide) {
+  /* A ring of 2: bidirectional needs a multiple of 4, so it falls back to
+   * unrolled when that is asked too, else to the rolled loop; a ring of 3
+   * is never unrolled. */
+  static const char two[] =
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[4,6,8] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  rhs = f32[4,7,8] parameter(1), sharding={devices=[1,2,1]0,1}\n"
+      "  ROOT dot = f32[4,6,7] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,2,1]0,1}\n}\n";
+  hk_module *g = hk_test_parse(two);
+  hk_module *m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                                "bidirectional_windowed_einsum=true");
+  ck_assert_int_eq(loop_increment(the_loop(m)), 1);
+  hk_module_free(m);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "bidirectional_windowed_einsum=true unroll_windowed_einsum=true");
+  ck_assert_int_eq(loop_increment(the_loop(m)), 2);
+  ck_assert_int_eq(loop_bound(the_loop(m)), 2);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+  g = hk_test_parse(
+      "HloModule m, num_partitions=3\n\nENTRY e {\n"
+      "  lhs = f32[4,6,8] parameter(0), sharding={devices=[1,3,1]0,1,2}\n"
+      "  rhs = f32[4,7,8] parameter(1), sharding={devices=[1,3,1]0,1,2}\n"
+      "  ROOT dot = f32[4,6,7] dot(lhs, rhs), lhs_batch_dims={0}, rhs_batch_dims={0},"
+      " lhs_contracting_dims={2}, rhs_contracting_dims={2}, sharding={devices=[1,3,1]0,1,2}\n}\n");
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "unroll_windowed_einsum=true");
+  ck_assert_int_eq(loop_increment(the_loop(m)), 1);
+  spmd_check_same_values(g, m, 3);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(bidirectional_scatter_rings_within_subgroups) {
+  /* The subgroup ring of scatter_window_rings_within_subgroups, both ways:
+   * every permute stays inside its group of 4. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[4,16] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+      "  rhs = f32[16,10] parameter(1), sharding={devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n"
+      "  ROOT dot = f32[4,10] dot(lhs, rhs), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[8]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                                "bidirectional_windowed_einsum=true");
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 2);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_COLLECTIVE_PERMUTE), 4);
+  for (const hk_instr *i = loop->called[1]->first; i; i = i->next)
+    if (i->opcode == HK_OP_COLLECTIVE_PERMUTE)
+      for (int k = 0; k < i->attrs->n_source_target_pairs; k++)
+        ck_assert_int_eq(i->attrs->source_target_pairs[k].a / 4, i->attrs->source_target_pairs[k].b / 4);
+  ck_assert_int_eq(spmd_check_collectives(m), 5);
+  spmd_check_same_values(g, m, 8);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(scatter_window_realigns_the_smaller_operand) {
+  /* XLA's WindowedEinsumTwoContractingDimsLhsReshard made small: lhs split
+   * on contracting dim 2, rhs on contracting dim 0 (lhs dim 1's partner).
+   * The smaller lhs moves its split to dim 1 (one all-to-all of its
+   * f32[8,2,12] shard) and the partial sums travel the ring: no
+   * reduce-scatter.  With _xla_collective_matmul="none" no loop. */
+  static const char text[] =
+      "HloModule m, num_partitions=2\n\nENTRY e {\n"
+      "  lhs = f32[8,2,24] parameter(0), sharding={devices=[1,1,2]0,1}\n"
+      "  rhs = f32[2,24,12] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT dot = f32[8,12] dot(lhs, rhs), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1},"
+      " sharding={devices=[1,2]0,1}%s\n}\n";
+  char buf[1024];
+  snprintf(buf, sizeof buf, text, "");
+  hk_module *g = hk_test_parse(buf);
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_TO_ALL), 8 * 2 * 12 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+  snprintf(buf, sizeof buf, text, ", frontend_attributes={_xla_collective_matmul=\"none\"}");
+  g = hk_test_parse(buf);
+  m = partitioned(g, windowed);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 0);
+  spmd_check_same_values(g, m, 2);
+  hk_module_free(m);
+  hk_module_free(g);
+}
+END_TEST
+
+START_TEST(reshape_past_a_size_one_dim_stays_local) {
+  /* A dot operand reshaped [1,32,8] -> [4,8,8] with the 32 split 4 ways
+   * on its major half: the size-1 dim carries nothing, so each shard
+   * reshapes locally (XLA's WindowedEinsumKeepBatchDimensionsSorted made
+   * small: its p1 was made whole here), and the merge back too. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[1,32,8] parameter(0), sharding={devices=[1,4,2]<=[8]}\n"
+      "  r = f32[4,8,8] reshape(p), sharding={devices=[4,1,2]<=[8]}\n"
+      "  ROOT b = f32[1,32,8] reshape(r), sharding={devices=[1,4,2]<=[8]}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  int64_t dims[3] = {1, 8, 4};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(conv_spatial_dot_dims_partition_like_a_dot) {
   /* XLA's EinsumNonContractingDimPartitionOnTwoDims made small: spatial
    * dim 0 (a size-1 window over a size-1 kernel dim) is an lhs
@@ -328,6 +574,79 @@ START_TEST(cost_hook_changes_the_reshard) {
 }
 END_TEST
 
+START_TEST(all_to_all_into_a_dim_smaller_than_its_split) {
+  /* [1,1,4 r2] -> [1,4,1 r2] on f32[5,1,64]: the size-1 dim is padded to
+   * 4 rows (each partition's tile one row, three of them padding) and one
+   * all-to-all moves the split, as XLA's PartitionConvWithBathGroupAlign*
+   * results do; no all-gather. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[5,1,64] parameter(0), sharding={devices=[1,1,4,2]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[5,1,64] copy(p), sharding={devices=[1,4,1,2]<=[8] last_tile_dim_replicate}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_TO_ALL), 5 * 4 * 16 * 4);
+  int64_t dims[3] = {5, 1, 64};
+  ck_assert(spmd_check_root_dims(p, 3, dims));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshard_to_partial_replication_moves_then_gathers) {
+  /* [1,4,2,1] -> [1,1,1,2 r4] (XLA's ComplexReshardToPartialReplicate made
+   * ours): dim 2's split goes to dim 3 by one all-to-all within pairs, then
+   * dim 1 (15, uneven) is gathered in groups of 4; the value is never
+   * whole on a device (gathering first would hold all of f32[4,15,4,16]). */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,15,4,16] parameter(0), sharding={devices=[1,4,2,1]<=[8]}\n"
+      "  ROOT c = f32[4,15,4,16] copy(p), sharding={devices=[1,1,1,2,4]<=[4,2]T(1,0) last_tile_dim_replicate}\n}\n",
+      8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  ck_assert_int_eq(spmd_check_collectives(p), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_TO_ALL), 4 * 4 * 2 * 16 * 4);
+  const hk_instr *ag = hk_test_last_op(p, HK_OP_ALL_GATHER);
+  ck_assert_int_eq(hk_shape_byte_size(ag->shape), 4 * 16 * 4 * 8 * 4);   /* half of dim 3 */
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(replicas_slice_before_they_permute) {
+  /* [1,2 r2] -> [2,2] on other devices: each replica slices its row half
+   * first (free), then one permute of the f32[4,4] tile (64 bytes), not
+   * of the f32[8,4] it held. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[8,8] copy(p), sharding={devices=[2,2]1,0,3,2}\n}\n",
+      4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 4 * 4 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(replicas_slice_the_dim_that_needs_no_permute) {
+  /* [2,1,1 r2] -> [1,2,2] (XLA's PartitionDotGroupOnBatchContractingReshard
+   * result made small): the replicas (device parity) slice dim 2, which
+   * the target splits by parity, and one all-to-all moves dim 0's split to
+   * dim 1; slicing dim 1 instead would need a permute after. */
+  hk_module *p = spmd_check_partition(
+      reg,
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[4,4,8] parameter(0), sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[4,4,8] copy(p), sharding={devices=[1,2,2]<=[4]}\n}\n",
+      4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 1);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(all_to_all_moves_a_factor_within_subgroups) {
   /* [2,4] -> [4,2] (XLA's SubgroupAllToAllReshard): half of dim 1's split
    * moves to dim 0 by all-to-alls in pairs, then one permute puts the
@@ -428,11 +747,22 @@ static Suite *suite(void) {
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   tcase_add_test(t, uneven_contraction_zeroes_the_padding);
+  tcase_add_test(t, unrolled_and_bidirectional_gather_window);
+  tcase_add_test(t, unrolled_and_bidirectional_contract_window);
+  tcase_add_test(t, unrolled_and_bidirectional_scatter_window);
+  tcase_add_test(t, loop_variants_need_a_ring_they_divide);
+  tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
+  tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
+  tcase_add_test(t, scatter_window_realigns_the_smaller_operand);
   suite_add_tcase(s, t);
   TCase *c = tcase_create("reshard");
   tcase_add_checked_fixture(c, setup, teardown);
   tcase_add_test(c, cost_hook_changes_the_reshard);
   tcase_add_test(c, all_to_all_moves_a_factor_within_subgroups);
+  tcase_add_test(c, all_to_all_into_a_dim_smaller_than_its_split);
+  tcase_add_test(c, reshard_to_partial_replication_moves_then_gathers);
+  tcase_add_test(c, replicas_slice_before_they_permute);
+  tcase_add_test(c, replicas_slice_the_dim_that_needs_no_permute);
   suite_add_tcase(s, c);
   TCase *r = tcase_create("report");
   tcase_add_checked_fixture(r, setup, teardown);

@@ -485,6 +485,23 @@ static const hk_sharding *ring_of(spmd_visitor *v, const hk_sharding *o, const i
   return spmd_regroup_memo(v, o, n_new + 1, gsz, groups, false);
 }
 
+/* s with the split of dim `from` moved to dim `to` (whole in s), each
+ * device keeping its tile index: *dim becomes `to`.  NULL when `to` is
+ * split already. */
+static const hk_sharding *moved_split(spmd_visitor *v, const hk_sharding *s, int from, int to,
+                                      int *dim) {
+  if (to < 0 || hk_sharding_dim_partitions(s, to) > 1) return NULL;
+  int n = s->n_tile_dims, gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][1];
+  const int *groups[HK_MAX_RANK + 1];
+  for (int t = 0; t < n; t++) {
+    gsz[t] = 1;
+    gbuf[t][0] = t == from ? to : t == to ? from : t;
+    groups[t] = gbuf[t];
+  }
+  *dim = to;
+  return spmd_regroup_memo(v, s, n, gsz, groups, s->replicate_on_last_tile_dim);
+}
+
 /* The scatter window (XLA's reduce-scatter windowed einsum): both operands
  * split along one pair of matching contracting dims in k pieces (either
  * may be partially replicated); the output split in k along the
@@ -502,7 +519,15 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
       !hk_sharding_is_tiled(l) || !hk_sharding_is_tiled(r))
     return false;
   int ld = only_sharded_contracting(l, dm, 0), rd = only_sharded_contracting(r, dm, 1);
-  if (ld < 0 || rd < 0 || dm->rhs_contract_of_lhs[ld] != rd) return false;
+  if (ld < 0 || rd < 0) return false;
+  if (dm->rhs_contract_of_lhs[ld] != rd) {
+    /* Split on different contracting pairs: as XLA, the smaller operand's
+     * split moves to the partner of the other's (one all-to-all). */
+    int side = hk_shape_byte_size(orig->operands[0]->shape) < hk_shape_byte_size(orig->operands[1]->shape) ? 0 : 1;
+    if (side == 0) l = moved_split(v, l, ld, dm->lhs_contract_of_rhs[rd], &ld);
+    else r = moved_split(v, r, rd, dm->rhs_contract_of_lhs[ld], &rd);
+    if (!l || !r) return false;
+  }
   int64_t k = hk_sharding_dim_partitions(l, ld);
   if (k != hk_sharding_dim_partitions(r, rd)) return false;
   int ring[HK_MAX_RANK], side = 0;
@@ -534,17 +559,30 @@ static bool some_window_big_enough(const spmd_visitor *v, const hk_instr *dot) {
          hk_shape_byte_size(dot->operands[1]->shape) >= t || hk_shape_byte_size(dot->shape) >= t;
 }
 
+/* The user turned collective matmul off for this dot (XLA's frontend
+ * attribute _xla_collective_matmul="none"). */
+static bool windowed_disabled_by_user(const hk_instr *dot) {
+  const hk_attrs *a = dot->attrs;
+  for (int32_t i = 0; a && i < a->n_frontend_attributes; i++)
+    if (!strcmp(a->frontend_attributes[i].key, "_xla_collective_matmul") &&
+        !strcmp(a->frontend_attributes[i].value, "none"))
+      return true;
+  return false;
+}
+
 /* The windowed loop when a plan applies (rhs rotating first, as XLA). */
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
-  if (dm->n_spatial_contract || !some_window_big_enough(v, orig)) return NULL;
+  if (dm->n_spatial_contract || !some_window_big_enough(v, orig) || windowed_disabled_by_user(orig))
+    return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
       !scatter_plan(v, orig, dm, &w))
     return NULL;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  HK_TRY(spmd_reshard(v, lv, lv->sharding, &w.lhs));
-  HK_TRY(spmd_reshard(v, rv, rv->sharding, &w.rhs));
+  bool scatter = w.kind == SPMD_WINDOW_SCATTER;   /* its plan may realign an operand */
+  HK_TRY(spmd_reshard(v, lv, scatter ? w.lhs_sharding : lv->sharding, &w.lhs));
+  HK_TRY(spmd_reshard(v, rv, scatter ? w.rhs_sharding : rv->sharding, &w.rhs));
   spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
   *handled = true;
   return NULL;

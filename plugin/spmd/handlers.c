@@ -149,7 +149,7 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
 /* The input sharding under which a local reshape yields the output's
  * tiling: reshape groups (input dims <-> output dims of equal product) may
  * be partitioned only on their major output dim, by a count dividing the
- * major input dim too.  NULL when there is none. */
+ * major input dim too (size-1 dims skipped).  NULL when there is none. */
 static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
                                                    const hk_shape *out, const hk_sharding *o) {
   int ri = in->rank, ro = out->rank, i = 0, j = 0, ng = 0;
@@ -172,11 +172,17 @@ static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_sha
       else if (j < ro) pj *= out->dims[j++];
       else return NULL;
     }
-    for (int oj = j0 + 1; oj < j; oj++)
-      if (hk_sharding_dim_partitions(o, oj) > 1) return NULL;
+    /* Size-1 dims leading a group carry nothing: the major dims are the
+     * first ones of size > 1 (bf16[1,4096] -> [32,128] splits the 4096). */
+    int major_i = i0, major_j = j0;
+    while (major_i + 1 < i && in->dims[major_i] == 1) major_i++;
+    while (major_j + 1 < j && out->dims[major_j] == 1) major_j++;
+    for (int oj = j0; oj < j; oj++)
+      if (oj != major_j && hk_sharding_dim_partitions(o, oj) > 1) return NULL;
     if (j > j0) {
-      int64_t k = hk_sharding_dim_partitions(o, j0);
-      if (k > 1 && (i == i0 || out->dims[j0] % k || in->dims[i0] % k)) return NULL;
+      int64_t k = hk_sharding_dim_partitions(o, major_j);
+      if (k > 1 && (i == i0 || out->dims[major_j] % k || in->dims[major_i] % k)) return NULL;
+      i0 = major_i;
       if (i > i0)
         for (int oj = j0; oj < j; oj++) gbuf[i0][gsz[i0]++] = oj;
       else if (k > 1) return NULL;

@@ -436,7 +436,6 @@ static int64_t gcd64(int64_t x, int64_t y) {
 static bool move_aligned(const hk_shape *gs, int a, int64_t fa, int b, int64_t fb, int64_t k) {
   int64_t la = (gs->dims[a] + fa - 1) / fa, ta = fa / k;
   int64_t lb = (gs->dims[b] + fb - 1) / fb, tb = (gs->dims[b] + fb * k - 1) / (fb * k);
-  if (gs->dims[b] < fb * k) return false;
   if (fb > 1 && lb != tb * k) return false;
   return ta == 1 || la * k == (gs->dims[a] + ta - 1) / ta;
 }
@@ -500,14 +499,17 @@ static const hk_sharding *after_move(spmd_visitor *v, const hk_sharding *s, fact
 }
 
 /* The slices taking replication (a factor of from's) into dims `to`
- * splits and cur (the counts, updated) has whole: moves whose dim a is the
- * replication dim; -1 when the replication to shed cannot go so. */
+ * splits and cur (the counts, updated) has whole, major dims first or
+ * minor first: moves whose dim a is the replication dim; -1 when the
+ * replication to shed cannot go so. */
 static int plan_replica_slices(const hk_shape *gs, int64_t *cur, int64_t repl, int repl_dim,
-                               const hk_sharding *to, factor_move *moves, int cap) {
+                               const hk_sharding *to, bool minor_first, factor_move *moves,
+                               int cap) {
   int64_t want = hk_sharding_replication_factor(to);
   int n = 0;
   if (repl < want || repl % want) return -1;
-  for (int d = 0; d < gs->rank && repl > want; d++) {
+  for (int i = 0; i < gs->rank && repl > want; i++) {
+    int d = minor_first ? gs->rank - 1 - i : i;
     int64_t t = hk_sharding_dim_partitions(to, d);
     if (cur[d] != 1 || t == 1) continue;
     int64_t k = gcd64(repl / want, t);
@@ -571,7 +573,7 @@ typedef struct a2a_plan {
 /* False when the partition counts differ otherwise or a move would
  * misplace tiles. */
 static bool plan_all_to_all(const hk_shape *gs, const hk_sharding *from, const hk_sharding *to,
-                            a2a_plan *pl) {
+                            bool minor_first, a2a_plan *pl) {
   if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
       to->n_subgroups)
     return false;
@@ -579,11 +581,13 @@ static bool plan_all_to_all(const hk_shape *gs, const hk_sharding *from, const h
   for (int d = 0; d < gs->rank; d++) counts[d] = hk_sharding_dim_partitions(from, d);
   pl->ns = from->replicate_on_last_tile_dim
                ? plan_replica_slices(gs, counts, hk_sharding_replication_factor(from),
-                                     from->n_tile_dims - 1, to, pl->slices, HK_MAX_RANK)
+                                     from->n_tile_dims - 1, to, minor_first, pl->slices, HK_MAX_RANK)
                : hk_sharding_replication_factor(to) == 1 ? 0 : -1;
   pl->n = pl->ns < 0 ? -1
                      : plan_moves(gs, counts, to, pl->moves, (int)(sizeof pl->moves / sizeof pl->moves[0]));
-  return pl->n > 0;   /* slices alone: the general path slices to `to` directly */
+  /* Slices alone: then a permute (the general path would permute the
+   * bigger unsliced value). */
+  return pl->n > 0 || (pl->n == 0 && pl->ns > 0);
 }
 
 static int64_t local_bytes(spmd_visitor *v, const hk_sharding *s, const hk_shape *gs) {
@@ -606,6 +610,18 @@ static int64_t all_to_all_cost(spmd_visitor *v, const hk_shape *gs, const hk_sha
   return cost;
 }
 
+/* The cheaper of the plans shedding replication into major or into minor
+ * dims first (which dims the replicas slice decides whether the devices
+ * end in `to`'s order or need a permute). */
+static bool best_all_to_all(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                            const hk_sharding *to, a2a_plan *pl) {
+  a2a_plan alt;
+  bool ok = plan_all_to_all(gs, from, to, false, pl);
+  if (!from->replicate_on_last_tile_dim || !plan_all_to_all(gs, from, to, true, &alt)) return ok;
+  if (!ok || all_to_all_cost(v, gs, from, to, &alt) < all_to_all_cost(v, gs, from, to, pl)) *pl = alt;
+  return true;
+}
+
 /* The price of reshard_array's general path: an all-gather of every dim
  * whose partition count changes (the slices after are free). */
 static int64_t gather_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
@@ -622,14 +638,64 @@ static int64_t gather_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_sh
   return cost;
 }
 
+static const hk_sharding *norm(spmd_visitor *v, const hk_sharding *s) {
+  if (!s || s->kind == HK_SHARDING_UNKNOWN) return hk_sharding_replicated(v->m);
+  if (s->kind == HK_SHARDING_TILED && !hk_sharding_is_tiled(s) && s->n_subgroups == 0)
+    return hk_sharding_replicated(v->m);
+  return s;
+}
+
+/* The general path of a reshard to a tiled `to`: gather the dims whose
+ * partition count changes (gdims), slice the dims `to` splits that are
+ * whole by then (sdims); `want` is `to` with those dims whole, which the
+ * gathered value must match (else its tiles change owners). */
+typedef struct general_plan {
+  int64_t gdims[HK_MAX_RANK];
+  int sdims[HK_MAX_RANK];
+  int ng, ns;
+  const hk_sharding *inter, *want;
+} general_plan;
+
+static void plan_general(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                         const hk_sharding *to, general_plan *g) {
+  g->ng = g->ns = 0;
+  if (from->kind == HK_SHARDING_TILED)
+    for (int d = 0; d < gs->rank; d++)
+      if (hk_sharding_dim_partitions(from, d) > 1 &&
+          hk_sharding_dim_partitions(from, d) != hk_sharding_dim_partitions(to, d))
+        g->gdims[g->ng++] = d;
+  g->inter = g->ng ? spmd_replicate_dims(v, from, g->ng, g->gdims) : from;
+  int64_t sd64[HK_MAX_RANK];
+  for (int d = 0; d < gs->rank; d++)
+    if (hk_sharding_dim_partitions(to, d) > 1 &&
+        (g->inter->kind != HK_SHARDING_TILED || hk_sharding_dim_partitions(g->inter, d) == 1)) {
+      g->sdims[g->ns] = d;
+      sd64[g->ns++] = d;
+    }
+  g->want = g->ns ? spmd_replicate_dims(v, to, g->ns, sd64) : to;
+}
+
+/* The general path's price: its gathers, and a permute when the gathered
+ * tiles have other owners than `to` gives them. */
+static int64_t general_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                                 const hk_sharding *to) {
+  int64_t c = gather_path_cost(v, gs, from, to);
+  if (to->kind != HK_SHARDING_TILED) return c;
+  general_plan g;
+  plan_general(v, gs, from, to, &g);
+  if (!hk_sharding_equivalent(norm(v, g.want), norm(v, g.inter)))
+    c += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, g.inter, gs), 2);
+  return c;
+}
+
 /* The all-to-all plan when it applies and costs no more than gathering;
  * *err set if the reshard after the moves fails. */
 static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                            const hk_sharding *from, const hk_sharding *to, hk_instr **out,
                            hk_status **err) {
   a2a_plan pl;
-  if (!plan_all_to_all(gs, from, to, &pl) ||
-      all_to_all_cost(v, gs, from, to, &pl) > gather_path_cost(v, gs, from, to))
+  if (!best_all_to_all(v, gs, from, to, &pl) ||
+      all_to_all_cost(v, gs, from, to, &pl) > general_path_cost(v, gs, from, to))
     return false;
   const hk_sharding *cur = from;
   for (int k = 0; k < pl.ns; k++) {   /* free: each replica keeps its piece */
@@ -646,6 +712,54 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
    * it not, the general reshard finishes the job. */
   if (hk_sharding_equivalent(cur, to)) *out = h;
   else if (!try_permute(v, h, gs, cur, to, out)) *err = spmd_reshard_hlo(v, h, gs, cur, to, out);
+  return true;
+}
+
+/* ---- one factor moved, then gathers ------------------------------------------ */
+
+/* When `to` replicates more than `from`, gathering every dim whose count
+ * changes and slicing `to`'s tiles out makes the value (nearly) whole
+ * first.  Moving a factor straight to a dim `to` splits more, by one
+ * all-to-all, leaves less to gather (XLA's all-to-all next to the
+ * all-gather of a reshard to partial replication, as in
+ * ComplexReshardToPartialReplicate).  Each candidate move takes a factor k
+ * of a dim with more partitions than `to` gives it to one with fewer, both
+ * counts staying divisors/multiples of `to`'s, so a chain of them ends.
+ * Returns the cheapest such plan's cost (*best its first move), or -1. */
+static int64_t move_first_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                               const hk_sharding *to, factor_move *best) {
+  if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
+      to->n_subgroups)
+    return -1;
+  int64_t cost = -1;
+  for (int a = 0; a < gs->rank; a++) {
+    int64_t fa = hk_sharding_dim_partitions(from, a), ta = hk_sharding_dim_partitions(to, a);
+    if (fa <= ta || fa % ta) continue;
+    for (int b = 0; b < gs->rank; b++) {
+      int64_t fb = hk_sharding_dim_partitions(from, b), tb = hk_sharding_dim_partitions(to, b);
+      if (b == a || fb >= tb || tb % fb) continue;
+      factor_move mv = {a, b, gcd64(fa / ta, tb / fb)};
+      if (mv.k < 2 || !move_aligned(gs, a, fa, b, fb, mv.k)) continue;
+      int64_t c = spmd_plan_cost(v->p, HK_COLL_ALL_TO_ALL, local_bytes(v, from, gs), mv.k) +
+                  spmd_reshard_cost(v, gs, after_move(v, from, mv), to);
+      if (cost < 0 || c < cost) {
+        cost = c;
+        *best = mv;
+      }
+    }
+  }
+  return cost;
+}
+
+/* The move-first plan when it is cheaper than gathering (see above). */
+static bool try_move_first(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                           const hk_sharding *from, const hk_sharding *to, hk_instr **out,
+                           hk_status **err) {
+  factor_move mv;
+  int64_t c = move_first_cost(v, gs, from, to, &mv);
+  if (c < 0 || c >= general_path_cost(v, gs, from, to)) return false;
+  h = emit_move(v, h, gs, from, mv);
+  *err = spmd_reshard_hlo(v, h, gs, after_move(v, from, mv), to, out);
   return true;
 }
 
@@ -715,13 +829,6 @@ static hk_instr *slice_nested(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   return ds;
 }
 
-static const hk_sharding *norm(spmd_visitor *v, const hk_sharding *s) {
-  if (!s || s->kind == HK_SHARDING_UNKNOWN) return hk_sharding_replicated(v->m);
-  if (s->kind == HK_SHARDING_TILED && !hk_sharding_is_tiled(s) && s->n_subgroups == 0)
-    return hk_sharding_replicated(v->m);
-  return s;
-}
-
 static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                                 const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
   from = norm(v, from);
@@ -766,28 +873,16 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&
-      (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err)))
+      (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err) ||
+       try_move_first(v, h, gs, from, to, out, &err)))
     return err;
   /* to is tiled: gather the dims whose partitioning changes, then slice. */
   const hk_sharding *cur = from;
-  int64_t gdims[HK_MAX_RANK];
-  int ng = 0;
-  if (cur->kind == HK_SHARDING_TILED)
-    for (int d = 0; d < gs->rank; d++)
-      if (hk_sharding_dim_partitions(cur, d) > 1 &&
-          hk_sharding_dim_partitions(cur, d) != hk_sharding_dim_partitions(to, d))
-        gdims[ng++] = d;
-  const hk_sharding *inter = ng ? spmd_replicate_dims(v, cur, ng, gdims) : cur;
-  int sdims[HK_MAX_RANK];
-  int64_t sd64[HK_MAX_RANK];
-  int ns = 0;
-  for (int d = 0; d < gs->rank; d++)
-    if (hk_sharding_dim_partitions(to, d) > 1 &&
-        (inter->kind != HK_SHARDING_TILED || hk_sharding_dim_partitions(inter, d) == 1)) {
-      sdims[ns] = d;
-      sd64[ns++] = d;
-    }
-  const hk_sharding *want = ns ? spmd_replicate_dims(v, to, ns, sd64) : to;
+  general_plan g;
+  plan_general(v, gs, from, to, &g);
+  int64_t *gdims = g.gdims;
+  int *sdims = g.sdims, ng = g.ng, ns = g.ns;
+  const hk_sharding *want = g.want;
   for (int k = 0; k < ng; k++) h = gather_dim(v, h, gs, cur, (int)gdims[k], &cur);
   if (!hk_sharding_equivalent(norm(v, want), norm(v, cur))) {
     /* Device orders disagree.  When the tiles left after the gathers are
@@ -833,11 +928,15 @@ int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
   if (to->kind != HK_SHARDING_TILED) return cost + gather_path_cost(v, gs, from, to);
   if (same_partition_counts(from, to, gs->rank))
     return cost + spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, from, gs), 2);
-  int64_t gather = gather_path_cost(v, gs, from, to);
+  int64_t gather = general_path_cost(v, gs, from, to);
   a2a_plan pl;
-  if (plan_all_to_all(gs, from, to, &pl)) {
+  if (best_all_to_all(v, gs, from, to, &pl)) {
     int64_t a2a = all_to_all_cost(v, gs, from, to, &pl);
     if (a2a < gather) gather = a2a;
+  } else if (spmd_manual_factor(from) == 1 && spmd_manual_factor(to) == 1) {
+    factor_move mv;
+    int64_t moved = move_first_cost(v, gs, from, to, &mv);
+    if (moved >= 0 && moved < gather) gather = moved;
   }
   return cost + gather;
 }

@@ -11,10 +11,12 @@
  * dims, as XLA's: every step covers ceil(dim / N) rows, the padding of a
  * contracted dim is zeroed first (it would add to the sums), an operand
  * windowed whole is zero-padded to N chunks, and a gathered result dim is
- * sliced back to its size after the loop.  The loop
- * is rolled and unidirectional (unroll_windowed_einsum and
- * bidirectional_windowed_einsum are accepted but not implemented).
- * dot.c decides when (spmd_windowed_dot); this file emits the loop. */
+ * sliced back to its size after the loop.  As XLA's options say, the
+ * loop is rolled (one step an iteration), unrolled (two steps an
+ * iteration, ring size even) or bidirectional (two steps an iteration, data
+ * sent both ways round the ring so each direction covers half the tiles,
+ * ring size a multiple of 4); see loop_mode.  dot.c decides when
+ * (spmd_windowed_dot); this file emits the loop. */
 #include "spmd_internal.h"
 
 /* A scalar s32 constant in computation c. */
@@ -63,12 +65,13 @@ static hk_instr *ring_permute(spmd_visitor *v, hk_computation *c, hk_instr *x,
   return out;
 }
 
-/* while (i < n) */
-static hk_computation *loop_condition(spmd_visitor *v, const hk_shape *state, int64_t n) {
+/* while (i < n), i the state's element i_index */
+static hk_computation *loop_condition(spmd_visitor *v, const hk_shape *state, int i_index,
+                                      int64_t n) {
   hk_computation *c = hk_computation_new(v->m, "windowed_dot.cond");
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, state, 0, NULL, "param");
   hk_computation_register_param(c, p);
-  hk_instr *ops[2] = {spmd_gte(c, p, 3), s32_constant(c, n)};
+  hk_instr *ops[2] = {spmd_gte(c, p, i_index), s32_constant(c, n)};
   hk_instr *lt = hk_instr_new(c, HK_OP_COMPARE, hk_shape_scalar(v->m, HK_PRED), 2, ops, NULL);
   hk_instr_attrs(lt)->cmp_dir = HK_CMP_LT;
   hk_computation_set_root(c, lt);
@@ -97,16 +100,13 @@ static hk_instr *window_of(spmd_visitor *v, hk_computation *c, hk_instr *x, int 
   return ds;
 }
 
-/* The tile step i works on: the ring moves data towards lower tiles
- * (gather, contract: own tile + i) or the partial sums towards higher
- * ones, arriving home at the last step (scatter: own tile - 1 - i). */
-static hk_instr *step_tile(spmd_visitor *v, hk_computation *c, const spmd_windowed_dot *w,
-                           hk_instr *i) {
-  int64_t n = w->ring_size;
-  hk_instr *own = tile_index_of_partition(v, c, w->ring, w->ring_dim);
-  hk_instr *t = w->kind == SPMD_WINDOW_SCATTER
-                    ? binary(c, HK_OP_SUBTRACT, binary(c, HK_OP_ADD, own, s32_constant(c, n - 1)), i)
-                    : binary(c, HK_OP_ADD, own, i);
+/* The tile (own + a + sign * i) mod N, own this partition's tile along the
+ * ring, i a step counter in [0, N). */
+static hk_instr *ring_tile(hk_computation *c, const spmd_windowed_dot *w, hk_instr *own,
+                           hk_instr *i, int64_t a, int sign) {
+  int64_t n = w->ring_size, base = (a % n + n) % n + n;   /* keeps the sum non-negative */
+  hk_instr *t = binary(c, HK_OP_ADD, own, s32_constant(c, base));
+  t = binary(c, sign > 0 ? HK_OP_ADD : HK_OP_SUBTRACT, t, i);
   return binary(c, HK_OP_REMAINDER, t, s32_constant(c, n));
 }
 
@@ -152,62 +152,152 @@ static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowe
   }
 }
 
-/* (lhs, rhs, acc, i) -> the same after step i. */
+/* How the loop runs (XLA's options, gated as XLA gates them on the ring
+ * size): one ring step per iteration; two (unroll_windowed_einsum); or two
+ * steps with data sent both ways round the ring, each direction covering
+ * half the tiles (bidirectional_windowed_einsum, which takes precedence). */
+typedef enum loop_mode { LOOP_ROLLED, LOOP_UNROLLED, LOOP_BIDIRECTIONAL } loop_mode;
+
+static loop_mode loop_mode_of(const spmd_visitor *v, const spmd_windowed_dot *w) {
+  const hk_spmd_options *o = &v->p->options;
+  if (o->bidirectional_windowed_einsum && w->ring_size % 4 == 0) return LOOP_BIDIRECTIONAL;
+  if (o->unroll_windowed_einsum && w->ring_size % 2 == 0) return LOOP_UNROLLED;
+  return LOOP_ROLLED;
+}
+
+/* The loop state carries a second buffer (after acc): the second result
+ * buffer of an unrolled or bidirectional scatter, or the copy of the
+ * rotating operand that travels the other way in a bidirectional
+ * gather/contract. */
+static bool has_extra(loop_mode mode, const spmd_windowed_dot *w) {
+  return mode == LOOP_BIDIRECTIONAL || (mode == LOOP_UNROLLED && w->kind == SPMD_WINDOW_SCATTER);
+}
+
+/* Gather / contract: acc after the step where the rotating operand's
+ * shard is x and holds `tile`. */
+static hk_instr *gather_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
+                             const spmd_windowed_dot *w, hk_instr *const in[2], hk_instr *x,
+                             hk_instr *tile, hk_instr *acc) {
+  const hk_shape *acc_shape = acc->shape;
+  hk_instr *ops[2] = {in[0], in[1]};
+  ops[w->side] = x;
+  int64_t chunk = window_chunk(orig, w);
+  hk_instr *offset = binary(c, HK_OP_MULTIPLY, tile, s32_constant(c, chunk));
+  if (w->kind == SPMD_WINDOW_CONTRACT) {
+    ops[1 - w->side] = window_of(v, c, in[1 - w->side], 1, &w->other_dim, &chunk, &offset);
+    return binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
+  }
+  int64_t dims[HK_MAX_RANK];
+  memcpy(dims, acc_shape->dims, sizeof(int64_t) * (size_t)acc_shape->rank);
+  dims[w->out_dim] = chunk;
+  hk_instr *prod = hk_instr_clone(c, orig, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims),
+                                  2, ops, NULL);
+  hk_instr *dus_ops[2 + HK_MAX_RANK] = {acc, prod};
+  hk_instr *zero = s32_constant(c, 0);
+  for (int d = 0; d < acc_shape->rank; d++) dus_ops[2 + d] = d == w->out_dim ? offset : zero;
+  return hk_instr_new(c, HK_OP_DYNAMIC_UPDATE_SLICE, acc_shape, 2 + acc_shape->rank, dus_ops, NULL);
+}
+
+/* Scatter: acc (already moved a step round the ring) plus this device's
+ * partial sum for `tile` (row-major over the ring's result dims). */
+static hk_instr *scatter_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
+                              const spmd_windowed_dot *w, hk_instr *const in[2], hk_instr *tile,
+                              hk_instr *acc) {
+  int64_t chunks[HK_MAX_RANK], stride = w->ring_size;
+  hk_instr *offsets[HK_MAX_RANK];
+  for (int j = 0; j < w->n_win; j++) {
+    stride /= w->win_parts[j];
+    hk_instr *coord = binary(c, HK_OP_REMAINDER, binary(c, HK_OP_DIVIDE, tile, s32_constant(c, stride)),
+                             s32_constant(c, w->win_parts[j]));
+    chunks[j] = scatter_chunk(orig, w, j);
+    offsets[j] = binary(c, HK_OP_MULTIPLY, coord, s32_constant(c, chunks[j]));
+  }
+  hk_instr *ops[2] = {in[0], in[1]};
+  ops[w->side] = window_of(v, c, in[w->side], w->n_win, w->win_dims, chunks, offsets);
+  return binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc->shape, 2, ops, NULL));
+}
+
+/* Scatter, one iteration.  Rolled: the buffer moves one tile up the ring
+ * and gains tile own+N-1-i, so it is home after N steps.  Unrolled: two
+ * buffers move two tiles up, each visiting the devices of one parity (acc
+ * for tiles own+N-2-i, extra for own+N-1-i: extra ends one device short
+ * and is moved home after the loop).  Bidirectional: acc moves up over
+ * the N/2 devices below the owner, extra down over the N/2 above it
+ * (ending one device past home), two steps an iteration. */
+static void scatter_iteration(spmd_visitor *v, hk_computation *c, hk_instr *orig,
+                              const spmd_windowed_dot *w, loop_mode mode, hk_instr *const in[2],
+                              hk_instr *i, hk_instr **acc, hk_instr **extra) {
+  int64_t n = w->ring_size;
+  hk_instr *own = tile_index_of_partition(v, c, w->ring, w->ring_dim);
+  switch (mode) {
+    case LOOP_ROLLED:
+      *acc = scatter_step(v, c, orig, w, in, ring_tile(c, w, own, i, n - 1, -1),
+                          ring_permute(v, c, *acc, w->ring, w->ring_dim, +1));
+      break;
+    case LOOP_UNROLLED:
+      *extra = scatter_step(v, c, orig, w, in, ring_tile(c, w, own, i, n - 1, -1),
+                            ring_permute(v, c, *extra, w->ring, w->ring_dim, +2));
+      *acc = scatter_step(v, c, orig, w, in, ring_tile(c, w, own, i, n - 2, -1),
+                          ring_permute(v, c, *acc, w->ring, w->ring_dim, +2));
+      break;
+    case LOOP_BIDIRECTIONAL:
+    default:
+      for (int s = 0; s < 2; s++) {
+        hk_instr *j = s ? binary(c, HK_OP_ADD, i, s32_constant(c, 1)) : i;
+        *acc = scatter_step(v, c, orig, w, in, ring_tile(c, w, own, j, n / 2 - 1, -1),
+                            ring_permute(v, c, *acc, w->ring, w->ring_dim, +1));
+        *extra = scatter_step(v, c, orig, w, in, ring_tile(c, w, own, j, -n / 2, +1),
+                              ring_permute(v, c, *extra, w->ring, w->ring_dim, -1));
+      }
+      break;
+  }
+}
+
+/* Gather / contract, one iteration: the rotating shard x holds tile own+i
+ * and moves one tile down the ring per step (one step rolled, two
+ * unrolled or bidirectional); bidirectionally its copy `extra`, moved up
+ * once before the loop, holds tile own-1-i and moves up. */
+static void gather_iteration(spmd_visitor *v, hk_computation *c, hk_instr *orig,
+                             const spmd_windowed_dot *w, loop_mode mode, hk_instr **in,
+                             hk_instr *i, hk_instr **acc, hk_instr **extra) {
+  hk_instr *own = tile_index_of_partition(v, c, w->ring, w->ring_dim), *x = in[w->side];
+  for (int s = 0; s < (mode == LOOP_ROLLED ? 1 : 2); s++) {
+    hk_instr *j = s ? binary(c, HK_OP_ADD, i, s32_constant(c, 1)) : i;
+    *acc = gather_step(v, c, orig, w, in, x, ring_tile(c, w, own, j, 0, +1), *acc);
+    x = ring_permute(v, c, x, w->ring, w->ring_dim, -1);
+    if (mode == LOOP_BIDIRECTIONAL) {
+      *acc = gather_step(v, c, orig, w, in, *extra, ring_tile(c, w, own, j, -1, -1), *acc);
+      *extra = ring_permute(v, c, *extra, w->ring, w->ring_dim, +1);
+    }
+  }
+  in[w->side] = x;
+}
+
+/* (lhs, rhs, acc, [extra,] i) -> the same after one iteration. */
 static hk_computation *loop_body(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w,
-                                 const hk_shape *state) {
+                                 loop_mode mode, const hk_shape *state) {
   hk_computation *c = hk_computation_new(v->m, "windowed_dot.body");
   hk_instr *p = hk_instr_new(c, HK_OP_PARAMETER, state, 0, NULL, "param");
   hk_computation_register_param(c, p);
+  int n_state = state->n_tuple, last = n_state - 1;
   hk_instr *in[2] = {spmd_gte(c, p, 0), spmd_gte(c, p, 1)};
-  hk_instr *acc = spmd_gte(c, p, 2), *i = spmd_gte(c, p, 3);
-  const hk_shape *acc_shape = state->tuple[2];
-  hk_instr *tile = step_tile(v, c, w, i);
-  hk_instr *ops[2] = {in[0], in[1]}, *out[2] = {in[0], in[1]}, *updated;
-  if (w->kind == SPMD_WINDOW_SCATTER) {
-    /* The step's tile, row-major over the ring's dims, as a window. */
-    int64_t chunks[HK_MAX_RANK], stride = w->ring_size;
-    hk_instr *offsets[HK_MAX_RANK];
-    for (int j = 0; j < w->n_win; j++) {
-      stride /= w->win_parts[j];
-      hk_instr *coord = binary(c, HK_OP_REMAINDER, binary(c, HK_OP_DIVIDE, tile, s32_constant(c, stride)),
-                               s32_constant(c, w->win_parts[j]));
-      chunks[j] = scatter_chunk(orig, w, j);
-      offsets[j] = binary(c, HK_OP_MULTIPLY, coord, s32_constant(c, chunks[j]));
-    }
-    ops[w->side] = window_of(v, c, in[w->side], w->n_win, w->win_dims, chunks, offsets);
-    updated = binary(c, HK_OP_ADD, ring_permute(v, c, acc, w->ring, w->ring_dim, +1),
-                     hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
-    hk_instr *next[4] = {out[0], out[1], updated, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
-    hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, state, 4, next, NULL));
-    return c;
-  }
-  int64_t chunk = window_chunk(orig, w);
-  hk_instr *offset = binary(c, HK_OP_MULTIPLY, tile, s32_constant(c, chunk));
-  switch (w->kind) {
-    case SPMD_WINDOW_GATHER: {
-      int64_t dims[HK_MAX_RANK];
-      memcpy(dims, acc_shape->dims, sizeof(int64_t) * (size_t)acc_shape->rank);
-      dims[w->out_dim] = chunk;
-      hk_instr *prod = hk_instr_clone(
-          c, orig, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims), 2, ops, NULL);
-      hk_instr *dus_ops[2 + HK_MAX_RANK] = {acc, prod};
-      hk_instr *zero = s32_constant(c, 0);
-      for (int d = 0; d < acc_shape->rank; d++) dus_ops[2 + d] = d == w->out_dim ? offset : zero;
-      updated = hk_instr_new(c, HK_OP_DYNAMIC_UPDATE_SLICE, acc_shape, 2 + acc_shape->rank,
-                             dus_ops, NULL);
-      out[w->side] = ring_permute(v, c, in[w->side], w->ring, w->ring_dim, -1);
-      break;
-    }
-    case SPMD_WINDOW_CONTRACT:
-    default:
-      ops[1 - w->side] = window_of(v, c, in[1 - w->side], 1, &w->other_dim, &chunk, &offset);
-      updated = binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
-      out[w->side] = ring_permute(v, c, in[w->side], w->ring, w->ring_dim, -1);
-      break;
-  }
-  hk_instr *next[4] = {out[0], out[1], updated, binary(c, HK_OP_ADD, i, s32_constant(c, 1))};
-  hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, state, 4, next, NULL));
+  hk_instr *acc = spmd_gte(c, p, 2), *i = spmd_gte(c, p, last);
+  hk_instr *extra = has_extra(mode, w) ? spmd_gte(c, p, 3) : NULL;
+  if (w->kind == SPMD_WINDOW_SCATTER)
+    scatter_iteration(v, c, orig, w, mode, in, i, &acc, &extra);
+  else
+    gather_iteration(v, c, orig, w, mode, in, i, &acc, &extra);
+  hk_instr *next[5] = {in[0], in[1], acc, extra, NULL};
+  next[last] = binary(c, HK_OP_ADD, i, s32_constant(c, mode == LOOP_ROLLED ? 1 : 2));
+  hk_computation_set_root(c, hk_instr_new(c, HK_OP_TUPLE, state, n_state, next, NULL));
   return c;
+}
+
+/* The second buffer's start (see has_extra). */
+static hk_instr *extra_init(spmd_visitor *v, const spmd_windowed_dot *w, hk_instr *const in[2],
+                            const hk_shape *acc_shape) {
+  if (w->kind == SPMD_WINDOW_SCATTER) return spmd_zeros(v, acc_shape);
+  return ring_permute(v, v->comp, in[w->side], w->ring, w->ring_dim, +1);
 }
 
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w) {
@@ -218,16 +308,29 @@ hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_win
     dims[w->out_dim] = window_chunk(orig, w) * w->ring_size;
     acc_shape = hk_shape_with_dims(v->m, out_shape, out_shape->rank, dims);
   }
+  loop_mode mode = loop_mode_of(v, w);
+  bool extra = has_extra(mode, w);
   hk_instr *in[2];
   prepare_operands(v, orig, w, in);
-  hk_instr *init[4] = {in[0], in[1], spmd_zeros(v, acc_shape), s32_constant(v->comp, 0)};
-  const hk_shape *parts[4] = {init[0]->shape, init[1]->shape, acc_shape, init[3]->shape};
-  const hk_shape *state = hk_shape_tuple(v->m, 4, parts);
-  hk_instr *tuple = hk_instr_new(v->comp, HK_OP_TUPLE, state, 4, init, NULL);
-  hk_computation *called[2] = {loop_condition(v, state, w->ring_size),
-                               loop_body(v, orig, w, state)};
+  int n_state = extra ? 5 : 4;
+  hk_instr *init[5] = {in[0], in[1], spmd_zeros(v, acc_shape), NULL, NULL};
+  if (extra) init[3] = extra_init(v, w, in, acc_shape);
+  init[n_state - 1] = s32_constant(v->comp, 0);
+  const hk_shape *parts[5];
+  for (int k = 0; k < n_state; k++) parts[k] = init[k]->shape;
+  const hk_shape *state = hk_shape_tuple(v->m, n_state, parts);
+  hk_instr *tuple = hk_instr_new(v->comp, HK_OP_TUPLE, state, n_state, init, NULL);
+  /* i counts ring steps; bidirectionally each step covers two tiles. */
+  int64_t steps = mode == LOOP_BIDIRECTIONAL ? w->ring_size / 2 : w->ring_size;
+  hk_computation *called[2] = {loop_condition(v, state, n_state - 1, steps),
+                               loop_body(v, orig, w, mode, state)};
   hk_instr *loop = hk_instr_new(v->comp, HK_OP_WHILE, state, 1, &tuple, NULL);
   hk_instr_set_called(loop, 2, called);
   hk_instr *acc = spmd_gte(v->comp, loop, 2);
+  if (extra && w->kind == SPMD_WINDOW_SCATTER) {   /* the second buffer, one device off home */
+    hk_instr *rest = ring_permute(v, v->comp, spmd_gte(v->comp, loop, 3), w->ring, w->ring_dim,
+                                  mode == LOOP_UNROLLED ? +1 : -1);
+    acc = binary(v->comp, HK_OP_ADD, acc, rest);
+  }
   return acc_shape == out_shape ? acc : spmd_slice_dim(v, acc, w->out_dim, 0, out_shape->dims[w->out_dim]);
 }
