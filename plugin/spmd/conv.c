@@ -76,27 +76,20 @@ static bool groups_unpartitioned(const hk_instr *orig, const hk_sharding *ls, co
   return true;
 }
 
-/* ---- both operands tiled: halo on the lhs, partial sums all-reduced ----------- */
+/* ---- both operands tiled: halos on one of them, partial sums all-reduced ---- */
 
-/* The uneven padding of x's partitioned dims (sharding s, global shape gs)
- * set to zero. */
-static hk_instr *zero_padding(spmd_visitor *v, hk_instr *x, const hk_sharding *s, const hk_shape *gs) {
-  hk_instr *zero = NULL;
-  for (int d = 0; d < gs->rank; d++) {
-    int64_t k = parts(s, d);
-    if (k == 1 || gs->dims[d] % k == 0) continue;
-    if (!zero) zero = spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0);
-    x = spmd_mask_outside(v, x, d, spmd_tile_offset(v, s, gs, d), INT64_MIN, gs->dims[d], zero);
-  }
-  return x;
-}
-
-static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+/* The operands of a convolution with both tiled, aligned as XLA's
+ * PartitionConvolutionWithSpatialDimensionHaloExchangeOn{LHS,RHS} align
+ * them: the smaller one resharded to follow the other, uneven padding
+ * zeroed.  false when they cannot be (a batch or output feature split,
+ * split groups, reversed or base-dilated windows). */
+static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, const hk_sharding **lt,
+                                   const hk_sharding **rt, hk_instr **lhs, hk_instr **rhs, bool *ok) {
   const hk_conv_dnums *cd = orig->attrs->conv;
-  const hk_sharding *o = spmd_sharding_of(v, orig);
   const hk_window *win = orig->attrs->window;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  *ok = false;
   if (!hk_sharding_is_tiled(ls) || !hk_sharding_is_tiled(rs) || ls->n_subgroups || rs->n_subgroups ||
       spmd_is_subgroup_manual(ls) || spmd_is_subgroup_manual(rs))
     return NULL;
@@ -108,19 +101,64 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
   rhs_to_lhs[cd->kernel_input_feature] = cd->input_feature;
   for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
   for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
-  const hk_sharding *lt = ls, *rt = rs;
+  *lt = ls;
+  *rt = rs;
   if (hk_shape_byte_size(orig->operands[0]->shape) < hk_shape_byte_size(orig->operands[1]->shape))
-    lt = hk_sharding_transpose(v->m, rs, lhs_to_rhs);
+    *lt = hk_sharding_transpose(v->m, rs, lhs_to_rhs);
   else
-    rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs);
-  if (!lt || !rt || parts(lt, cd->input_batch) != 1 || parts(rt, cd->kernel_output_feature) != 1 ||
-      !groups_unpartitioned(orig, lt, rt))
+    *rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs);
+  if (!*lt || !*rt || parts(*lt, cd->input_batch) != 1 || parts(*rt, cd->kernel_output_feature) != 1 ||
+      !groups_unpartitioned(orig, *lt, *rt))
     return NULL;
+  HK_TRY(spmd_reshard(v, lv, *lt, lhs));
+  HK_TRY(spmd_reshard(v, rv, *rt, rhs));
+  for (int d = 0; d < r; d++) {
+    *lhs = spmd_zero_padding(v, *lt, orig->operands[0]->shape, d, *lhs);
+    *rhs = spmd_zero_padding(v, *rt, orig->operands[1]->shape, d, *rhs);
+  }
+  *ok = true;
+  return NULL;
+}
+
+/* The local convolution c of aligned operands (the lhs tiled by lt) is a
+ * partial sum of the whole result: summed over the tiles (replicas of a
+ * tile hold the same sums) and resharded to the output's sharding. */
+static hk_status *sum_partial_conv(spmd_visitor *v, hk_instr *orig, hk_instr *c, const hk_sharding *lt) {
+  int r = orig->shape->rank;
+  int64_t tdims[HK_MAX_RANK], n_groups, gsize;
+  for (int i = 0; i < r; i++) tdims[i] = i;
+  int64_t *groups = spmd_groups(v, lt, r, tdims, &n_groups, &gsize);
+  const hk_spmd_collective_ops *co = &v->p->collectives;
+  c = co->all_reduce(co->state, v->comp, c, spmd_reducer(v->m, (hk_prim)c->shape->elem, HK_OP_ADD), n_groups,
+                     gsize, groups, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(groups);
+  const hk_sharding *rep = hk_sharding_replicated(v->m);
+  if (lt->replicate_on_last_tile_dim) rep = hk_sharding_replicate_dims(v->m, lt, r, tdims);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  hk_instr *out;
+  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, rep, o, &out));
+  spmd_set(v, orig, out, o);
+  return NULL;
+}
+
+/* The window count of spatial dim i over the whole lhs. */
+static int64_t window_count(const hk_instr *orig, int i) {
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t base = orig->operands[0]->shape->dims[orig->attrs->conv->input_spatial[i]];
+  return 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
+}
+
+/* The lhs shard i with the halos the windows of kernel shard i read:
+ * [rsz D i - pad_lo, + stride (wc - 1) + (rsz - 1) D + 1). */
+static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window *win = orig->attrs->window;
+  const hk_sharding *lt, *rt;
   hk_instr *lhs, *rhs;
-  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
-  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
-  lhs = zero_padding(v, lhs, lt, orig->operands[0]->shape);
-  rhs = zero_padding(v, rhs, rt, orig->operands[1]->shape);
+  bool ok;
+  HK_TRY(aligned_operands(v, orig, &lt, &rt, &lhs, &rhs, &ok));
+  if (!ok) return NULL;
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
   hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
   for (int i = 0; i < cd->n_spatial; i++) {
@@ -131,7 +169,7 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
     int64_t base = orig->operands[0]->shape->dims[d];
     int64_t lsz = (base + k - 1) / k;
     int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
-    int64_t wc = 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
+    int64_t wc = window_count(orig, i);
     int64_t rd = rsz * wd->window_dilation;
     int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
     if (!left) abort();
@@ -152,21 +190,73 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
     nw[i].pad_lo = nw[i].pad_hi = 0;
     nw[i].size = rsz;
   }
-  hk_instr *c = local_conv(v, orig, lhs, rhs, nw);
-  /* Partial sums over the tiles of the lhs (replicas of a tile hold the same sums). */
-  int64_t tdims[HK_MAX_RANK], n_groups, gsize;
-  for (int i = 0; i < r; i++) tdims[i] = i;
-  int64_t *groups = spmd_groups(v, lt, r, tdims, &n_groups, &gsize);
-  const hk_spmd_collective_ops *co = &v->p->collectives;
-  c = co->all_reduce(co->state, v->comp, c, spmd_reducer(v->m, (hk_prim)c->shape->elem, HK_OP_ADD), n_groups,
-                     gsize, groups, &v->p->next_channel_id);
-  v->p->collectives_emitted++;
-  free(groups);
-  const hk_sharding *rep = hk_sharding_replicated(v->m);
-  if (lt->replicate_on_last_tile_dim) rep = hk_sharding_replicate_dims(v->m, lt, r, tdims);
-  hk_instr *out;
-  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, rep, o, &out));
-  spmd_set(v, orig, out, o);
+  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, lhs, rhs, nw), lt));
+  *handled = true;
+  return NULL;
+}
+
+/* Kernel shard i (positions [rsz i, rsz (i + 1)) of the undilated kernel)
+ * with the halos from its neighbours that every window over lhs shard i
+ * [lsz i, lsz (i + 1)) reaches, in undilated kernel positions:
+ *   left(i)  = ceil((i (rsz D - lsz) + (wc - 1) stride - pad_lo) / D)
+ *   right(i) = ceil(((i + 1) (lsz - rsz D) + pad_lo) / D)
+ * (XLA's PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS).  The
+ * lhs shard then needs low padding npl(i) = left(i) D - (i (rsz D - lsz)
+ * - pad_lo): where that differs between shards the lhs is padded by its
+ * maximum on both sides and each shard slices its own start. */
+static hk_status *halo_on_rhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window *win = orig->attrs->window;
+  const hk_sharding *lt, *rt;
+  hk_instr *lhs, *rhs;
+  bool ok;
+  HK_TRY(aligned_operands(v, orig, &lt, &rt, &lhs, &rhs, &ok));
+  if (!ok) return NULL;
+  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
+  for (int i = 0; i < cd->n_spatial; i++) {
+    const hk_window_dim *wd = &win->dims[i];
+    nw[i] = *wd;
+    int64_t ld = cd->input_spatial[i], kd = cd->kernel_spatial[i], k = parts(rt, kd);
+    if (k == 1) continue;
+    int64_t D = wd->window_dilation, wc = window_count(orig, i);
+    int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
+    int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
+    int64_t *left = malloc(sizeof(int64_t) * (size_t)(4 * k));
+    if (!left) abort();
+    int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
+    int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
+    for (int64_t j = 0; j < k; j++) {
+      left[j] = (j * (rsz * D - lsz) + (wc - 1) * wd->stride - wd->pad_lo + D - 1) / D;
+      right[j] = (j * (lsz - rsz * D) + lsz - rsz * D + wd->pad_lo + D - 1) / D;
+      npl[j] = left[j] * D - (j * (rsz * D - lsz) - wd->pad_lo);
+      if (j >= 1 && left[j] > max_left) max_left = left[j];
+      if (j < k - 1 && right[j] > max_right) max_right = right[j];
+      if (npl[j] > max_npl) max_npl = npl[j];
+    }
+    bool constant = true;
+    for (int64_t j = 0; j < k; j++) {
+      constant = constant && npl[j] == npl[0];
+      start[j] = max_npl - npl[j];
+    }
+    int64_t size = rhs->shape->dims[kd] + max_left + max_right;
+    nw[i].size = size;
+    nw[i].pad_lo = constant ? max_npl : 0;
+    nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
+    if (!constant) {
+      hk_instr *padded = spmd_pad_along(v, lhs, zero, ld, max_npl, max_npl);
+      lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, lt, ld, start), lsz + max_npl);
+    }
+    for (int64_t j = 0; j < k; j++) start[j] = 0;
+    spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = left[0],
+                   .padded_full = 0, .base_dim = orig->operands[1]->shape->dims[kd],
+                   .shard_with_halo = size, .offset_on_padded = start, .mask = false};
+    hk_instr *ext = spmd_exchange_halo_valid(v, rhs, rt, kd, &h, zero);
+    free(left);
+    if (!ext) return NULL;
+    rhs = ext;
+  }
+  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, lhs, rhs, nw), lt));
   *handled = true;
   return NULL;
 }
@@ -293,7 +383,10 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
     if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
       dot_dims = true;
   if (!spatial || dot_dims) return NULL;
-  if (v->p->options.conv_halo_exchange_always_on_lhs) HK_TRY(halo_on_lhs(v, orig, handled));
+  if (v->p->options.conv_halo_exchange_always_on_lhs)
+    HK_TRY(halo_on_lhs(v, orig, handled));
+  else
+    HK_TRY(halo_on_rhs(v, orig, handled));
   if (!*handled) HK_TRY(tiled_output(v, orig, handled));
   return NULL;
 }
