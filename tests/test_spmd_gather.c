@@ -441,6 +441,37 @@ START_TEST(gather_parameter_indices_still_move) {
 }
 END_TEST
 
+START_TEST(scatter_index_passthrough_keeps_update_window_split) {
+  /* Indices split 8 ways on their batch dim, updates 8 x 2 (batch x
+   * window), the operand split on its scattered dim: the operand follows
+   * the updates' window split (XLA's index passthrough recursing into
+   * operand passthrough), the updates stay put and one all-reduce per
+   * operand column half combines the 8 index groups. */
+  const char *text =
+      "HloModule m\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[64,16] parameter(0), sharding={devices=[2,4,2]<=[2,4,2]T(2,1,0) last_tile_dim_replicate}\n"
+      "  idx = s32[256,1] parameter(1), sharding={devices=[8,1,2]<=[16] last_tile_dim_replicate}\n"
+      "  u = f32[256,16] parameter(2), sharding={devices=[8,2]<=[16]}\n"
+      "  ROOT s = f32[64,16] scatter(x, idx, u), update_window_dims={1}, inserted_window_dims={0},\n"
+      "    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add,\n"
+      "    sharding={devices=[2,4,2]<=[2,4,2]T(2,1,0) last_tile_dim_replicate}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 16, NULL);
+  const hk_instr *sc = hk_test_last_op(p, HK_OP_SCATTER);
+  ck_assert_int_eq(sc->operands[2]->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(sc->operands[2]->shape->dims[0], 32);
+  ck_assert_int_eq(sc->operands[2]->shape->dims[1], 8);
+  ck_assert_int_eq(sc->operands[1]->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  const hk_instr *ar = hk_test_last_op(p, HK_OP_ALL_REDUCE);
+  ck_assert_int_eq(ar->shape->dims[0], 64);
+  ck_assert_int_eq(ar->shape->dims[1], 8);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_gather");
   TCase *t = tcase_create("gather_scatter");
@@ -464,6 +495,7 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_parallel_dims_rebuild_iota_indices);
   tcase_add_test(t, scatter_parallel_dims_rebuild_iota_indices);
   tcase_add_test(t, gather_parameter_indices_still_move);
+  tcase_add_test(t, scatter_index_passthrough_keeps_update_window_split);
   suite_add_tcase(s, t);
   return s;
 }

@@ -861,6 +861,36 @@ static const hk_sharding *first_element(const hk_sharding *s) {
   return s;
 }
 
+/* The bytes a (single-operand) scatter plan moves (planned_collective_cost):
+ * the operand's, indices' and updates' reshards, the all-reduce combining
+ * partitions' updates, the result's reshard to the scatter's sharding. */
+static int64_t scatter_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
+  const hk_instr *op = orig->operands[0], *upd = orig->operands[2];
+  int64_t c = spmd_reshard_cost(v, op->shape, spmd_sharding_of(v, op), pl->op_s);
+  c += indices_cost(v, orig, 1, pl->idx_s);
+  c += spmd_reshard_cost(v, upd->shape, spmd_sharding_of(v, upd), pl->out_s);
+  if (!pl->operand_driven && pl->n_idx_batch > 0)
+    c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE, hk_shape_byte_size(spmd_local_shape(v, pl->op_s, op->shape)),
+                        kept_tiles(pl->reduce_s, pl->n_reduce, pl->reduce_dims));
+  return c + spmd_reshard_cost(v, orig->shape, pl->op_s, spmd_sharding_of(v, orig));
+}
+
+/* The operand-driven plan for an operand split like the updates su on its
+ * passthrough dims: what XLA's index passthrough reaches when it recurses
+ * into operand passthrough inside each index group, the updates keeping
+ * their window split. */
+static bool plan_from_updates(spmd_visitor *v, const gs_dims *g, const hk_shape *op,
+                              const hk_sharding *su, gs_plan *pl) {
+  if (!plain_tiled(su)) return false;
+  int64_t src_of[HK_MAX_RANK];
+  for (int d = 0; d < g->op_rank; d++) {
+    int64_t o = g->out_of_operand[d];
+    src_of[d] = o >= 0 && g->window[d] == op->dims[d] && hk_sharding_dim_partitions(su, (int)o) > 1 ? o : -1;
+  }
+  return plan_operand_driven(v, g, op, derive(v->m, su, g->op_rank, src_of), pl) &&
+         !pl->n_trivial && pl->n_passthrough;
+}
+
 hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
@@ -885,6 +915,14 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   if (op_ok && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
       plan_merged(v, &g, &op_plan, &idx_plan, true, &merged))
     pl = &merged;
+  /* Index passthrough with the updates' window split kept (the operand
+   * follows the updates), taken when it moves fewer bytes. */
+  gs_plan from_upd, upd_merged;
+  if (pl && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
+      plan_from_updates(v, &g, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[2]), &from_upd) &&
+      plan_merged(v, &g, &from_upd, &idx_plan, true, &upd_merged) &&
+      scatter_plan_cost(v, orig, &upd_merged) < scatter_plan_cost(v, orig, pl))
+    pl = &upd_merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);
 }
