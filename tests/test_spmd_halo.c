@@ -351,6 +351,45 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
 }
 END_TEST
 
+START_TEST(conv_reversed_kernel_halo_on_lhs) {
+  /* A reversed kernel of 7 split 4 ways (2, 2, 2, 1) in reverse device
+   * order, as the lhs is split forwards: the kernel is padded on the left
+   * instead (one element moved to the next shard, the first one masked),
+   * each device convolves its tiles with the window still reversed, and
+   * the partial sums are all-reduced (XLA's window-reversal case of the
+   * halo-on-lhs plan).  Nothing is gathered. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[7,4,3] parameter(0), sharding={devices=[4,1,1]<=[4]}\n"
+      "  k = f32[7,4,5] parameter(1), sharding={devices=[4,1,1]3,2,1,0}\n"
+      "  ROOT c = f32[1,3,5] convolution(x, k), window={size=7 rhs_reversal=1},\n"
+      "    dim_labels=0fb_0io->0bf, sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  /* One kernel element shifted to the next kernel tile: 3 -> 2 -> 1 -> 0. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  const hk_pair shift[3] = {{3, 2}, {2, 1}, {1, 0}};
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 3, shift));
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert(c->attrs->window->dims[0].reversal);
+  ck_assert_int_eq(c->attrs->window->dims[0].size, 2);
+  hk_module_free(p);
+  /* The kernel split forwards: the (smaller) lhs follows the kernel's
+   * reversed order by one collective-permute, the kernel still shifts. */
+  const char *fwd =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[7,4,3] parameter(0), sharding={devices=[4,1,1]<=[4]}\n"
+      "  k = f32[7,4,5] parameter(1), sharding={devices=[4,1,1]<=[4]}\n"
+      "  ROOT c = f32[1,3,5] convolution(x, k), window={size=7 rhs_reversal=1},\n"
+      "    dim_labels=0fb_0io->0bf, sharding={replicated}\n}\n";
+  p = spmd_check_partition(reg, fwd, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 /* The collective-permutes of m carrying `width` elements along dim d. */
 static void assert_rhs_halos(const hk_module *m, int d, int64_t width, int64_t n) {
   ck_assert_int_eq(permutes_of_width(m, d, width), n);
@@ -587,6 +626,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
   tcase_add_test(t, conv_both_tiled_halo_on_rhs);
+  tcase_add_test(t, conv_reversed_kernel_halo_on_lhs);
   tcase_add_test(t, conv_halo_on_rhs_dilated_uneven_slices_the_lhs);
   tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
   tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);

@@ -78,13 +78,45 @@ static bool groups_unpartitioned(const hk_instr *orig, const hk_sharding *ls, co
 
 /* ---- both operands tiled: halos on one of them, partial sums all-reduced ---- */
 
+/* The rhs under rt with the reversed kernel dims rev (n of them) padded
+ * on the left instead of the right (XLA's HaloExchangeToPadOnLeft): a
+ * windowed reshard with low padding, the padding then zeroed.  NULL when
+ * the reshard cannot be built. */
+static hk_status *rhs_padded_on_left(spmd_visitor *v, hk_instr *orig, const hk_sharding *rt, int nrev,
+                                     const int64_t *rev, hk_instr **out) {
+  const hk_shape *gs = orig->operands[1]->shape;
+  int r = gs->rank;
+  int64_t lo[HK_MAX_RANK] = {0};
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)r);
+  for (int k = 0; k < nrev; k++) {
+    int64_t n = parts(rt, rev[k]);
+    lo[rev[k]] = (gs->dims[rev[k]] + n - 1) / n * n - gs->dims[rev[k]];
+  }
+  for (int d = 0; d < r; d++) wd[d] = (hk_window_dim){1, 1, lo[d], 0, 1, 1, false};
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  bool ok;
+  spmd_windowed_input w;
+  *out = NULL;
+  HK_TRY(spmd_reshard_as_windowed_input(v, spmd_lookup(v, orig->operands[1]), wd, rt, zero, false, &ok, &w));
+  if (!ok || w.out_offsets || !hk_shape_compatible(w.hlo->shape, spmd_local_shape(v, rt, gs))) return NULL;
+  hk_instr *x = w.hlo;
+  for (int d = 0; d < r; d++)
+    x = lo[d] ? spmd_mask_outside(v, x, d, spmd_tile_offset(v, rt, gs, d), lo[d], INT64_MAX, zero)
+              : spmd_zero_padding(v, rt, gs, d, x);
+  *out = x;
+  return NULL;
+}
+
 /* The operands of a convolution with both tiled, aligned as XLA's
  * PartitionConvolutionWithSpatialDimensionHaloExchangeOn{LHS,RHS} align
- * them: the smaller one resharded to follow the other, uneven padding
- * zeroed.  false when they cannot be (a batch or output feature split,
- * split groups, reversed or base-dilated windows). */
-static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, const hk_sharding **lt,
-                                   const hk_sharding **rt, hk_instr **lhs, hk_instr **rhs, bool *ok) {
+ * them: the smaller one resharded to follow the other (with the kernel's
+ * tiles in reverse order along reversed window dims, which only the lhs
+ * variant, allow_reversal, takes), uneven padding zeroed.  false when they
+ * cannot be (a batch or output feature split, split groups, base-dilated
+ * windows). */
+static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, bool allow_reversal,
+                                   const hk_sharding **lt, const hk_sharding **rt, hk_instr **lhs,
+                                   hk_instr **rhs, bool *ok) {
   const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_window *win = orig->attrs->window;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
@@ -93,8 +125,12 @@ static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, const hk_sha
   if (!hk_sharding_is_tiled(ls) || !hk_sharding_is_tiled(rs) || ls->n_subgroups || rs->n_subgroups ||
       spmd_is_subgroup_manual(ls) || spmd_is_subgroup_manual(rs))
     return NULL;
-  for (int i = 0; i < cd->n_spatial; i++)
-    if (win->dims[i].reversal || win->dims[i].base_dilation != 1) return NULL;
+  int64_t rev[HK_MAX_RANK];
+  int nrev = 0;
+  for (int i = 0; i < cd->n_spatial; i++) {
+    if (win->dims[i].base_dilation != 1 || (win->dims[i].reversal && !allow_reversal)) return NULL;
+    if (win->dims[i].reversal) rev[nrev++] = cd->kernel_spatial[i];
+  }
   int r = orig->shape->rank;
   int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK];
   rhs_to_lhs[cd->kernel_output_feature] = cd->input_batch;
@@ -104,18 +140,21 @@ static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, const hk_sha
   *lt = ls;
   *rt = rs;
   if (hk_shape_byte_size(orig->operands[0]->shape) < hk_shape_byte_size(orig->operands[1]->shape))
-    *lt = hk_sharding_transpose(v->m, rs, lhs_to_rhs);
-  else
-    *rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs);
+    *lt = hk_sharding_transpose(v->m, nrev ? spmd_reverse_sharding(v, rs, rev, nrev) : rs, lhs_to_rhs);
+  else if ((*rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs)) && nrev)
+    *rt = spmd_reverse_sharding(v, *rt, rev, nrev);
   if (!*lt || !*rt || parts(*lt, cd->input_batch) != 1 || parts(*rt, cd->kernel_output_feature) != 1 ||
       !groups_unpartitioned(orig, *lt, *rt))
     return NULL;
-  HK_TRY(spmd_reshard(v, lv, *lt, lhs));
-  HK_TRY(spmd_reshard(v, rv, *rt, rhs));
-  for (int d = 0; d < r; d++) {
-    *lhs = spmd_zero_padding(v, *lt, orig->operands[0]->shape, d, *lhs);
-    *rhs = spmd_zero_padding(v, *rt, orig->operands[1]->shape, d, *rhs);
+  if (nrev) {
+    HK_TRY(rhs_padded_on_left(v, orig, *rt, nrev, rev, rhs));
+    if (!*rhs) return NULL;
+  } else {
+    HK_TRY(spmd_reshard(v, rv, *rt, rhs));
+    for (int d = 0; d < r; d++) *rhs = spmd_zero_padding(v, *rt, orig->operands[1]->shape, d, *rhs);
   }
+  HK_TRY(spmd_reshard(v, lv, *lt, lhs));
+  for (int d = 0; d < r; d++) *lhs = spmd_zero_padding(v, *lt, orig->operands[0]->shape, d, *lhs);
   *ok = true;
   return NULL;
 }
@@ -157,7 +196,7 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
   const hk_sharding *lt, *rt;
   hk_instr *lhs, *rhs;
   bool ok;
-  HK_TRY(aligned_operands(v, orig, &lt, &rt, &lhs, &rhs, &ok));
+  HK_TRY(aligned_operands(v, orig, true, &lt, &rt, &lhs, &rhs, &ok));
   if (!ok) return NULL;
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
   hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
@@ -210,7 +249,7 @@ static hk_status *halo_on_rhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
   const hk_sharding *lt, *rt;
   hk_instr *lhs, *rhs;
   bool ok;
-  HK_TRY(aligned_operands(v, orig, &lt, &rt, &lhs, &rhs, &ok));
+  HK_TRY(aligned_operands(v, orig, false, &lt, &rt, &lhs, &rhs, &ok));
   if (!ok) return NULL;
   hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
   hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);

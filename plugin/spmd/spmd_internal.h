@@ -406,6 +406,8 @@ hk_status *spmd_handle_reduce_window(spmd_visitor *v, hk_instr *orig, bool *hand
 hk_status *spmd_handle_pad_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_slice_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_reverse_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
+/* s (tiled) with its tiles reversed along the n data dims rd (XLA's ReverseSharding). */
+const hk_sharding *spmd_reverse_sharding(spmd_visitor *v, const hk_sharding *s, const int64_t *rd, int n);
 hk_status *spmd_handle_select_and_scatter(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- dynamic_update_slice.c: an update inside one shard of a
