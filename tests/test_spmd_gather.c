@@ -379,6 +379,14 @@ static const char iota_indices[] =
     "  i1 = s32[1,8,4] iota(), iota_dimension=2, sharding={devices=[1,8,1]<=[8]}\n"
     "  idx = s32[2,8,4] concatenate(i0, i1), dimensions={0}, sharding={devices=[1,8,1]<=[8]}\n";
 
+/* Only the two all-gathers making the (replicated) result whole. */
+static void assert_only_result_gathers(const hk_module *p) {
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 2);
+}
+
 START_TEST(gather_parallel_dims_rebuild_iota_indices) {
   char text[2048];
   snprintf(text, sizeof text,
@@ -388,10 +396,7 @@ START_TEST(gather_parallel_dims_rebuild_iota_indices) {
            "    start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,2}, sharding={replicated}\n"
            "}\n", iota_indices);
   hk_module *p = spmd_check_partition(reg, text, 8, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 2);
+  assert_only_result_gathers(p);
   /* The local gather reads the operand's own shard with 2 x 2 indices. */
   const hk_instr *g = hk_test_last_op(p, HK_OP_GATHER);
   ck_assert_int_eq(g->operands[0]->opcode, HK_OP_PARAMETER);
@@ -414,10 +419,7 @@ START_TEST(scatter_parallel_dims_rebuild_iota_indices) {
            "    sharding={replicated}\n"
            "}\n", iota_indices);
   hk_module *p = spmd_check_partition(reg, text, 8, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 2);
+  assert_only_result_gathers(p);
   hk_module_free(p);
 }
 END_TEST

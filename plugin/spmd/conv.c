@@ -188,114 +188,116 @@ static int64_t window_count(const hk_instr *orig, int i) {
   return 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
 }
 
-/* The lhs shard i with the halos the windows of kernel shard i read:
- * [rsz D i - pad_lo, + stride (wc - 1) + (rsz - 1) D + 1). */
-static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
-  const hk_conv_dnums *cd = orig->attrs->conv;
-  const hk_window *win = orig->attrs->window;
+/* The aligned operands of a halo plan (lhs tiled by lt, rhs by rt), the
+ * local window being built (nw) and the zero the halos are padded with. */
+typedef struct halo_conv {
   const hk_sharding *lt, *rt;
-  hk_instr *lhs, *rhs;
-  bool ok;
-  HK_TRY(aligned_operands(v, orig, true, &lt, &rt, &lhs, &rhs, &ok));
-  if (!ok) return NULL;
-  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
-  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
-  for (int i = 0; i < cd->n_spatial; i++) {
-    const hk_window_dim *wd = &win->dims[i];
-    nw[i] = *wd;
-    int64_t d = cd->input_spatial[i], k = parts(lt, d);
-    if (k == 1) continue;
-    int64_t base = orig->operands[0]->shape->dims[d];
-    int64_t lsz = (base + k - 1) / k;
-    int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
-    int64_t wc = window_count(orig, i);
-    int64_t rd = rsz * wd->window_dilation;
-    int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
-    if (!left) abort();
-    int64_t *right = left + k, *none = left + 2 * k;
-    for (int64_t j = 0; j < k; j++) {
-      left[j] = (lsz - rd) * j + wd->pad_lo;
-      right[j] = (rd - lsz) * j + rd - lsz + 1 - wd->window_dilation + wd->stride * (wc - 1) - wd->pad_lo;
-      none[j] = 0;
-    }
-    spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = wd->pad_lo,
-                   .padded_full = 0, .base_dim = base,
-                   .shard_with_halo = wd->stride * (wc - 1) + (rsz - 1) * wd->window_dilation + 1,
-                   .offset_on_padded = none, .mask = false};
-    hk_instr *ext = spmd_exchange_halo_valid(v, lhs, lt, d, &h, zero);
-    free(left);
-    if (!ext) return NULL;
-    lhs = ext;
-    nw[i].pad_lo = nw[i].pad_hi = 0;
-    nw[i].size = rsz;
+  hk_instr *lhs, *rhs, *zero;
+  hk_window_dim *nw;
+} halo_conv;
+
+/* Spatial dim i, split k ways: the lhs shard i with the halos the windows
+ * of kernel shard i read, [rsz D i - pad_lo, + stride (wc - 1) + (rsz - 1) D
+ * + 1); false when they reach too far. */
+static bool lhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, halo_conv *hc) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t d = cd->input_spatial[i], base = orig->operands[0]->shape->dims[d];
+  int64_t lsz = (base + k - 1) / k;
+  int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
+  int64_t wc = window_count(orig, i), rd = rsz * wd->window_dilation;
+  int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
+  if (!left) abort();
+  int64_t *right = left + k, *none = left + 2 * k;
+  for (int64_t j = 0; j < k; j++) {
+    left[j] = (lsz - rd) * j + wd->pad_lo;
+    right[j] = (rd - lsz) * j + rd - lsz + 1 - wd->window_dilation + wd->stride * (wc - 1) - wd->pad_lo;
+    none[j] = 0;
   }
-  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, lhs, rhs, nw), lt));
-  *handled = true;
-  return NULL;
+  spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = wd->pad_lo,
+                 .padded_full = 0, .base_dim = base,
+                 .shard_with_halo = wd->stride * (wc - 1) + (rsz - 1) * wd->window_dilation + 1,
+                 .offset_on_padded = none, .mask = false};
+  hk_instr *ext = spmd_exchange_halo_valid(v, hc->lhs, hc->lt, d, &h, hc->zero);
+  free(left);
+  if (!ext) return false;
+  hc->lhs = ext;
+  hc->nw[i].pad_lo = hc->nw[i].pad_hi = 0;
+  hc->nw[i].size = rsz;
+  return true;
 }
 
-/* Kernel shard i (positions [rsz i, rsz (i + 1)) of the undilated kernel)
- * with the halos from its neighbours that every window over lhs shard i
- * [lsz i, lsz (i + 1)) reaches, in undilated kernel positions:
+/* Spatial dim i, split k ways: kernel shard i (positions [rsz i, rsz (i +
+ * 1)) of the undilated kernel) with the halos from its neighbours that
+ * every window over lhs shard i [lsz i, lsz (i + 1)) reaches, in undilated
+ * kernel positions:
  *   left(i)  = ceil((i (rsz D - lsz) + (wc - 1) stride - pad_lo) / D)
  *   right(i) = ceil(((i + 1) (lsz - rsz D) + pad_lo) / D)
  * (XLA's PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS).  The
  * lhs shard then needs low padding npl(i) = left(i) D - (i (rsz D - lsz)
  * - pad_lo): where that differs between shards the lhs is padded by its
  * maximum on both sides and each shard slices its own start. */
-static hk_status *halo_on_rhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, halo_conv *hc) {
   const hk_conv_dnums *cd = orig->attrs->conv;
-  const hk_window *win = orig->attrs->window;
-  const hk_sharding *lt, *rt;
-  hk_instr *lhs, *rhs;
-  bool ok;
-  HK_TRY(aligned_operands(v, orig, false, &lt, &rt, &lhs, &rhs, &ok));
-  if (!ok) return NULL;
-  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
-  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
-  for (int i = 0; i < cd->n_spatial; i++) {
-    const hk_window_dim *wd = &win->dims[i];
-    nw[i] = *wd;
-    int64_t ld = cd->input_spatial[i], kd = cd->kernel_spatial[i], k = parts(rt, kd);
-    if (k == 1) continue;
-    int64_t D = wd->window_dilation, wc = window_count(orig, i);
-    int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
-    int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
-    int64_t *left = malloc(sizeof(int64_t) * (size_t)(4 * k));
-    if (!left) abort();
-    int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
-    int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
-    for (int64_t j = 0; j < k; j++) {
-      left[j] = (j * (rsz * D - lsz) + (wc - 1) * wd->stride - wd->pad_lo + D - 1) / D;
-      right[j] = (j * (lsz - rsz * D) + lsz - rsz * D + wd->pad_lo + D - 1) / D;
-      npl[j] = left[j] * D - (j * (rsz * D - lsz) - wd->pad_lo);
-      if (j >= 1 && left[j] > max_left) max_left = left[j];
-      if (j < k - 1 && right[j] > max_right) max_right = right[j];
-      if (npl[j] > max_npl) max_npl = npl[j];
-    }
-    bool constant = true;
-    for (int64_t j = 0; j < k; j++) {
-      constant = constant && npl[j] == npl[0];
-      start[j] = max_npl - npl[j];
-    }
-    int64_t size = rhs->shape->dims[kd] + max_left + max_right;
-    nw[i].size = size;
-    nw[i].pad_lo = constant ? max_npl : 0;
-    nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
-    if (!constant) {
-      hk_instr *padded = spmd_pad_along(v, lhs, zero, ld, max_npl, max_npl);
-      lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, lt, ld, start), lsz + max_npl);
-    }
-    for (int64_t j = 0; j < k; j++) start[j] = 0;
-    spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = left[0],
-                   .padded_full = 0, .base_dim = orig->operands[1]->shape->dims[kd],
-                   .shard_with_halo = size, .offset_on_padded = start, .mask = false};
-    hk_instr *ext = spmd_exchange_halo_valid(v, rhs, rt, kd, &h, zero);
-    free(left);
-    if (!ext) return NULL;
-    rhs = ext;
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t ld = cd->input_spatial[i], kd = cd->kernel_spatial[i];
+  int64_t D = wd->window_dilation, wc = window_count(orig, i);
+  int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
+  int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
+  int64_t *left = malloc(sizeof(int64_t) * (size_t)(4 * k));
+  if (!left) abort();
+  int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
+  int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
+  for (int64_t j = 0; j < k; j++) {
+    left[j] = (j * (rsz * D - lsz) + (wc - 1) * wd->stride - wd->pad_lo + D - 1) / D;
+    right[j] = (j * (lsz - rsz * D) + lsz - rsz * D + wd->pad_lo + D - 1) / D;
+    npl[j] = left[j] * D - (j * (rsz * D - lsz) - wd->pad_lo);
+    if (j >= 1 && left[j] > max_left) max_left = left[j];
+    if (j < k - 1 && right[j] > max_right) max_right = right[j];
+    if (npl[j] > max_npl) max_npl = npl[j];
   }
-  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, lhs, rhs, nw), lt));
+  bool constant = true;
+  for (int64_t j = 0; j < k; j++) {
+    constant = constant && npl[j] == npl[0];
+    start[j] = max_npl - npl[j];
+  }
+  int64_t size = hc->rhs->shape->dims[kd] + max_left + max_right;
+  hc->nw[i].size = size;
+  hc->nw[i].pad_lo = constant ? max_npl : 0;
+  hc->nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
+  if (!constant) {
+    hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, max_npl, max_npl);
+    hc->lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, hc->lt, ld, start),
+                                     lsz + max_npl);
+  }
+  for (int64_t j = 0; j < k; j++) start[j] = 0;
+  spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = left[0],
+                 .padded_full = 0, .base_dim = orig->operands[1]->shape->dims[kd],
+                 .shard_with_halo = size, .offset_on_padded = start, .mask = false};
+  hk_instr *ext = spmd_exchange_halo_valid(v, hc->rhs, hc->rt, kd, &h, hc->zero);
+  free(left);
+  if (!ext) return false;
+  hc->rhs = ext;
+  return true;
+}
+
+/* Both operands tiled: aligned, the halos exchanged on the lhs (on_lhs)
+ * or the rhs along every split spatial dim, the local convolution's
+ * partial sums all-reduced. */
+static hk_status *conv_with_halos(spmd_visitor *v, hk_instr *orig, bool on_lhs, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  halo_conv hc;
+  bool ok;
+  HK_TRY(aligned_operands(v, orig, on_lhs, &hc.lt, &hc.rt, &hc.lhs, &hc.rhs, &ok));
+  if (!ok) return NULL;
+  hc.nw = hk_alloc(v->m, sizeof *hc.nw * (size_t)cd->n_spatial);
+  hc.zero = spmd_constant_scalar(v, (hk_prim)hc.lhs->shape->elem, 0);
+  for (int i = 0; i < cd->n_spatial; i++) {
+    hc.nw[i] = orig->attrs->window->dims[i];
+    int64_t k = on_lhs ? parts(hc.lt, cd->input_spatial[i]) : parts(hc.rt, cd->kernel_spatial[i]);
+    if (k > 1 && !(on_lhs ? lhs_dim_halos : rhs_dim_halos)(v, orig, i, k, &hc)) return NULL;
+  }
+  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, hc.lhs, hc.rhs, hc.nw), hc.lt));
   *handled = true;
   return NULL;
 }
@@ -422,10 +424,7 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
     if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
       dot_dims = true;
   if (!spatial || dot_dims) return NULL;
-  if (v->p->options.conv_halo_exchange_always_on_lhs)
-    HK_TRY(halo_on_lhs(v, orig, handled));
-  else
-    HK_TRY(halo_on_rhs(v, orig, handled));
+  HK_TRY(conv_with_halos(v, orig, v->p->options.conv_halo_exchange_always_on_lhs, handled));
   if (!*handled) HK_TRY(tiled_output(v, orig, handled));
   return NULL;
 }
