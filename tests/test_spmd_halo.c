@@ -351,6 +351,36 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
 }
 END_TEST
 
+START_TEST(conv_halo_on_rhs_strided_negative_padding) {
+  /* Strides and negative low padding (found by random shardings): shard
+   * 0's left halo reaches past what its window can hold (cut back to
+   * the zeros it does not need), and the low padding the lhs needs is
+   * negative on one shard (the lhs is padded, then sliced from inside). */
+  const char *cut =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,5,3] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  w = f32[4,3,2] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+      "  ROOT c = f32[1,2,2] convolution(x, w), window={size=4 stride=2 pad=-1_3},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, cut, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  hk_module_free(p);
+  const char *negative =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,5,2] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  w = f32[2,2,2] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+      "  ROOT c = f32[1,1,2] convolution(x, w), window={size=2 stride=2 pad=-1_0 rhs_dilate=2},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n";
+  p = spmd_check_partition(reg, negative, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->operands[0]->opcode, HK_OP_DYNAMIC_SLICE);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(conv_reversed_kernel_halo_on_lhs) {
   /* A reversed kernel of 7 split 4 ways (2, 2, 2, 1) in reverse device
    * order, as the lhs is split forwards: the kernel is padded on the left
@@ -426,7 +456,7 @@ END_TEST
 START_TEST(conv_halo_on_rhs_dilated_uneven_slices_the_lhs) {
   /* A dilated kernel of 7 over 2 shards (4 and 3, the last padded): the
    * low padding the lhs needs differs between the shards (3, 2), so the
-   * lhs is padded by 3 on both sides and each shard dynamic-slices 10
+   * lhs is padded by 3 low and 1 high and each shard dynamic-slices 10
    * from its own start; the kernel gets one left halo element. */
   const char *text =
       "HloModule m\nENTRY e {\n"
@@ -444,7 +474,7 @@ START_TEST(conv_halo_on_rhs_dilated_uneven_slices_the_lhs) {
   ck_assert_int_eq(c->operands[0]->opcode, HK_OP_DYNAMIC_SLICE);
   ck_assert_int_eq(c->operands[0]->shape->dims[1], 10);
   ck_assert_int_eq(c->operands[0]->operands[0]->opcode, HK_OP_PAD);
-  ck_assert_int_eq(c->operands[0]->operands[0]->shape->dims[1], 13);
+  ck_assert_int_eq(c->operands[0]->operands[0]->shape->dims[1], 11);
   ck_assert_int_eq(c->operands[1]->shape->dims[0], 5);
   hk_module_free(p);
 }
@@ -627,6 +657,7 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
   tcase_add_test(t, conv_both_tiled_halo_on_rhs);
   tcase_add_test(t, conv_reversed_kernel_halo_on_lhs);
+  tcase_add_test(t, conv_halo_on_rhs_strided_negative_padding);
   tcase_add_test(t, conv_halo_on_rhs_dilated_uneven_slices_the_lhs);
   tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
   tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);

@@ -244,7 +244,7 @@ static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
   int64_t D = wd->window_dilation, wc = window_count(orig, i);
   int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
   int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
-  int64_t *left = malloc(sizeof(int64_t) * (size_t)(4 * k));
+  int64_t *left = calloc((size_t)(4 * k), sizeof(int64_t));
   if (!left) abort();
   int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
   int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
@@ -256,17 +256,42 @@ static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
     if (j < k - 1 && right[j] > max_right) max_right = right[j];
     if (npl[j] > max_npl) max_npl = npl[j];
   }
+  /* The window of every shard spans rsz + max_left + max_right; shard 0's
+   * own left halo (kernel positions below 0, zeros) may reach so far
+   * (negative padding, strides) that its window ends short of its right
+   * halo: cut to what fits. */
+  if (left[0] + right[0] > max_left + max_right) {
+    left[0] = max_left + max_right - right[0];
+    if (left[0] < 0) {
+      free(left);
+      return false;
+    }
+    npl[0] = left[0] * D + wd->pad_lo;
+    max_npl = npl[0];
+    for (int64_t j = 1; j < k; j++)
+      if (npl[j] > max_npl) max_npl = npl[j];
+  }
+  /* Where npl differs, the lhs is padded by lo_pad / hi_pad and shard j
+   * slices lsz + max_npl from lo_pad - npl(j) (XLA pads by max_npl on both
+   * sides, which needs every npl(j) >= 0). */
   bool constant = true;
+  int64_t min_npl = npl[0];
   for (int64_t j = 0; j < k; j++) {
     constant = constant && npl[j] == npl[0];
-    start[j] = max_npl - npl[j];
+    if (npl[j] < min_npl) min_npl = npl[j];
+  }
+  int64_t lo_pad = max_npl > 0 ? max_npl : 0, hi_pad = max_npl - min_npl;
+  for (int64_t j = 0; j < k; j++) start[j] = lo_pad - npl[j];
+  if (!constant && lsz + max_npl <= 0) {
+    free(left);
+    return false;
   }
   int64_t size = hc->rhs->shape->dims[kd] + max_left + max_right;
   hc->nw[i].size = size;
   hc->nw[i].pad_lo = constant ? max_npl : 0;
   hc->nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
   if (!constant) {
-    hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, max_npl, max_npl);
+    hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, lo_pad, hi_pad);
     hc->lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, hc->lt, ld, start),
                                      lsz + max_npl);
   }
