@@ -532,6 +532,29 @@ static int run_hlokit(const char *args, char **out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+/* Auto mode also samples when the devices' values together are too big:
+ * a 2^20-element output replicated on 256 devices is 2^28 elements. */
+START_TEST(test_cli_samples_many_device_copies) {
+  char path[] = "/tmp/hk_sample_devicesXXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("HloModule m\nENTRY e {\n  p = f32[1048576] parameter(0), sharding={devices=[256]<=[256]}\n"
+        "  ROOT n = f32[1048576] negate(p)\n}\n", f);
+  fclose(f);
+  char args[1024], *out;
+  snprintf(args, sizeof args,
+           "check %s --num-partitions=256 --samples=32 --json --passes='sharding-propagation{is_spmd=true},"
+           "spmd-partitioning{allow_module_signature_change=true}'", path);
+  int rc = run_hlokit(args, &out);
+  unlink(path);
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  ck_assert_ptr_nonnull(strstr(out, "\"mode\": \"sampled\""));
+  free(out);
+}
+END_TEST
+
 START_TEST(test_cli_sampled_mode) {
   char *out;
   /* auto mode samples the 2^30-element dot and says so */
@@ -645,6 +668,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);
   tcase_add_test(t, test_cli_sampled_mode);
+  tcase_add_test(t, test_cli_samples_many_device_copies);
   suite_add_tcase(s, t);
   return s;
 }
