@@ -555,6 +555,34 @@ START_TEST(test_cli_samples_many_device_copies) {
 }
 END_TEST
 
+/* A global module holding a collective with a channel is already a
+ * program per partition: check runs it on every partition (it used to
+ * run it on one, where the all-gather's group names a device that does
+ * not run). */
+START_TEST(test_cli_checks_program_per_partition) {
+  char path[] = "/tmp/hk_per_partitionXXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
+        "  g = f32[4] all-gather(p), dimensions={0}, replica_groups={{0,1}}, channel_id=1,"
+        " use_global_device_ids=true\n"
+        "  q = f32[4] parameter(1), sharding={devices=[2]0,1}\n"
+        "  ROOT a = f32[4] add(g, q)\n}\n", f);
+  fclose(f);
+  char args[1024], *out;
+  snprintf(args, sizeof args,
+           "check %s --num-partitions=2 --passes='sharding-propagation{is_spmd=true},"
+           "spmd-partitioning{allow_module_signature_change=true}'", path);
+  int rc = run_hlokit(args, &out);
+  unlink(path);
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  ck_assert_ptr_nonnull(strstr(out, "equal"));
+  free(out);
+}
+END_TEST
+
 START_TEST(test_cli_sampled_mode) {
   char *out;
   /* auto mode samples the 2^30-element dot and says so */
@@ -669,6 +697,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_cost_estimate);
   tcase_add_test(t, test_cli_sampled_mode);
   tcase_add_test(t, test_cli_samples_many_device_copies);
+  tcase_add_test(t, test_cli_checks_program_per_partition);
   suite_add_tcase(s, t);
   return s;
 }
