@@ -465,6 +465,9 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
       "  ROOT d = f32[12,10] async-done(st)",
       "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
       "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"annotate_device_placement\",\n"
+      "    frontend_attributes={_xla_buffer_placement=\"pinned_host\"}\n"
+      "  ROOT n = f32[12,10] negate(h)",
   };
   for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
 }

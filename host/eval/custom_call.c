@@ -6,10 +6,13 @@
 
 #include "eval/eval_internal.h"
 
+/* annotate_device_placement is JAX's memory-kind annotation; XLA rewrites
+ * it to MoveToHost / MoveToDevice (ConvertMemoryPlacementToInternal-
+ * Annotations), so its value is its operand's too. */
 bool hk_eval_identity_custom_call(const char *t) {
   static const char *const names[] = {
       "Sharding", "ShardBarrierFrom", "ShardBarrierTo", "MoveToHost", "MoveToDevice",
-      "LayoutConstraint", "AllocateBuffer"};
+      "LayoutConstraint", "AllocateBuffer", "annotate_device_placement"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (t && !strcmp(t, names[i])) return true;
   return false;
