@@ -468,6 +468,8 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
       "  h = f32[12,10] custom-call(a), custom_call_target=\"annotate_device_placement\",\n"
       "    frontend_attributes={_xla_buffer_placement=\"pinned_host\"}\n"
       "  ROOT n = f32[12,10] negate(h)",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"HostExecute\", called_computations={wrapped_neg}\n"
+      "  ROOT d = f32[12,10] add(h, sm)",
   };
   for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
 }

@@ -18,6 +18,14 @@ bool hk_eval_identity_custom_call(const char *t) {
   return false;
 }
 
+/* HostExecute runs its computation on the host: XLA's HostOffloadingPrepare
+ * makes it from a call, so its value is the call's. */
+bool hk_eval_is_host_execute(const hk_instr *ins) {
+  const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
+  return t && !strcmp(t, "HostExecute") && ins->n_called == 1 &&
+         ins->called[0]->n_params == ins->n_operands;
+}
+
 /* The operand itself when it has the result's shape, or its elements
  * under the result's dims when only the dims differ. */
 static hk_status *identity(const hk_instr *ins, hk_value *const *ops, hk_value **out) {
@@ -269,6 +277,7 @@ hk_status *hk_op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   if (t && !strcmp(t, "SPMDFullToShardShape")) return full_to_shard(d, ins, ops, out);
   if (t && !strcmp(t, "SPMDShardToFullShape")) return shard_to_full(d, ins, ops, out);
   if (hk_eval_identity_custom_call(t)) return identity(ins, ops, out);
+  if (hk_eval_is_host_execute(ins)) return hk_eval_computation(d, ins->called[0], ops, ins->n_operands, out);
   if (t && d->opts && d->opts->opaque_custom_calls) return opaque_call(ins, t, ops, out);
   return hk_eval_error(ins, HK_UNIMPLEMENTED, "custom-call target \"%s\" is not supported by the evaluator",
                        t ? t : "");
