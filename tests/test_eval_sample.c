@@ -537,24 +537,32 @@ static int run_hlokit(const char *args, char **out) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Auto mode also samples when the devices' values together are too big:
- * a 2^20-element output replicated on 256 devices is 2^28 elements. */
-START_TEST(test_cli_samples_many_device_copies) {
-  char path[] = "/tmp/hk_sample_devicesXXXXXX";
+/* `hlokit check` of module text on n partitions with propagation and
+ * partitioning (extra options after them); asserts exit 0 and returns
+ * the output (the caller frees it). */
+static char *check_text_ok(const char *text, int n, const char *extra) {
+  char path[] = "/tmp/hk_check_textXXXXXX";
   int fd = mkstemp(path);
   ck_assert(fd >= 0);
   FILE *f = fdopen(fd, "w");
   ck_assert_ptr_nonnull(f);
-  fputs("HloModule m\nENTRY e {\n  p = f32[1048576] parameter(0), sharding={devices=[256]<=[256]}\n"
-        "  ROOT n = f32[1048576] negate(p)\n}\n", f);
+  fputs(text, f);
   fclose(f);
   char args[1024], *out;
   snprintf(args, sizeof args,
-           "check %s --num-partitions=256 --samples=32 --json --passes='sharding-propagation{is_spmd=true},"
-           "spmd-partitioning{allow_module_signature_change=true}'", path);
+           "check %s --num-partitions=%d --passes='sharding-propagation{is_spmd=true},"
+           "spmd-partitioning{allow_module_signature_change=true}' %s", path, n, extra);
   int rc = run_hlokit(args, &out);
   unlink(path);
   ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  return out;
+}
+
+/* Auto mode also samples when the devices' values together are too big:
+ * a 2^20-element output replicated on 256 devices is 2^28 elements. */
+START_TEST(test_cli_samples_many_device_copies) {
+  char *out = check_text_ok("HloModule m\nENTRY e {\n  p = f32[1048576] parameter(0), sharding={devices=[256]<=[256]}\n"
+                            "  ROOT n = f32[1048576] negate(p)\n}\n", 256, "--samples=32 --json");
   ck_assert_ptr_nonnull(strstr(out, "\"mode\": \"sampled\""));
   free(out);
 }
@@ -565,24 +573,11 @@ END_TEST
  * run it on one, where the all-gather's group names a device that does
  * not run). */
 START_TEST(test_cli_checks_program_per_partition) {
-  char path[] = "/tmp/hk_per_partitionXXXXXX";
-  int fd = mkstemp(path);
-  ck_assert(fd >= 0);
-  FILE *f = fdopen(fd, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
-        "  g = f32[4] all-gather(p), dimensions={0}, replica_groups={{0,1}}, channel_id=1,"
-        " use_global_device_ids=true\n"
-        "  q = f32[4] parameter(1), sharding={devices=[2]0,1}\n"
-        "  ROOT a = f32[4] add(g, q)\n}\n", f);
-  fclose(f);
-  char args[1024], *out;
-  snprintf(args, sizeof args,
-           "check %s --num-partitions=2 --passes='sharding-propagation{is_spmd=true},"
-           "spmd-partitioning{allow_module_signature_change=true}'", path);
-  int rc = run_hlokit(args, &out);
-  unlink(path);
-  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  char *out = check_text_ok("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
+                            "  g = f32[4] all-gather(p), dimensions={0}, replica_groups={{0,1}}, channel_id=1,"
+                            " use_global_device_ids=true\n"
+                            "  q = f32[4] parameter(1), sharding={devices=[2]0,1}\n"
+                            "  ROOT a = f32[4] add(g, q)\n}\n", 2, "");
   ck_assert_ptr_nonnull(strstr(out, "equal"));
   free(out);
 }
