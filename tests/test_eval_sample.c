@@ -465,6 +465,11 @@ START_TEST(test_batch_norm_and_host_moves_match_dense) {
       "  ROOT d = f32[12,10] async-done(st)",
       "  h = f32[12,10] custom-call(a), custom_call_target=\"MoveToHost\"\n"
       "  ROOT d = f32[12,10] custom-call(h), custom_call_target=\"MoveToDevice\"",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"annotate_device_placement\",\n"
+      "    frontend_attributes={_xla_buffer_placement=\"pinned_host\"}\n"
+      "  ROOT n = f32[12,10] negate(h)",
+      "  h = f32[12,10] custom-call(a), custom_call_target=\"HostExecute\", called_computations={wrapped_neg}\n"
+      "  ROOT d = f32[12,10] add(h, sm)",
   };
   for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
 }
@@ -531,6 +536,52 @@ static int run_hlokit(const char *args, char **out) {
   *out = buf;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
+
+/* `hlokit check` of module text on n partitions with propagation and
+ * partitioning (extra options after them); asserts exit 0 and returns
+ * the output (the caller frees it). */
+static char *check_text_ok(const char *text, int n, const char *extra) {
+  char path[] = "/tmp/hk_check_textXXXXXX";
+  int fd = mkstemp(path);
+  ck_assert(fd >= 0);
+  FILE *f = fdopen(fd, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  char args[1024], *out;
+  snprintf(args, sizeof args,
+           "check %s --num-partitions=%d --passes='sharding-propagation{is_spmd=true},"
+           "spmd-partitioning{allow_module_signature_change=true}' %s", path, n, extra);
+  int rc = run_hlokit(args, &out);
+  unlink(path);
+  ck_assert_msg(rc == 0, "exit %d: %s", rc, out);
+  return out;
+}
+
+/* Auto mode also samples when the devices' values together are too big:
+ * a 2^20-element output replicated on 256 devices is 2^28 elements. */
+START_TEST(test_cli_samples_many_device_copies) {
+  char *out = check_text_ok("HloModule m\nENTRY e {\n  p = f32[1048576] parameter(0), sharding={devices=[256]<=[256]}\n"
+                            "  ROOT n = f32[1048576] negate(p)\n}\n", 256, "--samples=32 --json");
+  ck_assert_ptr_nonnull(strstr(out, "\"mode\": \"sampled\""));
+  free(out);
+}
+END_TEST
+
+/* A global module holding a collective with a channel is already a
+ * program per partition: check runs it on every partition (it used to
+ * run it on one, where the all-gather's group names a device that does
+ * not run). */
+START_TEST(test_cli_checks_program_per_partition) {
+  char *out = check_text_ok("HloModule m\nENTRY e {\n  p = f32[2] parameter(0)\n"
+                            "  g = f32[4] all-gather(p), dimensions={0}, replica_groups={{0,1}}, channel_id=1,"
+                            " use_global_device_ids=true\n"
+                            "  q = f32[4] parameter(1), sharding={devices=[2]0,1}\n"
+                            "  ROOT a = f32[4] add(g, q)\n}\n", 2, "");
+  ck_assert_ptr_nonnull(strstr(out, "equal"));
+  free(out);
+}
+END_TEST
 
 START_TEST(test_cli_sampled_mode) {
   char *out;
@@ -645,6 +696,8 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_mismatched_results_are_an_error);
   tcase_add_test(t, test_cost_estimate);
   tcase_add_test(t, test_cli_sampled_mode);
+  tcase_add_test(t, test_cli_samples_many_device_copies);
+  tcase_add_test(t, test_cli_checks_program_per_partition);
   suite_add_tcase(s, t);
   return s;
 }

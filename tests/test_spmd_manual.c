@@ -122,6 +122,32 @@ START_TEST(manual_full_to_shard_shape_refused) {
 }
 END_TEST
 
+START_TEST(manual_value_read_outside_region) {
+  /* A {manual} value read by non-manual instructions (a constant CSE'd
+   * between a manual region and the code around it): as in XLA, each
+   * device's own value stands as the replicated one, so the replicated
+   * copy moves nothing and the tiled copy only slices its tile. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  c = f32[4,2] constant({{1,2},{3,4},{5,6},{7,8}}), sharding={manual}\n"
+      "  r = f32[4,2] copy(c), sharding={replicated}\n"
+      "  t = f32[4,2] copy(c), sharding={devices=[2,1]0,1}\n"
+      "  s = f32[8,2] custom-call(c), custom_call_target=\"SPMDShardToFullShape\",\n"
+      "    sharding={devices=[2,1]0,1}\n"
+      "  ROOT tu = (f32[4,2], f32[4,2], f32[8,2]) tuple(r, t, s),\n"
+      "    sharding={{replicated},{devices=[2,1]0,1},{devices=[2,1]0,1}}\n"
+      "}\n";
+  hk_module *p = partition_only(text, 2);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  const hk_shape *rs = p->entry->root->shape;
+  ck_assert_int_eq(rs->tuple[0]->dims[0], 4);
+  ck_assert_int_eq(rs->tuple[1]->dims[0], 2);
+  ck_assert_int_eq(rs->tuple[2]->dims[0], 4);
+  hk_module_free(p);
+}
+END_TEST
+
 /* ---- single-device shardings -------------------------------------------------------- */
 
 START_TEST(maximal_ops_stay_on_device) {
@@ -245,6 +271,7 @@ static Suite *suite(void) {
   tcase_add_test(t, manual_uneven_full_to_shard);
   tcase_add_test(t, manual_subgroup_full_to_shard);
   tcase_add_test(t, manual_full_to_shard_shape_refused);
+  tcase_add_test(t, manual_value_read_outside_region);
   tcase_add_test(t, maximal_ops_stay_on_device);
   tcase_add_test(t, maximal_custom_call_in_conditional);
   tcase_add_test(t, outfeed_tiled_local);

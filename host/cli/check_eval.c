@@ -70,10 +70,17 @@ static bool is_manual_transition(const hk_instr *i) {
   return t && (!strcmp(t, "SPMDFullToShardShape") || !strcmp(t, "SPMDShardToFullShape"));
 }
 
+/* A collective with a channel combines partitions: the module holding it
+ * is already a program per partition, whatever its shardings say. */
+static bool is_cross_partition_collective(const hk_instr *i) {
+  return hk_opcode_is_collective((hk_opcode)i->opcode) && hk_instr_channel_id(i) > 0;
+}
+
 bool hk_check_has_manual_regions(const hk_module *m) {
   for (int32_t c = 0; c < m->n_computations; c++)
     for (const hk_instr *i = m->computations[c]->first; i; i = i->next)
-      if (is_manual_transition(i) || sharding_has_manual(i->sharding)) return true;
+      if (is_manual_transition(i) || sharding_has_manual(i->sharding) || is_cross_partition_collective(i))
+        return true;
   return false;
 }
 

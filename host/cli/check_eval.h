@@ -29,7 +29,8 @@ typedef struct hk_check_report {
 /* Instructions in every computation of m. */
 int64_t hk_check_count_instrs(const hk_module *m);
 /* True when m has manual regions (SPMDFullToShardShape/SPMDShardToFullShape
- * or a manual / manual-subgroup sharding): hk_check_evaluate then runs
+ * or a manual / manual-subgroup sharding) or is already a program per
+ * partition (a collective with a channel): hk_check_evaluate then runs
  * the global module on the same devices too and compares device by
  * device (device d's partitioned result against its tile of device d's
  * global result). */

@@ -18,8 +18,13 @@ bool hk_check_dense_too_costly(const hk_module *g, const hk_module *p, int64_t n
   }
   hk_eval_cost cg = hk_eval_estimate_cost(g), cp = hk_eval_estimate_cost(p);
   const int64_t max_elements = (int64_t)1 << 24;
+  /* Every simulated device holds its own values in this one process, so
+   * the devices' largest values together count too (a replicated output
+   * gathered on 256 devices is 256 copies). */
+  const double max_all_devices = (double)((int64_t)1 << 27);
   return cg.macs > 2e9 || cp.macs * (double)n_devices > 2e9 || cg.largest_elements > max_elements ||
-         cp.largest_elements > max_elements;
+         cp.largest_elements > max_elements ||
+         (double)cp.largest_elements * (double)n_devices > max_all_devices;
 }
 
 static void put_mismatch(const hk_sample_result *r, hk_buf *b) {

@@ -6,13 +6,24 @@
 
 #include "eval/eval_internal.h"
 
+/* annotate_device_placement is JAX's memory-kind annotation; XLA rewrites
+ * it to MoveToHost / MoveToDevice (ConvertMemoryPlacementToInternal-
+ * Annotations), so its value is its operand's too. */
 bool hk_eval_identity_custom_call(const char *t) {
   static const char *const names[] = {
       "Sharding", "ShardBarrierFrom", "ShardBarrierTo", "MoveToHost", "MoveToDevice",
-      "LayoutConstraint", "AllocateBuffer"};
+      "LayoutConstraint", "AllocateBuffer", "annotate_device_placement"};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (t && !strcmp(t, names[i])) return true;
   return false;
+}
+
+/* HostExecute runs its computation on the host: XLA's HostOffloadingPrepare
+ * makes it from a call, so its value is the call's. */
+bool hk_eval_is_host_execute(const hk_instr *ins) {
+  const char *t = ins->attrs ? ins->attrs->custom_call_target : NULL;
+  return t && !strcmp(t, "HostExecute") && ins->n_called == 1 &&
+         ins->called[0]->n_params == ins->n_operands;
 }
 
 /* The operand itself when it has the result's shape, or its elements
@@ -266,6 +277,7 @@ hk_status *hk_op_custom_call(hk_device_ctx *d, const hk_instr *ins, hk_value *co
   if (t && !strcmp(t, "SPMDFullToShardShape")) return full_to_shard(d, ins, ops, out);
   if (t && !strcmp(t, "SPMDShardToFullShape")) return shard_to_full(d, ins, ops, out);
   if (hk_eval_identity_custom_call(t)) return identity(ins, ops, out);
+  if (hk_eval_is_host_execute(ins)) return hk_eval_computation(d, ins->called[0], ops, ins->n_operands, out);
   if (t && d->opts && d->opts->opaque_custom_calls) return opaque_call(ins, t, ops, out);
   return hk_eval_error(ins, HK_UNIMPLEMENTED, "custom-call target \"%s\" is not supported by the evaluator",
                        t ? t : "");

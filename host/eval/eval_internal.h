@@ -151,6 +151,8 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
 /* Custom-call targets that pass their operand through (Sharding, shard
  * barriers, MoveToHost / MoveToDevice, LayoutConstraint, ...). */
 bool hk_eval_identity_custom_call(const char *target);
+/* A HostExecute custom call: its called computation applied to its operands. */
+bool hk_eval_is_host_execute(const hk_instr *ins);
 /* batch-norm-training / -inference / -grad (batch_norm.c). */
 hk_status *hk_op_batch_norm(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
 /* ragged-dot (ragged_dot.c): the form read from the instruction, and a

@@ -165,24 +165,27 @@ static void rbg_philox(hk_value *bits, uint64_t key, uint64_t *lo, uint64_t *hi)
  * state[1]; philox's counter is (state[1], state[2]) for states of three or
  * more, else (state[1], state[0]) as XLA reverses a two-element state, and
  * only the counter's low word goes back.  rng_default is philox, the
- * algorithm XLA's CPU and GPU compilers expand it to. */
+ * algorithm XLA's CPU and GPU compilers expand it to.  XLA's verifier also
+ * accepts an array result: the bits alone, the new state dropped. */
 hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                                    hk_value **out) {
   (void)d;
   const hk_shape *s = ins->shape;
   const hk_value *state = ops[0];
-  if (s->elem != HK_TUPLE || s->n_tuple != 2 || state->elem != HK_U64 || state->rank != 1 ||
-      state->n < 2)
+  bool tuple = s->elem == HK_TUPLE;
+  if ((tuple && s->n_tuple != 2) || state->elem != HK_U64 || state->rank != 1 || state->n < 2)
     return hk_eval_error(ins, HK_INVALID_ARGUMENT,
-                         "rng-bit-generator takes a u64[>=2] state and returns (state, bits)");
-  if (!hk_shape_is_array(s->tuple[1]) || s->tuple[1]->elem == HK_PRED ||
-      hk_prim_is_complex((hk_prim)s->tuple[1]->elem) || hk_esize(s->tuple[1]->elem) > 8)
+                         "rng-bit-generator takes a u64[>=2] state and returns (state, bits) "
+                         "or bits");
+  const hk_shape *bs = tuple ? s->tuple[1] : s;
+  if (!hk_shape_is_array(bs) || bs->elem == HK_PRED || hk_prim_is_complex((hk_prim)bs->elem) ||
+      hk_esize(bs->elem) > 8)
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "rng-bit-generator cannot make bits of type %s",
-                         hk_prim_name((hk_prim)s->tuple[1]->elem));
+                         hk_prim_name((hk_prim)bs->elem));
   const char *alg = ins->attrs ? ins->attrs->rng_algorithm : NULL;
   rbg_algo a = alg && strstr(alg, "three_fry") ? RBG_THREEFRY : RBG_PHILOX;
   const uint64_t *st = state->data;
-  hk_value *ns = hk_value_clone(state), *bits = hk_value_for_shape_dims(s->tuple[1]);
+  hk_value *ns = hk_value_clone(state), *bits = hk_value_for_shape_dims(bs);
   uint64_t *nst = ns->data;
   if (a == RBG_THREEFRY) {
     nst[1] = rbg_threefry(bits, st[0], st[1]);
@@ -195,6 +198,11 @@ hk_status *hk_op_rng_bit_generator(hk_device_ctx *d, const hk_instr *ins, hk_val
     uint64_t lo = st[1], hi = st[0];
     rbg_philox(bits, st[0], &lo, &hi);
     nst[1] = lo;
+  }
+  if (!tuple) {
+    hk_value_release(ns);
+    *out = bits;
+    return NULL;
   }
   hk_value *e[2] = {ns, bits};
   *out = hk_value_new_tuple(2, e);

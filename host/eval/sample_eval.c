@@ -451,7 +451,8 @@ static se_op_fn op_for(const hk_instr *ins) {
     case HK_OP_ASYNC_DONE: return route_async_done;
     case HK_OP_COPY: case HK_OP_OPTIMIZATION_BARRIER: case HK_OP_ADD_DEPENDENCY:
     case HK_OP_DOMAIN: return route_same;
-    case HK_OP_CUSTOM_CALL: return is_identity_custom_call(ins) ? route_same : NULL;
+    case HK_OP_CUSTOM_CALL:
+      return is_identity_custom_call(ins) ? route_same : hk_eval_is_host_execute(ins) ? route_call : NULL;
     case HK_OP_CONSTANT: return se_op_constant;
     case HK_OP_IOTA: return se_op_iota;
     case HK_OP_PARTITION_ID: case HK_OP_REPLICA_ID: return se_op_device_id;

@@ -837,6 +837,12 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
     *out = h;
     return NULL;
   }
+  /* A {manual} value read outside the manual region: XLA's partitioner
+   * replicates it over its tile assignment, which has no partitioned dim,
+   * so each device's own value stands as the replicated one. */
+  if (from->kind == HK_SHARDING_MANUAL && to->kind != HK_SHARDING_MANUAL &&
+      spmd_manual_factor(to) == 1 && hk_shape_compatible(h->shape, gs))
+    from = hk_sharding_replicated(v->m);
   /* A replicated value enters a manual subgroup by slicing its data dims. */
   bool replicated_in = from->kind == HK_SHARDING_REPLICATED && spmd_manual_factor(to) > 1;
   if (from->kind == HK_SHARDING_MANUAL || to->kind == HK_SHARDING_MANUAL ||
