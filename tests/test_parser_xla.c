@@ -600,6 +600,35 @@ START_TEST(test_stack_frame_tables) {
 }
 END_TEST
 
+/* XLA's InferDynamicSliceShape: a rank-1 first start index is the legacy
+ * form, one integral index vector with an entry per operand dimension (also
+ * for a rank-1 operand); it must be the only index operand. */
+START_TEST(test_dynamic_slice_index_vector) {
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  p = f32[20]{0} parameter(0)\n  i = s32[1]{0} parameter(1)\n"
+      "  ROOT d = f32[1]{0} dynamic-slice(p, i), dynamic_slice_sizes={1}\n}\n"));
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  p = f32[20,20] parameter(0)\n  i = s32[2] parameter(1)\n"
+      "  u = f32[2,1] parameter(2)\n  ROOT d = f32[20,20] dynamic-update-slice(p, u, i)\n}\n"));
+  const char *bad[] = {
+      /* a float index vector */
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  c = f32[1] constant({1})\n"
+      "  ROOT d = f32[4] dynamic-update-slice(p, c, c)\n}\n",
+      /* a vector beside another index */
+      "HloModule m\n\nENTRY e {\n  p = f32[4,4] parameter(0)\n  i = s32[1] parameter(1)\n"
+      "  j = s32[] parameter(2)\n  ROOT d = f32[1,1] dynamic-slice(p, i, j), dynamic_slice_sizes={1,1}\n}\n",
+      /* a vector of the wrong length */
+      "HloModule m\n\nENTRY e {\n  p = f32[4,4] parameter(0)\n  i = s32[3] parameter(1)\n"
+      "  ROOT d = f32[1,1] dynamic-slice(p, i), dynamic_slice_sizes={1,1}\n}\n",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    hk_status *st = verify_text(bad[k]);
+    ck_assert_msg(st, "verified: %s", bad[k]);
+    hk_status_free(st);
+  }
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -632,6 +661,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_spaced_shapes);
   tcase_add_test(tc, test_select_scalar_predicate);
   tcase_add_test(tc, test_stack_frame_tables);
+  tcase_add_test(tc, test_dynamic_slice_index_vector);
   suite_add_tcase(s, tc);
   return s;
 }
