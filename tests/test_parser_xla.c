@@ -629,6 +629,39 @@ START_TEST(test_dynamic_slice_index_vector) {
 }
 END_TEST
 
+/* XLA's channel_id is optional (hlo_parser.cc: an optional int64 attribute,
+ * printed when it has a value): channel_id=0 is present, prints back, and
+ * counts as a channel (use_global_device_ids needs one); absent stays absent. */
+START_TEST(test_channel_id_zero) {
+  const char *t =
+      "HloModule m\n\nENTRY e {\n  p = s32[1,8] parameter(0)\n"
+      "  ROOT ag = s32[2,8] all-gather(p), replica_groups={{0,1}}, dimensions={0}, channel_id=0, "
+      "use_global_device_ids=true\n}\n";
+  expect_print_has(t, HK_PRINT_SHORT, "all-gather(p), channel_id=0, replica_groups={{0,1}}");
+  hk_module *m = hk_test_parse(t);
+  ck_assert(hk_instr_has_channel_id(m->entry->root));
+  ck_assert_int_eq(hk_instr_channel_id(m->entry->root), 0);
+  m->config.num_partitions = 2;
+  hk_verify_options o = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &o));
+  /* a real id given later replaces the written 0 */
+  hk_instr_attrs(m->entry->root)->channel_id = 7;
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_msg(strstr(out, "channel_id=7") && !strstr(out, "channel_id=0"), "%s", out);
+  free(out);
+  hk_module_free(m);
+  m = hk_test_parse("HloModule m\n\nENTRY e {\n  p = s32[8] parameter(0)\n"
+                    "  ROOT n = s32[8] negate(p)\n}\n");
+  ck_assert(!hk_instr_has_channel_id(m->entry->root));
+  hk_module_free(m);
+  /* send/recv require channel_id; a 0 is one */
+  expect_print_has("HloModule m\n\nENTRY e {\n  t = token[] after-all()\n  c = f32[] constant(1)\n"
+                   "  s = (f32[], u32[], token[]) send(c, t), channel_id=0\n"
+                   "  ROOT d = token[] send-done(s), channel_id=0\n}\n",
+                   HK_PRINT_SHORT, "send-done(s), channel_id=0");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -662,6 +695,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_select_scalar_predicate);
   tcase_add_test(tc, test_stack_frame_tables);
   tcase_add_test(tc, test_dynamic_slice_index_vector);
+  tcase_add_test(tc, test_channel_id_zero);
   suite_add_tcase(s, tc);
   return s;
 }

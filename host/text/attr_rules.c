@@ -157,12 +157,19 @@ bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len) 
   return async_sugar && len == 22 && memcmp(s, "async_execution_thread", 22) == 0;
 }
 
+/* A written channel_id=0 (kept raw, the field staying 0). */
+static bool has_raw(const tx_pending *pi, const char *name) {
+  for (int k = 0; k < pi->n_raw; k++)
+    if (!strcmp(pi->raw[k].name, name)) return true;
+  return false;
+}
+
 /* The first required attribute the instruction lacks, or NULL. */
 const char *tx_missing_required(const tx_pending *pi) {
   const hk_attrs *a = &pi->a;
   switch (pi->op) {
     case HK_OP_SEND: case HK_OP_RECV: case HK_OP_SEND_DONE: case HK_OP_RECV_DONE:
-      return a->channel_id || a->is_host_transfer ? NULL : "channel_id";
+      return a->channel_id || a->is_host_transfer || has_raw(pi, "channel_id") ? NULL : "channel_id";
     case HK_OP_REDUCE:
       if (!pi->seen_dims) return "dimensions";
       return pi->to_apply ? NULL : "to_apply";
