@@ -662,6 +662,27 @@ START_TEST(test_channel_id_zero) {
 }
 END_TEST
 
+/* XLA's ParseAttributeHelper: an attribute the opcode does not take is an
+ * error at its name, `unexpected attribute "NAME"`, unknown names too (also
+ * on custom-call, which takes any attribute XLA knows); ragged-dot's and
+ * reshape's own attributes are known. */
+START_TEST(test_unknown_attribute) {
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+               "  ROOT n = f32[8] negate(p), foo=bar\n}\n",
+               "t:5:30:", "unexpected attribute \"foo\"");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+               "  ROOT n = f32[8] custom-call(p), custom_call_target=\"x\", new_thing={1}\n}\n",
+               "t:5:59:", "unexpected attribute \"new_thing\"");
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+                   "  ROOT n = f32[2,4] reshape(p), inferred_dimension=0\n}\n",
+                   HK_PRINT_SHORT, "reshape(p), inferred_dimension=0");
+  expect_print_has("HloModule m\n\nENTRY e {\n  a = f32[6,4] parameter(0)\n  b = f32[2,4,3] parameter(1)\n"
+                   "  g = s64[2] parameter(2)\n  ROOT d = f32[6,3] ragged-dot(a, b, g), lhs_contracting_dims={1}, "
+                   "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n",
+                   HK_PRINT_SHORT, "lhs_ragged_dims={0}, rhs_group_dims={0}");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -696,6 +717,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_stack_frame_tables);
   tcase_add_test(tc, test_dynamic_slice_index_vector);
   tcase_add_test(tc, test_channel_id_zero);
+  tcase_add_test(tc, test_unknown_attribute);
   suite_add_tcase(s, tc);
   return s;
 }
