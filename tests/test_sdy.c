@@ -665,6 +665,39 @@ START_TEST(cli_import_keeps_texts_only_for_an_export) {
 }
 END_TEST
 
+/* xla.sdy.use_tuple_args (ShardyXLA's use_tuple_args, its TestUseTuplesTrue
+ * rule): the entry takes one tuple of the flattened parameters; aliasing,
+ * donors and the entry layout follow; the attribute goes. */
+START_TEST(use_tuple_args_wraps_the_parameters) {
+  hk_module *m = hk_test_parse(
+      "HloModule f, buffer_donor={ (1, {}) }, input_output_alias={ {}: (2, {}, must-alias) }, "
+      "entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0}, f32[8,4]{1,0})->f32[8,4]{1,0}}, "
+      "num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.use_tuple_args=\"t\"}\n\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>\"}\n"
+      "  b = f32[16,4] parameter(1)\n  c = f32[8,4] parameter(2)\n"
+      "  d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT r = f32[8,4] add(d, c)\n}\n");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert_int_eq(m->entry->n_params, 1);
+  hk_instr *arg = m->entry->params[0];
+  ck_assert(hk_shape_is_tuple(arg->shape) && arg->shape->n_tuple == 3);
+  assert_sharding(m, hk_test_find(m, "a")->operands[0]->name,
+                  "{{devices=[8,1]<=[8]}, {replicated}, {replicated}}");
+  ck_assert_int_eq(hk_test_find(m, "c")->opcode, HK_OP_GET_TUPLE_ELEMENT);
+  ck_assert_int_eq(hk_instr_tuple_index(hk_test_find(m, "c")), 2);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_msg(strstr(out, "input_output_alias={ {}: (0, {2}, must-alias) }") &&
+                    strstr(out, "buffer_donor={ (0, {1}) }") &&
+                    strstr(out, "entry_computation_layout={((f32[8,16]{1,0}, f32[16,4]{1,0}, "
+                                "f32[8,4]{1,0}))->f32[8,4]{1,0}}") &&
+                    !strstr(out, "use_tuple_args"),
+                "%s", out);
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(fixtures_partition_and_check_equal) {
   assert_checks_equal("sdy_shard_map.hlo", 8);
   assert_checks_equal("sdy_mlp.hlo", 8);
@@ -720,6 +753,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, export_derives_changed_shardings);
   tcase_add_test(tc, import_removes_round_trip_attributes);
   tcase_add_test(tc, cli_import_keeps_texts_only_for_an_export);
+  tcase_add_test(tc, use_tuple_args_wraps_the_parameters);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
   tcase_add_test(tc, partitioned_entry_takes_local_shards);
   tcase_add_test(tc, mutated_texts_never_crash);

@@ -346,6 +346,10 @@ static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   *changed = false;
   HK_TRY(sdy_import_module(m, changed));
   if (*changed && !((import_pass *)self)->keep) drop_kept(m);
+  bool tuple_args = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
+                                 SDY_USE_TUPLE_ARGS) != NULL;
+  if (tuple_args) HK_TRY(sdy_use_tuple_args(m));
+  *changed |= tuple_args;
   return NULL;
 }
 
