@@ -600,6 +600,89 @@ START_TEST(test_stack_frame_tables) {
 }
 END_TEST
 
+/* XLA's InferDynamicSliceShape: a rank-1 first start index is the legacy
+ * form, one integral index vector with an entry per operand dimension (also
+ * for a rank-1 operand); it must be the only index operand. */
+START_TEST(test_dynamic_slice_index_vector) {
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  p = f32[20]{0} parameter(0)\n  i = s32[1]{0} parameter(1)\n"
+      "  ROOT d = f32[1]{0} dynamic-slice(p, i), dynamic_slice_sizes={1}\n}\n"));
+  ck_assert_ok(verify_text(
+      "HloModule m\n\nENTRY e {\n  p = f32[20,20] parameter(0)\n  i = s32[2] parameter(1)\n"
+      "  u = f32[2,1] parameter(2)\n  ROOT d = f32[20,20] dynamic-update-slice(p, u, i)\n}\n"));
+  const char *bad[] = {
+      /* a float index vector */
+      "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  c = f32[1] constant({1})\n"
+      "  ROOT d = f32[4] dynamic-update-slice(p, c, c)\n}\n",
+      /* a vector beside another index */
+      "HloModule m\n\nENTRY e {\n  p = f32[4,4] parameter(0)\n  i = s32[1] parameter(1)\n"
+      "  j = s32[] parameter(2)\n  ROOT d = f32[1,1] dynamic-slice(p, i, j), dynamic_slice_sizes={1,1}\n}\n",
+      /* a vector of the wrong length */
+      "HloModule m\n\nENTRY e {\n  p = f32[4,4] parameter(0)\n  i = s32[3] parameter(1)\n"
+      "  ROOT d = f32[1,1] dynamic-slice(p, i), dynamic_slice_sizes={1,1}\n}\n",
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+    hk_status *st = verify_text(bad[k]);
+    ck_assert_msg(st, "verified: %s", bad[k]);
+    hk_status_free(st);
+  }
+}
+END_TEST
+
+/* XLA's channel_id is optional (hlo_parser.cc: an optional int64 attribute,
+ * printed when it has a value): channel_id=0 is present, prints back, and
+ * counts as a channel (use_global_device_ids needs one); absent stays absent. */
+START_TEST(test_channel_id_zero) {
+  const char *t =
+      "HloModule m\n\nENTRY e {\n  p = s32[1,8] parameter(0)\n"
+      "  ROOT ag = s32[2,8] all-gather(p), replica_groups={{0,1}}, dimensions={0}, channel_id=0, "
+      "use_global_device_ids=true\n}\n";
+  expect_print_has(t, HK_PRINT_SHORT, "all-gather(p), channel_id=0, replica_groups={{0,1}}");
+  hk_module *m = hk_test_parse(t);
+  ck_assert(hk_instr_has_channel_id(m->entry->root));
+  ck_assert_int_eq(hk_instr_channel_id(m->entry->root), 0);
+  m->config.num_partitions = 2;
+  hk_verify_options o = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &o));
+  /* a real id given later replaces the written 0 */
+  hk_instr_attrs(m->entry->root)->channel_id = 7;
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_msg(strstr(out, "channel_id=7") && !strstr(out, "channel_id=0"), "%s", out);
+  free(out);
+  hk_module_free(m);
+  m = hk_test_parse("HloModule m\n\nENTRY e {\n  p = s32[8] parameter(0)\n"
+                    "  ROOT n = s32[8] negate(p)\n}\n");
+  ck_assert(!hk_instr_has_channel_id(m->entry->root));
+  hk_module_free(m);
+  /* send/recv require channel_id; a 0 is one */
+  expect_print_has("HloModule m\n\nENTRY e {\n  t = token[] after-all()\n  c = f32[] constant(1)\n"
+                   "  s = (f32[], u32[], token[]) send(c, t), channel_id=0\n"
+                   "  ROOT d = token[] send-done(s), channel_id=0\n}\n",
+                   HK_PRINT_SHORT, "send-done(s), channel_id=0");
+}
+END_TEST
+
+/* XLA's ParseAttributeHelper: an attribute the opcode does not take is an
+ * error at its name, `unexpected attribute "NAME"`, unknown names too (also
+ * on custom-call, which takes any attribute XLA knows); ragged-dot's and
+ * reshape's own attributes are known. */
+START_TEST(test_unknown_attribute) {
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+               "  ROOT n = f32[8] negate(p), foo=bar\n}\n",
+               "t:5:30:", "unexpected attribute \"foo\"");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+               "  ROOT n = f32[8] custom-call(p), custom_call_target=\"x\", new_thing={1}\n}\n",
+               "t:5:59:", "unexpected attribute \"new_thing\"");
+  expect_print_has("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+                   "  ROOT n = f32[2,4] reshape(p), inferred_dimension=0\n}\n",
+                   HK_PRINT_SHORT, "reshape(p), inferred_dimension=0");
+  expect_print_has("HloModule m\n\nENTRY e {\n  a = f32[6,4] parameter(0)\n  b = f32[2,4,3] parameter(1)\n"
+                   "  g = s64[2] parameter(2)\n  ROOT d = f32[6,3] ragged-dot(a, b, g), lhs_contracting_dims={1}, "
+                   "rhs_contracting_dims={1}, lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n",
+                   HK_PRINT_SHORT, "lhs_ragged_dims={0}, rhs_group_dims={0}");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -632,6 +715,9 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_spaced_shapes);
   tcase_add_test(tc, test_select_scalar_predicate);
   tcase_add_test(tc, test_stack_frame_tables);
+  tcase_add_test(tc, test_dynamic_slice_index_vector);
+  tcase_add_test(tc, test_channel_id_zero);
+  tcase_add_test(tc, test_unknown_attribute);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -21,7 +21,8 @@ static hk_module *import_parts(int parts, const char *meshes, const char *entry)
   snprintf(t, sizeof t, "HloModule m, num_partitions=%d, frontend_attributes={xla.sdy.meshes={%s}}\n\n%s",
            parts, meshes, entry);
   hk_module *m = hk_test_parse(t);
-  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  /* keep=true: several tests export afterwards */
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", "keep=true"));
   return m;
 }
 
@@ -535,7 +536,7 @@ static char *attr_texts(const hk_module *m) {
 
 static void assert_round_trip(const char *fixture) {
   hk_module *a = read_fixture(fixture), *b = read_fixture(fixture);
-  ck_assert(hk_test_run_pass(reg, b, "sdy-round-trip-import", NULL));
+  ck_assert(hk_test_run_pass(reg, b, "sdy-round-trip-import", "keep=true"));
   char *imported = hk_module_to_string(b, HK_PRINT_LONG);
   ck_assert(!strstr(imported, "xla.sdy.sharding=") && !strstr(imported, "xla.sdy.meshes"));
   free(imported);
@@ -554,6 +555,32 @@ START_TEST(export_after_import_is_identity_on_attributes) {
   assert_round_trip("sdy_mlp.hlo");
   assert_round_trip("sdy_nested_shard_map.hlo");
   assert_round_trip("sdy_two_results.hlo");
+}
+END_TEST
+
+/* XLA's import removes the round-trip attributes it reads (import_shardy_
+ * attrs.cc) and ShardyXLA the module's meshes: by default nothing Shardy is
+ * left in the output; keep=true keeps them under hlokit.sdy.* only. */
+static void assert_import_leaves_nothing(const char *fixture) {
+  hk_module *m = read_fixture(fixture);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  char *out = hk_module_to_string(m, HK_PRINT_LONG);
+  ck_assert_msg(!strstr(out, "xla.sdy.") && !strstr(out, "hlokit.sdy."), "%s: %s", fixture, out);
+  free(out);
+  hk_module_free(m);
+  m = read_fixture(fixture);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", "keep=true"));
+  out = hk_module_to_string(m, HK_PRINT_LONG);
+  ck_assert(strstr(out, "hlokit.sdy.meshes") && !strstr(out, "xla.sdy.meshes"));
+  free(out);
+  hk_module_free(m);
+}
+
+START_TEST(import_removes_round_trip_attributes) {
+  assert_import_leaves_nothing("sdy_shard_map.hlo");
+  assert_import_leaves_nothing("sdy_mlp.hlo");
+  assert_import_leaves_nothing("sdy_nested_shard_map.hlo");
+  assert_import_leaves_nothing("sdy_two_results.hlo");
 }
 END_TEST
 
@@ -616,6 +643,61 @@ static void assert_checks_equal(const char *fixture, int parts) {
   unlink(err);
 }
 
+/* The CLI's own import removes the texts, but keeps them when its pipeline
+ * runs sdy-round-trip-export (which then writes the Shardy form back). */
+static void assert_cli_output(const char *passes, bool want_shardy) {
+  find_fixtures();
+  char cmd[PATH_MAX * 4];
+  snprintf(cmd, sizeof cmd, "%s/hlokit opt %s/sdy_shard_map.hlo %s%s > cli_sdy.out 2>/dev/null",
+           bin_dir, fixture_dir, passes ? "--passes=" : "", passes ? passes : "");
+  ck_assert_int_eq(system(cmd), 0);
+  char *o = slurp("cli_sdy.out");
+  ck_assert_msg(!strstr(o, "hlokit.sdy."), "%s", o);
+  ck_assert_msg(!strstr(o, "xla.sdy.meshes") == !want_shardy, "%s", o);
+  free(o);
+  unlink("cli_sdy.out");
+}
+
+START_TEST(cli_import_keeps_texts_only_for_an_export) {
+  assert_cli_output(NULL, false);
+  assert_cli_output("hlo-dce", false);
+  assert_cli_output("hlo-dce,sdy-round-trip-export", true);
+}
+END_TEST
+
+/* xla.sdy.use_tuple_args (ShardyXLA's use_tuple_args, its TestUseTuplesTrue
+ * rule): the entry takes one tuple of the flattened parameters; aliasing,
+ * donors and the entry layout follow; the attribute goes. */
+START_TEST(use_tuple_args_wraps_the_parameters) {
+  hk_module *m = hk_test_parse(
+      "HloModule f, buffer_donor={ (1, {}) }, input_output_alias={ {}: (2, {}, must-alias) }, "
+      "entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0}, f32[8,4]{1,0})->f32[8,4]{1,0}}, "
+      "num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.use_tuple_args=\"t\"}\n\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>\"}\n"
+      "  b = f32[16,4] parameter(1)\n  c = f32[8,4] parameter(2)\n"
+      "  d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  ROOT r = f32[8,4] add(d, c)\n}\n");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert_int_eq(m->entry->n_params, 1);
+  hk_instr *arg = m->entry->params[0];
+  ck_assert(hk_shape_is_tuple(arg->shape) && arg->shape->n_tuple == 3);
+  assert_sharding(m, hk_test_find(m, "a")->operands[0]->name,
+                  "{{devices=[8,1]<=[8]}, {replicated}, {replicated}}");
+  ck_assert_int_eq(hk_test_find(m, "c")->opcode, HK_OP_GET_TUPLE_ELEMENT);
+  ck_assert_int_eq(hk_instr_tuple_index(hk_test_find(m, "c")), 2);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  ck_assert_msg(strstr(out, "input_output_alias={ {}: (0, {2}, must-alias) }") &&
+                    strstr(out, "buffer_donor={ (0, {1}) }") &&
+                    strstr(out, "entry_computation_layout={((f32[8,16]{1,0}, f32[16,4]{1,0}, "
+                                "f32[8,4]{1,0}))->f32[8,4]{1,0}}") &&
+                    !strstr(out, "use_tuple_args"),
+                "%s", out);
+  free(out);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(fixtures_partition_and_check_equal) {
   assert_checks_equal("sdy_shard_map.hlo", 8);
   assert_checks_equal("sdy_mlp.hlo", 8);
@@ -669,6 +751,9 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, bad_text_reported_with_instruction_and_offset);
   tcase_add_test(tc, export_after_import_is_identity_on_attributes);
   tcase_add_test(tc, export_derives_changed_shardings);
+  tcase_add_test(tc, import_removes_round_trip_attributes);
+  tcase_add_test(tc, cli_import_keeps_texts_only_for_an_export);
+  tcase_add_test(tc, use_tuple_args_wraps_the_parameters);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
   tcase_add_test(tc, partitioned_entry_takes_local_shards);
   tcase_add_test(tc, mutated_texts_never_crash);

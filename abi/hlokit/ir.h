@@ -416,6 +416,9 @@ const char *hk_name_with_suffix(hk_module *m, const char *name, const char *suff
 bool hk_instr_has_side_effect(const hk_instr *i);
 /* Convenience getters with XLA defaults. */
 int64_t hk_instr_channel_id(const hk_instr *i);
+/* XLA's channel_id().has_value(): true also for a written channel_id=0
+ * (kept as the raw attribute channel_id=0, the field staying 0). */
+bool hk_instr_has_channel_id(const hk_instr *i);
 int64_t hk_instr_parameter_number(const hk_instr *i);
 int64_t hk_instr_tuple_index(const hk_instr *i);
 const hk_metadata *hk_instr_metadata(const hk_instr *i);

@@ -27,7 +27,7 @@ static int64_t replica_count(ana_ctx *c) { return cfg_or_one(c->m->config.replic
 /* `flag_optional`: the op has no use_global_device_ids field (all-to-all,
  * collective-permute), so a channel means cross-partition. */
 static hk_status *get_group_mode(ana_ctx *c, bool flag_optional, group_mode *g) {
-  bool has_channel = hk_instr_channel_id(c->i) > 0;
+  bool has_channel = hk_instr_has_channel_id(c->i);
   bool global = c->i->attrs && c->i->attrs->use_global_device_ids;
   if (!has_channel) {
     if (global)

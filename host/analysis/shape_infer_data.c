@@ -123,15 +123,21 @@ static hk_status *infer_slice(ana_ctx *c, const hk_shape **out) {
   return NULL;
 }
 
-/* Checks the start-index operands from `first` on; XLA accepts one scalar
- * per dimension or (legacy) one index vector. */
+/* Checks the start-index operands from `first` on, as XLA's
+ * InferDynamicSliceShape does: a rank-1 first index is the legacy form (one
+ * integral vector with an entry per operand dimension, even for a rank-1
+ * operand), anything else one integral scalar per dimension. */
 static hk_status *check_start_indices(ana_ctx *c, int first, int rank) {
   int n = c->i->n_operands - first;
-  if (n == 1 && rank != 1 && hk_shape_is_array(OPND(c, first)) &&
-      OPND(c, first)->rank == 1) {
-    if (OPND(c, first)->dims[0] != rank)
+  const hk_shape *v = n >= 1 ? OPND(c, first) : NULL;
+  if (v && hk_shape_is_array(v) && v->rank == 1) {
+    if (n != 1)
+      return ana_fail(c->i, "a start index vector must be the only index operand, has %d", n);
+    if (!hk_prim_is_integral(elem_of(v)))
+      return ana_fail(c->i, "start indices must be of integral type");
+    if (v->dims[0] != rank)
       return ana_fail(c->i, "start index vector has %lld entries for rank %d",
-                      (long long)OPND(c, first)->dims[0], rank);
+                      (long long)v->dims[0], rank);
     return NULL;
   }
   if (n != rank)

@@ -28,7 +28,7 @@ hk_reduce_kind hk_collective_reducer(const hk_instr *ins) {
 }
 
 hk_group_mode hk_collective_group_mode(const hk_instr *ins) {
-  bool channel = hk_instr_channel_id(ins) > 0;
+  bool channel = hk_instr_has_channel_id(ins);
   bool global = ins->attrs && ins->attrs->use_global_device_ids;
   if (!channel) return HK_MODE_CROSS_REPLICA;
   if (!has_global_ids_attr((hk_opcode)ins->opcode)) return HK_MODE_CROSS_PARTITION;
@@ -428,7 +428,7 @@ static hk_status *all_to_all_tuple(coll *c, hk_value *const *ops, hk_value **out
 
 static hk_status *permute(coll *c, const hk_value *in, hk_value **out) {
   const hk_device_ctx *d = c->d;
-  bool cross_partition = hk_instr_channel_id(c->ins) > 0;
+  bool cross_partition = hk_instr_has_channel_id(c->ins);
   int64_t me = cross_partition ? d->partition : d->replica;
   int n = c->ins->attrs ? c->ins->attrs->n_source_target_pairs : 0;
   const hk_pair *pairs = n ? c->ins->attrs->source_target_pairs : NULL;

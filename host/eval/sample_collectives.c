@@ -164,7 +164,7 @@ static hk_status *all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins, int le
 static hk_status *collective_permute(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b,
                                      hk_value **out) {
   if (ins->n_operands != 1) return hk_eval_error(ins, HK_UNIMPLEMENTED, "in-place collective-permute");
-  bool cross_partition = hk_instr_channel_id(ins) > 0;
+  bool cross_partition = hk_instr_has_channel_id(ins);
   int64_t me = cross_partition ? f->partition : f->replica;
   const hk_attrs *at = ins->attrs;
   for (int32_t i = 0; at && i < at->n_source_target_pairs; i++) {

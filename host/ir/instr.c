@@ -344,7 +344,7 @@ static bool has_side_effect_no_recurse(const hk_instr *i) {
       /* fall through */
     case HK_OP_COLLECTIVE_PERMUTE: {
       bool spmd = i->parent && i->parent->module->config.use_spmd_partitioning;
-      return a && a->channel_id != 0 && !spmd;
+      return a && hk_instr_has_channel_id(i) && !spmd;
     }
     case HK_OP_CUSTOM_CALL:
       return a && a->custom_call_has_side_effect;
@@ -363,6 +363,18 @@ static bool side_effect_depth(const hk_instr *i, int depth) {
 bool hk_instr_has_side_effect(const hk_instr *i) { return side_effect_depth(i, 0); }
 
 int64_t hk_instr_channel_id(const hk_instr *i) { return i->attrs ? i->attrs->channel_id : 0; }
+
+/* XLA's channel_id is optional, and channel_id=0 is present.  The IR's 0
+ * means none (ABI), so the parser keeps a written 0 as the raw attribute
+ * channel_id=0 beside it: the two together say "present, 0". */
+bool hk_instr_has_channel_id(const hk_instr *i) {
+  const hk_attrs *a = i->attrs;
+  if (!a) return false;
+  if (a->channel_id) return true;
+  for (int32_t k = 0; k < a->n_raw; k++)
+    if (!strcmp(a->raw[k].name, "channel_id")) return true;
+  return false;
+}
 
 int64_t hk_instr_parameter_number(const hk_instr *i) {
   return i->attrs ? i->attrs->parameter_number : 0;

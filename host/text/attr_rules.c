@@ -10,8 +10,8 @@ static const char *const kCommon[] = {
     "origin", "result_accuracy", "sharding", "statistics",
 };
 
-/* Every opcode-specific attribute name we know (sorted, for bsearch). An
- * attribute outside this list is kept verbatim wherever it appears. */
+/* Every opcode-specific attribute name XLA's parser knows (sorted, for
+ * bsearch).  Like XLA, a name outside every list is an error. */
 static const char *const kKnown[] = {
     "algorithm", "api_version", "async_execution_thread", "batch_group_count", "body",
     "branch_computations", "called_computations", "calls", "channel_id",
@@ -20,13 +20,13 @@ static const char *const kKnown[] = {
     "dim_labels", "dimensions", "distribution", "domain", "dynamic_slice_sizes", "epsilon",
     "exponent_bits", "false_computation", "feature_group_count", "feature_index",
     "fft_length", "fft_type", "index", "index_vector_dim", "indices_are_sorted",
-    "infeed_config", "input_batching_dims", "inserted_window_dims", "iota_dimension",
+    "infeed_config", "inferred_dimension", "input_batching_dims", "inserted_window_dims", "iota_dimension",
     "is_composite", "is_host_transfer", "is_stable", "k", "kind", "largest", "left_side",
-    "lhs_batch_dims", "lhs_contracting_dims", "literal", "lower", "mantissa_bits",
+    "lhs_batch_dims", "lhs_contracting_dims", "lhs_ragged_dims", "literal", "lower", "mantissa_bits",
     "offset_dims", "operand_batching_dims", "operand_layout_constraints",
     "operand_precision", "outfeed_config", "outfeed_shape", "output_to_operand_aliasing",
     "padding", "padding_type", "parameter_replication", "replica_groups", "rhs_batch_dims",
-    "rhs_contracting_dims", "scatter", "scatter_dims_to_operand_dims",
+    "rhs_contracting_dims", "rhs_group_dims", "scatter", "scatter_dims_to_operand_dims",
     "scatter_indices_batching_dims", "schedule", "select", "slice", "slice_sizes",
     "source_target_pairs", "sparsity", "start_index_map", "start_indices_batching_dims",
     "to_apply", "transpose_a", "true_computation", "type", "unique_indices",
@@ -99,9 +99,13 @@ static const char *allowed_for(hk_opcode op) {
     case HK_OP_RNG_GET_AND_UPDATE_STATE: return "delta";
     case HK_OP_REDUCE_PRECISION: return "exponent_bits,mantissa_bits";
     case HK_OP_CONDITIONAL: return "true_computation,false_computation,branch_computations";
-    case HK_OP_DOT: case HK_OP_RAGGED_DOT:
+    case HK_OP_DOT:
       return "lhs_batch_dims,lhs_contracting_dims,rhs_batch_dims,rhs_contracting_dims,"
              "operand_precision,algorithm,sparsity";
+    case HK_OP_RAGGED_DOT:
+      return "lhs_batch_dims,lhs_contracting_dims,rhs_batch_dims,rhs_contracting_dims,"
+             "lhs_ragged_dims,rhs_group_dims,operand_precision";
+    case HK_OP_RESHAPE: return "inferred_dimension";
     case HK_OP_GATHER:
       return "offset_dims,collapsed_slice_dims,start_index_map,operand_batching_dims,"
              "start_indices_batching_dims,index_vector_dim,slice_sizes,indices_are_sorted";
@@ -149,12 +153,20 @@ bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len) 
   if (len == 15 && memcmp(s, "result_accuracy", 15) == 0) return takes_result_accuracy(op);
   /* the usual case first: an attribute of the opcode's own list */
   const char *list = allowed_for(op);
-  if (!list || listed(list, s, len)) return true;
+  if (list && listed(list, s, len)) return true;
   if (in_list(kCommon, sizeof kCommon / sizeof *kCommon, s, len)) return true;
-  name_ref k = {s, len};
-  if (!bsearch(&k, kKnown, sizeof kKnown / sizeof *kKnown, sizeof *kKnown, cmp_name))
-    return true; /* unknown to us: kept verbatim */
+  if (!list) { /* custom-call: any attribute XLA's parser knows */
+    name_ref k = {s, len};
+    return bsearch(&k, kKnown, sizeof kKnown / sizeof *kKnown, sizeof *kKnown, cmp_name) != NULL;
+  }
   return async_sugar && len == 22 && memcmp(s, "async_execution_thread", 22) == 0;
+}
+
+/* A written channel_id=0 (kept raw, the field staying 0). */
+static bool has_raw(const tx_pending *pi, const char *name) {
+  for (int k = 0; k < pi->n_raw; k++)
+    if (!strcmp(pi->raw[k].name, name)) return true;
+  return false;
 }
 
 /* The first required attribute the instruction lacks, or NULL. */
@@ -162,7 +174,7 @@ const char *tx_missing_required(const tx_pending *pi) {
   const hk_attrs *a = &pi->a;
   switch (pi->op) {
     case HK_OP_SEND: case HK_OP_RECV: case HK_OP_SEND_DONE: case HK_OP_RECV_DONE:
-      return a->channel_id || a->is_host_transfer ? NULL : "channel_id";
+      return a->channel_id || a->is_host_transfer || has_raw(pi, "channel_id") ? NULL : "channel_id";
     case HK_OP_REDUCE:
       if (!pi->seen_dims) return "dimensions";
       return pi->to_apply ? NULL : "to_apply";

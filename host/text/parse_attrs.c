@@ -880,7 +880,12 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       if (IS("branch_computations")) return parse_comp_list(P, pi, true);
       break;
     case 'c':
-      if (IS("channel_id")) return parse_int_attr(P, pi, &a->channel_id);
+      if (IS("channel_id")) {
+        if (!parse_int_attr(P, pi, &a->channel_id)) return false;
+        /* present yet 0 (XLA's optional): see hk_instr_has_channel_id */
+        if (!a->channel_id) add_raw(P, pi, name, len, "0", 1);
+        return true;
+      }
       if (IS("custom_call_target")) return parse_string_attr(P, pi, &a->custom_call_target);
       if (IS("custom_call_has_side_effect")) return parse_bool_attr(P, pi, &a->custom_call_has_side_effect);
       if (IS("calls")) {

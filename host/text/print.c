@@ -187,6 +187,7 @@ static int raw_rank(const char *name, hk_opcode op) {
       {"unit_diagonal", 64},   {"transpose_a", 64},      {"literal", 72},
       {"operand_layout_constraints", 73},                {"output_to_operand_aliasing", 74},
       {"schedule", 75},        {"statistics", 730},      {"origin", 735},
+      {"channel_id", 5},
   };
   (void)op;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -499,6 +500,7 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
   for (int k = 0; k < a->n_raw; k++) {
     int r = raw_rank(a->raw[k].name, op);
     if (r >= 700) continue;
+    if (r == 5 && a->channel_id) continue; /* a 0 since replaced by a real id */
     PIECE(r, hk_buf_printf(b, "%s=%s", a->raw[k].name, a->raw[k].value));
   }
 }

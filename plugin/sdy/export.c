@@ -219,5 +219,5 @@ static hk_pass *export_create(const hk_option_values *opts, hk_registry *reg, hk
 const hk_pass_desc sdy_export_desc = {
     .size = sizeof(hk_pass_desc), .name = "sdy-round-trip-export",
     .summary = "write the module back with Shardy round-trip attributes (xla.sdy.*), as XLA's "
-               "SdyRoundTripExportPipeline",
+               "SdyRoundTripExportPipeline (of a module sdy-round-trip-import{keep=true} read)",
     .create = export_create};

@@ -6,9 +6,9 @@
  * attributes are the source of truth; FuncResultSharding custom
  * calls go onto the root; ShardingGroup custom calls become shard_as
  * groups; open dims of a Sharding custom call become its unspecified_dims;
- * manual computations are lowered in manual.c.  The attribute texts are
- * kept under hlokit.sdy.* (KEEP_PREFIX) for the export and for later
- * passes (priorities, open dims). */
+ * manual computations are lowered in manual.c.  Like XLA's import, it
+ * leaves no round-trip attribute behind; with keep=true the texts stay
+ * under hlokit.sdy.* (KEEP_PREFIX) for sdy-round-trip-export. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -313,12 +313,44 @@ static hk_status *sdy_import_module(hk_module *m, bool *changed) {
   return NULL;
 }
 
+/* Drops the KEEP_PREFIX entries of one frontend attribute list. */
+static void drop_kept_kvs(hk_module *m, int32_t *n, const hk_kv **kvs) {
+  int32_t w = 0;
+  for (int32_t k = 0; k < *n; k++) w += strncmp((*kvs)[k].key, KEEP_PREFIX, strlen(KEEP_PREFIX)) != 0;
+  if (w == *n) return;
+  hk_kv *out = w ? hk_alloc(m, sizeof *out * (size_t)w) : NULL;
+  w = 0;
+  for (int32_t k = 0; k < *n; k++)
+    if (strncmp((*kvs)[k].key, KEEP_PREFIX, strlen(KEEP_PREFIX)) != 0) out[w++] = (*kvs)[k];
+  *n = w;
+  *kvs = out;
+}
+
+/* XLA's import removes the round-trip attributes it read (and ShardyXLA
+ * the module's meshes): without keep, so does this one. */
+static void drop_kept(hk_module *m) {
+  drop_kept_kvs(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes);
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->attrs) drop_kept_kvs(m, &i->attrs->n_frontend_attributes, &i->attrs->frontend_attributes);
+}
+
+typedef struct import_pass {
+  hk_pass base;
+  bool keep;                       /* keep the texts for sdy-round-trip-export */
+} import_pass;
+
 static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                              bool *changed) {
-  (void)self;
   (void)threads;                   /* the round trip is module-wide, as XLA's */
   *changed = false;
-  return sdy_import_module(m, changed);
+  HK_TRY(sdy_import_module(m, changed));
+  if (*changed && !((import_pass *)self)->keep) drop_kept(m);
+  bool tuple_args = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
+                                 SDY_USE_TUPLE_ARGS) != NULL;
+  if (tuple_args) HK_TRY(sdy_use_tuple_args(m));
+  *changed |= tuple_args;
+  return NULL;
 }
 
 static const hk_pass_vtable import_vtable = {
@@ -326,13 +358,20 @@ static const hk_pass_vtable import_vtable = {
     .destroy = hk_pass_free};
 
 static hk_pass *import_create(const hk_option_values *opts, hk_registry *reg, hk_status **err) {
-  (void)opts;
   (void)reg;
-  return hk_pass_alloc(&import_vtable, sizeof(hk_pass), err);
+  import_pass *p = (import_pass *)hk_pass_alloc(&import_vtable, sizeof(import_pass), err);
+  if (p) p->keep = hk_opt_bool(opts, "keep");
+  return &p->base;
 }
+
+static const hk_option_decl import_options[] = {
+    {"keep", HK_OPT_BOOL, "false",
+     "keep the Shardy texts as hlokit.sdy.* frontend attributes for sdy-round-trip-export "
+     "(XLA's import removes them)", NULL},
+};
 
 const hk_pass_desc sdy_import_desc = {
     .size = sizeof(hk_pass_desc), .name = "sdy-round-trip-import",
     .summary = "read Shardy round-trip attributes (xla.sdy.*) into HloShardings, as XLA's "
                "SdyRoundTripImportPipeline",
-    .create = import_create};
+    .options = import_options, .n_options = 1, .create = import_create};

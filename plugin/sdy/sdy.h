@@ -26,6 +26,7 @@
 #define SDY_LOCAL_TO_GLOBAL "xla.sdy.LocalToGlobalShape"
 #define SDY_FUNC_RESULT "xla.sdy.FuncResultSharding"
 #define SDY_GROUP "xla.sdy.ShardingGroup"
+#define SDY_USE_TUPLE_ARGS "xla.sdy.use_tuple_args"
 
 /* What the import keeps so the export (or a later pass reading priorities
  * and open dims) can give the Shardy form back: the attribute texts as
@@ -158,6 +159,9 @@ hk_status *sdy_import_manual(sdy_import_ctx *cx, hk_instr *call, int n_parent,
                              char (*parent)[64]);
 hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
                                   int n_manual, char (*manual)[64], const hk_sharding **out);
+
+/* ---- tuple_args.c: xla.sdy.use_tuple_args (ShardyXLA's use_tuple_args) */
+hk_status *sdy_use_tuple_args(hk_module *m);
 
 /* ---- passes (plugin.c: the one pass struct both use) ------------------------ */
 /* outline.c: the export of lowered manual computations */
