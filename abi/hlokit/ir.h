@@ -419,6 +419,9 @@ int64_t hk_instr_channel_id(const hk_instr *i);
 int64_t hk_instr_parameter_number(const hk_instr *i);
 int64_t hk_instr_tuple_index(const hk_instr *i);
 const hk_metadata *hk_instr_metadata(const hk_instr *i);
+/* Field-by-field equality of two metadata records (an empty string
+ * equals an absent one); what the sharding interner compares. */
+bool hk_metadata_equal(const hk_metadata *a, const hk_metadata *b);
 bool hk_instr_is_root(const hk_instr *i);
 
 /* ---- builders -------------------------------------------------------------- */

@@ -233,31 +233,17 @@ static void tile_index(const hk_sharding *s, const pt_tiles *t, int64_t device, 
   }
 }
 
-/* Metadata equality as the sharding interner sees it: replicated
- * shardings carrying each are one interned object exactly when equal. */
-static bool same_metadata(hk_module *m, const hk_metadata *a, const hk_metadata *b) {
-  hk_sharding x, y;
-  memset(&x, 0, sizeof x);
-  x.kind = HK_SHARDING_REPLICATED;
-  x.n_metadata = 1;
-  y = x;
-  x.metadata = a;
-  y.metadata = b;
-  return hk_sharding_intern(m, &x) == hk_sharding_intern(m, &y);
-}
-
 /* s with dst's metadata followed by to_merge's not already there (XLA's
  * MergeShardingIfCompatible keeps both sources). */
 static const hk_sharding *merge_metadata(hk_module *m, const hk_sharding *s, const hk_sharding *dst,
                                          const hk_sharding *to_merge) {
   int n = dst->n_metadata, extra = 0;
-  hk_metadata *md = malloc(sizeof *md * (size_t)(n + to_merge->n_metadata + 1));
-  if (!md) abort();
+  hk_metadata *md = hk_check_alloc(malloc(sizeof *md * (size_t)(n + to_merge->n_metadata + 1)));
   for (int k = 0; k < n; k++) md[k] = dst->metadata[k];
   for (int k = 0; k < to_merge->n_metadata; k++) {
     bool seen = false;
     for (int j = 0; j < dst->n_metadata && !seen; j++)
-      seen = same_metadata(m, &to_merge->metadata[k], &dst->metadata[j]);
+      seen = hk_metadata_equal(&to_merge->metadata[k], &dst->metadata[j]);
     if (!seen) md[n + extra++] = to_merge->metadata[k];
   }
   if (extra > 0) {
