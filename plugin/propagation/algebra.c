@@ -90,7 +90,7 @@ bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
 int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *order) {
   int64_t total = pt_count(t);
   int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   int64_t stride[HK_MAX_RANK * 2], idx[HK_MAX_RANK * 2];
   stride[nf - 1] = 1;
   for (int k = nf - 2; k >= 0; k--) stride[k] = stride[k + 1] * fsize[k + 1];
@@ -290,7 +290,7 @@ static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const 
   if (n % (tiles * manual)) goto out;
   int64_t repl = n / (tiles * manual);
   slots = malloc(sizeof *slots * (size_t)n);
-  if (!slots) abort();
+  if (!slots) hk_out_of_memory();
   int64_t ia[HK_MAX_RANK], ib[HK_MAX_RANK];
   for (int64_t k = 0; k < n; k++) {
     int64_t dev = ta.dev[k];
@@ -316,7 +316,7 @@ static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const 
   pt_tiles t;
   memset(&t, 0, sizeof t);
   t.dev = malloc(sizeof(int64_t) * (size_t)n);
-  if (!t.dev) abort();
+  if (!t.dev) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++) t.dev[k] = slots[k].device;
   uint8_t sub[2];
   int nd = r;
@@ -362,7 +362,7 @@ bool sa_merge(hk_module *m, const hk_sharding *old, const hk_sharding **cand, bo
   if (old->kind == HK_SHARDING_TUPLE && (*cand)->kind == HK_SHARDING_TUPLE &&
       old->n_elems == (*cand)->n_elems) {
     const hk_sharding **el = malloc(sizeof *el * (size_t)(old->n_elems ? old->n_elems : 1));
-    if (!el) abort();
+    if (!el) hk_out_of_memory();
     bool changed = false;
     for (int i = 0; i < old->n_elems; i++) {
       el[i] = (*cand)->elems[i];
