@@ -148,7 +148,7 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
 
 int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes) {
   int64_t *s = malloc((size_t)(f->n_groups + 1) * sizeof *s);
-  if (!s) abort();
+  if (!s) hk_out_of_memory();
   s[0] = 0;
   for (int64_t k = 0; k < f->n_groups; k++) {
     int64_t g = hk_value_get_i64(sizes, k);

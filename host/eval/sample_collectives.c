@@ -26,7 +26,7 @@ static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) 
                  : mode == HK_MODE_CROSS_PARTITION ? x->num_replicas : 1;
   int64_t inner = mode == HK_MODE_CROSS_REPLICA_AND_PARTITION ? x->num_partitions : 1;
   se_groups *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  if (!g) hk_out_of_memory();
   g->ins = ins;
   g->n_devices = nd;
   g->n_groups = (int32_t)(ng * copies);
@@ -34,7 +34,7 @@ static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) 
   g->rank_of = malloc((size_t)nd * sizeof(int32_t));
   g->start = malloc((size_t)(g->n_groups + 1) * sizeof(int32_t));
   g->members = malloc((size_t)(start[ng] * copies * inner + 1) * sizeof(int64_t));
-  if (!g->group_of || !g->rank_of || !g->start || !g->members) abort();
+  if (!g->group_of || !g->rank_of || !g->start || !g->members) hk_out_of_memory();
   for (int64_t d = 0; d < nd; d++) g->group_of[d] = g->rank_of[d] = -1;
   hk_status *st = NULL;
   int32_t n = 0, gi = 0;

@@ -65,7 +65,7 @@ static hk_status *op_cholesky(const hk_instr *ins, hk_value *const *ops, hk_valu
   bool lower = attr_true(ins, "lower");
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   cplx *L = calloc((size_t)(n * n > 0 ? n * n : 1), sizeof *L);
-  if (!L) abort();
+  if (!L) hk_out_of_memory();
   for (int64_t b = 0; b < B; b++) {
     int64_t o = b * n * n;
     memset(L, 0, (size_t)(n * n) * sizeof *L);
@@ -141,7 +141,7 @@ static hk_status *op_triangular_solve(const hk_instr *ins, hk_value *const *ops,
                          f.left ? "row" : "column", (long long)m);
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   cplx *v = malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   int64_t lines = f.left ? c : r, stride = f.left ? c : 1, step = f.left ? 1 : c;
   for (int64_t bt = 0; bt < BA; bt++) {
     int64_t oa = bt * m * m, ob = bt * r * c;
