@@ -509,13 +509,21 @@ static hk_status *broadcast_one(coll *c, const hk_value *in, hk_value **out) {
  * Each device's input and offsets are gathered, then the chunks addressed
  * to it are copied. */
 
+hk_status *hk_ragged_update_check(const hk_instr *ins, int64_t in_off, int64_t size, int64_t out_off,
+                                  int64_t in_rows, int64_t out_rows) {
+  /* compared by subtraction: offsets and sizes are the program's data, and
+   * a sum of two of them may overflow */
+  if (size < 0 || in_off < 0 || out_off < 0 || size > in_rows || in_off > in_rows - size ||
+      size > out_rows || out_off > out_rows - size)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT,
+                         "update of %lld rows from row %lld to row %lld is out of bounds (%lld input rows, %lld output rows)",
+                         (long long)size, (long long)in_off, (long long)out_off, (long long)in_rows, (long long)out_rows);
+  return NULL;
+}
+
 static hk_status *ragged_chunk(coll *c, const uint8_t *src, int64_t src_rows, int64_t in_off, int64_t size,
                                int64_t out_off, int64_t row_bytes, hk_value *r) {
-  int64_t out_rows = r->rank ? r->dims[0] : 1;
-  if (size < 0 || in_off < 0 || out_off < 0 || in_off + size > src_rows || out_off + size > out_rows)
-    return hk_eval_error(c->ins, HK_INVALID_ARGUMENT,
-                         "update of %lld rows from row %lld to row %lld is out of bounds (%lld input rows, %lld output rows)",
-                         (long long)size, (long long)in_off, (long long)out_off, (long long)src_rows, (long long)out_rows);
+  HK_TRY(hk_ragged_update_check(c->ins, in_off, size, out_off, src_rows, r->rank ? r->dims[0] : 1));
   memcpy((uint8_t *)r->data + out_off * row_bytes, src + in_off * row_bytes, (size_t)(size * row_bytes));
   return NULL;
 }
