@@ -758,6 +758,21 @@ START_TEST(test_ragged_dot_forms) {
 }
 END_TEST
 
+/* Group sizes whose running sum passes INT64_MAX saturate: every row is
+ * in the first group (UBSan flags the overflow this once was). */
+START_TEST(test_ragged_dot_huge_group_sizes) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n"
+      " l = f32[2,2] constant({{1, 2}, {3, 4}})\n"
+      " r = f32[2,2,1] constant({{{1}, {1}}, {{5}, {5}}})\n"
+      " g = s64[2] constant({9223372036854775807, 9223372036854775807})\n"
+      " ROOT a = f32[2,1] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n", 0, NULL);
+  expect_vals(r, 2, (double[]){3, 7});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -1535,6 +1550,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_cholesky_known_answers);
   tcase_add_test(t, test_triangular_solve_every_form);
   tcase_add_test(t, test_ragged_dot_forms);
+  tcase_add_test(t, test_ragged_dot_huge_group_sizes);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, test_integer_division_semantics);
   tcase_add_test(t, test_shifts_and_wrap);

@@ -147,12 +147,12 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
 }
 
 int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes) {
-  int64_t *s = malloc((size_t)(f->n_groups + 1) * sizeof *s);
-  if (!s) hk_out_of_memory();
+  int64_t *s = hk_check_alloc(malloc((size_t)(f->n_groups + 1) * sizeof *s));
   s[0] = 0;
   for (int64_t k = 0; k < f->n_groups; k++) {
     int64_t g = hk_value_get_i64(sizes, k);
-    s[k + 1] = s[k] + (g > 0 ? g : 0);
+    /* sizes are the program's data: saturate rather than overflow */
+    s[k + 1] = g <= 0 ? s[k] : g > INT64_MAX - s[k] ? INT64_MAX : s[k] + g;
   }
   return s;
 }
