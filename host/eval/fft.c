@@ -1,8 +1,8 @@
 /* fft.c - fft (FFT, IFFT, RFFT, IRFFT) over the trailing fft_length dims, as
  * direct O(n^2) discrete Fourier transforms in double precision. */
-#include <complex.h>
 #include <math.h>
 
+#include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
 /* In-place DFT of buf (dims, rank) along axis; inverse scales by 1/n. */
@@ -39,9 +39,7 @@ static double complex *load_complex(const hk_value *a, int64_t n_last, int64_t *
   for (int64_t i = 0; i < total; i++) {
     int64_t row = i / n_last, col = i % n_last;
     if (col >= in_last) continue;
-    double re, im;
-    hk_value_get_c(a, row * in_last + col, &re, &im);
-    b[i] = re + im * I;
+    b[i] = hk_cplx_get(a, row * in_last + col);
   }
   return b;
 }
@@ -78,8 +76,7 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   int64_t out_last = r->rank ? r->dims[r->rank - 1] : 1;
   for (int64_t i = 0; i < r->n; i++) {
-    double complex v = b[(i / out_last) * n_last + i % out_last];
-    hk_value_set_c(r, i, creal(v), cimag(v));
+    hk_cplx_set(r, i, b[(i / out_last) * n_last + i % out_last]);
   }
   free(b);
   *out = r;
