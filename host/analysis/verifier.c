@@ -118,40 +118,12 @@ static hk_status *check_parameters(const hk_computation *c) {
   return NULL;
 }
 
-/* Whether every operand and control predecessor is listed before its user:
- * the list is then a topological order and there is no cycle.  One walk
- * with a position per instruction id (checked against the instruction, so
- * odd ids only send the check to the DFS): the usual case needs no
- * pointer-keyed DFS, whose random probes cost ~0.4 s at 10^6. */
-static bool operands_listed_first(const hk_computation *c) {
-  int64_t n_ids = c->module->next_id, n = c->n_instrs;
-  if (n_ids <= 0 || n <= 0 || n_ids > 16 * n + 65536 || n >= INT32_MAX) return false;
-  uint32_t *pos = calloc((size_t)n_ids, sizeof *pos);   /* list position + 1; 0 = not yet */
-  const hk_instr **at = malloc((size_t)n * sizeof *at);
-  bool ok = pos && at;
-  uint32_t k = 0;
-  for (const hk_instr *i = c->first; i && ok && k < n; i = i->next, k++) {
-    int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
-    for (int32_t e = 0; ok && e < i->n_operands + n_ctl; e++) {
-      const hk_instr *o = e < i->n_operands ? i->operands[e]
-                                            : i->attrs->control_preds[e - i->n_operands];
-      uint32_t p = o->id >= 0 && o->id < n_ids ? pos[o->id] : 0;
-      ok = p != 0 && at[p - 1] == o;
-    }
-    ok = ok && i->id >= 0 && i->id < n_ids;
-    if (!ok) break;
-    at[k] = i;
-    pos[i->id] = k + 1;
-  }
-  free(pos);
-  free(at);
-  return ok;
-}
-
-/* Depth-first over operands and control predecessors; a back edge is a
- * cycle.  `state` maps instruction -> 1 (on stack) / 2 (done). */
+/* A list in topological order has no cycle (hk_computation_list_is_topological,
+ * the usual case); otherwise depth-first over operands and control
+ * predecessors, where a back edge is a cycle.  `state` maps instruction ->
+ * 1 (on stack) / 2 (done). */
 static hk_status *check_acyclic(const hk_computation *c) {
-  if (operands_listed_first(c)) return NULL;
+  if (hk_computation_list_is_topological(c)) return NULL;
   ptr_set st;
   if (!set_init(&st, (size_t)c->n_instrs)) {
     set_free(&st);
