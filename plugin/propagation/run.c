@@ -52,39 +52,18 @@ static void list_push(instr_list *l, hk_instr *i) {
 
 /* ---- setup ----------------------------------------------------------------------- */
 
-/* i's slot if it was given one at or after `base` (stale scratch pointers
- * from earlier passes are told apart by the slot's instr field). */
-static bool has_slot_before(const run_state *rs, const hk_instr *i, int64_t base, int64_t at) {
-  uintptr_t p = (uintptr_t)i->scratch, lo = (uintptr_t)(rs->cx.info + base),
-            hi = (uintptr_t)(rs->cx.info + at);
-  return p >= lo && p < hi && ((const pi_info *)i->scratch)->instr == i;
-}
-
-/* Gives c's instructions consecutive slots in list order; false when the
- * list order is not topological (an operand listed after its user). */
-static bool assign_list_order(run_state *rs, comp_order *co, int64_t base) {
-  int64_t at = base;
-  bool topo = true;
-  for (hk_instr *i = co->c->first; i; i = i->next) {
-    for (int32_t k = 0; k < i->n_operands && topo; k++)
-      topo = has_slot_before(rs, i->operands[k], base, at);
-    pi_info *p = &rs->cx.info[at++];
-    p->instr = i;
-    i->scratch = p;
-  }
-  return topo;
-}
-
+/* c's walk order, its list when that is topological (the usual case),
+ * else its post order; the instructions get consecutive slots in it. */
 static void assign_order(run_state *rs, comp_order *co, int64_t base) {
   co->base = base;
-  co->n = co->c->n_instrs;
-  if (assign_list_order(rs, co, base)) {
-    co->order = malloc(sizeof *co->order * (size_t)(co->n ? co->n : 1));
-    if (!co->order) hk_out_of_memory();
-    for (int64_t k = 0; k < co->n; k++) co->order[k] = rs->cx.info[base + k].instr;
-    return;
+  if (hk_computation_list_is_topological(co->c)) {
+    co->n = co->c->n_instrs;
+    co->order = hk_check_alloc(malloc(sizeof *co->order * (size_t)(co->n ? co->n : 1)));
+    int64_t k = 0;
+    for (hk_instr *i = co->c->first; i; i = i->next) co->order[k++] = i;
+  } else {
+    co->order = hk_computation_post_order(co->c, &co->n);
   }
-  co->order = hk_computation_post_order(co->c, &co->n);
   for (int64_t k = 0; k < co->n; k++) {
     pi_info *p = &rs->cx.info[base + k];
     p->instr = co->order[k];
