@@ -38,17 +38,48 @@ static inline const char *hk_test_conformance_dir(void) {
   return d ? d : "../shared/conformance";
 }
 
-/* Path of build plugin `name` (e.g. "stock") relative to the running test
- * binary ($(BUILD)/tests/x -> $(BUILD)/plugins/name.so). */
-static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) {
-  char exe[2048];
+/* Path of `rel` in the build folder of the running test binary
+ * ($(BUILD)/tests/x -> $(BUILD)/rel: "hlokit", "libhlokit.so", ...). */
+static inline void hk_test_build_path(const char *rel, char *out, size_t cap) {
+  char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   ck_assert(n > 0);
   exe[n] = 0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  int w = snprintf(out, cap, "%s/../plugins/%.64s.so", exe, name);
+  int w = snprintf(out, cap, "%s/../%s", exe, rel);
   ck_assert(w > 0 && (size_t)w < cap);
+}
+
+/* Path of build plugin `name` (e.g. "stock"): $(BUILD)/plugins/name.so. */
+static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) {
+  char rel[128];
+  snprintf(rel, sizeof rel, "plugins/%.64s.so", name);
+  hk_test_build_path(rel, out, cap);
+}
+
+/* Writes text to path (the test fails if it cannot). */
+static inline void hk_test_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The whole of file path, NUL-terminated and malloc'ed; NULL if it cannot
+ * be opened. */
+static inline char *hk_test_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+  ck_assert_ptr_nonnull(s);
+  size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
+  s[got] = '\0';
+  fclose(f);
+  return s;
 }
 
 /* The source tree's abi/ folder, resolved into out (PATH_MAX bytes):
