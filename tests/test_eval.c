@@ -1039,14 +1039,8 @@ END_TEST
 
 /* An update whose input offset plus size overflows int64 is refused by
  * name, not summed (the offsets are the program's data). */
-#define RAGGED_OVERFLOW_BODY(in_decl)                                                              \
-  in_decl                                                                                          \
-  "  io = s64[4] constant({9223372036854775807, 0, 0, 0})\n  ss = s64[4] constant({1, 0, 0, 0})\n" \
-  "  oo = s64[4] constant({0, 0, 0, 0})\n  m1 = f32[] constant(-1)\n"                              \
-  "  o = f32[4] broadcast(m1), dimensions={}\n"                                                    \
-  "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n"
 START_TEST(test_ragged_all_to_all_offset_overflow) {
-  hk_module *m = parse("HloModule m\nENTRY e {\n" RAGGED_OVERFLOW_BODY("  in = f32[4] iota(), iota_dimension=0\n"));
+  hk_module *m = parse("HloModule m\nENTRY e {\n" HK_TEST_RAGGED_OVERFLOW_BODY("  in = f32[4] iota(), iota_dimension=0\n"));
   hk_value *const *args[2] = {0};
   hk_value *res[2] = {0};
   hk_status *st = hk_eval_spmd(m, 2, 1, (hk_value *const *const *)args, 0, res, NULL, NULL);

@@ -230,17 +230,11 @@ END_TEST
 
 /* An update whose input offset plus size overflows int64 is refused by
  * name, not summed (the offsets are the program's data). */
-#define RAGGED_OVERFLOW_BODY(in_decl)                                                              \
-  in_decl                                                                                          \
-  "  io = s64[4] constant({9223372036854775807, 0, 0, 0})\n  ss = s64[4] constant({1, 0, 0, 0})\n" \
-  "  oo = s64[4] constant({0, 0, 0, 0})\n  m1 = f32[] constant(-1)\n"                              \
-  "  o = f32[4] broadcast(m1), dimensions={}\n"                                                    \
-  "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n"
 START_TEST(test_ragged_all_to_all_offset_overflow) {
   hk_module *g = hk_test_parse("HloModule g\nENTRY e {\n  a = f32[8] parameter(0)\n  ROOT c = f32[8] copy(a)\n}\n");
   hk_module *p = hk_test_parse(
       "HloModule p, num_partitions=2, spmd_output_sharding={devices=[2]0,1}, "
-      "spmd_parameters_shardings={{devices=[2]0,1}}\nENTRY e {\n" RAGGED_OVERFLOW_BODY("  in = f32[4] parameter(0)\n"));
+      "spmd_parameters_shardings={{devices=[2]0,1}}\nENTRY e {\n" HK_TEST_RAGGED_OVERFLOW_BODY("  in = f32[4] parameter(0)\n"));
   hk_sample_options o = {.seed = 7, .samples = 8, .atol = -1, .rtol = -1};
   hk_sample_result r;
   hk_status *st = hk_eval_compare_sampled(g, p, 2, 1, &o, &r);

@@ -186,4 +186,14 @@ static inline bool hk_test_run_pass(hk_registry *reg, hk_module *m, const char *
   return changed;
 }
 
+/* The rest of an entry (after its first line `in_decl`) whose
+ * ragged-all-to-all on 2 devices sends an update whose input offset plus
+ * size overflows int64 (test_eval, test_eval_sample). */
+#define HK_TEST_RAGGED_OVERFLOW_BODY(in_decl)                                                    \
+  in_decl                                                                                          \
+  "  io = s64[4] constant({9223372036854775807, 0, 0, 0})\n  ss = s64[4] constant({1, 0, 0, 0})\n" \
+  "  oo = s64[4] constant({0, 0, 0, 0})\n  m1 = f32[] constant(-1)\n"                              \
+  "  o = f32[4] broadcast(m1), dimensions={}\n"                                                    \
+  "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n"
+
 #endif
