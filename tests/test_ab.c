@@ -1,7 +1,6 @@
 /* test_ab.c - `hlokit ab`: two pipelines over one module, each checked
  * against the global program; side-by-side figures, JSON form, exit codes. */
 #include <json-c/json.h>
-#include <libgen.h>
 #include <limits.h>
 #include <math.h>
 #include <sys/wait.h>
@@ -35,32 +34,8 @@ static const char *plugin_src =
     "static hk_status *reg(hk_registry *r) { return hk_registry_add_pass(r, &desc); }\n"
     "HK_PLUGIN(\"ab-test\", \"1.0\", reg)\n";
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
 static void setup(void) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  ck_assert_int_gt(n, 0);
-  self[n] = '\0';
-  snprintf(hlokit, sizeof hlokit, "%s/../hlokit", dirname(self));
+  hk_test_build_path("hlokit", hlokit, sizeof hlokit);
   ck_assert_msg(access(hlokit, X_OK) == 0, "%s not built", hlokit);
   ck_assert_ptr_nonnull(realpath(".", srcdir));
   snprintf(tmpdir, sizeof tmpdir, "/tmp/hk_test_ab.XXXXXX");
@@ -68,7 +43,7 @@ static void setup(void) {
   char src[PATH_MAX + 32], cmd[4 * PATH_MAX];
   snprintf(src, sizeof src, "%s/ab_test.c", tmpdir);
   snprintf(plugin, sizeof plugin, "%s/ab_test.so", tmpdir);
-  write_file(src, plugin_src);
+  hk_test_write_file(src, plugin_src);
   snprintf(cmd, sizeof cmd, "cc -std=c11 -shared -fPIC -Wall -Werror -I'%s/abi' -o '%s' '%s'",
            srcdir, plugin, src);
   ck_assert_msg(system(cmd) == 0, "building the test plugin failed");
@@ -92,7 +67,7 @@ static int run_hlokit(const char *sub, const char *args) {
   char p[PATH_MAX + 32];
   free(out_text);
   snprintf(p, sizeof p, "%s/out.txt", tmpdir);
-  out_text = slurp(p);
+  out_text = hk_test_slurp(p);
   ck_assert(WIFEXITED(rc));
   return WEXITSTATUS(rc);
 }
@@ -164,7 +139,7 @@ START_TEST(test_check_json_counts_full_rematerializations) {
   /* An fft over its sharded dimension goes through the replicate fallback. */
   char path[PATH_MAX + 32], *args;
   snprintf(path, sizeof path, "%s/fft.hlo", tmpdir);
-  write_file(path, "HloModule m, num_partitions=2\n\nENTRY e {\n"
+  hk_test_write_file(path, "HloModule m, num_partitions=2\n\nENTRY e {\n"
                    "  p = c64[4,8] parameter(0), sharding={devices=[1,2]0,1}\n"
                    "  ROOT r = c64[4,8] fft(p), fft_type=FFT, fft_length={8}, "
                    "sharding={devices=[1,2]0,1}\n}\n");
@@ -230,7 +205,7 @@ END_TEST
 START_TEST(test_pipeline_file) {
   char path[PATH_MAX + 32], args[4 * PATH_MAX];
   snprintf(path, sizeof path, "%s/b.json", tmpdir);
-  write_file(path, "[{\"pass\": \"sharding-propagation\", \"options\": {\"is_spmd\": true}},\n"
+  hk_test_write_file(path, "[{\"pass\": \"sharding-propagation\", \"options\": {\"is_spmd\": true}},\n"
                    " {\"pass\": \"spmd-partitioning\", \"options\": "
                    "{\"allow_module_signature_change\": true}}]\n");
   snprintf(args, sizeof args, "fixtures/mlp_partial.hlo --a=" PROPAGATED " --b='%s' --num-partitions=8 --json",
@@ -259,7 +234,7 @@ START_TEST(test_errors_exit_2) {
   snprintf(args, sizeof args, "fixtures/mlp.hlo --a=" STOCK " --b=spmd-partitioning --num-partitions=8");
   ck_assert_int_eq(ab(args), 2);
   snprintf(p, sizeof p, "%s/err.txt", tmpdir);
-  char *err = slurp(p);
+  char *err = hk_test_slurp(p);
   ck_assert_ptr_nonnull(strstr(err, "pipeline b"));
   ck_assert_ptr_nonnull(strstr(err, "Unsupported entry parameter sharding"));
   free(err);

@@ -34,20 +34,10 @@ static const char *find_name(const name_list *l, const char *name) {
   return hit ? *hit : NULL;
 }
 
-/* $(BUILD)/tests/test_abi -> $(BUILD)/libhlokit.so */
-static void library_path(char *out, size_t cap) {
-  char exe[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ck_assert(n > 0);
-  exe[n] = 0;
-  *strrchr(exe, '/') = 0;
-  snprintf(out, cap, "%s/../libhlokit.so", exe);
-}
-
 /* The exported functions, "name@VERSION" as nm shows them (sorted). */
 static name_list exported_functions(void) {
   char lib[PATH_MAX + 32], cmd[PATH_MAX + 64];
-  library_path(lib, sizeof lib);
+  hk_test_build_path("libhlokit.so", lib, sizeof lib);
   snprintf(cmd, sizeof cmd, "nm -D --defined-only '%s'", lib);
   FILE *p = popen(cmd, "r");
   ck_assert_ptr_nonnull(p);

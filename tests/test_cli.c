@@ -1,7 +1,6 @@
 /* test_cli.c - the hlokit executable as a user runs it: exit codes, error
  * messages, input forms, output written whole or not at all, plugins and
  * pipeline options on the command line. */
-#include <libgen.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,11 +16,7 @@ static char plugin[PATH_MAX + 32];
 
 /* The executable beside this test's build folder: BUILD/tests/.. */
 static void find_hlokit(void) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  ck_assert_int_gt(n, 0);
-  self[n] = '\0';
-  snprintf(hlokit, sizeof hlokit, "%s/../hlokit", dirname(self));
+  hk_test_build_path("hlokit", hlokit, sizeof hlokit);
   ck_assert_msg(access(hlokit, X_OK) == 0, "%s not built", hlokit);
 }
 
@@ -29,26 +24,6 @@ static void find_abi_dir(void) {
   const char *env = getenv("HLOKIT_ABI_DIR");
   if (env && realpath(env, abi_dir)) return;
   ck_assert_msg(realpath("abi", abi_dir) != NULL, "run from the source root or set HLOKIT_ABI_DIR");
-}
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  size_t got = fread(s, 1, (size_t)n, f);
-  s[got] = '\0';
-  fclose(f);
-  return s;
-}
-
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
 }
 
 /* Test passes, built against abi/ alone: cli-noop, cli-fail (errors),
@@ -108,13 +83,13 @@ static void setup(void) {
   char src[PATH_MAX + 32], cmd[4 * PATH_MAX];
   snprintf(src, sizeof src, "%s/cli_test.c", tmpdir);
   snprintf(plugin, sizeof plugin, "%s/cli_test.so", tmpdir);
-  write_file(src, plugin_src);
+  hk_test_write_file(src, plugin_src);
   snprintf(cmd, sizeof cmd, "cc -std=c11 -shared -fPIC -Wall -Werror -I'%s' -o '%s' '%s'",
            abi_dir, plugin, src);
   ck_assert_msg(system(cmd) == 0, "building the test plugin failed");
   char in[PATH_MAX + 32];
   snprintf(in, sizeof in, "%s/in.hlo", tmpdir);
-  write_file(in, module_text);
+  hk_test_write_file(in, module_text);
 }
 
 static void teardown(void) {
@@ -136,9 +111,9 @@ static int run(const char *args, const char *stdin_file) {
   free(err_text);
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/stdout.txt", tmpdir);
-  out_text = slurp(p);
+  out_text = hk_test_slurp(p);
   snprintf(p, sizeof p, "%s/stderr.txt", tmpdir);
-  err_text = slurp(p);
+  err_text = hk_test_slurp(p);
   ck_assert_msg(WIFEXITED(rc), "hlokit did not exit normally: %s", cmd);
   free(cmd);
   return WEXITSTATUS(rc);
@@ -156,7 +131,7 @@ static int run_with_plugin(const char *args, const char *stdin_file) {
 static char *tmp_file(const char *name) {
   char p[PATH_MAX + 64];
   snprintf(p, sizeof p, "%s/%s", tmpdir, name);
-  return slurp(p);
+  return hk_test_slurp(p);
 }
 
 static bool has(const char *text, const char *frag) { return text && strstr(text, frag); }
@@ -217,7 +192,7 @@ END_TEST
 START_TEST(test_parse_error_names_file_line_col) {
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/bad.hlo", tmpdir);
-  write_file(p, "HloModule bad\n\nENTRY main {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] "
+  hk_test_write_file(p, "HloModule bad\n\nENTRY main {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] "
                 "frobnicate(a)\n}\n");
   ck_assert_int_eq(run_with_plugin("opt bad.hlo", NULL), 2);
   ASSERT_HAS(err_text, "bad.hlo:5:");
@@ -229,7 +204,7 @@ END_TEST
 START_TEST(test_failed_run_leaves_output_untouched) {
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/out.hlo", tmpdir);
-  write_file(p, "precious\n");
+  hk_test_write_file(p, "precious\n");
   ck_assert_int_eq(run("--version", NULL), 0);   /* creates stdout.txt, stderr.txt */
   int before = dir_entries();
   ck_assert_int_eq(run_with_plugin("opt in.hlo --passes=cli-noop,cli-fail -o out.hlo", NULL), 2);
@@ -308,7 +283,7 @@ END_TEST
 START_TEST(test_pipeline_file_and_instrumentation) {
   char p[PATH_MAX + 32];
   snprintf(p, sizeof p, "%s/pipe.json", tmpdir);
-  write_file(p, "[{\"pass\": \"cli-noop\", \"options\": {\"level\": 5}}, \"cli-rename\"]");
+  hk_test_write_file(p, "[{\"pass\": \"cli-noop\", \"options\": {\"level\": 5}}, \"cli-rename\"]");
   ck_assert_int_eq(run_with_plugin("opt in.hlo --pipeline=pipe.json --time-passes "
                                    "--dump-after=cli-rename --dump-dir=dumps", NULL), 0);
   ASSERT_HAS(out_text, "HloModule renamed_module");
@@ -318,7 +293,7 @@ START_TEST(test_pipeline_file_and_instrumentation) {
   ck_assert_ptr_nonnull(dump);
   ASSERT_HAS(dump, "HloModule renamed_module");
   free(dump);
-  write_file(p, "[{\"pass\": \"cli-noop\", \"options\": {\"level\": true}}]");
+  hk_test_write_file(p, "[{\"pass\": \"cli-noop\", \"options\": {\"level\": true}}]");
   ck_assert_int_eq(run_with_plugin("opt in.hlo --pipeline=pipe.json", NULL), 2);
   ASSERT_HAS(err_text, "option 'level'");
   ck_assert_int_eq(run_with_plugin("opt in.hlo --pipeline=pipe.json --passes=cli-noop", NULL), 2);
@@ -379,7 +354,7 @@ END_TEST
 START_TEST(test_timeout_and_backend_option) {
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/endless.hlo", tmpdir);
-  write_file(path,
+  hk_test_write_file(path,
              "HloModule endless\n"
              "cond { s = (s32[]) parameter(0)  ROOT t = pred[] constant(true) }\n"
              "body { s = (s32[]) parameter(0)  i = s32[] get-tuple-element(s), index=0\n"

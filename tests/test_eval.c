@@ -1,7 +1,6 @@
 /* test_eval.c - known-answer tests of the evaluator: every op family, XLA's
  * edge semantics, and collectives on 2, 4 and 8 simulated devices. */
 #include <json-c/json.h>
-#include <libgen.h>
 #include <math.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -758,6 +757,21 @@ START_TEST(test_ragged_dot_forms) {
 }
 END_TEST
 
+/* Group sizes whose running sum passes INT64_MAX saturate: every row is
+ * in the first group (UBSan flags the overflow this once was). */
+START_TEST(test_ragged_dot_huge_group_sizes) {
+  hk_value *r = eval_n(
+      "HloModule m\nENTRY e {\n"
+      " l = f32[2,2] constant({{1, 2}, {3, 4}})\n"
+      " r = f32[2,2,1] constant({{{1}, {1}}, {{5}, {5}}})\n"
+      " g = s64[2] constant({9223372036854775807, 9223372036854775807})\n"
+      " ROOT a = f32[2,1] ragged-dot(l, r, g), lhs_contracting_dims={1}, rhs_contracting_dims={1},"
+      " lhs_ragged_dims={0}, rhs_group_dims={0}\n}\n", 0, NULL);
+  expect_vals(r, 2, (double[]){3, 7});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -1023,6 +1037,20 @@ START_TEST(test_ragged_all_to_all) {
 }
 END_TEST
 
+/* An update whose input offset plus size overflows int64 is refused by
+ * name, not summed (the offsets are the program's data). */
+START_TEST(test_ragged_all_to_all_offset_overflow) {
+  hk_module *m = parse("HloModule m\nENTRY e {\n" HK_TEST_RAGGED_OVERFLOW_BODY("  in = f32[4] iota(), iota_dimension=0\n"));
+  hk_value *const *args[2] = {0};
+  hk_value *res[2] = {0};
+  hk_status *st = hk_eval_spmd(m, 2, 1, (hk_value *const *const *)args, 0, res, NULL, NULL);
+  ck_assert_ptr_nonnull(st);
+  ck_assert_ptr_nonnull(strstr(st->message, "out of bounds"));
+  hk_status_free(st);
+  hk_module_free(m);
+}
+END_TEST
+
 /* A reducer that is not a single op (a compiled scalar program) in
  * all-reduce and reduce-scatter: the max via compare and select. */
 START_TEST(test_collectives_with_generic_reducer) {
@@ -1238,11 +1266,9 @@ END_TEST
 
 /* Runs build/hlokit (beside the tests folder) with args; returns its exit status. */
 static int hlokit(const char *args) {
-  char exe[4096] = {0}, cmd[8192];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ck_assert(n > 0);
-  char *dir = dirname(dirname(exe));
-  snprintf(cmd, sizeof cmd, "%s/hlokit %s >/dev/null 2>&1", dir, args);
+  char exe[PATH_MAX], cmd[8192];
+  hk_test_build_path("hlokit", exe, sizeof exe);
+  snprintf(cmd, sizeof cmd, "%s %s >/dev/null 2>&1", exe, args);
   int rc = system(cmd);
   ck_assert(WIFEXITED(rc));
   return WEXITSTATUS(rc);
@@ -1521,6 +1547,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_cholesky_known_answers);
   tcase_add_test(t, test_triangular_solve_every_form);
   tcase_add_test(t, test_ragged_dot_forms);
+  tcase_add_test(t, test_ragged_dot_huge_group_sizes);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, test_integer_division_semantics);
   tcase_add_test(t, test_shifts_and_wrap);
@@ -1558,6 +1585,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(c, test_manual_regions);
   tcase_add_test(c, test_full_to_shard_manual_subgroup);
   tcase_add_test(c, test_ragged_all_to_all);
+  tcase_add_test(c, test_ragged_all_to_all_offset_overflow);
   tcase_add_test(c, test_all_reduce_groups);
   tcase_add_test(c, test_collectives_with_generic_reducer);
   tcase_add_test(c, test_all_reduce_replicas_and_partitions);

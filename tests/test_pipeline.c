@@ -33,13 +33,6 @@ static char *tmp_path(const char *name) {
   return p;
 }
 
-static void write_file(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 /* Compiles C source into SUBDIR/NAME.so with only -I on abi/.  Returns the
  * .so path (malloc'ed). */
 static char *build_plugin_in(const char *subdir, const char *name, const char *src) {
@@ -49,7 +42,7 @@ static char *build_plugin_in(const char *subdir, const char *name, const char *s
   char c_path[PATH_MAX + 256], so_path[PATH_MAX + 256];
   snprintf(c_path, sizeof c_path, "%s/%s.c", dir, name);
   snprintf(so_path, sizeof so_path, "%s/%s.so", dir, name);
-  write_file(c_path, src);
+  hk_test_write_file(c_path, src);
   char cmd[5 * PATH_MAX];
   snprintf(cmd, sizeof cmd, "cc -std=c11 -shared -fPIC -Wall -Werror -I'%s' -o '%s' '%s'",
            abi_dir, so_path, c_path);
@@ -123,7 +116,7 @@ END_TEST
 START_TEST(test_not_a_shared_object) {
   hk_registry *reg = hk_registry_new();
   char *path = tmp_path("text.so");
-  write_file(path, "this is not ELF\n");
+  hk_test_write_file(path, "this is not ELF\n");
   EXPECT_ERROR(hk_plugin_load(reg, path, HK_ORIGIN_EXPLICIT), HK_INVALID_ARGUMENT, path,
                "not a shared object");
   free(path);
@@ -290,7 +283,7 @@ START_TEST(test_load_dir_in_name_order_and_once) {
   char *a = build_pass_plugin_in("dir", "a_plugin", "pass-a", "false", "", "a");
   char *dir = tmp_path("dir");
   char *readme = tmp_path("dir/readme.txt");
-  write_file(readme, "not a plugin\n");
+  hk_test_write_file(readme, "not a plugin\n");
   free(readme);
   ck_assert_ok(hk_plugin_load_dir(reg, dir, HK_ORIGIN_PLUGIN_DIR, false));
   ck_assert_int_eq(hk_registry_n_passes(reg), 2);
@@ -598,7 +591,7 @@ START_TEST(test_spec_json_errors) {
   EXPECT_ERROR(hk_pipeline_spec_from_file(missing, NULL, &s), HK_NOT_FOUND, missing);
   free(missing);
   char *file = tmp_path("ok.json");
-  write_file(file, "[\"x\", \"y\"]");
+  hk_test_write_file(file, "[\"x\", \"y\"]");
   ck_assert_ok(hk_pipeline_spec_from_file(file, NULL, &s));
   ck_assert_int_eq(s.n, 2);
   hk_pipeline_spec_free(&s);

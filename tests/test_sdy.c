@@ -4,7 +4,6 @@
  * group), its errors, the export's identity on round-tripped attribute
  * text, and the fixtures through import -> propagation -> partitioning ->
  * check. */
-#include <libgen.h>
 #include <limits.h>
 #include <unistd.h>
 
@@ -276,29 +275,16 @@ START_TEST(sharding_group_becomes_shard_as) {
 }
 END_TEST
 
-static char *slurp(const char *path) {
-  hk_buf b;
-  hk_buf_init(&b);
-  ck_assert_ok(hk_buf_read_file(&b, path));
-  return b.data;
-}
+static char fixture_dir[] = "fixtures", hlokit[PATH_MAX];   /* tests run from the top of the tree */
 
-static char fixture_dir[PATH_MAX + 32], bin_dir[PATH_MAX];
-
-static void find_fixtures(void) {
-  char self[PATH_MAX];
-  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  ck_assert_int_gt(n, 0);
-  self[n] = 0;
-  snprintf(bin_dir, sizeof bin_dir, "%s/..", dirname(self));
-  snprintf(fixture_dir, sizeof fixture_dir, "fixtures");   /* tests run from the top of the tree */
-}
+static void find_fixtures(void) { hk_test_build_path("hlokit", hlokit, sizeof hlokit); }
 
 static hk_module *read_fixture(const char *name) {
   find_fixtures();
   char path[PATH_MAX + 128];
   snprintf(path, sizeof path, "%s/%s", fixture_dir, name);
-  char *t = slurp(path);
+  char *t = hk_test_slurp(path);
+  ck_assert_ptr_nonnull(t);
   hk_module *m = hk_test_parse(t);
   free(t);
   return m;
@@ -627,14 +613,15 @@ static void assert_checks_equal(const char *fixture, int parts) {
   find_fixtures();
   char cmd[PATH_MAX * 4];
   snprintf(cmd, sizeof cmd,
-           "%s/hlokit check %s/%s --num-partitions=%d "
+           "%s check %s/%s --num-partitions=%d "
            "--passes='@sdy-import,spmd-partitioning{allow_module_signature_change=true}' --json "
-           "> %s.out 2> %s.err", bin_dir, fixture_dir, fixture, parts, fixture, fixture);
+           "> %s.out 2> %s.err", hlokit, fixture_dir, fixture, parts, fixture, fixture);
   ck_assert_int_eq(system(cmd), 0);
   char out[PATH_MAX], err[PATH_MAX];
   snprintf(out, sizeof out, "%s.out", fixture);
   snprintf(err, sizeof err, "%s.err", fixture);
-  char *o = slurp(out), *e = slurp(err);
+  char *o = hk_test_slurp(out), *e = hk_test_slurp(err);
+  ck_assert(o && e);
   ck_assert_ptr_nonnull(strstr(o, "\"equal\": true"));
   ck_assert_ptr_nonnull(strstr(e, "running sdy-round-trip-import"));
   free(o);

@@ -4,7 +4,6 @@
  * stateful-rng-spmd-partitioning subclass, and the third-party example
  * variant under plugin/examples. */
 #include <json-c/json.h>
-#include <libgen.h>
 #include <limits.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -278,16 +277,14 @@ END_TEST
 /* The evaluator's verdict on IN partitioned by PASSES on N devices
  * (`hlokit check`, the build's own binary and plugins). */
 static int check_cli(const char *text, const char *passes, int n) {
-  char self[PATH_MAX], path[] = "/tmp/hk_variants_XXXXXX.hlo", *cmd;
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  ck_assert_int_gt(len, 0);
-  self[len] = 0;
+  char exe[PATH_MAX], path[] = "/tmp/hk_variants_XXXXXX.hlo", *cmd;
+  hk_test_build_path("hlokit", exe, sizeof exe);
   int fd = mkstemps(path, 4);
   ck_assert_int_ge(fd, 0);
   ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
   close(fd);
-  ck_assert_int_gt(asprintf(&cmd, "'%s/../hlokit' check '%s' --passes='%s' --num-partitions=%d "
-                            ">/dev/null 2>&1", dirname(self), path, passes, n), 0);
+  ck_assert_int_gt(asprintf(&cmd, "'%s' check '%s' --passes='%s' --num-partitions=%d "
+                            ">/dev/null 2>&1", exe, path, passes, n), 0);
   int rc = system(cmd);
   free(cmd);
   unlink(path);
@@ -456,14 +453,12 @@ static char *build_example_variant(char *dir, size_t cap) {
 }
 
 static json_object *ab_json(const char *so) {
-  char self[PATH_MAX], *cmd;
-  ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-  ck_assert_int_gt(len, 0);
-  self[len] = 0;
-  ck_assert_int_gt(asprintf(&cmd, "'%s/../hlokit' ab fixtures/mlp.hlo "
+  char exe[PATH_MAX], *cmd;
+  hk_test_build_path("hlokit", exe, sizeof exe);
+  ck_assert_int_gt(asprintf(&cmd, "'%s' ab fixtures/mlp.hlo "
                             "--a='spmd-partitioning{allow_module_signature_change=true}' "
                             "--b='spmd-dot-allgather{allow_module_signature_change=true}' "
-                            "--num-partitions=8 --json --load-pass-plugin='%s' 2>&1", dirname(self), so), 0);
+                            "--num-partitions=8 --json --load-pass-plugin='%s' 2>&1", exe, so), 0);
   FILE *f = popen(cmd, "r");
   ck_assert_ptr_nonnull(f);
   char buf[1 << 14];

@@ -143,6 +143,24 @@ static hk_computation *random_dag(hk_module *m, const char *name, const dag_spec
   return c;
 }
 
+/* The reference list-is-topological: every operand and control
+ * predecessor an instruction of c listed earlier (found by a list scan). */
+static bool ref_listed_first(const hk_computation *c, const hk_instr *i, const hk_instr *o) {
+  for (const hk_instr *x = c->first; x != i; x = x->next)
+    if (x == o) return true;
+  return false;
+}
+
+static bool ref_list_is_topological(const hk_computation *c) {
+  for (const hk_instr *i = c->first; i; i = i->next) {
+    for (int32_t k = 0; k < i->n_operands; k++)
+      if (!ref_listed_first(c, i, i->operands[k])) return false;
+    for (int32_t k = 0; i->attrs && k < i->attrs->n_control_preds; k++)
+      if (!ref_listed_first(c, i, i->attrs->control_preds[k])) return false;
+  }
+  return true;
+}
+
 static void check_random(const dag_spec *sp, uint64_t seed, int rounds) {
   rng64 r = {seed};
   for (int round = 0; round < rounds; round++) {
@@ -156,6 +174,7 @@ static void check_random(const dag_spec *sp, uint64_t seed, int rounds) {
     }
     assert_same_as_reference(c);
     assert_same_as_reference(c);   /* nothing left marked */
+    ck_assert_int_eq(hk_computation_list_is_topological(c), ref_list_is_topological(c));
     hk_module_free(m);
   }
 }
@@ -213,6 +232,32 @@ static hk_computation *relisted(hk_computation *c) {
   free(order);
   return d;
 }
+
+/* hk_computation_list_is_topological against the reference on small
+ * computations of a module whose ids run far past their count (the proof
+ * by a set of pointers, not by ids) and on big ones (by ids), with
+ * operands and control predecessors listed late; the relisted copy of a
+ * computation always is topological. */
+START_TEST(list_is_topological_both_ways) {
+  rng64 r = {31337};
+  int topo = 0, not_topo = 0, rounds = hk_test_iterations(30);
+  if (rounds < 6) rounds = 6;   /* every kind of round, under valgrind too */
+  for (int round = 0; round < rounds; round++) {
+    hk_module *m = hk_module_new("m");
+    m->next_id = round % 2 ? 1000000 : 0;
+    dag_spec sp = {.n = round % 2 ? 40 : 1200, .control_per_mille = 40, .late_per_mille = round % 3 ? 8 : 0};
+    hk_computation *c = random_dag(m, "c", &sp, &r);
+    bool want = ref_list_is_topological(c);
+    ck_assert_int_eq(hk_computation_list_is_topological(c), want);
+    if (want) topo++;
+    else not_topo++;
+    hk_computation *d = relisted(c);
+    ck_assert(hk_computation_list_is_topological(d));
+    hk_module_free(m);
+  }
+  ck_assert(topo > 0 && not_topo > 0);
+}
+END_TEST
 
 /* When the list already is the post order, the big case returns it as it
  * is (no DFS); it must still be the reference order. */
@@ -510,6 +555,7 @@ static Suite *walks_suite(void) {
   tcase_add_test(tc, post_order_random_small);
   tcase_add_test(tc, post_order_random_fallbacks);
   tcase_add_test(tc, post_order_list_already_in_order);
+  tcase_add_test(tc, list_is_topological_both_ways);
   tcase_add_test(tc, post_order_big_reversed_list);
   tcase_add_test(tc, post_order_concurrent);
   tcase_add_test(tc, calling_instrs);

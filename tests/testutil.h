@@ -38,17 +38,48 @@ static inline const char *hk_test_conformance_dir(void) {
   return d ? d : "../shared/conformance";
 }
 
-/* Path of build plugin `name` (e.g. "stock") relative to the running test
- * binary ($(BUILD)/tests/x -> $(BUILD)/plugins/name.so). */
-static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) {
-  char exe[2048];
+/* Path of `rel` in the build folder of the running test binary
+ * ($(BUILD)/tests/x -> $(BUILD)/rel: "hlokit", "libhlokit.so", ...). */
+static inline void hk_test_build_path(const char *rel, char *out, size_t cap) {
+  char exe[PATH_MAX];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   ck_assert(n > 0);
   exe[n] = 0;
   char *slash = strrchr(exe, '/');
   if (slash) *slash = 0;
-  int w = snprintf(out, cap, "%s/../plugins/%.64s.so", exe, name);
+  int w = snprintf(out, cap, "%s/../%s", exe, rel);
   ck_assert(w > 0 && (size_t)w < cap);
+}
+
+/* Path of build plugin `name` (e.g. "stock"): $(BUILD)/plugins/name.so. */
+static inline void hk_test_plugin_path(const char *name, char *out, size_t cap) {
+  char rel[128];
+  snprintf(rel, sizeof rel, "plugins/%.64s.so", name);
+  hk_test_build_path(rel, out, cap);
+}
+
+/* Writes text to path (the test fails if it cannot). */
+static inline void hk_test_write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+/* The whole of file path, NUL-terminated and malloc'ed; NULL if it cannot
+ * be opened. */
+static inline char *hk_test_slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)(n > 0 ? n : 0) + 1);
+  ck_assert_ptr_nonnull(s);
+  size_t got = n > 0 ? fread(s, 1, (size_t)n, f) : 0;
+  s[got] = '\0';
+  fclose(f);
+  return s;
 }
 
 /* The source tree's abi/ folder, resolved into out (PATH_MAX bytes):
@@ -154,5 +185,15 @@ static inline bool hk_test_run_pass(hk_registry *reg, hk_module *m, const char *
   ck_assert_ok(hk_verify_module(m, &vo));
   return changed;
 }
+
+/* The rest of an entry (after its first line `in_decl`) whose
+ * ragged-all-to-all on 2 devices sends an update whose input offset plus
+ * size overflows int64 (test_eval, test_eval_sample). */
+#define HK_TEST_RAGGED_OVERFLOW_BODY(in_decl)                                                    \
+  in_decl                                                                                          \
+  "  io = s64[4] constant({9223372036854775807, 0, 0, 0})\n  ss = s64[4] constant({1, 0, 0, 0})\n" \
+  "  oo = s64[4] constant({0, 0, 0, 0})\n  m1 = f32[] constant(-1)\n"                              \
+  "  o = f32[4] broadcast(m1), dimensions={}\n"                                                    \
+  "  ROOT r = f32[4] ragged-all-to-all(in, o, io, ss, oo, ss), channel_id=1, replica_groups={{0,1}}\n}\n"
 
 #endif

@@ -360,6 +360,12 @@ void hk_computation_set_root(hk_computation *c, hk_instr *root);
  * already: about two list walks, no lock.  Otherwise the DFS marks
  * instructions, and such concurrent calls are serialised. */
 hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n);
+/* Whether every operand and control predecessor of each instruction of c
+ * is an instruction of c listed before it: the list is then a topological
+ * order (any walk in list order sees an instruction after what it
+ * depends on) and c has no cycle.  Exact, one list walk; the one proof
+ * the verifier and the passes use. */
+bool hk_computation_list_is_topological(const hk_computation *c);
 /* Computes the program shape (params by number, root shape). */
 hk_program_shape hk_computation_program_shape(hk_computation *c);
 /* Puts parameter p in c->params at its parameter_number (set in
@@ -422,6 +428,9 @@ bool hk_instr_has_channel_id(const hk_instr *i);
 int64_t hk_instr_parameter_number(const hk_instr *i);
 int64_t hk_instr_tuple_index(const hk_instr *i);
 const hk_metadata *hk_instr_metadata(const hk_instr *i);
+/* Field-by-field equality of two metadata records (an empty string
+ * equals an absent one); what the sharding interner compares. */
+bool hk_metadata_equal(const hk_metadata *a, const hk_metadata *b);
 bool hk_instr_is_root(const hk_instr *i);
 
 /* ---- builders -------------------------------------------------------------- */

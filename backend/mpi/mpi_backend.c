@@ -25,7 +25,7 @@ static MPI_Comm comm_of(hk_mpi_backend *b, const hk_collective_op *op) {
       return e->comm;
   int *ranks = malloc(sizeof(int) * (size_t)op->group_size);
   mpi_comm_entry *e = calloc(1, sizeof *e);
-  if (!ranks || !e) abort();
+  if (!ranks || !e) hk_out_of_memory();
   for (int32_t i = 0; i < op->group_size; i++) ranks[i] = hk_mpi_rank_of(b, op->group[i]);
   MPI_Group world, g;
   MPI_Comm_group(MPI_COMM_WORLD, &world);
@@ -36,7 +36,7 @@ static MPI_Comm comm_of(hk_mpi_backend *b, const hk_collective_op *op) {
   free(ranks);
   e->n = op->group_size;
   e->members = malloc(sizeof(int64_t) * (size_t)e->n);
-  if (!e->members) abort();
+  if (!e->members) hk_out_of_memory();
   memcpy(e->members, op->group, sizeof(int64_t) * (size_t)e->n);
   e->next = b->comms;
   b->comms = e;
@@ -53,7 +53,7 @@ static hk_status *p2p_each(hk_mpi_backend *b, const hk_collective_op *op, xkind 
                            int64_t in_stride, int64_t chunk, void *out) {
   int G = op->group_size;
   peer_msg *s = malloc(sizeof *s * (size_t)G), *r = malloc(sizeof *r * (size_t)G);
-  if (!s || !r) abort();
+  if (!s || !r) hk_out_of_memory();
   int n = 0;
   for (int j = 0; j < G; j++) {
     if (j == op->rank) continue;
@@ -175,7 +175,7 @@ static hk_status *reduce(hk_mpi_backend *b, const hk_collective_op *op, xkind ki
   }
   /* Every member's chunk, then the evaluator's reducer in group order. */
   uint8_t *chunks = malloc((size_t)(cb * op->group_size > 0 ? cb * op->group_size : 1));
-  if (!chunks) abort();
+  if (!chunks) hk_out_of_memory();
   hk_status *st = kind == XK_REDUCE ? gather(b, op, kind, in, cb, chunks)
                                     : all_to_all(b, op, kind, in, cb, chunks);
   if (!st) st = fold(chunks, op->group_size, cb, out, n, combine, ctx);
@@ -217,7 +217,7 @@ static hk_status *m_permute(hk_collective_backend *base, const hk_collective_op 
 static hk_status *m_barrier(hk_collective_backend *base, const hk_collective_op *op) {
   hk_mpi_backend *b = (hk_mpi_backend *)base;
   uint8_t *none = calloc((size_t)op->group_size, 1);
-  if (!none) abort();
+  if (!none) hk_out_of_memory();
   hk_mpi_watch_begin(b, op);
   hk_status *st = gather(b, op, XK_BARRIER, none, 0, none);
   hk_mpi_watch_end(b, op);
@@ -274,7 +274,7 @@ hk_collective_backend *hk_mpi_backend_new(int64_t num_devices, int64_t devices_p
   if (flag && (int64_t)*tag_ub < num_devices * num_devices)
     hk_mpi_fail("too many devices for this MPI's message tags", 2);
   hk_mpi_backend *b = calloc(1, sizeof *b);
-  if (!b) abort();
+  if (!b) hk_out_of_memory();
   b->base.vt = &mpi_vtable;
   b->num_devices = num_devices;
   b->per_rank = devices_per_rank;
@@ -283,7 +283,7 @@ hk_collective_backend *hk_mpi_backend_new(int64_t num_devices, int64_t devices_p
   b->user_timeout_ms = timeout_ms > 0 ? timeout_ms : 0;
   b->created_ns = hk_mpi_now_ns();
   b->watch = calloc((size_t)devices_per_rank, sizeof *b->watch);
-  if (!b->watch) abort();
+  if (!b->watch) hk_out_of_memory();
   pthread_mutex_init(&b->mu, NULL);
   pthread_cond_init(&b->cv, NULL);
   MPI_Comm_dup(MPI_COMM_WORLD, &b->hdr);

@@ -67,7 +67,7 @@ hk_status *hk_mpi_p2p_exchange(hk_mpi_backend *b, const hk_collective_op *op, xk
   int n = n_sends + n_recvs;
   MPI_Request *rq = malloc(sizeof *rq * (size_t)(n ? n : 1));
   op_header *hs = malloc(sizeof *hs * (size_t)(n ? n : 1));
-  if (!rq || !hs) abort();
+  if (!rq || !hs) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < n_sends && !st; k++) st = check_size(op, sends[k].len);
   for (int k = 0; k < n_recvs && !st; k++) st = check_size(op, recvs[k].len);
@@ -107,7 +107,7 @@ hk_status *hk_mpi_comm_check(hk_mpi_backend *b, MPI_Comm comm, const hk_collecti
   (void)b;
   HK_TRY(check_size(op, nbytes * op->group_size));
   op_header mine, *all = malloc(sizeof *all * (size_t)op->group_size);
-  if (!all) abort();
+  if (!all) hk_out_of_memory();
   header_of(op, kind, nbytes, &mine);
   MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, comm);
   hk_status *st = NULL;

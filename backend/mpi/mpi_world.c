@@ -51,7 +51,7 @@ static void write_in_rank_order(const char *data, size_t len, FILE *f) {
     MPI_Probe(r, TAG_TEXT, MPI_COMM_WORLD, &s);
     MPI_Get_count(&s, MPI_BYTE, &n);
     char *buf = malloc((size_t)n + 1);
-    if (!buf) abort();
+    if (!buf) hk_out_of_memory();
     MPI_Recv(buf, n, MPI_BYTE, r, TAG_TEXT, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
     fwrite(buf, 1, (size_t)n, f);
     free(buf);

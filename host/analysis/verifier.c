@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "analysis_internal.h"
+#include "ir/ptr_table.h"
 
 hk_verify_options hk_verify_defaults(void) {
   hk_verify_options o = {.check_shapes = true, .check_shardings = true,
@@ -11,7 +12,7 @@ hk_verify_options hk_verify_defaults(void) {
   return o;
 }
 
-/* ---- a small pointer/string hash set -------------------------------------- */
+/* ---- the name set (string keys; instruction maps use ir/ptr_table.h) ------ */
 
 typedef struct ptr_set {
   const void **keys;
@@ -19,38 +20,22 @@ typedef struct ptr_set {
   size_t cap;
 } ptr_set;
 
-static size_t hash_ptr(const void *p) {
-  uint64_t x = (uint64_t)(uintptr_t)p;
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  return (size_t)x;
-}
-
 static size_t hash_str(const char *s) {
   uint64_t h = 1469598103934665603ULL;
   for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
   return (size_t)h;
 }
 
-static bool set_init(ptr_set *s, size_t n) {
+static void set_init(ptr_set *s, size_t n) {
   s->cap = 16;
   while (s->cap < n * 2 + 16) s->cap *= 2;
-  s->keys = calloc(s->cap, sizeof(void *));
-  s->vals = calloc(s->cap, sizeof(uint32_t));
-  return s->keys && s->vals;
+  s->keys = hk_check_alloc(calloc(s->cap, sizeof(void *)));
+  s->vals = hk_check_alloc(calloc(s->cap, sizeof(uint32_t)));
 }
 
 static void set_free(ptr_set *s) {
   free(s->keys);
   free(s->vals);
-}
-
-/* Slot of pointer key. */
-static size_t set_slot(const ptr_set *s, const void *key) {
-  size_t h = hash_ptr(key) & (s->cap - 1);
-  while (s->keys[h] && s->keys[h] != key) h = (h + 1) & (s->cap - 1);
-  return h;
 }
 
 /* Slot of string key, whose hash_str is hash: the set keeps each key's
@@ -118,54 +103,22 @@ static hk_status *check_parameters(const hk_computation *c) {
   return NULL;
 }
 
-/* Whether every operand and control predecessor is listed before its user:
- * the list is then a topological order and there is no cycle.  One walk
- * with a position per instruction id (checked against the instruction, so
- * odd ids only send the check to the DFS): the usual case needs no
- * pointer-keyed DFS, whose random probes cost ~0.4 s at 10^6. */
-static bool operands_listed_first(const hk_computation *c) {
-  int64_t n_ids = c->module->next_id, n = c->n_instrs;
-  if (n_ids <= 0 || n <= 0 || n_ids > 16 * n + 65536 || n >= INT32_MAX) return false;
-  uint32_t *pos = calloc((size_t)n_ids, sizeof *pos);   /* list position + 1; 0 = not yet */
-  const hk_instr **at = malloc((size_t)n * sizeof *at);
-  bool ok = pos && at;
-  uint32_t k = 0;
-  for (const hk_instr *i = c->first; i && ok && k < n; i = i->next, k++) {
-    int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
-    for (int32_t e = 0; ok && e < i->n_operands + n_ctl; e++) {
-      const hk_instr *o = e < i->n_operands ? i->operands[e]
-                                            : i->attrs->control_preds[e - i->n_operands];
-      uint32_t p = o->id >= 0 && o->id < n_ids ? pos[o->id] : 0;
-      ok = p != 0 && at[p - 1] == o;
-    }
-    ok = ok && i->id >= 0 && i->id < n_ids;
-    if (!ok) break;
-    at[k] = i;
-    pos[i->id] = k + 1;
-  }
-  free(pos);
-  free(at);
-  return ok;
-}
-
-/* Depth-first over operands and control predecessors; a back edge is a
- * cycle.  `state` maps instruction -> 1 (on stack) / 2 (done). */
+/* A list in topological order has no cycle (hk_computation_list_is_topological,
+ * the usual case); otherwise depth-first over operands and control
+ * predecessors, where a back edge is a cycle.  `state` maps instruction ->
+ * 1 (on stack) / 2 (done). */
 static hk_status *check_acyclic(const hk_computation *c) {
-  if (operands_listed_first(c)) return NULL;
-  ptr_set st;
-  if (!set_init(&st, (size_t)c->n_instrs)) {
-    set_free(&st);
-    return hk_error(HK_INTERNAL, "out of memory");
-  }
+  if (hk_computation_list_is_topological(c)) return NULL;
+  enum { ON_STACK = 1, DONE = 2 };
+  hk_ptr_map st;
+  hk_ptr_map_init(&st, (size_t)c->n_instrs);
   size_t cap = (size_t)c->n_instrs + 1;
-  const hk_instr **stack = malloc(sizeof(*stack) * cap);
-  int32_t *next = malloc(sizeof(int32_t) * cap);
-  hk_status *err = stack && next ? NULL : hk_error(HK_INTERNAL, "out of memory");
+  const hk_instr **stack = hk_check_alloc(malloc(sizeof(*stack) * cap));
+  int32_t *next = hk_check_alloc(malloc(sizeof(int32_t) * cap));
+  hk_status *err = NULL;
   for (const hk_instr *root = c->first; root && !err; root = root->next) {
-    size_t h = set_slot(&st, root);
-    if (st.keys[h]) continue;
-    st.keys[h] = root;
-    st.vals[h] = 1;
+    if (hk_ptr_map_get(&st, root)) continue;
+    hk_ptr_map_put(&st, root, (void *)(uintptr_t)ON_STACK);
     size_t sp = 0;
     stack[sp] = root;
     next[sp++] = 0;
@@ -174,18 +127,17 @@ static hk_status *check_acyclic(const hk_computation *c) {
       int32_t k = next[sp - 1]++;
       int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
       if (k >= i->n_operands + n_ctl) {
-        st.vals[set_slot(&st, i)] = 2;
+        hk_ptr_map_put(&st, i, (void *)(uintptr_t)DONE);
         sp--;
         continue;
       }
       const hk_instr *op = k < i->n_operands ? i->operands[k]
                                               : i->attrs->control_preds[k - i->n_operands];
-      size_t oh = set_slot(&st, op);
-      if (st.keys[oh] && st.vals[oh] == 1)
+      uintptr_t state = (uintptr_t)hk_ptr_map_get(&st, op);
+      if (state == ON_STACK) {
         err = ana_fail(i, "is part of a cycle through '%s'", op->name);
-      else if (!st.keys[oh] && sp < cap) {
-        st.keys[oh] = op;
-        st.vals[oh] = 1;
+      } else if (!state && sp < cap) {
+        hk_ptr_map_put(&st, op, (void *)(uintptr_t)ON_STACK);
         stack[sp] = op;
         next[sp++] = 0;
       }
@@ -193,7 +145,7 @@ static hk_status *check_acyclic(const hk_computation *c) {
   }
   free(stack);
   free(next);
-  set_free(&st);
+  hk_ptr_map_free(&st);
   return err;
 }
 
@@ -280,10 +232,7 @@ static hk_status *check_structure(const hk_module *m) {
   size_t total = 0;
   for (int32_t k = 0; k < m->n_computations; k++) total += (size_t)m->computations[k]->n_instrs;
   ptr_set names;
-  if (!set_init(&names, total)) {
-    set_free(&names);
-    return hk_error(HK_INTERNAL, "out of memory");
-  }
+  set_init(&names, total);
   hk_status *st = NULL;
   bool entry_found = false;
   for (int32_t k = 0; k < m->n_computations && !st; k++) {

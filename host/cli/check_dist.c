@@ -56,7 +56,7 @@ static hk_status *compare_manual(const hk_module *g, const hk_module *p, int64_t
   HK_TRY(hk_check_manual_collectives(g));
   hk_value **gin = NULL, **gres = calloc((size_t)count, sizeof *gres);
   hk_value *const **gargs = calloc((size_t)count, sizeof *gargs);
-  if (!gres || !gargs) abort();
+  if (!gres || !gargs) hk_out_of_memory();
   int gn = 0;
   hk_status *st = hk_eval_sampled_inputs(g, g, 1, 1, 0, so->seed, &gin, &gn);
   if (!st) {
@@ -101,7 +101,7 @@ static hk_status *run_and_compare(const hk_module *g, const hk_module *p, int64_
   hk_value **res = calloc((size_t)count, sizeof *res);
   hk_eval_stats *stats = calloc((size_t)count, sizeof *stats);
   int *n_args = calloc((size_t)count, sizeof *n_args);
-  if (!args || !res || !stats || !n_args) abort();
+  if (!args || !res || !stats || !n_args) hk_out_of_memory();
   hk_status *st = NULL;
   for (int64_t k = 0; k < count && !st; k++)
     st = hk_eval_sampled_inputs(g, p, parts, reps, first + k, so->seed, &args[k], &n_args[k]);
@@ -207,7 +207,7 @@ static hk_status *distributed_result(const hk_module *g, const hk_module *p, int
   *r = (hk_sample_result){.equal = true};
   HK_TRY(run_and_compare(g, p, parts, reps, dist, so, timeout_s, r, fig));
   *by_rank = calloc((size_t)dist->size, sizeof **by_rank);
-  if (!*by_rank) abort();
+  if (!*by_rank) hk_out_of_memory();
   combine_ranks(dist, r, *by_rank, fig);
   return NULL;
 }
@@ -257,7 +257,7 @@ hk_status *hk_check_distributed_report(const hk_module *g, const hk_module *p, i
   /* Only the maxima over the devices travel between ranks: every device
    * entry holds them (the report shows maxima). */
   rep->dev_stats = calloc((size_t)rep->n_devices, sizeof *rep->dev_stats);
-  if (!rep->dev_stats) abort();
+  if (!rep->dev_stats) hk_out_of_memory();
   for (int64_t d = 0; d < rep->n_devices; d++) {
     hk_eval_stats *s = &rep->dev_stats[d];
     for (int k = 0; k < HK_EVAL_NUM_COLLECTIVE_KINDS; k++) {

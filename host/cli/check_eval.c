@@ -23,7 +23,7 @@ static hk_status *scatter_inputs(const hk_module *g, const hk_module *p, hk_valu
                     np, g->entry->n_params);
   for (int64_t d = 0; d < n; d++) {
     dev[d] = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
-    if (!dev[d]) abort();
+    if (!dev[d]) hk_out_of_memory();
     for (int i = 0; i < np; i++) {
       hk_status *st = hk_value_shard(in[i], hk_spmd_parameter_sharding(g, p, i), g->entry->params[i]->shape,
                                      d % parts, p->entry->params[i]->shape, &dev[d][i]);
@@ -104,7 +104,7 @@ static hk_status *check_manual_collective(const hk_instr *i) {
   int64_t gs = rg->iota ? rg->iota->dims[1] : 0;
   int64_t n = rg->iota ? rg->iota->dims[0] * gs : rg->group_start ? rg->group_start[rg->n_groups] : 0;
   int64_t *ids = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!ids) abort();
+  if (!ids) hk_out_of_memory();
   if (rg->iota) hk_iota_expand(rg->iota, ids);
   else if (n) memcpy(ids, rg->ids, (size_t)n * sizeof(int64_t));
   hk_status *st = NULL;
@@ -156,7 +156,7 @@ static hk_status *evaluate_global_on_devices(const hk_module *g, hk_value **in, 
                                              hk_eval_stats *gstats) {
   int64_t n = parts * reps;
   hk_value ***gin = calloc((size_t)n, sizeof(hk_value **));
-  if (!gin) abort();
+  if (!gin) hk_out_of_memory();
   for (int64_t d = 0; d < n; d++) gin[d] = in;
   hk_status *st = hk_eval_spmd(g, parts, reps, (hk_value *const *const *)gin, g->entry->n_params, gres, eo, gstats);
   free(gin);
@@ -181,7 +181,7 @@ static hk_status *evaluate_global(const hk_module *g, hk_value **in, int64_t rep
   if (reps <= 1) return hk_eval_module(g, in, g->entry->n_params, out, eo, stats);
   hk_value **gres = calloc((size_t)reps, sizeof(hk_value *));
   hk_eval_stats *gstats = calloc((size_t)reps, sizeof(hk_eval_stats));
-  if (!gres || !gstats) abort();
+  if (!gres || !gstats) hk_out_of_memory();
   hk_status *st = evaluate_global_on_devices(g, in, 1, reps, eo, gres, gstats);
   if (!st) {
     *out = gres[0];
@@ -234,7 +234,7 @@ hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_ch
   HK_TRY(hk_eval_check_sizes(g, &limits));   /* before making huge inputs */
   HK_TRY(hk_eval_check_sizes(p, &limits));
   hk_value **in = calloc((size_t)(np ? np : 1), sizeof(hk_value *));
-  if (!in) abort();
+  if (!in) hk_out_of_memory();
   for (int i = 0; i < np; i++) in[i] = hk_value_random(g->entry->params[i]->shape, o->seed, (uint64_t)i);
   hk_eval_options eo = {.seed = o->seed, .opaque_custom_calls = true};
   hk_value *expected = NULL, *actual = NULL;
@@ -242,13 +242,13 @@ hk_status *hk_check_evaluate(const hk_module *g, const hk_module *p, const hk_ch
   bool manual = hk_check_has_manual_regions(g);
   hk_value **gres = manual ? calloc((size_t)n, sizeof(hk_value *)) : NULL;
   hk_eval_stats *gstats = manual ? calloc((size_t)n, sizeof(hk_eval_stats)) : NULL;
-  if (manual && (!gres || !gstats)) abort();
+  if (manual && (!gres || !gstats)) hk_out_of_memory();
   hk_value ***dev = calloc((size_t)n, sizeof(hk_value **));
   hk_value **res = calloc((size_t)n, sizeof(hk_value *));
   free(rep->dev_stats);
   rep->dev_stats = calloc((size_t)n, sizeof(hk_eval_stats));
   rep->n_devices = n;
-  if (!dev || !res || !rep->dev_stats) abort();
+  if (!dev || !res || !rep->dev_stats) hk_out_of_memory();
   hk_status *st = manual ? evaluate_manual_global(g, in, parts, reps, &eo, gres, gstats)
                          : evaluate_global(g, in, reps, &eo, &expected, &rep->global_stats);
   if (st) st = hk_status_prefix(st, "global module");

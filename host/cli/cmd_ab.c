@@ -114,7 +114,7 @@ static void keep_stats(ab_side *s, const hk_pass *pipeline) {
   int32_t n = 0;
   const hk_pass_stat *st = hk_pipeline_stats(pipeline, &n);
   s->stats = calloc((size_t)(n ? n : 1), sizeof *s->stats);
-  if (!s->stats) abort();
+  if (!s->stats) hk_out_of_memory();
   if (n) memcpy(s->stats, st, sizeof *st * (size_t)n);
   s->n_stats = n;
 }

@@ -68,7 +68,7 @@ static void index_records(explain_state *es) {
   const hk_prop_explain_vtable *x = hk_pass_extension(es->tracer, HK_PROP_EXPLAIN_IFACE);
   es->n = x->records(es->tracer, &es->recs);
   es->by_name = malloc(sizeof *es->by_name * (size_t)(es->n ? es->n : 1));
-  if (!es->by_name) abort();
+  if (!es->by_name) hk_out_of_memory();
   for (int64_t k = 0; k < es->n; k++) es->by_name[k] = &es->recs[k];
   qsort(es->by_name, (size_t)es->n, sizeof *es->by_name, cmp_by_name);
 }

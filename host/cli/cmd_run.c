@@ -37,7 +37,7 @@ static hk_status *make_inputs(const hk_module *m, const run_opts *o, hk_value **
   const hk_computation *e = m->entry;
   *n = e->n_params;
   *out = calloc((size_t)(e->n_params ? e->n_params : 1), sizeof(hk_value *));
-  if (!*out) abort();
+  if (!*out) hk_out_of_memory();
   for (int i = 0; i < e->n_params; i++) (*out)[i] = hk_value_random(e->params[i]->shape, o->seed, (uint64_t)i);
   return NULL;
 }
@@ -88,7 +88,7 @@ static hk_status *evaluate(const hk_module *m, const hk_cli_dist *dist, int64_t 
                            int64_t first, int64_t count, hk_value **args, int n_args,
                            const hk_eval_options *eo, const run_opts *o, hk_value **res) {
   hk_value *const **dev_args = malloc((size_t)count * sizeof(*dev_args));
-  if (!dev_args) abort();
+  if (!dev_args) hk_out_of_memory();
   for (int64_t k = 0; k < count; k++) dev_args[k] = args;
   hk_status *st;
   if (dist->api) {
@@ -123,7 +123,7 @@ static hk_status *run_module(const hk_cli_common *c, const run_opts *o, const hk
   if (!st) st = hk_eval_check_sizes(m, &eo);   /* before making huge inputs */
   if (!st) st = make_inputs(m, o, &args, &n_args);
   hk_value **res = calloc((size_t)count, sizeof(hk_value *));
-  if (!res) abort();
+  if (!res) hk_out_of_memory();
   if (!st) st = evaluate(m, dist, parts, reps, first, count, args, n_args, &eo, o, res);
   if (!st) {
     hk_buf b;

@@ -11,10 +11,10 @@ static void add_counter(void *ctx, const char *name, int64_t value) {
     l->cap = l->cap ? 2 * l->cap : 8;
     l->names = realloc(l->names, sizeof *l->names * (size_t)l->cap);
     l->values = realloc(l->values, sizeof *l->values * (size_t)l->cap);
-    if (!l->names || !l->values) abort();
+    if (!l->names || !l->values) hk_out_of_memory();
   }
   l->names[l->n] = strdup(name);
-  if (!l->names[l->n]) abort();
+  if (!l->names[l->n]) hk_out_of_memory();
   l->values[l->n++] = value;
 }
 

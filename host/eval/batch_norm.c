@@ -75,7 +75,7 @@ static hk_value *feature_vector(const hk_value *like, const double *v, int64_t n
 
 static double *scratch(int64_t n, int k) {
   double *p = calloc((size_t)(n ? n : 1) * (size_t)k, sizeof(double));
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   return p;
 }
 

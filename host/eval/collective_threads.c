@@ -33,13 +33,13 @@ static slot *find_slot(threads_backend *t, const hk_collective_op *op) {
   for (slot *s = t->slots; s; s = s->next)
     if (s->instr == op->instr && s->seq == op->sequence && s->first == op->group[0]) return s;
   slot *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  if (!s) hk_out_of_memory();
   s->instr = op->instr;
   s->seq = op->sequence;
   s->first = op->group[0];
   s->size = op->group_size;
   s->bufs = calloc((size_t)op->group_size, sizeof(void *));
-  if (!s->bufs) abort();
+  if (!s->bufs) hk_out_of_memory();
   s->next = t->slots;
   t->slots = s;
   return s;
@@ -260,7 +260,7 @@ static const hk_collective_vtable threads_vtable = {
 
 hk_collective_backend *hk_collective_threads_new(int64_t num_devices, int64_t timeout_ms) {
   threads_backend *t = calloc(1, sizeof *t);
-  if (!t) abort();
+  if (!t) hk_out_of_memory();
   t->base.vt = &threads_vtable;
   pthread_mutex_init(&t->mu, NULL);
   pthread_cond_init(&t->cv, NULL);

@@ -48,7 +48,7 @@ void hk_collective_id_groups(const hk_instr *ins, hk_group_mode mode, int64_t nu
     int32_t total = rg->group_start[rg->n_groups];
     g->start = malloc((size_t)(g->n + 1) * sizeof(int32_t));
     g->ids = malloc((size_t)(total ? total : 1) * sizeof(int64_t));
-    if (!g->start || !g->ids) abort();
+    if (!g->start || !g->ids) hk_out_of_memory();
     memcpy(g->start, rg->group_start, (size_t)(g->n + 1) * sizeof(int32_t));
     memcpy(g->ids, rg->ids, (size_t)total * sizeof(int64_t));
     return;
@@ -58,7 +58,7 @@ void hk_collective_id_groups(const hk_instr *ins, hk_group_mode mode, int64_t nu
     g->n = (int32_t)ng;
     g->start = malloc((size_t)(ng + 1) * sizeof(int32_t));
     g->ids = malloc((size_t)(ng * gs > 0 ? ng * gs : 1) * sizeof(int64_t));
-    if (!g->start || !g->ids) abort();
+    if (!g->start || !g->ids) hk_out_of_memory();
     hk_iota_expand(rg->iota, g->ids);
     for (int64_t i = 0; i <= ng; i++) g->start[i] = (int32_t)(i * gs);
     return;
@@ -68,7 +68,7 @@ void hk_collective_id_groups(const hk_instr *ins, hk_group_mode mode, int64_t nu
   g->n = 1;
   g->start = malloc(2 * sizeof(int32_t));
   g->ids = malloc((size_t)n * sizeof(int64_t));
-  if (!g->start || !g->ids) abort();
+  if (!g->start || !g->ids) hk_out_of_memory();
   g->start[0] = 0;
   g->start[1] = (int32_t)n;
   for (int64_t i = 0; i < n; i++) g->ids[i] = i;
@@ -96,7 +96,7 @@ static hk_status *participants(const hk_instr *ins, const hk_device_ctx *d, int6
   int32_t gs = g.start[gi + 1] - g.start[gi];
   int64_t mult = mode == HK_MODE_CROSS_REPLICA_AND_PARTITION ? d->num_partitions : 1;
   int64_t *p = malloc((size_t)(gs * mult) * sizeof(int64_t));
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   int32_t n = 0;
   hk_status *st = NULL;
   for (int32_t j = g.start[gi]; j < g.start[gi + 1]; j++) {
@@ -262,7 +262,7 @@ static hk_status *per_operand(coll *c, hk_value *const *ops,
     n = ops[0]->n_elems;
   }
   hk_value **r = calloc((size_t)(n ? n : 1), sizeof(hk_value *));
-  if (!r) abort();
+  if (!r) hk_out_of_memory();
   hk_status *st = NULL;
   int64_t before[HK_EVAL_NUM_COLLECTIVE_KINDS];
   memcpy(before, c->d->stats.collective_count, sizeof before);
@@ -301,7 +301,7 @@ static hk_status *all_gather_one(coll *c, const hk_value *in, hk_value **out) {
   dims[dim] *= G;
   hk_value *r = hk_value_new_array((hk_prim)in->elem, in->rank, dims);
   uint8_t *all = malloc((size_t)(in->nbytes * G > 0 ? in->nbytes * G : 1));
-  if (!all) abort();
+  if (!all) hk_out_of_memory();
   hk_status *st = NULL;
   if (G == 1) memcpy(all, in->data, (size_t)in->nbytes);
   else st = c->d->backend->vt->all_gather(c->d->backend, &c->op, in->data, in->nbytes, all);
@@ -328,7 +328,7 @@ static uint8_t *chunk_along(const hk_value *in, int64_t dim, int G, int64_t *chu
   int64_t rowb = outer ? in->nbytes / outer : 0;     /* one outer slice */
   int64_t pb = rowb / G;                              /* one piece of a slice */
   uint8_t *buf = malloc((size_t)(in->nbytes ? in->nbytes : 1));
-  if (!buf) abort();
+  if (!buf) hk_out_of_memory();
   for (int g = 0; g < G; g++)
     for (int64_t o = 0; o < outer; o++)
       memcpy(buf + g * outer * pb + o * pb, (const uint8_t *)in->data + o * rowb + g * pb, (size_t)pb);
@@ -372,7 +372,7 @@ static hk_status *all_to_all_array(coll *c, const hk_value *in, hk_value **out) 
   int64_t cb;
   uint8_t *chunks = chunk_along(in, dim, G, &cb);
   uint8_t *recv = malloc((size_t)(in->nbytes ? in->nbytes : 1));
-  if (!recv) abort();
+  if (!recv) hk_out_of_memory();
   hk_status *st = NULL;
   if (G == 1) memcpy(recv, chunks, (size_t)in->nbytes);
   else st = c->d->backend->vt->all_to_all(c->d->backend, &c->op, chunks, cb, recv);
@@ -402,7 +402,7 @@ static hk_status *all_to_all_tuple(coll *c, hk_value *const *ops, hk_value **out
     if (ops[k]->nbytes != nb || ops[k]->elem == HK_TUPLE)
       return hk_eval_error(c->ins, HK_UNIMPLEMENTED, "tuple all-to-all with differently sized operands");
   uint8_t *send = malloc((size_t)(nb * G > 0 ? nb * G : 1)), *recv = malloc((size_t)(nb * G > 0 ? nb * G : 1));
-  if (!send || !recv) abort();
+  if (!send || !recv) hk_out_of_memory();
   for (int k = 0; k < n; k++) memcpy(send + k * nb, ops[k]->data, (size_t)nb);
   hk_status *st = G == 1 ? (memcpy(recv, send, (size_t)nb), NULL)
                          : c->d->backend->vt->all_to_all(c->d->backend, &c->op, send, nb, recv);
@@ -412,7 +412,7 @@ static hk_status *all_to_all_tuple(coll *c, hk_value *const *ops, hk_value **out
     return st;
   }
   hk_value **r = calloc((size_t)n, sizeof(hk_value *));
-  if (!r) abort();
+  if (!r) hk_out_of_memory();
   for (int k = 0; k < n; k++) {
     r[k] = hk_value_new_array((hk_prim)ops[k]->elem, ops[k]->rank, ops[k]->dims);
     memcpy(r[k]->data, recv + k * nb, (size_t)nb);
@@ -433,7 +433,7 @@ static hk_status *permute(coll *c, const hk_value *in, hk_value **out) {
   int n = c->ins->attrs ? c->ins->attrs->n_source_target_pairs : 0;
   const hk_pair *pairs = n ? c->ins->attrs->source_target_pairs : NULL;
   int64_t *grp = malloc((size_t)(2 * n + 1) * sizeof(int64_t));
-  if (!grp) abort();
+  if (!grp) hk_out_of_memory();
   int32_t gs = 0, rank = -1;
   int64_t send_to = -1, recv_from = -1;
   for (int k = 0; k < 2 * n; k++) {
@@ -485,7 +485,7 @@ static hk_status *permute(coll *c, const hk_value *in, hk_value **out) {
 static hk_status *broadcast_one(coll *c, const hk_value *in, hk_value **out) {
   int G = c->op.group_size;
   uint8_t *all = malloc((size_t)(in->nbytes * G > 0 ? in->nbytes * G : 1));
-  if (!all) abort();
+  if (!all) hk_out_of_memory();
   hk_status *st = G == 1 ? (memcpy(all, in->data, (size_t)in->nbytes), NULL)
                          : c->d->backend->vt->all_gather(c->d->backend, &c->op, in->data, in->nbytes, all);
   if (st) {
@@ -509,13 +509,21 @@ static hk_status *broadcast_one(coll *c, const hk_value *in, hk_value **out) {
  * Each device's input and offsets are gathered, then the chunks addressed
  * to it are copied. */
 
+hk_status *hk_ragged_update_check(const hk_instr *ins, int64_t in_off, int64_t size, int64_t out_off,
+                                  int64_t in_rows, int64_t out_rows) {
+  /* compared by subtraction: offsets and sizes are the program's data, and
+   * a sum of two of them may overflow */
+  if (size < 0 || in_off < 0 || out_off < 0 || size > in_rows || in_off > in_rows - size ||
+      size > out_rows || out_off > out_rows - size)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT,
+                         "update of %lld rows from row %lld to row %lld is out of bounds (%lld input rows, %lld output rows)",
+                         (long long)size, (long long)in_off, (long long)out_off, (long long)in_rows, (long long)out_rows);
+  return NULL;
+}
+
 static hk_status *ragged_chunk(coll *c, const uint8_t *src, int64_t src_rows, int64_t in_off, int64_t size,
                                int64_t out_off, int64_t row_bytes, hk_value *r) {
-  int64_t out_rows = r->rank ? r->dims[0] : 1;
-  if (size < 0 || in_off < 0 || out_off < 0 || in_off + size > src_rows || out_off + size > out_rows)
-    return hk_eval_error(c->ins, HK_INVALID_ARGUMENT,
-                         "update of %lld rows from row %lld to row %lld is out of bounds (%lld input rows, %lld output rows)",
-                         (long long)size, (long long)in_off, (long long)out_off, (long long)src_rows, (long long)out_rows);
+  HK_TRY(hk_ragged_update_check(c->ins, in_off, size, out_off, src_rows, r->rank ? r->dims[0] : 1));
   memcpy((uint8_t *)r->data + out_off * row_bytes, src + in_off * row_bytes, (size_t)(size * row_bytes));
   return NULL;
 }
@@ -533,7 +541,7 @@ static hk_status *ragged_all_to_all(coll *c, hk_value *const *ops, hk_value **ou
   /* packed: the input, then input_offsets, send_sizes, output_offsets as int64 */
   int64_t nb = in->nbytes + 3 * n * (int64_t)sizeof(int64_t);
   uint8_t *mine = malloc((size_t)(nb ? nb : 1)), *all = malloc((size_t)(nb * G > 0 ? nb * G : 1));
-  if (!mine || !all) abort();
+  if (!mine || !all) hk_out_of_memory();
   memcpy(mine, in->data, (size_t)in->nbytes);
   for (int k = 0; k < 3; k++)
     for (int64_t i = 0; i < n; i++) {

@@ -80,7 +80,7 @@ static int64_t manual_group(const hk_sharding *s, int64_t partition, int64_t n_d
     if (!manual) dims[n++] = j;
   }
   int64_t *all = malloc((size_t)n_devices * sizeof(int64_t));
-  if (!all) abort();
+  if (!all) hk_out_of_memory();
   int64_t gs = hk_sharding_device_groups(s, n, dims, all), count = 0;
   for (int64_t g = 0; gs > 0 && g + gs <= n_devices && !count; g += gs)
     for (int64_t k = g; k < g + gs; k++)
@@ -104,7 +104,7 @@ static hk_status *manual_group_value(hk_device_ctx *d, const hk_instr *ins, cons
   int64_t P = d->num_partitions > 0 ? d->num_partitions : 1, tdims[HK_MAX_RANK];
   tile_dims(r, ins->shape, tdims);
   int64_t *members = malloc((size_t)P * sizeof(int64_t));
-  if (!members) abort();
+  if (!members) hk_out_of_memory();
   int64_t n = manual_group(r, d->partition, P, members);
   hk_value *v = hk_value_for_shape_dims(ins->shape);
   hk_status *st = n > 0 ? NULL : hk_eval_error(ins, HK_INVALID_ARGUMENT, "partition %lld is not in the sharding",
@@ -153,7 +153,7 @@ static hk_status *gather_tiles(hk_device_ctx *d, const hk_instr *ins, const hk_v
                                uint8_t *all) {
   int64_t P = d->num_partitions;
   int64_t *group = malloc((size_t)P * sizeof(int64_t));
-  if (!group) abort();
+  if (!group) hk_out_of_memory();
   for (int64_t k = 0; k < P; k++) group[k] = d->replica * P + k;
   hk_collective_op op = {.instr = ins, .device = d->replica * P + d->partition,
                          .rank = (int32_t)d->partition, .group_size = (int32_t)P, .group = group};
@@ -169,7 +169,7 @@ static hk_status *assemble(hk_device_ctx *d, const hk_instr *ins, const hk_shard
                            const uint8_t *all, const int64_t *tdims, hk_value **out) {
   int64_t P = d->num_partitions;
   int64_t *members = malloc((size_t)P * sizeof(int64_t));
-  if (!members) abort();
+  if (!members) hk_out_of_memory();
   int64_t n = manual_group(s, d->partition, P, members);
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   hk_value *t = hk_value_new_array((hk_prim)r->elem, r->rank, tdims);
@@ -223,7 +223,7 @@ static hk_status *shard_to_full(hk_device_ctx *d, const hk_instr *ins, hk_value 
   }
   if (st) return hk_status_prefix(st, "%s", ins->name);
   uint8_t *all = malloc((size_t)(tile->nbytes * d->num_partitions > 0 ? tile->nbytes * d->num_partitions : 1));
-  if (!all) abort();
+  if (!all) hk_out_of_memory();
   st = gather_tiles(d, ins, tile, all);
   if (!st) st = assemble(d, ins, s, all, tdims, out);
   free(all);

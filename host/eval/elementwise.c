@@ -1,7 +1,7 @@
 /* elementwise.c - unary, binary and ternary elementwise ops with XLA semantics. */
-#include <complex.h>
 #include <math.h>
 
+#include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
 typedef enum { CLS_FLOAT, CLS_SIGNED, CLS_UNSIGNED, CLS_COMPLEX } elem_class;
@@ -256,18 +256,15 @@ bool hk_elem_binary(hk_opcode op, const hk_value *a, int64_t ia, const hk_value 
       break;
     }
     case CLS_COMPLEX: {
-      double xr, xi, yr, yi;
-      hk_value_get_c(a, ia, &xr, &xi);
-      hk_value_get_c(b, ib, &yr, &yi);
-      double complex x = xr + xi * I, y = yr + yi * I, r;
+      double complex x = hk_cplx_get(a, ia), y = hk_cplx_get(b, ib), r;
       if (op == HK_OP_ADD) r = x + y;
       else if (op == HK_OP_SUBTRACT) r = x - y;
       else if (op == HK_OP_MULTIPLY) r = x * y;
       else if (op == HK_OP_DIVIDE) r = x / y;
       else if (op == HK_OP_POWER) r = cpow(x, y);
-      else if (op == HK_OP_COMPLEX) r = xr + yr * I;
+      else if (op == HK_OP_COMPLEX) r = creal(x) + creal(y) * I;
       else { ok = false; r = 0; }
-      hk_value_set_c(out, i, creal(r), cimag(r));
+      hk_cplx_set(out, i, r);
       break;
     }
   }
@@ -294,9 +291,8 @@ static hk_status *op_complex(hk_value *const *ops, hk_value *out) {
 static hk_status *op_unary_complex(const hk_instr *ins, hk_opcode op, const hk_value *a,
                                    hk_value *out) {
   for (int64_t i = 0; i < out->n; i++) {
-    double re, im;
-    hk_value_get_c(a, i, &re, &im);
-    double complex x = re + im * I, r;
+    double complex x = hk_cplx_get(a, i), r;
+    double re = creal(x), im = cimag(x);
     switch (op) {
       case HK_OP_REAL: hk_value_set_f64(out, i, re); continue;
       case HK_OP_IMAG: hk_value_set_f64(out, i, im); continue;
@@ -313,7 +309,7 @@ static hk_status *op_unary_complex(const hk_instr *ins, hk_opcode op, const hk_v
       default:
         return hk_eval_error(ins, HK_UNIMPLEMENTED, "not supported for complex element types");
     }
-    hk_value_set_c(out, i, creal(r), cimag(r));
+    hk_cplx_set(out, i, r);
   }
   return NULL;
 }

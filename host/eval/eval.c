@@ -50,7 +50,7 @@ static const comp_plan *plan_of(const hk_eval_plan *p, const hk_computation *c) 
 static void build_free_lists(comp_plan *cp, ptr_map *local) {
   int64_t n = cp->n;
   int64_t *last = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!last) abort();
+  if (!last) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++) last[k] = k;     /* unused: free at once */
   for (int64_t k = 0; k < n; k++)
     for (int32_t j = cp->op_start[k]; j < cp->op_start[k + 1]; j++)
@@ -58,12 +58,12 @@ static void build_free_lists(comp_plan *cp, ptr_map *local) {
   if (cp->root_slot >= 0) last[cp->root_slot] = n;  /* never freed */
   cp->free_start = calloc((size_t)n + 1, sizeof(int32_t));
   cp->free_slot = malloc((size_t)(n ? n : 1) * sizeof(int32_t));
-  if (!cp->free_start || !cp->free_slot) abort();
+  if (!cp->free_start || !cp->free_slot) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++)
     if (last[k] < n) cp->free_start[last[k] + 1]++;
   for (int64_t k = 0; k < n; k++) cp->free_start[k + 1] += cp->free_start[k];
   int32_t *fill = calloc((size_t)n + 1, sizeof(int32_t));
-  if (!fill) abort();
+  if (!fill) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++)
     if (last[k] < n) cp->free_slot[cp->free_start[last[k]] + fill[last[k]]++] = (int32_t)k;
   free(fill);
@@ -86,7 +86,7 @@ static hk_status *build_comp_plan(hk_eval_plan *p, comp_plan *cp,
   }
   cp->op_start = malloc((size_t)(n + 1) * sizeof(int32_t));
   cp->op_slot = malloc((size_t)(total_ops ? total_ops : 1) * sizeof(int32_t));
-  if (!cp->op_start || !cp->op_slot) abort();
+  if (!cp->op_start || !cp->op_slot) hk_out_of_memory();
   int32_t w = 0;
   hk_status *st = NULL;
   for (int64_t k = 0; k < n; k++) {
@@ -159,10 +159,10 @@ hk_status *hk_eval_plan_build(const hk_module *m, hk_eval_plan **out) {
   *out = NULL;
   if (!m->entry) return hk_error(HK_INVALID_ARGUMENT, "module %s has no entry computation", m->name);
   hk_eval_plan *p = calloc(1, sizeof *p);
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   p->m = m;
   p->n_comps = m->n_computations;
-  p->comps = calloc((size_t)(p->n_comps ? p->n_comps : 1), sizeof(comp_plan));
+  p->comps = hk_check_alloc(calloc((size_t)(p->n_comps ? p->n_comps : 1), sizeof(comp_plan)));
   int64_t total = 0;
   for (int32_t i = 0; i < m->n_computations; i++) total += m->computations[i]->n_instrs;
   hk_ptr_map_init(&p->index, (size_t)(total + m->n_computations));
@@ -234,7 +234,7 @@ hk_status *hk_device_ctx_init(hk_device_ctx *d, const hk_eval_plan *plan,
   d->opts = opts;
   d->num_replicas = d->num_partitions = 1;
   d->exec_count = calloc((size_t)(plan->n_instrs ? plan->n_instrs : 1), sizeof(int64_t));
-  if (!d->exec_count) abort();
+  if (!d->exec_count) hk_out_of_memory();
   d->rng_state = opts ? opts->seed : 0;
   if (opts && opts->time_limit_ms > 0) d->deadline_ns = now_ns() + opts->time_limit_ms * 1000000;
   return NULL;
@@ -337,7 +337,7 @@ static hk_status *op_async_start(hk_device_ctx *d, const hk_instr *ins, hk_value
   int n = s->n_tuple;
   hk_value **e = malloc((size_t)n * sizeof *e);
   hk_value **args = malloc((size_t)(ins->n_operands ? ins->n_operands : 1) * sizeof *args);
-  if (!e || !args) abort();
+  if (!e || !args) hk_out_of_memory();
   for (int k = 0; k < ins->n_operands; k++) args[k] = hk_value_retain(ops[k]);
   e[0] = hk_value_new_tuple(ins->n_operands, args);
   e[1] = res;
@@ -357,7 +357,7 @@ static hk_status *op_async_done(const hk_instr *ins, hk_value *const *ops, hk_va
 
 static hk_status *op_tuple(const hk_instr *ins, hk_value *const *ops, hk_value **out) {
   hk_value **e = malloc((size_t)(ins->n_operands ? ins->n_operands : 1) * sizeof(hk_value *));
-  if (!e) abort();
+  if (!e) hk_out_of_memory();
   for (int i = 0; i < ins->n_operands; i++) e[i] = hk_value_retain(ops[i]);
   *out = hk_value_new_tuple(ins->n_operands, e);
   free(e);
@@ -435,7 +435,7 @@ static hk_status *op_sharded_start(hk_device_ctx *d, const hk_instr *ins,
   }
   int n = ins->shape->n_tuple;
   hk_value **e = calloc((size_t)(n ? n : 1), sizeof(hk_value *));
-  if (!e) abort();
+  if (!e) hk_out_of_memory();
   for (int k = 0; k < n; k++)
     e[k] = k == 0 ? hk_value_retain(ops[0]) : k == 1 ? hk_value_retain(res)
                                                    : hk_value_of_shape(ins->shape->tuple[k]);
@@ -559,7 +559,7 @@ static hk_status *run_step(hk_device_ctx *d, const comp_plan *cp, int64_t k,
   hk_value *small[8];
   int32_t no = cp->op_start[k + 1] - cp->op_start[k];
   hk_value **ops = no <= 8 ? small : malloc((size_t)no * sizeof(hk_value *));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   for (int32_t j = 0; j < no; j++) ops[j] = slots[cp->op_slot[cp->op_start[k] + j]];
   int64_t gidx = cp->base + k;
   hk_status *st = eval_instr(d, ins, gidx, ops, &slots[k]);
@@ -579,7 +579,7 @@ hk_status *hk_eval_computation(hk_device_ctx *d, const hk_computation *c,
   const comp_plan *cp = plan_of(d->plan, c);
   if (!cp) return hk_error(HK_INTERNAL, "computation %s is not in the evaluated module", c->name);
   hk_value **slots = calloc((size_t)(cp->n ? cp->n : 1), sizeof(hk_value *));
-  if (!slots) abort();
+  if (!slots) hk_out_of_memory();
   for (int64_t k = 0; k < cp->n; k++) {
     hk_status *st = run_step(d, cp, k, slots, args, n_args);
     if (st) {

@@ -155,6 +155,10 @@ bool hk_eval_identity_custom_call(const char *target);
 bool hk_eval_is_host_execute(const hk_instr *ins);
 /* batch-norm-training / -inference / -grad (batch_norm.c). */
 hk_status *hk_op_batch_norm(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops, hk_value **out);
+/* ragged-all-to-all (collectives.c): an error unless update rows
+ * [in_off, in_off + size) of the input fit at out_off in the output. */
+hk_status *hk_ragged_update_check(const hk_instr *ins, int64_t in_off, int64_t size, int64_t out_off,
+                                  int64_t in_rows, int64_t out_rows);
 /* ragged-dot (ragged_dot.c): the form read from the instruction, and a
  * kernel computing the result box at olo (out's dims) from operand boxes
  * at llo / rlo (the values' dims) and the groups' start offsets. */

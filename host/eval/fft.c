@@ -1,8 +1,8 @@
 /* fft.c - fft (FFT, IFFT, RFFT, IRFFT) over the trailing fft_length dims, as
  * direct O(n^2) discrete Fourier transforms in double precision. */
-#include <complex.h>
 #include <math.h>
 
+#include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
 /* In-place DFT of buf (dims, rank) along axis; inverse scales by 1/n. */
@@ -13,7 +13,7 @@ static void dft_axis(double complex *buf, int rank, const int64_t *dims, int axi
   if (n <= 1) return;
   double complex *line = malloc((size_t)n * sizeof(double complex));
   double complex *out = malloc((size_t)n * sizeof(double complex));
-  if (!line || !out) abort();
+  if (!line || !out) hk_out_of_memory();
   double sign = inverse ? 1.0 : -1.0;
   for (int64_t base = 0; base < total; base++) {
     if ((base / st[axis]) % n) continue;           /* visit each line once */
@@ -35,13 +35,11 @@ static double complex *load_complex(const hk_value *a, int64_t n_last, int64_t *
   dims[a->rank - 1] = n_last;
   int64_t total = hk_dims_product(a->rank, dims), in_last = a->dims[a->rank - 1];
   double complex *b = calloc((size_t)(total ? total : 1), sizeof(double complex));
-  if (!b) abort();
+  if (!b) hk_out_of_memory();
   for (int64_t i = 0; i < total; i++) {
     int64_t row = i / n_last, col = i % n_last;
     if (col >= in_last) continue;
-    double re, im;
-    hk_value_get_c(a, row * in_last + col, &re, &im);
-    b[i] = re + im * I;
+    b[i] = hk_cplx_get(a, row * in_last + col);
   }
   return b;
 }
@@ -65,7 +63,7 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   if (real_out) {      /* irfft along the last axis: rebuild it by Hermitian symmetry */
     int64_t h = n_last, n = len[nf - 1], rows = h ? hk_dims_product(rank, dims) / h : 0;
     double complex *e = calloc((size_t)(rows * n > 0 ? rows * n : 1), sizeof(double complex));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int64_t r = 0; r < rows; r++)
       for (int64_t c = 0; c < n; c++)
         e[r * n + c] = c < h ? b[r * h + c] : (n - c < h ? conj(b[r * h + (n - c)]) : 0);
@@ -78,8 +76,7 @@ hk_status *hk_op_fft(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   int64_t out_last = r->rank ? r->dims[r->rank - 1] : 1;
   for (int64_t i = 0; i < r->n; i++) {
-    double complex v = b[(i / out_last) * n_last + i % out_last];
-    hk_value_set_c(r, i, creal(v), cimag(v));
+    hk_cplx_set(r, i, b[(i / out_last) * n_last + i % out_last]);
   }
   free(b);
   *out = r;

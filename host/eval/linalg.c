@@ -35,7 +35,7 @@ static int64_t *dim_offsets(const hk_value *v, int n, const int64_t *dims, int64
   int64_t c = 1;
   for (int i = 0; i < n; i++) c *= v->dims[dims[i]];
   int64_t *off = malloc((size_t)(c ? c : 1) * sizeof(int64_t));
-  if (!off) abort();
+  if (!off) hk_out_of_memory();
   int64_t idx[HK_MAX_RANK] = {0};
   for (int64_t k = 0; k < c; k++) {
     int64_t o = 0;
@@ -90,7 +90,7 @@ static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64
                    int64_t nr, const int64_t *oc, int64_t nc, acc_kind k, bool *f32) {
   *f32 = k == ACC_F64 && fits_float((hk_prim)v->elem);
   void *p = malloc((size_t)(nb * nr * nc > 0 ? nb * nr * nc : 1) * (*f32 ? 4 : 8));
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   int64_t w = 0;
   for (int64_t b = 0; b < nb; b++)
     for (int64_t r = 0; r < nr; r++)
@@ -255,7 +255,7 @@ static void matmul_f64(mat A, mat B, double *restrict C, int64_t M, int64_t K, i
   int64_t kmax = K < BLK_K ? K : BLK_K, jmax = N < BLK_J ? N : BLK_J, imax = M < BLK_I ? M : BLK_I;
   double *Bp = malloc((size_t)(kmax * (jmax + NR) + 1) * sizeof(double));
   double *Ap = malloc((size_t)(kmax * (imax + 8) + 1) * sizeof(double));
-  if (!Bp || !Ap) abort();
+  if (!Bp || !Ap) hk_out_of_memory();
   for (int64_t k0 = 0; k0 < K; k0 += BLK_K) {
     int64_t nk = K - k0 < BLK_K ? K - k0 : BLK_K;
     for (int64_t j0 = 0; j0 < N; j0 += BLK_J) {
@@ -438,7 +438,7 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
     void *A = operand_matrix(l, lb, B, lm, M, lk, K, k, &af32, &a_own);
     void *Bm = operand_matrix(r, rb, B, rk, K, rn, N, k, &bf32, &b_own);
     void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * 8);
-    if (!C) abort();
+    if (!C) hk_out_of_memory();
     for (int64_t b = 0; b < B && !st; b++) {
       for (int64_t i0 = 0; i0 < M && !st; i0 += 256) {
         int64_t rows = M - i0 < 256 ? M - i0 : 256, a0 = b * M * K + i0 * K, b0 = b * K * N;
@@ -533,7 +533,7 @@ static void pack_ordered(const hk_value *v, const int64_t *order, int n, mat *ou
   order_strides(v, order, n, dims, st);
   bool f32 = fits_float((hk_prim)v->elem);
   void *p = malloc((size_t)(v->n ? v->n : 1) * (f32 ? sizeof(float) : sizeof(double)));
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   for (int64_t i = 0; i < v->n; i++) {
     if (f32) ((float *)p)[i] = (float)elem_f64(v, off);
     else ((double *)p)[i] = elem_f64(v, off);
@@ -607,7 +607,7 @@ typedef struct im2col {
 static double *group_kernel(const im2col *c, int64_t fg) {
   const conv_geom *g = c->g;
   double *Kg = malloc((size_t)(c->KK * c->ocols > 0 ? c->KK * c->ocols : 1) * sizeof(double));
-  if (!Kg) abort();
+  if (!Kg) hk_out_of_memory();
   int64_t k[HK_MAX_RANK];
   for (int64_t kp = 0; kp < c->k_sp; kp++) {
     unlinear(kp, g->ns, c->ksd, k);
@@ -701,7 +701,7 @@ static hk_status *im2col_run(hk_device_ctx *d, const hk_instr *ins, const im2col
   chunk = chunk < 16 ? 16 : chunk > 256 ? 256 : chunk;
   double *A = malloc((size_t)(chunk * c->KK > 0 ? chunk * c->KK : 1) * sizeof(double));
   double *Cm = malloc((size_t)(chunk * c->ocols > 0 ? chunk * c->ocols : 1) * sizeof(double));
-  if (!A || !Cm) abort();
+  if (!A || !Cm) hk_out_of_memory();
   hk_status *st = NULL;
   for (int64_t fg = 0; fg < c->groups && !st; fg++) {
     double *Kg = kernel_as_is(c) ? NULL : group_kernel(c, fg);
@@ -752,7 +752,7 @@ static hk_status *conv_fast(hk_device_ctx *d, const hk_instr *ins, const conv_ge
   pack_ordered(lhs, lo, ns + 2, &c.L);
   pack_ordered(rhs, ko, ns + 2, &c.K);
   double *O = malloc((size_t)(res->n ? res->n : 1) * sizeof(double));
-  if (!O) abort();
+  if (!O) hk_out_of_memory();
   hk_status *st = im2col_run(d, ins, &c, res->dims[dn->output_batch], O);
   if (!st) unpack_f64(res, oo, ns + 2, O);
   free((void *)c.L.p);

@@ -11,6 +11,7 @@
 #include <complex.h>
 
 #include "analysis/analysis_internal.h"
+#include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
 static bool listed(hk_i64s l, int64_t d, int *pos) {
@@ -68,52 +69,83 @@ static int64_t group_of(const int64_t *starts, int64_t n_groups, int64_t v) {
   return -1;
 }
 
-/* Linear index of idx in a value covering the box at lo with v's dims. */
-static int64_t at(const hk_value *v, const int64_t *lo, const int64_t *idx) {
-  int64_t i = 0;
-  for (int d = 0; d < v->rank; d++) i = i * v->dims[d] + (idx[d] - lo[d]);
-  return i;
-}
-
 typedef enum { ACC_REAL, ACC_COMPLEX, ACC_INT } acc_kind;
 
-/* One result element: the sum over the contracting dims (in group `grp`'s
- * range for a contracting ragged dim). */
-static void element(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
-                    const int64_t *rlo, const int64_t *starts, int64_t grp, int64_t *li, int64_t *ri,
-                    acc_kind k, double complex *sum, int64_t *isum) {
-  const hk_i64s lc = f->dn.lhs_contracting, rc = f->dn.rhs_contracting;
-  int64_t lo[HK_MAX_RANK], hi[HK_MAX_RANK];
-  for (int c = 0; c < lc.n; c++) {
-    lo[c] = llo[lc.v[c]];
-    hi[c] = llo[lc.v[c]] + lhs->dims[lc.v[c]];
-    if (f->kind == HK_RAGGED_CONTRACTING && lc.v[c] == f->ragged) {
-      lo[c] = starts[grp] > lo[c] ? starts[grp] : lo[c];
-      hi[c] = starts[grp + 1] < hi[c] ? starts[grp + 1] : hi[c];
-    }
-    if (lo[c] >= hi[c]) return;
-    li[lc.v[c]] = ri[rc.v[c]] = lo[c];
+/* A value's box: its data, where it starts in the operand and its
+ * row-major strides. */
+typedef struct rd_box {
+  const hk_value *v;
+  const int64_t *lo;
+  int64_t st[HK_MAX_RANK];
+} rd_box;
+
+/* Offset in x of the operand position idx. */
+static int64_t offset_of(const rd_box *x, const int64_t *idx) {
+  int64_t o = 0;
+  for (int d = 0; d < x->v->rank; d++) o += (idx[d] - x->lo[d]) * x->st[d];
+  return o;
+}
+
+/* Adds n products lhs[a + j sa] * rhs[b + j sb] to the sums, in order
+ * (f32 reads its data directly: this is the multiply-add loop). */
+static void add_line(const hk_value *l, int64_t a, int64_t sa, const hk_value *r, int64_t b, int64_t sb,
+                     int64_t n, acc_kind k, double complex *sum, int64_t *isum) {
+  if (k == ACC_REAL && l->elem == HK_F32 && r->elem == HK_F32) {
+    const float *x = (const float *)l->data + a, *y = (const float *)r->data + b;
+    double s = creal(*sum);
+    for (int64_t j = 0; j < n; j++) s += (double)x[j * sa] * (double)y[j * sb];
+    *sum = s;
+    return;
   }
-  for (;;) {
-    int64_t a = at(lhs, llo, li), b = at(rhs, rlo, ri);
+  for (int64_t j = 0; j < n; j++, a += sa, b += sb) {
     if (k == ACC_INT) {
       /* wrapping (unsigned) arithmetic: int64 overflow wraps like the result type */
-      *isum = (int64_t)((uint64_t)*isum + (uint64_t)hk_value_get_i64(lhs, a) * (uint64_t)hk_value_get_i64(rhs, b));
+      *isum = (int64_t)((uint64_t)*isum + (uint64_t)hk_value_get_i64(l, a) * (uint64_t)hk_value_get_i64(r, b));
     } else if (k == ACC_COMPLEX) {
-      double ar, ai, br, bi;
-      hk_value_get_c(lhs, a, &ar, &ai);
-      hk_value_get_c(rhs, b, &br, &bi);
-      *sum += (ar + ai * I) * (br + bi * I);   /* not CMPLX: clang 14 lacks its builtin */
+      *sum += hk_cplx_get(l, a) * hk_cplx_get(r, b);
     } else {
-      *sum += hk_value_get_f64(lhs, a) * hk_value_get_f64(rhs, b);
+      *sum += hk_value_get_f64(l, a) * hk_value_get_f64(r, b);
     }
-    int c = lc.n - 1;
+  }
+}
+
+/* One result element: the sum over the contracting dims (in group `grp`'s
+ * range for a contracting ragged dim); a and b are the element's offsets
+ * in the boxes with every contracting index at its box's start. */
+static void element(const hk_ragged_dot *f, const rd_box *L, const rd_box *R, const int64_t *starts, int64_t grp,
+                    int64_t a, int64_t b, acc_kind k, double complex *sum, int64_t *isum) {
+  const hk_i64s lc = f->dn.lhs_contracting, rc = f->dn.rhs_contracting;
+  int n = lc.n;
+  int64_t cnt[HK_MAX_RANK], pos[HK_MAX_RANK], sa[HK_MAX_RANK], sb[HK_MAX_RANK];
+  for (int c = 0; c < n; c++) {
+    int ld = (int)lc.v[c], rd = (int)rc.v[c];
+    int64_t lo = L->lo[ld], hi = L->lo[ld] + L->v->dims[ld];
+    if (f->kind == HK_RAGGED_CONTRACTING && ld == f->ragged) {
+      lo = starts[grp] > lo ? starts[grp] : lo;
+      hi = starts[grp + 1] < hi ? starts[grp + 1] : hi;
+    }
+    if (lo >= hi) return;
+    a += (lo - L->lo[ld]) * L->st[ld];
+    b += (lo - R->lo[rd]) * R->st[rd];
+    cnt[c] = hi - lo;
+    pos[c] = 0;
+    sa[c] = L->st[ld];
+    sb[c] = R->st[rd];
+  }
+  if (n == 0) {
+    add_line(L->v, a, 0, R->v, b, 0, 1, k, sum, isum);
+    return;
+  }
+  for (;;) {   /* the innermost contracting dim as a line, the others as an odometer */
+    add_line(L->v, a, sa[n - 1], R->v, b, sb[n - 1], cnt[n - 1], k, sum, isum);
+    int c = n - 2;
     for (; c >= 0; c--) {
-      if (++li[lc.v[c]] < hi[c]) {
-        ri[rc.v[c]] = li[lc.v[c]];
-        break;
-      }
-      li[lc.v[c]] = ri[rc.v[c]] = lo[c];
+      a += sa[c];
+      b += sb[c];
+      if (++pos[c] < cnt[c]) break;
+      a -= cnt[c] * sa[c];
+      b -= cnt[c] * sb[c];
+      pos[c] = 0;
     }
     if (c < 0) return;
   }
@@ -123,10 +155,16 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
                        const int64_t *rlo, const int64_t *starts, const int64_t *olo, hk_value *out) {
   hk_prim e = (hk_prim)out->elem;
   acc_kind k = hk_prim_is_complex(e) ? ACC_COMPLEX : hk_prim_is_float(e) ? ACC_REAL : ACC_INT;
-  int64_t idx[HK_MAX_RANK];
+  rd_box L = {lhs, llo, {0}}, R = {rhs, rlo, {0}};
+  hk_strides(lhs->rank, lhs->dims, L.st);
+  hk_strides(rhs->rank, rhs->dims, R.st);
+  int64_t idx[HK_MAX_RANK], li[HK_MAX_RANK], ri[HK_MAX_RANK];
   for (int d = 0; d < out->rank; d++) idx[d] = olo[d];
+  /* dims no result dim sets (contracting, group) start at their box's start */
+  memcpy(li, llo, sizeof(int64_t) * (size_t)lhs->rank);
+  memcpy(ri, rlo, sizeof(int64_t) * (size_t)rhs->rank);
   for (int64_t o = 0; o < out->n; o++) {
-    int64_t li[HK_MAX_RANK] = {0}, ri[HK_MAX_RANK] = {0}, grp = 0;
+    int64_t grp = 0;
     for (int d = 0; d < out->rank; d++) {
       if (f->out_lhs[d] >= 0) li[f->out_lhs[d]] = idx[d];
       if (f->out_rhs[d] >= 0) ri[f->out_rhs[d]] = idx[d];
@@ -136,9 +174,9 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
     if (f->group_dim >= 0) ri[f->group_dim] = grp;
     double complex sum = 0;
     int64_t isum = 0;
-    if (grp >= 0) element(f, lhs, llo, rhs, rlo, starts, grp, li, ri, k, &sum, &isum);
+    if (grp >= 0) element(f, &L, &R, starts, grp, offset_of(&L, li), offset_of(&R, ri), k, &sum, &isum);
     if (k == ACC_INT) hk_value_set_i64(out, o, isum);
-    else hk_value_set_c(out, o, creal(sum), cimag(sum));
+    else hk_cplx_set(out, o, sum);
     for (int d = out->rank - 1; d >= 0; d--) {
       if (++idx[d] < olo[d] + out->dims[d]) break;
       idx[d] = olo[d];
@@ -147,12 +185,12 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
 }
 
 int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes) {
-  int64_t *s = malloc((size_t)(f->n_groups + 1) * sizeof *s);
-  if (!s) abort();
+  int64_t *s = hk_check_alloc(malloc((size_t)(f->n_groups + 1) * sizeof *s));
   s[0] = 0;
   for (int64_t k = 0; k < f->n_groups; k++) {
     int64_t g = hk_value_get_i64(sizes, k);
-    s[k + 1] = s[k] + (g > 0 ? g : 0);
+    /* sizes are the program's data: saturate rather than overflow */
+    s[k + 1] = g <= 0 ? s[k] : g > INT64_MAX - s[k] ? INT64_MAX : s[k] + g;
   }
   return s;
 }

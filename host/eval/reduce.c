@@ -238,7 +238,7 @@ hk_status *hk_op_reduce(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   int64_t nred = 1;
   for (int i = 0; i < nr; i++) nred *= a->dims[rd[i]];
   int64_t *roff = malloc((size_t)(nred ? nred : 1) * sizeof(int64_t));
-  if (!roff) abort();
+  if (!roff) hk_out_of_memory();
   int64_t idx[HK_MAX_RANK] = {0};
   for (int64_t j = 0; j < nred; j++) {
     int64_t o = 0;

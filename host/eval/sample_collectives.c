@@ -26,7 +26,7 @@ static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) 
                  : mode == HK_MODE_CROSS_PARTITION ? x->num_replicas : 1;
   int64_t inner = mode == HK_MODE_CROSS_REPLICA_AND_PARTITION ? x->num_partitions : 1;
   se_groups *g = calloc(1, sizeof *g);
-  if (!g) abort();
+  if (!g) hk_out_of_memory();
   g->ins = ins;
   g->n_devices = nd;
   g->n_groups = (int32_t)(ng * copies);
@@ -34,7 +34,7 @@ static hk_status *build_groups(se_ctx *x, const hk_instr *ins, se_groups **out) 
   g->rank_of = malloc((size_t)nd * sizeof(int32_t));
   g->start = malloc((size_t)(g->n_groups + 1) * sizeof(int32_t));
   g->members = malloc((size_t)(start[ng] * copies * inner + 1) * sizeof(int64_t));
-  if (!g->group_of || !g->rank_of || !g->start || !g->members) abort();
+  if (!g->group_of || !g->rank_of || !g->start || !g->members) hk_out_of_memory();
   for (int64_t d = 0; d < nd; d++) g->group_of[d] = g->rank_of[d] = -1;
   hk_status *st = NULL;
   int32_t n = 0, gi = 0;
@@ -207,6 +207,9 @@ static hk_status *ragged_all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins,
     for (int64_t u = 0; u < per && !st; u++) {
       int64_t idx = rank * per + u, in_off = hk_value_get_i64(off[0], idx);
       int64_t size = hk_value_get_i64(off[1], idx), out_off = hk_value_get_i64(off[2], idx);
+      st = hk_ragged_update_check(ins, in_off, size, out_off, ins->operands[0]->shape->dims[0],
+                                  ins->operands[1]->shape->dims[0]);
+      if (st) break;
       int64_t lo = b->lo[0] > out_off ? b->lo[0] : out_off;
       int64_t hi = b->lo[0] + b->n[0] < out_off + size ? b->lo[0] + b->n[0] : out_off + size;
       if (lo >= hi) continue;
@@ -214,11 +217,6 @@ static hk_status *ragged_all_to_all(se_ctx *x, se_frame *f, const hk_instr *ins,
       ib.lo[0] = in_off + lo - out_off;
       ib.n[0] = placed.n[0] = hi - lo;
       placed.lo[0] = lo;
-      if (ib.lo[0] < 0 || ib.lo[0] + ib.n[0] > ins->operands[0]->shape->dims[0]) {
-        st = hk_eval_error(ins, HK_INVALID_ARGUMENT, "update rows [%lld, %lld) are outside the input",
-                           (long long)ib.lo[0], (long long)(ib.lo[0] + ib.n[0]));
-        break;
-      }
       hk_value *piece = NULL;
       st = operand_on(x, f, ins, 0, members[j], &ib, &piece);
       if (!st) se_copy_box(r, b, piece, &placed);

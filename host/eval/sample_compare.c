@@ -50,7 +50,7 @@ static void plan_push(plan *pl, const position *p) {
   if (pl->n == pl->cap) {
     pl->cap = pl->cap ? pl->cap * 2 : 256;
     pl->v = realloc(pl->v, (size_t)pl->cap * sizeof *pl->v);
-    if (!pl->v) abort();
+    if (!pl->v) hk_out_of_memory();
   }
   pl->v[pl->n++] = *p;
 }
@@ -232,7 +232,7 @@ static bool timed_out(const hk_status *st, const se_ctx *a, const se_ctx *b) {
  * n positions: rms[leaf] (n_leaves entries). */
 static void leaf_rms(const plan *pl, hk_value *const *es, int64_t n, int64_t n_leaves, double *rms) {
   int64_t *cnt = calloc((size_t)(n_leaves ? n_leaves : 1), sizeof *cnt);
-  if (!cnt) abort();
+  if (!cnt) hk_out_of_memory();
   for (int64_t k = 0; k < n_leaves; k++) rms[k] = 0;
   for (int64_t i = 0; i < n; i++) {
     int k = pl->v[i].leaf;
@@ -253,7 +253,7 @@ static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan
                                int64_t n_leaves) {
   hk_value **es = calloc((size_t)(pl->n ? pl->n : 1), sizeof *es);
   hk_value **as = calloc((size_t)(pl->n ? pl->n : 1), sizeof *as);
-  if (!es || !as) abort();
+  if (!es || !as) hk_out_of_memory();
   int64_t done = 0;
   hk_status *st = NULL;
   for (int64_t i = 0; i < pl->n && !st; i++) {
@@ -276,7 +276,7 @@ static hk_status *compare_plan(sample_run *r, se_ctx *gx, se_ctx *px, const plan
   }
   if (!st && done) {
     double *rms = malloc(sizeof *rms * (size_t)n_leaves);
-    if (!rms) abort();
+    if (!rms) hk_out_of_memory();
     leaf_rms(pl, es, done, n_leaves, rms);
     for (int64_t i = 0; i < done; i++) record(r, &pl->v[i], es[i], as[i], rms[pl->v[i].leaf]);
     free(rms);

@@ -158,7 +158,7 @@ static void memo_grow(se_memo *m) {
   se_entry *e = m->e;
   m->cap = old ? old * 2 : 4096;
   m->e = calloc(m->cap, sizeof *m->e);
-  if (!m->e) abort();
+  if (!m->e) hk_out_of_memory();
   for (size_t i = 0; i < old; i++)
     if (e[i].hash) memo_place(m, &e[i]);
   free(e);
@@ -169,7 +169,7 @@ static void memo_put(se_memo *m, uint64_t h, int64_t frame, const hk_instr *ins,
   if ((m->n + 1) * 2 > m->cap) memo_grow(m);
   se_entry e = {h, frame, ins, leaf, malloc((size_t)(1 + 2 * b->rank) * sizeof(int64_t)),
                 hk_value_retain(v)};
-  if (!e.key) abort();
+  if (!e.key) hk_out_of_memory();
   e.key[0] = b->rank;
   for (int d = 0; d < b->rank; d++) {
     e.key[1 + d] = b->lo[d];
@@ -206,7 +206,7 @@ void se_ctx_trim(se_ctx *x) {
 
 static se_frame *frame_new(se_ctx *x, int64_t replica, int64_t partition, const hk_computation *c) {
   se_frame *f = calloc(1, sizeof *f);
-  if (!f) abort();
+  if (!f) hk_out_of_memory();
   f->id = x->next_frame_id++;
   f->replica = replica;
   f->partition = partition;
@@ -271,7 +271,7 @@ hk_status *se_ctx_init(se_ctx *x, const hk_module *m, const hk_module *global, b
   x->request_limit = (int64_t)1 << 26;
   x->param_sharding = calloc((size_t)(m->entry->n_params + 1), sizeof *x->param_sharding);
   x->entry = calloc((size_t)(num_partitions * num_replicas), sizeof *x->entry);
-  if (!x->param_sharding || !x->entry) abort();
+  if (!x->param_sharding || !x->entry) hk_out_of_memory();
   for (int i = 0; partitioned && i < m->entry->n_params; i++) x->param_sharding[i] = hk_spmd_parameter_sharding(global, m, i);
   x->scratch = hk_module_new("sample_scratch");
   HK_TRY(hk_eval_plan_build(m, &x->plan));
@@ -355,7 +355,7 @@ static hk_status *trip_count(se_ctx *x, se_frame *f, const hk_instr *loop, int64
     if (!go) break;
   }
   se_trip *t = calloc(1, sizeof *t);
-  if (!t) abort();
+  if (!t) hk_out_of_memory();
   *t = (se_trip){loop, k, f->trips};
   f->trips = t;
   *out = k;

@@ -170,7 +170,7 @@ static hk_status *move_box(se_move *mv, const se_box *top, const se_box *sub, hk
   int nops = mv->ins->n_operands;
   op_span *sp = calloc((size_t)nops, sizeof *sp);
   hk_value **vals = calloc((size_t)nops, sizeof *vals);
-  if (!sp || !vals) abort();
+  if (!sp || !vals) hk_out_of_memory();
   spans_of(mv, sub, sp);
   hk_status *st = NULL;
   if (!spans_dense(mv, sp) && se_box_count(sub) > 1) {
@@ -270,7 +270,7 @@ static hk_status *setup(se_move *mv) {
     case HK_OP_CONCATENATE:
       if (ins->n_dims != 1) return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad concatenate dimension");
       mv->concat_off = malloc((size_t)(ins->n_operands + 1) * sizeof(int64_t));
-      if (!mv->concat_off) abort();
+      if (!mv->concat_off) hk_out_of_memory();
       mv->concat_off[0] = 0;
       for (int k = 0; k < ins->n_operands; k++)
         mv->concat_off[k + 1] = mv->concat_off[k] + ins->operands[k]->shape->dims[ins->dims[0]];

@@ -239,7 +239,7 @@ static hk_status *dot_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, con
                                 const se_box *rb, int ld, int rd, int64_t step, hk_value **out) {
   int64_t n = se_box_count(b);
   double *acc = calloc((size_t)(n ? n : 1), sizeof(double));
-  if (!acc) abort();
+  if (!acc) hk_out_of_memory();
   hk_status *st = NULL;
   for (int64_t lo = 0; lo < lb->n[ld] && !st; lo += step) {
     se_box lc = *lb, rc = *rb;
@@ -578,7 +578,7 @@ static hk_status *reduce_add_wide(se_ctx *x, se_frame *f, const hk_instr *ins, c
   hk_value_release(iv);
   int64_t n = se_box_count(b);
   double *acc = malloc((size_t)(n ? n : 1) * sizeof(double));
-  if (!acc) abort();
+  if (!acc) hk_out_of_memory();
   for (int64_t i = 0; i < n; i++) acc[i] = init_value;
   hk_status *st = NULL;
   for (int64_t lo = 0; lo < ib->n[big] && !st; lo += step) {

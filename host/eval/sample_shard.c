@@ -30,7 +30,7 @@ static hk_status *param_value(se_ctx *x, se_frame *f, const hk_instr *ins, const
                               int *leaf, hk_value **out) {
   if (s->elem == HK_TUPLE) {
     hk_value **e = calloc((size_t)(s->n_tuple ? s->n_tuple : 1), sizeof *e);
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     hk_status *st = NULL;
     for (int i = 0; i < s->n_tuple && !st; i++) st = param_value(x, f, ins, s->tuple[i], leaf, &e[i]);
     if (st) {
@@ -60,7 +60,7 @@ static hk_status *inputs_of(const hk_module *g, const hk_module *p, bool partiti
   HK_TRY(se_ctx_init(&x, p, g, partitioned, num_partitions, num_replicas, seed));
   int np = p->entry->n_params;
   hk_value **v = calloc((size_t)(np ? np : 1), sizeof *v);
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   hk_status *st = NULL;
   se_frame *f = se_entry_frame(&x, device);
   for (int i = 0; i < np && !st; i++) {
@@ -219,7 +219,7 @@ static hk_status *compare_sampled(se_ctx *gx, se_frame *f, const piece *pc, int6
   int64_t *gl = malloc(sizeof *gl * (size_t)want_n);
   hk_value *want = hk_value_new_array((hk_prim)pc->local->elem, 1, &want_n);
   hk_value *got = hk_value_new_array((hk_prim)pc->local->elem, 1, &want_n);
-  if (!gl) abort();
+  if (!gl) hk_out_of_memory();
   uint64_t rng = o->seed ^ (uint64_t)device * 0x9e3779b97f4a7c15ULL ^ (uint64_t)pc->leaf;
   int es = hk_prim_storage_bytes((hk_prim)pc->local->elem);
   int64_t lst[SE_MAX_RANK], done = 0;
@@ -404,7 +404,7 @@ static hk_status *global_dense(const hk_module *g, int64_t num_replicas, int64_t
                                hk_value **out) {
   hk_value ***args = calloc((size_t)num_replicas, sizeof *args);
   hk_value **res = calloc((size_t)num_replicas, sizeof *res);
-  if (!args || !res) abort();
+  if (!args || !res) hk_out_of_memory();
   int n = 0;
   hk_status *st = NULL;
   for (int64_t r = 0; r < num_replicas && !st; r++) st = inputs_of(g, g, false, 1, num_replicas, r, seed, &args[r], &n);

@@ -159,7 +159,7 @@ static bool bind_params(hk_scalar_prog *p, const build_spec *b) {
 
 static bool bind_results(hk_scalar_prog *p, const build_spec *b) {
   p->results = malloc((size_t)(b->n_results ? b->n_results : 1) * sizeof(int32_t));
-  if (!p->results) abort();
+  if (!p->results) hk_out_of_memory();
   p->n_results = b->n_results;
   for (int k = 0; k < b->n_results; k++) {
     const hk_instr *x = b->results[k];
@@ -171,13 +171,13 @@ static bool bind_results(hk_scalar_prog *p, const build_spec *b) {
 static hk_scalar_prog *build(const build_spec *b) {
   if (b->n >= 4096) return NULL;
   hk_scalar_prog *p = calloc(1, sizeof *p);
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   size_t nr = (size_t)(b->n + b->n_params + 1);
   p->regs = calloc(nr, sizeof(uint64_t));
   p->prims = calloc(nr, 1);
   p->views = calloc(nr, sizeof(hk_value));
   p->steps = calloc(nr, sizeof(sp_step));
-  if (!p->regs || !p->prims || !p->views || !p->steps) abort();
+  if (!p->regs || !p->prims || !p->views || !p->steps) hk_out_of_memory();
   bool ok = bind_params(p, b);
   for (int64_t k = 0; k < b->n && ok; k++) ok = compile_instr(p, b, k);
   if (ok) ok = bind_results(p, b);
@@ -259,7 +259,7 @@ hk_scalar_prog *hk_scalar_prog_compile_key(const hk_computation *c, int *operand
   if (pa < 0 || pa % 2 || pb != pa + 1 || !same_function(a, b, pa, pb, 0)) return NULL;
   int64_t cap = c->n_instrs + 1, n = 0;
   hk_instr **order = malloc((size_t)cap * sizeof(hk_instr *));
-  if (!order) abort();
+  if (!order) hk_out_of_memory();
   dag_order(a, order, &n, cap);
   const hk_instr *param = c->params[pa];
   build_spec bs = {order, n, &param, 1, &a, 1, NULL};

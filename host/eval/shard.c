@@ -39,7 +39,7 @@ hk_status *hk_value_shard(const hk_value *global, const hk_sharding *s,
         global_shape->elem != HK_TUPLE || global_shape->n_tuple != global->n_elems)
       return hk_error(HK_INVALID_ARGUMENT, "tuple value does not match the partitioned shape");
     hk_value **e = calloc((size_t)(global->n_elems ? global->n_elems : 1), sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < global->n_elems; i++) {
       const hk_sharding *si = s && s->kind == HK_SHARDING_TUPLE && i < s->n_elems ? s->elems[i] : s;
       hk_status *st = hk_value_shard(global->elems[i], si, global_shape->tuple[i], device,
@@ -163,7 +163,7 @@ static hk_status *unshard_array(unshard_ctx *c, hk_value *const *pd, const hk_sh
     return NULL;
   }
   uint8_t *written = calloc((size_t)(g->n ? g->n : 1), 1);
-  if (!written) abort();
+  if (!written) hk_out_of_memory();
   hk_status *st = NULL;
   for (int64_t d = 0; d < c->n && !st; d++) {
     int64_t off[HK_MAX_RANK] = {0};
@@ -202,7 +202,7 @@ static hk_status *unshard(unshard_ctx *c, hk_value *const *pd, const hk_sharding
       return hk_error(HK_INVALID_ARGUMENT, "device %lld output is not a %d-tuple", (long long)d, n);
   hk_value **e = calloc((size_t)(n ? n : 1), sizeof(hk_value *));
   hk_value **col = calloc((size_t)c->n, sizeof(hk_value *));
-  if (!e || !col) abort();
+  if (!e || !col) hk_out_of_memory();
   hk_status *st = NULL;
   for (int i = 0; i < n && !st; i++) {
     for (int64_t d = 0; d < c->n; d++) col[d] = pd[d]->elems[i];

@@ -4,10 +4,10 @@
  * triangle, leaves the other zero and turns a matrix whose factorisation
  * fails (a NaN pivot) into NaNs; triangular-solve reads the triangle of a
  * that `lower` names, with op(a) per transpose_a. */
-#include <complex.h>
 #include <math.h>
 
 #include "analysis/analysis_internal.h"
+#include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
 typedef double complex cplx;
@@ -16,14 +16,6 @@ static bool attr_true(const hk_instr *ins, const char *name) {
   const char *v = ana_raw_attr(ins, name);
   return v && !strcmp(v, "true");
 }
-
-static cplx get_c(const hk_value *v, int64_t i) {
-  double re, im;
-  hk_value_get_c(v, i, &re, &im);
-  return re + im * I;   /* not CMPLX: clang 14 lacks the builtin glibc defines it with */
-}
-
-static void set_c(hk_value *v, int64_t i, cplx x) { hk_value_set_c(v, i, creal(x), cimag(x)); }
 
 /* Batch count and matrix dims (rows r, columns c) of an array of rank >= 2. */
 static bool matrix_dims(const hk_value *v, int64_t *batch, int64_t *r, int64_t *c) {
@@ -43,7 +35,7 @@ static bool factor(const hk_value *a, int64_t o, int64_t n, bool lower, cplx *L)
   bool ok = true;
   for (int64_t j = 0; j < n; j++) {
     for (int64_t i = j; i < n; i++) {
-      cplx s = get_c(a, o + (lower ? i * n + j : j * n + i));
+      cplx s = hk_cplx_get(a, o + (lower ? i * n + j : j * n + i));
       for (int64_t k = 0; k < j; k++) s -= L[i * n + k] * conj(L[j * n + k]);
       if (i == j) {
         double p = sqrt(creal(s));   /* complex pivots: the real part's root */
@@ -65,7 +57,7 @@ static hk_status *op_cholesky(const hk_instr *ins, hk_value *const *ops, hk_valu
   bool lower = attr_true(ins, "lower");
   hk_value *r = hk_value_for_shape_dims(ins->shape);
   cplx *L = calloc((size_t)(n * n > 0 ? n * n : 1), sizeof *L);
-  if (!L) abort();
+  if (!L) hk_out_of_memory();
   for (int64_t b = 0; b < B; b++) {
     int64_t o = b * n * n;
     memset(L, 0, (size_t)(n * n) * sizeof *L);
@@ -73,7 +65,7 @@ static hk_status *op_cholesky(const hk_instr *ins, hk_value *const *ops, hk_valu
     for (int64_t i = 0; i < n; i++)
       for (int64_t j = 0; j < n; j++) {
         cplx x = ok ? (lower ? L[i * n + j] : L[j * n + i]) : NAN;
-        set_c(r, o + i * n + j, x);
+        hk_cplx_set(r, o + i * n + j, x);
       }
   }
   free(L);
@@ -94,8 +86,8 @@ typedef struct ts_form {
 /* Element (i, j) of op(a) for the matrix at offset o (inside its triangle). */
 static cplx t_at(const hk_value *a, int64_t o, const ts_form *f, int64_t i, int64_t j) {
   if (i == j && f->unit) return 1;
-  if (f->op == TS_NONE) return get_c(a, o + i * f->m + j);
-  cplx x = get_c(a, o + j * f->m + i);
+  if (f->op == TS_NONE) return hk_cplx_get(a, o + i * f->m + j);
+  cplx x = hk_cplx_get(a, o + j * f->m + i);
   return f->op == TS_ADJOINT ? conj(x) : x;
 }
 
@@ -141,14 +133,14 @@ static hk_status *op_triangular_solve(const hk_instr *ins, hk_value *const *ops,
                          f.left ? "row" : "column", (long long)m);
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   cplx *v = malloc((size_t)(m > 0 ? m : 1) * sizeof *v);
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   int64_t lines = f.left ? c : r, stride = f.left ? c : 1, step = f.left ? 1 : c;
   for (int64_t bt = 0; bt < BA; bt++) {
     int64_t oa = bt * m * m, ob = bt * r * c;
     for (int64_t l = 0; l < lines; l++) {
-      for (int64_t k = 0; k < m; k++) v[k] = get_c(b, ob + l * step + k * stride);
+      for (int64_t k = 0; k < m; k++) v[k] = hk_cplx_get(b, ob + l * step + k * stride);
       substitute(a, oa, &f, v);
-      for (int64_t k = 0; k < m; k++) set_c(res, ob + l * step + k * stride, v[k]);
+      for (int64_t k = 0; k < m; k++) hk_cplx_set(res, ob + l * step + k * stride, v[k]);
     }
   }
   free(v);

@@ -231,7 +231,7 @@ hk_status *hk_op_sort(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
   int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
   uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
-  if (!perm || !tmp || !keys) abort();
+  if (!perm || !tmp || !keys) hk_out_of_memory();
   int64_t rows = n ? a->n / n : 0;
   int64_t inner = st[dim];
   for (int64_t r = 0; r < rows && !c.err; r++) {
@@ -326,7 +326,7 @@ hk_status *hk_op_topk(hk_device_ctx *d, const hk_instr *ins, hk_value *const *op
   if (ins->opcode == HK_OP_TOPK && ins->attrs && !ins->attrs->largest && ins->attrs->k) largest = false;
   uint64_t *keys = malloc((size_t)(n ? n : 1) * sizeof(uint64_t));
   int64_t *perm = malloc((size_t)(n ? n : 1) * sizeof(int64_t)), *tmp = malloc((size_t)(n ? n : 1) * sizeof(int64_t));
-  if (!keys || !perm || !tmp) abort();
+  if (!keys || !perm || !tmp) hk_out_of_memory();
   int es = hk_esize(a->elem);
   bool fl = hk_prim_is_float((hk_prim)a->elem), sgn = hk_prim_is_signed_int((hk_prim)a->elem);
   int64_t rows = n ? a->n / n : 0;

@@ -79,7 +79,7 @@ static hk_status *run_devices(const hk_module *m, const hk_eval_plan *plan, int6
                               const hk_eval_options *opts, hk_collective_backend *be,
                               bool bounded, hk_eval_stats *stats) {
   device_run *runs = calloc((size_t)count, sizeof *runs);
-  if (!runs) abort();
+  if (!runs) hk_out_of_memory();
   hk_cpu_slots *slots = bounded ? hk_cpu_slots_new() : NULL;
   for (int64_t k = 0; k < count; k++) {
     device_run *r = &runs[k];

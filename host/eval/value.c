@@ -41,7 +41,7 @@ void hk_strides(int rank, const int64_t *dims, int64_t *strides) {
 
 static hk_value *value_alloc(int rank) {
   hk_value *v = calloc(1, sizeof(hk_value) + (size_t)(rank ? rank : 1) * sizeof(int64_t));
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   v->dims = (int64_t *)(v + 1);
   v->refcount = 1;
   return v;
@@ -66,7 +66,7 @@ static bool is_scalar_block(const hk_value *v) {
 
 static hk_value *scalar_new(hk_prim elem) {
   scalar_block *b = tl_nfree ? tl_free[--tl_nfree] : malloc(sizeof(scalar_block));
-  if (!b) abort();
+  if (!b) hk_out_of_memory();
   memset(b, 0, sizeof *b);
   b->v.elem = (uint8_t)elem;
   b->v.refcount = 1;
@@ -97,7 +97,7 @@ hk_value *hk_value_new_array(hk_prim elem, int rank, const int64_t *dims) {
   v->n = hk_dims_product(rank, dims);
   v->nbytes = v->n * hk_esize(elem);
   v->data = calloc(1, v->nbytes ? (size_t)v->nbytes : 1);
-  if (!v->data) abort();
+  if (!v->data) hk_out_of_memory();
   hk_eval_mem_charge(v->nbytes);
   return v;
 }
@@ -107,7 +107,7 @@ hk_value *hk_value_new_tuple(int n, hk_value *const *elems) {
   v->elem = HK_TUPLE;
   v->n_elems = n;
   v->elems = calloc(n ? (size_t)n : 1, sizeof(hk_value *));
-  if (!v->elems) abort();
+  if (!v->elems) hk_out_of_memory();
   for (int i = 0; i < n; i++) v->elems[i] = elems[i];
   return v;
 }
@@ -121,7 +121,7 @@ hk_value *hk_value_new_token(void) {
 hk_value *hk_value_of_shape(const hk_shape *s) {
   if (s->elem == HK_TUPLE) {
     hk_value **e = calloc(s->n_tuple ? (size_t)s->n_tuple : 1, sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < s->n_tuple; i++) e[i] = hk_value_of_shape(s->tuple[i]);
     hk_value *t = hk_value_new_tuple(s->n_tuple, e);
     free(e);
@@ -139,7 +139,7 @@ hk_status *hk_value_from_literal(const hk_literal *l, hk_value **out) {
   const hk_shape *s = l->shape;
   if (s->elem == HK_TUPLE) {
     hk_value **e = calloc(l->n_elems ? (size_t)l->n_elems : 1, sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < l->n_elems; i++) {
       hk_status *st = hk_value_from_literal(l->elems[i], &e[i]);
       if (st) {
@@ -191,7 +191,7 @@ void hk_value_release(hk_value *v) {
 hk_value *hk_value_clone(const hk_value *v) {
   if (v->elem == HK_TUPLE) {
     hk_value **e = calloc(v->n_elems ? (size_t)v->n_elems : 1, sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < v->n_elems; i++) e[i] = hk_value_clone(v->elems[i]);
     hk_value *t = hk_value_new_tuple(v->n_elems, e);
     free(e);
@@ -388,7 +388,7 @@ static void shape_string(const hk_value *v, char **buf, size_t *len, size_t *cap
     while (*len + l_ + 1 > *cap) {                               \
       *cap = *cap ? *cap * 2 : 64;                               \
       *buf = realloc(*buf, *cap);                                \
-      if (!*buf) abort();                                        \
+      if (!*buf) hk_out_of_memory();                             \
     }                                                            \
     memcpy(*buf + *len, s, l_ + 1);                              \
     *len += l_;                                                  \
@@ -481,7 +481,7 @@ static void fill_random(hk_value *v, uint64_t *state) {
 static hk_value *random_of_shape(const hk_shape *s, uint64_t *state) {
   if (s->elem == HK_TUPLE) {
     hk_value **e = calloc(s->n_tuple ? (size_t)s->n_tuple : 1, sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < s->n_tuple; i++) e[i] = random_of_shape(s->tuple[i], state);
     hk_value *t = hk_value_new_tuple(s->n_tuple, e);
     free(e);

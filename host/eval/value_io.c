@@ -209,7 +209,7 @@ static hk_status *value_from_json(json_object *o, const hk_shape *s, hk_value **
         (int)json_object_array_length(t) != s->n_tuple)
       return hk_error(HK_INVALID_ARGUMENT, "a tuple parameter needs {\"tuple\": [%d entries]}", s->n_tuple);
     hk_value **e = calloc((size_t)(s->n_tuple ? s->n_tuple : 1), sizeof(hk_value *));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < s->n_tuple; i++) {
       hk_status *st = value_from_json(json_object_array_get_idx(t, (size_t)i), s->tuple[i], &e[i]);
       if (st) {
@@ -278,7 +278,7 @@ hk_status *hk_values_from_json(const hk_module *m, const char *text, size_t len,
   hk_value **vals = NULL;
   if (!st) {
     vals = calloc((size_t)(e->n_params ? e->n_params : 1), sizeof(hk_value *));
-    if (!vals) abort();
+    if (!vals) hk_out_of_memory();
     for (int i = 0; i < e->n_params && !st; i++) {
       st = value_from_json(json_object_array_get_idx(arr, (size_t)i), e->params[i]->shape, &vals[i]);
       if (st) st = hk_status_prefix(st, "inputs: parameter %d", i);

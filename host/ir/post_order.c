@@ -421,3 +421,59 @@ hk_instr **hk_computation_post_order(const hk_computation *c, int64_t *n) {
   }
   return post_order_by_marks(c, n);
 }
+
+/* ==== the list-is-topological proof ========================================== */
+
+/* Whether each of i's operands and control predecessors is in `seen`. */
+static bool preds_in(const hk_instr *i, const hk_ptr_set *seen) {
+  int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
+  for (int32_t e = 0; e < i->n_operands; e++)
+    if (!hk_ptr_set_has(seen, i->operands[e])) return false;
+  for (int32_t e = 0; e < n_ctl; e++)
+    if (!hk_ptr_set_has(seen, i->attrs->control_preds[e])) return false;
+  return true;
+}
+
+/* The proof by a position per instruction id (checked against the
+ * instruction, so odd ids only make the answer false): the usual case,
+ * with no pointer-keyed probes (~0.4 s of random probes at 10^6). */
+static bool listed_first_by_ids(const hk_computation *c, int64_t n_ids) {
+  int64_t n = c->n_instrs;
+  uint32_t *pos = calloc((size_t)n_ids, sizeof *pos);   /* list position + 1; 0 = not yet */
+  const hk_instr **at = malloc((size_t)n * sizeof *at);
+  if (!pos || !at) hk_out_of_memory();
+  bool ok = true;
+  uint32_t k = 0;
+  for (const hk_instr *i = c->first; i && ok; i = i->next, k++) {
+    hk_instr_prefetch_ahead(i);
+    int32_t n_ctl = i->attrs ? i->attrs->n_control_preds : 0;
+    ok = k < n && i->id >= 0 && i->id < n_ids;
+    for (int32_t e = 0; ok && e < i->n_operands + n_ctl; e++) {
+      const hk_instr *o = e < i->n_operands ? i->operands[e] : i->attrs->control_preds[e - i->n_operands];
+      uint32_t p = o->id >= 0 && o->id < n_ids ? pos[o->id] : 0;
+      ok = p != 0 && at[p - 1] == o;
+    }
+    if (!ok) break;
+    at[k] = i;
+    pos[i->id] = k + 1;
+  }
+  free(pos);
+  free(at);
+  return ok;
+}
+
+bool hk_computation_list_is_topological(const hk_computation *c) {
+  int64_t n_ids = c->module->next_id, n = c->n_instrs;
+  if (n <= 0) return true;
+  if (n_ids > 0 && n_ids <= 16 * n + 65536 && n < INT32_MAX) return listed_first_by_ids(c, n_ids);
+  /* a small computation of a big module: a set of those listed so far */
+  hk_ptr_set seen;
+  hk_ptr_set_init(&seen, (size_t)n);
+  bool ok = true;
+  for (const hk_instr *i = c->first; i && ok; i = i->next) {
+    ok = preds_in(i, &seen);
+    hk_ptr_set_add(&seen, i);
+  }
+  hk_ptr_set_free(&seen);
+  return ok;
+}

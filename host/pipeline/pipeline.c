@@ -37,7 +37,7 @@ bool hk_is_pipeline(const hk_pass *p) { return p && p->vt == &pipeline_vtable; }
 
 hk_pass *hk_pipeline_new(const char *name) {
   hk_pipeline *pl = calloc(1, sizeof *pl);
-  if (!pl) abort();
+  if (!pl) hk_out_of_memory();
   pl->pass.vt = &pipeline_vtable;
   pl->name = strdup(name ? name : "pipeline");
   return &pl->pass;
@@ -48,7 +48,7 @@ void hk_pipeline_add(hk_pass *pipeline, hk_pass *pass) {
   if (pl->n == pl->cap) {
     pl->cap = pl->cap ? pl->cap * 2 : 8;
     pl->passes = realloc(pl->passes, sizeof *pl->passes * (size_t)pl->cap);
-    if (!pl->passes) abort();
+    if (!pl->passes) hk_out_of_memory();
   }
   pl->passes[pl->n++] = pass;
 }

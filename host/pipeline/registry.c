@@ -30,7 +30,7 @@ static void *grow(void *arr, int32_t n, int32_t *cap, size_t elem) {
   if (n < *cap) return arr;
   *cap = *cap ? *cap * 2 : 8;
   void *p = realloc(arr, (size_t)*cap * elem);
-  if (!p) abort();
+  if (!p) hk_out_of_memory();
   return p;
 }
 
@@ -41,7 +41,7 @@ static void destroy_partitioner(hk_custom_call_partitioner *p) {
 
 hk_registry *hk_registry_new(void) {
   hk_registry *reg = calloc(1, sizeof *reg);
-  if (!reg) abort();
+  if (!reg) hk_out_of_memory();
   reg->notices = stderr;
   hk_registry_begin_plugin(reg, "<builtin>", NULL, NULL, HK_ORIGIN_BUILTIN);
   hk_registry_set_plugin_info(reg, 0, "hlokit", HK_VERSION_STRING);

@@ -79,8 +79,7 @@ void hk_sharding_semantic_template(const hk_sharding *s, hk_sharding *t, void **
  * fields (tuple elements by pointer). */
 bool hk_sharding_struct_equal(const hk_sharding *a, const hk_sharding *b);
 
-/* Metadata equality / hashing (metadata.c). */
-bool hk_metadata_equal(const hk_metadata *a, const hk_metadata *b);
+/* Metadata hashing (metadata.c; hk_metadata_equal is in the ABI). */
 uint64_t hk_metadata_hash(const hk_metadata *md, uint64_t h);
 /* Copies a metadata record's strings into module m. */
 void hk_metadata_copy_into(hk_module *m, hk_metadata *dst, const hk_metadata *src);

@@ -25,7 +25,7 @@ static void group_add(group *g, hk_instr *i) {
   if (g->n == g->cap) {
     g->cap = g->cap ? g->cap * 2 : 4;
     g->members = realloc(g->members, (size_t)g->cap * sizeof *g->members);
-    if (!g->members) abort();
+    if (!g->members) hk_out_of_memory();
   }
   g->members[g->n++] = i;
   g->bytes += hk_shape_byte_size(i->shape);
@@ -38,7 +38,7 @@ static void merge_group(const group *g) {
   hk_module *m = c->module;
   const hk_shape **shapes = malloc((size_t)g->n * sizeof *shapes);
   hk_instr **ops = malloc((size_t)g->n * sizeof *ops);
-  if (!shapes || !ops) abort();
+  if (!shapes || !ops) hk_out_of_memory();
   for (int32_t k = 0; k < g->n; k++) {
     shapes[k] = g->members[k]->shape;
     ops[k] = g->members[k]->operands[0];
@@ -81,7 +81,7 @@ bool hilo_combine(hk_computation *c, hk_opcode op, hilo_same_kind_fn same,
       if (n_groups == cap_groups) {
         cap_groups = cap_groups ? cap_groups * 2 : 8;
         groups = realloc(groups, (size_t)cap_groups * sizeof *groups);
-        if (!groups) abort();
+        if (!groups) hk_out_of_memory();
       }
       target = &groups[n_groups++];
       *target = (group){NULL, 0, 0, depth[k], 0};

@@ -14,7 +14,7 @@
 static int32_t find_back_edges(const hk_pair *pairs, int32_t n, bool *is_back) {
   int32_t count = 0;
   bool *visited = calloc((size_t)n, sizeof *visited);
-  if (!visited) abort();
+  if (!visited) hk_out_of_memory();
   for (int32_t k = 0; k < n; k++) {
     if (visited[k] || pairs[k].a == pairs[k].b) continue;
     /* Follow source -> target from pair k; a cycle returns to pairs[k].a. */
@@ -89,7 +89,7 @@ static bool decompose(hk_instr *cp, int64_t *next_channel) {
   if (n < 2) return false;
   bool *is_back = calloc((size_t)n, sizeof *is_back);
   hk_pair *back = malloc((size_t)n * sizeof *back), *rest = malloc((size_t)n * sizeof *rest);
-  if (!is_back || !back || !rest) abort();
+  if (!is_back || !back || !rest) hk_out_of_memory();
   bool changed = false;
   if (find_back_edges(cp->attrs->source_target_pairs, n, is_back) > 0) {
     int32_t nb = 0, nr = 0;

@@ -45,7 +45,7 @@ static bool assign_streams(hk_computation *c, int64_t num_streams) {
   int64_t n = 0, *depth = NULL;
   hk_instr **order = hilo_collective_depths(c, &n, &depth);
   int64_t *rank_at_depth = calloc((size_t)n + 1, sizeof *rank_at_depth);
-  if (!rank_at_depth) abort();
+  if (!rank_at_depth) hk_out_of_memory();
   bool changed = false;
   for (int64_t k = 0; k < n; k++) {
     if (!hk_opcode_is_collective(order[k]->opcode)) continue;

@@ -21,7 +21,7 @@ static bool id_set_add(id_set *s, int64_t id) {
     size_t old_cap = s->mask + 1, cap = old_cap * 2;
     int64_t *old = s->slots;
     s->slots = calloc(cap, sizeof *s->slots);
-    if (!s->slots) abort();
+    if (!s->slots) hk_out_of_memory();
     s->mask = cap - 1;
     s->count = 0;
     for (size_t k = 0; k < old_cap; k++)
@@ -42,7 +42,7 @@ static hk_status *unique_run(hk_pass *self, hk_module *m, const hk_exec_threads 
                              bool *changed) {
   (void)self;
   id_set seen = {calloc(64, sizeof(int64_t)), 63, 0};
-  if (!seen.slots) abort();
+  if (!seen.slots) hk_out_of_memory();
   int64_t next = hk_module_next_channel_id(m);
   *changed = false;
   for (int32_t k = 0; k < m->n_computations; k++) {

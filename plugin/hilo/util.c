@@ -11,7 +11,7 @@ static int64_t depth_of(const hk_instr *i) { return (int64_t)(intptr_t)i->scratc
 hk_instr **hilo_collective_depths(hk_computation *c, int64_t *n, int64_t **depth) {
   hk_instr **order = hk_computation_post_order(c, n);
   int64_t *d = malloc((size_t)(*n ? *n : 1) * sizeof *d);
-  if (!d) abort();
+  if (!d) hk_out_of_memory();
   for (int64_t k = 0; k < *n; k++) {
     hk_instr *i = order[k];
     int64_t best = 0;
@@ -66,7 +66,7 @@ hk_instr **hilo_collect(hk_computation *c, hk_opcode op, int64_t *n) {
   int64_t count = 0;
   for (hk_instr *i = c->first; i; i = i->next) count += i->opcode == op;
   hk_instr **v = malloc((size_t)(count ? count : 1) * sizeof *v);
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   *n = 0;
   for (hk_instr *i = c->first; i; i = i->next)
     if (i->opcode == op) v[(*n)++] = i;

@@ -90,7 +90,7 @@ bool sa_more_specific(const hk_sharding *a, const hk_sharding *b) {
 int64_t *pt_permute(const pt_tiles *t, int nf, const int64_t *fsize, const int *order) {
   int64_t total = pt_count(t);
   int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   int64_t stride[HK_MAX_RANK * 2], idx[HK_MAX_RANK * 2];
   stride[nf - 1] = 1;
   for (int k = nf - 2; k >= 0; k--) stride[k] = stride[k + 1] * fsize[k + 1];
@@ -233,31 +233,17 @@ static void tile_index(const hk_sharding *s, const pt_tiles *t, int64_t device, 
   }
 }
 
-/* Metadata equality as the sharding interner sees it: replicated
- * shardings carrying each are one interned object exactly when equal. */
-static bool same_metadata(hk_module *m, const hk_metadata *a, const hk_metadata *b) {
-  hk_sharding x, y;
-  memset(&x, 0, sizeof x);
-  x.kind = HK_SHARDING_REPLICATED;
-  x.n_metadata = 1;
-  y = x;
-  x.metadata = a;
-  y.metadata = b;
-  return hk_sharding_intern(m, &x) == hk_sharding_intern(m, &y);
-}
-
 /* s with dst's metadata followed by to_merge's not already there (XLA's
  * MergeShardingIfCompatible keeps both sources). */
 static const hk_sharding *merge_metadata(hk_module *m, const hk_sharding *s, const hk_sharding *dst,
                                          const hk_sharding *to_merge) {
   int n = dst->n_metadata, extra = 0;
-  hk_metadata *md = malloc(sizeof *md * (size_t)(n + to_merge->n_metadata + 1));
-  if (!md) abort();
+  hk_metadata *md = hk_check_alloc(malloc(sizeof *md * (size_t)(n + to_merge->n_metadata + 1)));
   for (int k = 0; k < n; k++) md[k] = dst->metadata[k];
   for (int k = 0; k < to_merge->n_metadata; k++) {
     bool seen = false;
     for (int j = 0; j < dst->n_metadata && !seen; j++)
-      seen = same_metadata(m, &to_merge->metadata[k], &dst->metadata[j]);
+      seen = hk_metadata_equal(&to_merge->metadata[k], &dst->metadata[j]);
     if (!seen) md[n + extra++] = to_merge->metadata[k];
   }
   if (extra > 0) {
@@ -304,7 +290,7 @@ static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const 
   if (n % (tiles * manual)) goto out;
   int64_t repl = n / (tiles * manual);
   slots = malloc(sizeof *slots * (size_t)n);
-  if (!slots) abort();
+  if (!slots) hk_out_of_memory();
   int64_t ia[HK_MAX_RANK], ib[HK_MAX_RANK];
   for (int64_t k = 0; k < n; k++) {
     int64_t dev = ta.dev[k];
@@ -330,7 +316,7 @@ static const hk_sharding *merge_tiles(hk_module *m, const hk_sharding *a, const 
   pt_tiles t;
   memset(&t, 0, sizeof t);
   t.dev = malloc(sizeof(int64_t) * (size_t)n);
-  if (!t.dev) abort();
+  if (!t.dev) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++) t.dev[k] = slots[k].device;
   uint8_t sub[2];
   int nd = r;
@@ -376,7 +362,7 @@ bool sa_merge(hk_module *m, const hk_sharding *old, const hk_sharding **cand, bo
   if (old->kind == HK_SHARDING_TUPLE && (*cand)->kind == HK_SHARDING_TUPLE &&
       old->n_elems == (*cand)->n_elems) {
     const hk_sharding **el = malloc(sizeof *el * (size_t)(old->n_elems ? old->n_elems : 1));
-    if (!el) abort();
+    if (!el) hk_out_of_memory();
     bool changed = false;
     for (int i = 0; i < old->n_elems; i++) {
       el[i] = (*cand)->elems[i];

@@ -47,7 +47,7 @@ static const hk_sharding *concat_operand_tiles(prop_ctx *cx, const hk_instr *i,
   o = t;
   o.dims[cdim] = hi - lo;
   o.dev = malloc(sizeof(int64_t) * (size_t)pt_count(&o));
-  if (!o.dev) abort();
+  if (!o.dev) hk_out_of_memory();
   int64_t idx[HK_MAX_RANK] = {0}, n = pt_count(&o);
   for (int64_t f = 0; f < n; f++) {
     int64_t src = 0;
@@ -129,13 +129,13 @@ static const hk_sharding *from_gte_user(prop_ctx *cx, const hk_instr *i, const h
   int64_t n = hk_shape_is_tuple(user->shape) ? us->n_elems : 1;
   if (hk_shape_is_tuple(user->shape) && n == 0) return NULL;
   const hk_sharding **el = malloc(sizeof *el * (size_t)(leaves ? leaves : 1));
-  if (!el) abort();
+  if (!el) hk_out_of_memory();
   const hk_sharding *cur = i->sharding ? sa_tuple_of(cx->m, i->shape, i->sharding) : NULL;
   const hk_sharding *first = hk_shape_is_tuple(user->shape) ? us->elems[0] : us;
   /* unsharded leaves: replicated, keeping the user's manual subgroups, at
    * each leaf's own rank (XLA's ReplicateAllDataDims) */
   int *ranks = malloc(sizeof *ranks * (size_t)(leaves ? leaves : 1));
-  if (!ranks) abort();
+  if (!ranks) hk_out_of_memory();
   leaf_ranks(i->shape, ranks, 0, leaves);
   for (int64_t l = 0; l < leaves; l++)
     el[l] = cur && cur->kind == HK_SHARDING_TUPLE ? cur->elems[l]

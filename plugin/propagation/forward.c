@@ -89,7 +89,7 @@ static bool forward_tuple(prop_ctx *cx, hk_instr *i) {
   if (!any) return false;
   int64_t leaves = hk_shape_leaf_count(i->shape);
   const hk_sharding **sub = malloc(sizeof *sub * (size_t)(leaves ? leaves : 1));
-  if (!sub) abort();
+  if (!sub) hk_out_of_memory();
   const hk_sharding *cur = i->sharding ? sa_tuple_of(cx->m, i->shape, i->sharding) : NULL;
   for (int64_t l = 0; l < leaves; l++)
     sub[l] = cur && cur->kind == HK_SHARDING_TUPLE ? cur->elems[l] : hk_sharding_replicated(cx->m);
@@ -228,7 +228,7 @@ static bool forward_reverse(prop_ctx *cx, hk_instr *i, bool may_combine) {
     pt_from_sharding(s, &t);
     int64_t total = pt_count(&t);
     int64_t *nd = malloc(sizeof(int64_t) * (size_t)total);
-    if (!nd) abort();
+    if (!nd) hk_out_of_memory();
     int64_t idx[HK_MAX_RANK] = {0};
     for (int64_t f = 0; f < total; f++) {
       int64_t src = 0;

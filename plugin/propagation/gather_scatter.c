@@ -345,7 +345,7 @@ static bool improve_element(prop_ctx *cx, hk_instr *i, int64_t k, const hk_shard
   const hk_sharding *el = cur ? cur->elems[k] : NULL, *cand = s;
   if (el && !prop_accept(cx, i->shape->tuple[k], el, &cand, mc, false)) return false;
   const hk_sharding **v = malloc(sizeof *v * (size_t)n);
-  if (!v) abort();
+  if (!v) hk_out_of_memory();
   for (int j = 0; j < n; j++) v[j] = cur ? cur->elems[j] : hk_sharding_replicated(cx->m);
   v[k] = cand;
   const hk_sharding *t = hk_sharding_tuple(cx->m, n, v);

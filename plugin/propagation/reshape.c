@@ -199,7 +199,7 @@ static const hk_sharding *reshape_manual_subgroup(hk_module *m, const hk_shape *
   pt_reshape(&g0, t->data_rank + 1, idims, t->data_rank, isub);
   /* The result structure comes from group 0 (ids are positions within it). */
   int64_t *pos = malloc(sizeof(int64_t) * (size_t)per_group);
-  if (!pos) abort();
+  if (!pos) hk_out_of_memory();
   for (int64_t k = 0; k < per_group; k++) pos[k] = k;
   g0.dev = pos;
   const hk_sharding *r0 = reshape_tiled(m, from, to, &g0, NULL);
@@ -222,7 +222,7 @@ static const hk_sharding *reshape_manual_subgroup(hk_module *m, const hk_shape *
   full.sub[full.n - full.data_rank] = HK_SUBGROUP_MANUAL;
   full.n++;
   full.dev = malloc(sizeof(int64_t) * (size_t)(n_r * t->dims[md]));
-  if (!full.dev) abort();
+  if (!full.dev) hk_out_of_memory();
   for (int64_t k = 0; k < n_r; k++)
     for (int64_t g = 0; g < t->dims[md]; g++)
       full.dev[k * t->dims[md] + g] = all[rt.dev[k] * t->dims[md] + g];

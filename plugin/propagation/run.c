@@ -45,46 +45,25 @@ static void list_push(instr_list *l, hk_instr *i) {
   if (l->n == l->cap) {
     l->cap = l->cap ? l->cap * 2 : 64;
     l->v = realloc(l->v, sizeof *l->v * (size_t)l->cap);
-    if (!l->v) abort();
+    if (!l->v) hk_out_of_memory();
   }
   l->v[l->n++] = i;
 }
 
 /* ---- setup ----------------------------------------------------------------------- */
 
-/* i's slot if it was given one at or after `base` (stale scratch pointers
- * from earlier passes are told apart by the slot's instr field). */
-static bool has_slot_before(const run_state *rs, const hk_instr *i, int64_t base, int64_t at) {
-  uintptr_t p = (uintptr_t)i->scratch, lo = (uintptr_t)(rs->cx.info + base),
-            hi = (uintptr_t)(rs->cx.info + at);
-  return p >= lo && p < hi && ((const pi_info *)i->scratch)->instr == i;
-}
-
-/* Gives c's instructions consecutive slots in list order; false when the
- * list order is not topological (an operand listed after its user). */
-static bool assign_list_order(run_state *rs, comp_order *co, int64_t base) {
-  int64_t at = base;
-  bool topo = true;
-  for (hk_instr *i = co->c->first; i; i = i->next) {
-    for (int32_t k = 0; k < i->n_operands && topo; k++)
-      topo = has_slot_before(rs, i->operands[k], base, at);
-    pi_info *p = &rs->cx.info[at++];
-    p->instr = i;
-    i->scratch = p;
-  }
-  return topo;
-}
-
+/* c's walk order, its list when that is topological (the usual case),
+ * else its post order; the instructions get consecutive slots in it. */
 static void assign_order(run_state *rs, comp_order *co, int64_t base) {
   co->base = base;
-  co->n = co->c->n_instrs;
-  if (assign_list_order(rs, co, base)) {
-    co->order = malloc(sizeof *co->order * (size_t)(co->n ? co->n : 1));
-    if (!co->order) abort();
-    for (int64_t k = 0; k < co->n; k++) co->order[k] = rs->cx.info[base + k].instr;
-    return;
+  if (hk_computation_list_is_topological(co->c)) {
+    co->n = co->c->n_instrs;
+    co->order = hk_check_alloc(malloc(sizeof *co->order * (size_t)(co->n ? co->n : 1)));
+    int64_t k = 0;
+    for (hk_instr *i = co->c->first; i; i = i->next) co->order[k++] = i;
+  } else {
+    co->order = hk_computation_post_order(co->c, &co->n);
   }
-  co->order = hk_computation_post_order(co->c, &co->n);
   for (int64_t k = 0; k < co->n; k++) {
     pi_info *p = &rs->cx.info[base + k];
     p->instr = co->order[k];
@@ -105,7 +84,7 @@ static void alloc_info(run_state *rs, hk_module *m, const hk_exec_threads *threa
   }
   rs->cx.info = calloc((size_t)(n ? n : 1), sizeof(pi_info));
   rs->comps = calloc((size_t)(m->n_computations ? m->n_computations : 1), sizeof(comp_order));
-  if (!rs->cx.info || !rs->comps) abort();
+  if (!rs->cx.info || !rs->comps) hk_out_of_memory();
   rs->cx.n_info = n;
   int64_t at = 0;
   for (int32_t k = 0; k < m->n_computations; k++) {
@@ -150,7 +129,7 @@ static const hk_sharding *with_metadata(hk_module *m, const hk_sharding *s,
                                         const hk_metadata *md) {
   if (s->kind == HK_SHARDING_TUPLE) {
     const hk_sharding **el = malloc(sizeof *el * (size_t)(s->n_elems ? s->n_elems : 1));
-    if (!el) abort();
+    if (!el) hk_out_of_memory();
     for (int k = 0; k < s->n_elems; k++) el[k] = with_metadata(m, s->elems[k], md);
     const hk_sharding *r = hk_sharding_tuple(m, s->n_elems, el);
     free(el);
@@ -198,7 +177,7 @@ static group *group_get(run_state *rs, int64_t id, uint8_t kind) {
   if (rs->n_groups == rs->cap_groups) {
     rs->cap_groups = rs->cap_groups ? rs->cap_groups * 2 : 4;
     rs->groups = realloc(rs->groups, sizeof *rs->groups * (size_t)rs->cap_groups);
-    if (!rs->groups) abort();
+    if (!rs->groups) hk_out_of_memory();
   }
   group *g = &rs->groups[rs->n_groups++];
   memset(g, 0, sizeof *g);
@@ -214,7 +193,7 @@ static void group_add(run_state *rs, hk_instr *i, int64_t id, uint8_t kind) {
   if (g->n == g->cap) {
     g->cap = g->cap ? g->cap * 2 : 4;
     g->members = realloc(g->members, sizeof *g->members * (size_t)g->cap);
-    if (!g->members) abort();
+    if (!g->members) hk_out_of_memory();
   }
   g->members[g->n++] = i;
   pi(i)->shard_group = id;
@@ -279,7 +258,7 @@ static void record_unspecified(run_state *rs, hk_instr *ann, hk_instr *op, int n
   take_shard_group(rs, ann);
   if (nu > 0) {
     p->unspec = malloc(sizeof(int64_t) * (size_t)nu);
-    if (!p->unspec) abort();
+    if (!p->unspec) hk_out_of_memory();
     memcpy(p->unspec, unspec, sizeof(int64_t) * (size_t)nu);
     p->n_unspec = nu;
   } else if (!op->sharding && ann->sharding && pi(op)) {
@@ -395,7 +374,7 @@ static void mark_provided(run_state *rs, hk_module *m) {
   if (!e || !pi(e->root)) return;
   rs->saved_root = e->root->sharding;
   rs->saved_params = calloc((size_t)(e->n_params ? e->n_params : 1), sizeof *rs->saved_params);
-  if (!rs->saved_params) abort();
+  if (!rs->saved_params) hk_out_of_memory();
   for (int32_t k = 0; k < e->n_params; k++) {
     if (!e->params[k]) continue;
     rs->saved_params[k] = e->params[k]->sharding;
@@ -882,7 +861,7 @@ static void restore_value(run_state *rs, hk_instr *v, const hk_sharding *saved, 
   int n = v->shape->n_tuple;
   if (hk_shape_leaf_count(v->shape) != n) return;   /* nested tuples: keep */
   const hk_sharding **el = malloc(sizeof *el * (size_t)(n ? n : 1));
-  if (!el) abort();
+  if (!el) hk_out_of_memory();
   bool any = false;
   for (int k = 0; k < n; k++) {
     bool ok = param >= 0 ? prop_param_leaf_allowed(&rs->cx, e, param, k) : output_allowed(&rs->cx, k);
@@ -935,7 +914,7 @@ static void cse_prevention_post(run_state *rs, hk_module *m, const hk_sharding *
 static void make_records(run_state *rs, hk_prop_record **out, int64_t *n_out) {
   int64_t n = rs->cx.n_info;
   hk_prop_record *r = malloc(sizeof *r * (size_t)(n ? n : 1));
-  if (!r) abort();
+  if (!r) hk_out_of_memory();
   int64_t at = 0;
   for (int64_t k = 0; k < n; k++) {
     pi_info *p = &rs->cx.info[k];
@@ -965,7 +944,7 @@ static const hk_sharding **save_all(run_state *rs, hk_module *m, const hk_exec_t
   for (int32_t k = 0; k < m->n_computations; k++)
     if (hk_exec_threads_include(threads, m->computations[k])) n += m->computations[k]->n_instrs;
   const hk_sharding **o = calloc((size_t)(n ? n : 1), sizeof *o);
-  if (!o) abort();
+  if (!o) hk_out_of_memory();
   for (int32_t k = 0; k < m->n_computations; k++)
     if (hk_exec_threads_include(threads, m->computations[k]))
       for (hk_instr *i = m->computations[k]->first; i; i = i->next) o[at++] = i->sharding;

@@ -22,7 +22,7 @@ bool pt_from_sharding(const hk_sharding *s, pt_tiles *t) {
   if (s->replicate_on_last_tile_dim) t->sub[trailing - 1] = HK_SUBGROUP_REPLICATED;
   int64_t n = pt_count(t);
   t->dev = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
-  if (!t->dev) abort();
+  if (!t->dev) hk_out_of_memory();
   memcpy(t->dev, s->devices, sizeof(int64_t) * (size_t)n);
   return true;
 }
@@ -70,7 +70,7 @@ static void pt_normalise_trailing(pt_tiles *t) {
       if (t->sub[k - t->data_rank] == HK_SUBGROUP_REPLICATED) order[o++] = k;
     int64_t total = pt_count(t);
     int64_t *nd = malloc(sizeof(int64_t) * (size_t)total);
-    if (!nd) abort();
+    if (!nd) hk_out_of_memory();
     int64_t idx[HK_MAX_RANK] = {0}, strides[HK_MAX_RANK];
     strides[t->n - 1] = 1;
     for (int k = t->n - 2; k >= 0; k--) strides[k] = strides[k + 1] * t->dims[k + 1];
@@ -116,7 +116,7 @@ static void pt_normalise_trailing(pt_tiles *t) {
 const hk_sharding *pt_to_sharding(hk_module *m, const pt_tiles *in, const hk_sharding *meta) {
   pt_tiles t = *in;
   t.dev = malloc(sizeof(int64_t) * (size_t)pt_count(in));
-  if (!t.dev) abort();
+  if (!t.dev) hk_out_of_memory();
   memcpy(t.dev, in->dev, sizeof(int64_t) * (size_t)pt_count(in));
   pt_normalise_trailing(&t);
   int64_t data_tiles = 1;

@@ -121,7 +121,7 @@ static bool parse_mesh_body(cursor *c, sdy_mesh *m) {
         if (m->n_devices == cap) {
           cap = cap ? cap * 2 : 16;
           m->devices = realloc(m->devices, sizeof *m->devices * (size_t)cap);
-          if (!m->devices) abort();
+          if (!m->devices) hk_out_of_memory();
         }
         if (!parse_int(c, &m->devices[m->n_devices], false)) return false;
         m->n_devices++;
@@ -259,7 +259,7 @@ hk_status *sdy_parse_per_value(const char *text, sdy_per_value *out) {
   if (ok && !accept(&c, "]")) {
     do {
       out->v = realloc(out->v, sizeof *out->v * (size_t)(out->n + 1));
-      if (!out->v) abort();
+      if (!out->v) hk_out_of_memory();
       ok = parse_sharding_body(&c, &out->v[out->n++]);
     } while (ok && accept(&c, ","));
     ok = ok && expect(&c, "]");

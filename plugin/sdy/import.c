@@ -61,7 +61,7 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
   int n = 0;
   const hk_shape **leaves = malloc(sizeof *leaves * (size_t)(hk_shape_leaf_count(i->shape) + 1));
   const hk_sharding **elems = malloc(sizeof *elems * (size_t)(hk_shape_leaf_count(i->shape) + 1));
-  if (!leaves || !elems) abort();
+  if (!leaves || !elems) hk_out_of_memory();
   collect_leaves(i->shape, leaves, &n);
   hk_status *st = NULL;
   if (pv.n != n)
@@ -248,7 +248,7 @@ static hk_status *import_group(sdy_import_ctx *cx, hk_instr *cc) {
   /* Kept for the export: the group ids of v, in order. */
   const char *had = sdy_instr_attr(v, KEEP_PREFIX "sharding_group_id");
   char *both = NULL;
-  if (had && asprintf(&both, "%s;%s", had, text) < 0) abort();
+  if (had && asprintf(&both, "%s;%s", had, text) < 0) hk_out_of_memory();
   sdy_instr_attr_set(v, KEEP_PREFIX "sharding_group_id", both ? both : text);
   free(both);
   return hk_instr_remove(cc);

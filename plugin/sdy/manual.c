@@ -264,7 +264,7 @@ static hk_instr *inline_body(hk_instr *call, hk_instr **args) {
       continue;
     }
     hk_instr **o = ops;
-    if (s->n_operands > 64 && !(o = big = realloc(big, sizeof *big * (size_t)s->n_operands))) abort();
+    if (s->n_operands > 64 && !(o = big = realloc(big, sizeof *big * (size_t)s->n_operands))) hk_out_of_memory();
     for (int32_t j = 0; j < s->n_operands; j++) o[j] = s->operands[j]->scratch;
     hk_instr *c = hk_instr_new_before(call, (hk_opcode)s->opcode, s->shape, s->n_operands, o, s->name);
     if (s->attrs) {

@@ -176,7 +176,7 @@ static int64_t *transposed_devices(const sdy_mesh *mesh, const int64_t *rdims, c
                                    int nr, int64_t total) {
   int64_t *out = malloc(sizeof *out * (size_t)total);
   int64_t stride[SDY_MAX_AXES * 4], idx[SDY_MAX_AXES * 4] = {0};
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   int64_t st = 1;
   for (int k = nr - 1; k >= 0; k--) stride[k] = st, st *= rdims[k];
   for (int64_t o = 0; o < total; o++) {

@@ -29,7 +29,6 @@ typedef struct dot_dims {
 /* The roles of a convolution's spatial dim (spatial_role). */
 enum { SPATIAL_CONV, SPATIAL_CONTRACTING, SPATIAL_LHS_NON_CONTRACTING, SPATIAL_RHS_NON_CONTRACTING };
 
-
 static bool in_list(const hk_i64s *l, int64_t d, int *at) {
   for (int i = 0; i < l->n; i++)
     if (l->v[i] == d) {
@@ -294,7 +293,6 @@ static bool one_tile_per_partition(const spmd_visitor *v, const hk_sharding *s) 
          hk_sharding_num_tiles(s) == v->p->num_partitions;
 }
 
-/* The one dim s splits (-1 if none or several). */
 /* The sharding user u asks of its operand x, as far as it is plain: a dot
  * wants x matched to its output's tiling, an elementwise op its own
  * sharding; NULL otherwise (XLA's GetShardingFromUser, for the cases the

@@ -9,7 +9,7 @@
 /* Counts call sites per computation (by index) over the module. */
 static int32_t *count_call_sites(const hk_module *m) {
   int32_t *n = calloc((size_t)m->n_computations + 1, sizeof *n);
-  if (!n) abort();
+  if (!n) hk_out_of_memory();
   for (int32_t k = 0; k < m->n_computations; k++)
     for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
       for (int32_t j = 0; j < i->n_called; j++) n[i->called[j]->index]++;
@@ -33,7 +33,7 @@ static hk_instr *inline_body(hk_instr *call) {
     if (s->n_operands > ops_cap) {
       ops_cap = s->n_operands * 2;
       ops = realloc(ops, (size_t)ops_cap * sizeof *ops);
-      if (!ops) abort();
+      if (!ops) hk_out_of_memory();
     }
     for (int32_t j = 0; j < s->n_operands; j++) ops[j] = s->operands[j]->scratch;
     hk_instr *c = hk_instr_clone(call->parent, s, s->shape, s->n_operands, ops, s->name);

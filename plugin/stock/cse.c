@@ -78,7 +78,7 @@ static void table_init(cse_table *t, bool layout_sensitive) {
   memset(t, 0, sizeof *t);
   t->mask = 1023;
   t->slots = calloc(t->mask + 1, sizeof *t->slots);
-  if (!t->slots) abort();
+  if (!t->slots) hk_out_of_memory();
   t->layout_sensitive = layout_sensitive;
 }
 
@@ -92,7 +92,7 @@ static void table_free(cse_table *t) {
 static void table_grow(cse_table *t) {
   size_t cap = 2 * (t->mask + 1);
   cse_slot *slots = calloc(cap, sizeof *slots);
-  if (!slots) abort();
+  if (!slots) hk_out_of_memory();
   for (size_t k = 0; k <= t->mask; k++) {
     if (!t->slots[k].entry) continue;
     size_t j = t->slots[k].hash & (cap - 1);
@@ -148,7 +148,7 @@ static void table_add(cse_table *t, size_t slot, uint32_t h, hk_instr *i, char *
   if (t->n == t->cap) {
     t->cap = t->cap ? 2 * t->cap : 1024;
     t->entries = realloc(t->entries, t->cap * sizeof *t->entries);
-    if (!t->entries) abort();
+    if (!t->entries) hk_out_of_memory();
   }
   t->entries[t->n++] = (cse_entry){i, key};
   t->slots[slot] = (cse_slot){h, (uint32_t)t->n};
@@ -244,7 +244,7 @@ static bool first_operand_is_hub(cse_walk *w, const hk_instr *o, int64_t q) {
 static char **key_slot(cse_walk *w, int64_t q) {
   if (!w->keys) {
     w->keys = calloc((size_t)w->n + 1, sizeof *w->keys);
-    if (!w->keys) abort();
+    if (!w->keys) hk_out_of_memory();
   }
   return &w->keys[q];
 }
@@ -312,7 +312,7 @@ static bool cse_computation(hk_computation *c, stock_order_ws *ws, bool layout_s
   w.order = stock_post_order(c, ws, &w.n);
   w.st = calloc((size_t)w.n + 1, 1);
   hk_instr **dead = malloc(((size_t)w.n + 1) * sizeof *dead);
-  if (!w.st || !dead) abort();
+  if (!w.st || !dead) hk_out_of_memory();
   table_init(&w.t, layout_sensitive);
   bool changed = false;
   int64_t n_dead = 0;   /* replaced instructions, removed together below */

@@ -43,7 +43,7 @@ static void add_callee(stock_callees *cl, hk_computation *c) {
   if (cl->n == cl->cap) {
     cl->cap = cl->cap ? 2 * cl->cap : 8;
     cl->v = realloc(cl->v, (size_t)cl->cap * sizeof *cl->v);
-    if (!cl->v) abort();
+    if (!cl->v) hk_out_of_memory();
   }
   cl->v[cl->n++] = c;
 }
@@ -68,7 +68,7 @@ static bool remove_dead(hk_computation *c, bool remove_collectives) {
   hk_instr **order = hk_computation_post_order(c, &n);
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
   hk_instr **dead = malloc((size_t)(n ? n : 1) * sizeof *dead);
-  if (!saved || !dead) abort();
+  if (!saved || !dead) hk_out_of_memory();
   int64_t n_dead = 0;
   /* Users come after their operands in post order: walking it backwards
    * sees every user before the operands it may make dead.  The dead are
@@ -96,7 +96,7 @@ static hk_status *dce_run(hk_pass *self, hk_module *m, const hk_exec_threads *th
   bool any = false, collectives = p->flag[0];
   int32_t nc = m->n_computations;
   stock_callees *calls = calloc((size_t)nc + 1, sizeof *calls);
-  if (!calls) abort();
+  if (!calls) hk_out_of_memory();
   for (int32_t k = 0; k < nc; k++) {
     hk_computation *c = m->computations[k];
     bool mine = hk_exec_threads_include(threads, c);

@@ -22,7 +22,7 @@ static dyn_sizes *sizes_of(const hk_instr *i) { return (dyn_sizes *)i->scratch; 
 
 static dyn_sizes *sizes_new(hk_instr *i) {
   dyn_sizes *s = calloc(1, sizeof *s);
-  if (!s) abort();
+  if (!s) hk_out_of_memory();
   s->rank = hk_shape_is_array(i->shape) ? i->shape->rank : 0;
   i->scratch = s;
   return s;
@@ -143,7 +143,7 @@ static bool visit(hk_instr *i) {
 static const hk_shape *static_shape(hk_module *m, const hk_shape *s) {
   if (hk_shape_is_tuple(s)) {
     const hk_shape **e = malloc((size_t)(s->n_tuple ? s->n_tuple : 1) * sizeof *e);
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     bool same = true;
     for (int32_t k = 0; k < s->n_tuple; k++) same &= (e[k] = static_shape(m, s->tuple[k])) == s->tuple[k];
     const hk_shape *r = same ? s : hk_shape_tuple(m, s->n_tuple, e);

@@ -33,7 +33,7 @@ static void use_reserve(use_counts *u, int32_t index) {
   size_t nc = (size_t)index * 2 + 16;
   u->n = realloc(u->n, nc * sizeof *u->n);
   u->sites = realloc(u->sites, nc * sizeof *u->sites);
-  if (!u->n || !u->sites) abort();
+  if (!u->n || !u->sites) hk_out_of_memory();
   for (size_t s = u->cap; s < nc; s++) {
     u->n[s] = 0;
     u->sites[s] = (call_sites){NULL, 0, 0};
@@ -52,7 +52,7 @@ static void add_site(use_counts *u, int32_t index, hk_instr *i) {
   if (cs->n == cs->cap) {
     cs->cap = cs->cap ? 2 * cs->cap : 4;
     cs->v = realloc(cs->v, (size_t)cs->cap * sizeof *cs->v);
-    if (!cs->v) abort();
+    if (!cs->v) hk_out_of_memory();
   }
   cs->v[cs->n++] = i;
 }
@@ -114,7 +114,7 @@ static void queue_push(comp_queue *q, hk_computation *c, int32_t n_computations)
     size_t nc = (size_t)n_computations * 2 + 16;
     if (nc <= (size_t)c->index) nc = (size_t)c->index + 16;
     q->seen = realloc(q->seen, nc);
-    if (!q->seen) abort();
+    if (!q->seen) hk_out_of_memory();
     for (size_t s = q->seen_cap; s < nc; s++) q->seen[s] = 0;
     q->seen_cap = nc;
   }
@@ -123,7 +123,7 @@ static void queue_push(comp_queue *q, hk_computation *c, int32_t n_computations)
   if (q->tail == q->cap) {
     q->cap = q->cap ? 2 * q->cap : 16;
     q->v = realloc(q->v, q->cap * sizeof *q->v);
-    if (!q->v) abort();
+    if (!q->v) hk_out_of_memory();
   }
   q->v[q->tail++] = c;
 }

@@ -20,7 +20,7 @@ void stock_order_ws_reserve(stock_order_ws *w, int64_t n_ids) {
   /* ids set from outside may keep exceeding the size: grow geometrically */
   size_t want = w->n_ids && 2 * w->n_ids > (size_t)n_ids ? 2 * w->n_ids : (size_t)n_ids;
   w->pos_by_id = realloc(w->pos_by_id, want * sizeof *w->pos_by_id);
-  if (!w->pos_by_id) abort();
+  if (!w->pos_by_id) hk_out_of_memory();
   memset(w->pos_by_id + w->n_ids, 0, (want - w->n_ids) * sizeof *w->pos_by_id);
   w->n_ids = want;
 }

@@ -24,14 +24,14 @@ void stock_remove_with_dead_operands(hk_instr *i) {
    * at most, so the list stays linear in the removed region. */
   size_t cap = 16, n = 0;
   hk_instr **work = malloc(cap * sizeof *work);
-  if (!work) abort();
+  if (!work) hk_out_of_memory();
   work[n++] = i;
   while (n) {
     hk_instr *cur = work[--n];
     if (!stock_is_removable(cur)) continue;
     int32_t nops = cur->n_operands;
     hk_instr **ops = malloc((size_t)(nops ? nops : 1) * sizeof *ops);
-    if (!ops) abort();
+    if (!ops) hk_out_of_memory();
     memcpy(ops, cur->operands, (size_t)nops * sizeof *ops);
     hk_status *st = hk_instr_remove(cur);
     if (st) {
@@ -43,7 +43,7 @@ void stock_remove_with_dead_operands(hk_instr *i) {
       if (n == cap) {
         cap *= 2;
         work = realloc(work, cap * sizeof *work);
-        if (!work) abort();
+        if (!work) hk_out_of_memory();
       }
       work[n++] = ops[k];
     }
@@ -65,14 +65,14 @@ hk_computation *stock_clone_computation(hk_computation *src) {
   void **saved = malloc((size_t)(n ? n : 1) * sizeof *saved);
   hk_instr **ops = NULL;
   int32_t ops_cap = 0;
-  if (!saved) abort();
+  if (!saved) hk_out_of_memory();
   for (int64_t k = 0; k < n; k++) saved[k] = order[k]->scratch;
   for (int64_t k = 0; k < n; k++) {
     hk_instr *s = order[k];
     if (s->n_operands > ops_cap) {
       ops_cap = s->n_operands * 2;
       ops = realloc(ops, (size_t)ops_cap * sizeof *ops);
-      if (!ops) abort();
+      if (!ops) hk_out_of_memory();
     }
     for (int32_t j = 0; j < s->n_operands; j++) ops[j] = s->operands[j]->scratch;
     char name[512];
@@ -112,7 +112,7 @@ static bool remove_unreachable(hk_module *m, const stock_callees *calls) {
   int32_t nc = m->n_computations;
   bool *live = calloc((size_t)nc + 1, sizeof *live);
   hk_computation **stack = malloc(((size_t)nc + 1) * sizeof *stack);
-  if (!live || !stack) abort();
+  if (!live || !stack) hk_out_of_memory();
   int32_t sp = 0;
   mark_live(live, stack, &sp, m->entry);
   while (sp) {
@@ -191,7 +191,7 @@ bool stock_widen(hk_instr *i, hk_prim from, hk_prim to) {
   if (!any) return false;
   hk_module *m = i->parent->module;
   hk_instr **ops = malloc((size_t)(i->n_operands ? i->n_operands : 1) * sizeof *ops);
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   for (int32_t k = 0; k < i->n_operands; k++)
     ops[k] = i->operands[k]->shape->elem == from ? stock_convert_before(i, i->operands[k], to)
                                                  : i->operands[k];
