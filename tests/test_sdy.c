@@ -635,10 +635,11 @@ static void assert_checks_equal(const char *fixture, int parts) {
 static void assert_cli_output(const char *passes, bool want_shardy) {
   find_fixtures();
   char cmd[PATH_MAX * 4];
-  snprintf(cmd, sizeof cmd, "%s/hlokit opt %s/sdy_shard_map.hlo %s%s > cli_sdy.out 2>/dev/null",
-           bin_dir, fixture_dir, passes ? "--passes=" : "", passes ? passes : "");
+  snprintf(cmd, sizeof cmd, "%s opt %s/sdy_shard_map.hlo %s%s > cli_sdy.out 2>/dev/null",
+           hlokit, fixture_dir, passes ? "--passes=" : "", passes ? passes : "");
   ck_assert_int_eq(system(cmd), 0);
-  char *o = slurp("cli_sdy.out");
+  char *o = hk_test_slurp("cli_sdy.out");
+  ck_assert_ptr_nonnull(o);
   ck_assert_msg(!strstr(o, "hlokit.sdy."), "%s", o);
   ck_assert_msg(!strstr(o, "xla.sdy.meshes") == !want_shardy, "%s", o);
   free(o);
