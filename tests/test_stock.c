@@ -40,6 +40,23 @@ START_TEST(dce_removes_dead_keeps_side_effects) {
 }
 END_TEST
 
+/* A collective with a channel id is kept, and XLA's channel_id is
+ * optional: a written channel_id=0 is a channel too (has_value()). */
+START_TEST(dce_keeps_a_collective_with_channel_id_zero) {
+  hk_module *m = hk_test_parse(
+      "HloModule m\n\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n  p = f32[4] parameter(0)\n"
+      "  zero = f32[4] all-reduce(p), channel_id=0, replica_groups={}, to_apply=add\n"
+      "  none = f32[4] all-reduce(p), replica_groups={}, to_apply=add\n"
+      "  ROOT r = f32[4] negate(p)\n}\n");
+  ck_assert(run_pass(m, "hlo-dce", NULL));
+  ck_assert(has_instr(m, "zero"));
+  ck_assert(!has_instr(m, "none"));
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(tuple_simplifier_folds_both_patterns) {
   hk_module *m = hk_test_parse(
       "HloModule m\n\nENTRY e {\n"
@@ -466,6 +483,7 @@ static Suite *stock_suite(void) {
   TCase *tc = tcase_create("passes");
   tcase_add_checked_fixture(tc, load_stock, unload_stock);
   tcase_add_test(tc, dce_removes_dead_keeps_side_effects);
+  tcase_add_test(tc, dce_keeps_a_collective_with_channel_id_zero);
   tcase_add_test(tc, tuple_simplifier_folds_both_patterns);
   tcase_add_test(tc, tuple_simplifier_leaves_partial_tuples);
   tcase_add_test(tc, flatten_gives_each_call_its_callee);

@@ -68,7 +68,7 @@ static hk_instr *targets_back_edge(hk_instr *cp, const hk_pair *back, int32_t n_
   hk_literal *lit = hk_literal_new(m, ts);
   for (int32_t k = 0; k < n_back; k++) hk_literal_set_i64(lit, back[k].b, 1);
   hk_instr_attrs(table)->literal = lit;
-  bool cross_partition = hk_instr_channel_id(cp) != 0;
+  bool cross_partition = hk_instr_has_channel_id(cp);
   hk_instr *id = hk_instr_new(cp->parent, cross_partition ? HK_OP_PARTITION_ID : HK_OP_REPLICA_ID,
                               hk_shape_scalar(m, HK_U32), 0, NULL, NULL);
   hk_instr *ops[2] = {table, id};
@@ -97,7 +97,7 @@ static bool decompose(hk_instr *cp, int64_t *next_channel) {
       if (is_back[k]) back[nb++] = cp->attrs->source_target_pairs[k];
       else rest[nr++] = cp->attrs->source_target_pairs[k];
     }
-    bool channel = hk_instr_channel_id(cp) != 0;
+    bool channel = hk_instr_has_channel_id(cp);
     hk_instr *cp_back = permute_with(cp, back, nb, channel ? (*next_channel)++ : 0);
     hk_instr *cp_rest = permute_with(cp, rest, nr, channel ? hk_instr_channel_id(cp) : 0);
     hk_instr *ops[3] = {targets_back_edge(cp, back, nb), cp_back, cp_rest};

@@ -67,7 +67,7 @@ static bool eval_index(const hk_instr *i, device dv, int depth, int64_t *out) {
 static bool group_rank(const hk_instr *ar, device dv, int64_t num_partitions,
                        int64_t num_replicas, int64_t *rank, int64_t *size) {
   const hk_replica_groups *g = ar->attrs ? ar->attrs->replica_groups : NULL;
-  bool channel = hk_instr_channel_id(ar) != 0;
+  bool channel = hk_instr_has_channel_id(ar);
   bool global = ar->attrs && ar->attrs->use_global_device_ids;
   int64_t id = !channel ? dv.replica : global ? dv.replica * num_partitions + dv.partition
                                               : dv.partition;

@@ -167,7 +167,7 @@ bool prop_supports_spatial(const prop_ctx *cx, const hk_instr *i, bool allow_out
     case HK_OP_CALL: case HK_OP_COPY: case HK_OP_BITCAST:
       return true;
     case HK_OP_ALL_REDUCE: case HK_OP_REDUCE_SCATTER:
-      return hk_instr_channel_id(i) == 0 || !cx->o.is_spmd;
+      return !hk_instr_has_channel_id(i) || !cx->o.is_spmd;
     case HK_OP_PARAMETER:
       return prop_caller(c) != NULL || entry_param_allowed(cx, i);
     case HK_OP_REVERSE:

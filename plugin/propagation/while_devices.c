@@ -11,7 +11,7 @@ static bool is_channel_instr(const hk_instr *i) {
     case HK_OP_SEND: case HK_OP_RECV:
       return !(i->attrs && i->attrs->is_host_transfer);
     case HK_OP_ALL_REDUCE: case HK_OP_REDUCE_SCATTER:
-      return hk_instr_channel_id(i) != 0;
+      return hk_instr_has_channel_id(i);
     default: return false;
   }
 }

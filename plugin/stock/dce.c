@@ -28,7 +28,7 @@ static bool is_dead_cross_partition_collective(const hk_instr *i) {
     default:
       return false;
   }
-  return hk_instr_channel_id(i) != 0;
+  return hk_instr_has_channel_id(i);
 }
 
 static bool is_dead(const hk_instr *i, bool remove_collectives) {
