@@ -110,6 +110,24 @@ static hk_opcode opcode_of(tx_parser *P, const char *s, size_t len) {
   return op;
 }
 
+/* tx_attr_allowed for an opcode's attribute s[0..len), through a memo of
+ * the (opcode, name) pairs allowed lately: the rule reads the opcode's
+ * list of names, and the same few pairs come on every line. */
+static bool attr_allowed(tx_parser *P, hk_opcode op, bool async_sugar, const char *s, size_t len) {
+  if (async_sugar || len > 32) return tx_attr_allowed(op, async_sugar, s, len);
+  name_key a = make_key(s, len < 16 ? len : 16, P->end);
+  name_key b = len > 16 ? make_key(s + 16, len - 16, P->end) : (name_key){{0, 0}, 0};
+  uint32_t h = (recent_slot(&a, s) ^ (uint32_t)(b.w[0] * 0x9e3779b97f4a7c15ull >> 58) ^
+                (uint32_t)op * 7u) & 63;
+  struct tx_attr_memo *e = &P->attr_memo[h];
+  if (e->op == (int)op + 1 && e->len == len && e->head[0] == a.w[0] && e->head[1] == a.w[1] &&
+      e->head[2] == b.w[0] && e->head[3] == b.w[1])
+    return true;
+  if (!tx_attr_allowed(op, false, s, len)) return false;
+  *e = (struct tx_attr_memo){{a.w[0], a.w[1], b.w[0], b.w[1]}, (uint32_t)len, (int)op + 1};
+  return true;
+}
+
 /* Opcode at the cursor: a plain opcode, or async sugar `<op>-start|update|done`. */
 static bool parse_opcode(tx_parser *P, tx_pending *pi) {
   const char *s;
@@ -820,7 +838,7 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
       continue;
     }
     if (!next_attr(P, &an, &al, &aat)) break;
-    if (!tx_attr_allowed(pi->op, pi->async_kind != 0, an, al))
+    if (!attr_allowed(P, pi->op, pi->async_kind != 0, an, al))
       return tx_error_at(P, aat, "unexpected attribute \"%.*s\"", (int)al, an);
     if (!tx_parse_attr(P, pi, an, al, aat)) return false;
   }
@@ -870,8 +888,15 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
   if (P->single_instr && tx_at_shape(P)) {
     /* canonical form without a name */
   } else {
-    /* a shape where the name goes: XLA's lexer reads a type, not a name */
-    if (tx_at_shape(P) || !tx_ident(P, &s, &l)) {
+    /* a shape where the name goes: XLA's lexer reads a type, not a name.
+     * A name written with '%' cannot be one: the name is scanned once */
+    const char *start = P->p;
+    bool bad = tx_peek(P) == '(' || !tx_ident(P, &s, &l);
+    if (!bad && s == start) {
+      P->p = start;
+      bad = tx_at_shape(P) || !tx_ident(P, &s, &l);
+    }
+    if (bad) {
       pending_free(&pi);
       return tx_error_at(P, P->p, "expects name");
     }

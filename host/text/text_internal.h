@@ -66,6 +66,11 @@ typedef struct tx_parser {
     uint32_t len;
     int op;
   } op_memo[64];
+  struct tx_attr_memo {       /* (opcode, attribute name up to 32 bytes) found allowed lately */
+    uint64_t head[4];         /* the name, zero padded */
+    uint32_t len;
+    int op;                   /* opcode + 1 (0: empty); async sugar is not remembered */
+  } attr_memo[64];
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
