@@ -859,7 +859,11 @@ static void prefetch_next_name(tx_parser *P) {
   if (s < P->end && *s == '%') s++;
   const char *e = s;
   while (e < P->end && e - s < 64 && *e != ' ' && *e != '=' && *e != '\n') e++;
-  if (e > s && e < P->end && e - s < 64) hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
+  if (e > s && e < P->end && e - s < 64) {
+    P->next_name = s;
+    P->next_name_len = (size_t)(e - s);
+    P->next_name_hash = hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
+  }
 }
 
 /* Input this far behind the parse is given back (a mapped file's pages,
@@ -908,7 +912,10 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
     pi.name_len = l;
     /* the name map slot is a cache miss in a big module: start it now, it
      * is needed once the right-hand side is parsed */
-    hk_module_prefetch_instr_name(P->m, s, l);
+    if (s == P->next_name && l == P->next_name_len)
+      hk_module_prefetch_instr_name_hashed(P->m, s, l, P->next_name_hash);
+    else
+      hk_module_prefetch_instr_name(P->m, s, l);
     prefetch_next_name(P);
   }
   bool ok = parse_rhs(P, c, &pi, out);

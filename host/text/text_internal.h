@@ -31,6 +31,9 @@ typedef struct tx_vec {
 typedef struct tx_parser {
   const char *src, *p, *end;
   const char *released;       /* input before this given back (hk_input_release_before) */
+  const char *next_name;      /* the next line's name as prefetch_next_name read it, */
+  size_t next_name_len;       /* and its hk_str_hash: hashed once for both prefetches */
+  uint32_t next_name_hash;
   const char *filename;
   hk_module *m;
   hk_status *err;             /* first error (with later notes appended) */
