@@ -57,6 +57,11 @@ static cache_slot *cache_find(printer *pr, uintptr_t key, bool *found) {
 /* Appends the text for a cached object (shape with/without layout, sharding). */
 static void put_cached(printer *pr, hk_buf *dst, const void *obj, int kind) {
   uintptr_t key = (uintptr_t)obj + (uintptr_t)kind;
+  cache_slot *last = &pr->last[kind];
+  if (last->key == key && key) {
+    tx_put(dst, pr->text.data + last->off, last->len);
+    return;
+  }
   bool found;
   cache_slot *s = cache_find(pr, key, &found);
   if (!found) {
@@ -68,6 +73,7 @@ static void put_cached(printer *pr, hk_buf *dst, const void *obj, int kind) {
     s->len = (uint32_t)(pr->text.len - off);
     pr->n++;
   }
+  *last = *s;
   tx_put(dst, pr->text.data + s->off, s->len);
 }
 
