@@ -881,8 +881,10 @@ static void prefetch_next_name(tx_parser *P) {
   while (s < P->end && (*s == ' ' || *s == '\t')) s++;
   if (P->end - s > 5 && memcmp(s, "ROOT ", 5) == 0) s += 5;
   if (s < P->end && *s == '%') s++;
-  const char *e = s;
-  while (e < P->end && e - s < 64 && *e != ' ' && *e != '=' && *e != '\n') e++;
+  /* a name longer than 63 characters is not prefetched */
+  static const bool kStop[256] = {[' '] = true, ['='] = true, ['\n'] = true};
+  const char *e = s, *lim = P->end - s > 64 ? s + 64 : P->end;
+  while (e < lim && !kStop[(unsigned char)*e]) e++;
   if (e > s && e < P->end && e - s < 64) {
     P->next_name = s;
     P->next_name_len = (size_t)(e - s);
