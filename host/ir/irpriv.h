@@ -146,9 +146,12 @@ void hk_ns_free(hk_namespace *ns);
  * of an instruction name that hk_instr_new will soon register. */
 void hk_module_reserve_instr_names(hk_module *m, size_t n);
 void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len);
+/* The same with the name's hk_str_hash, known already. */
+void hk_module_prefetch_instr_name_hashed(hk_module *m, const char *name, size_t len,
+                                          uint32_t hash);
 /* Starts loading the name map slot of a name that comes later (the next
- * line's), without announcing it. */
-void hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len);
+ * line's), without announcing it; returns the name's hk_str_hash. */
+uint32_t hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len);
 
 /* ---- the module's private part --------------------------------------------- */
 struct hk_module_impl {

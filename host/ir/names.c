@@ -350,14 +350,20 @@ void hk_module_reserve_instr_names(hk_module *m, size_t n) {
   hk_strmap_reserve(&m->impl->instr_names.names, n);
 }
 
-void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
-  uint32_t h = hk_str_hash(name, len);
-  hk_strmap_prefetch(&m->impl->instr_names.names, h);
-  hint_set(&m->impl->instr_names, name, len, h);
+void hk_module_prefetch_instr_name_hashed(hk_module *m, const char *name, size_t len,
+                                          uint32_t hash) {
+  hk_strmap_prefetch(&m->impl->instr_names.names, hash);
+  hint_set(&m->impl->instr_names, name, len, hash);
 }
 
-void hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len) {
-  hk_strmap_prefetch_slot(&m->impl->instr_names.names, hk_str_hash(name, len));
+void hk_module_prefetch_instr_name(hk_module *m, const char *name, size_t len) {
+  hk_module_prefetch_instr_name_hashed(m, name, len, hk_str_hash(name, len));
+}
+
+uint32_t hk_module_prefetch_instr_slot(hk_module *m, const char *name, size_t len) {
+  uint32_t h = hk_str_hash(name, len);
+  hk_strmap_prefetch_slot(&m->impl->instr_names.names, h);
+  return h;
 }
 
 void *hk_ns_lookup(hk_namespace *ns, const char *name) {

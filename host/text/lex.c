@@ -153,6 +153,11 @@ static inline bool name_start(int c) { return kNameClass[c & 0xff] & 1; }
  * "->"). */
 static inline const char *name_end(const char *p, const char *e) {
   for (;;) {
+    /* four characters a step while the text has them: the bound check
+     * and the loop branch once per step (the scan was 6% of a parse) */
+    while (e - p >= 4 && (kNameClass[(unsigned char)p[0]] & kNameClass[(unsigned char)p[1]] &
+                          kNameClass[(unsigned char)p[2]] & kNameClass[(unsigned char)p[3]] & 8))
+      p += 4;
     while (p < e && (kNameClass[(unsigned char)*p] & 8)) p++;
     if (p < e && *p == '-' && !(p + 1 < e && p[1] == '>')) {
       p++;

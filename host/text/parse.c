@@ -110,6 +110,24 @@ static hk_opcode opcode_of(tx_parser *P, const char *s, size_t len) {
   return op;
 }
 
+/* tx_attr_allowed for an opcode's attribute s[0..len), through a memo of
+ * the (opcode, name) pairs allowed lately: the rule reads the opcode's
+ * list of names, and the same few pairs come on every line. */
+static bool attr_allowed(tx_parser *P, hk_opcode op, bool async_sugar, const char *s, size_t len) {
+  if (async_sugar || len > 32) return tx_attr_allowed(op, async_sugar, s, len);
+  name_key a = make_key(s, len < 16 ? len : 16, P->end);
+  name_key b = len > 16 ? make_key(s + 16, len - 16, P->end) : (name_key){{0, 0}, 0};
+  uint32_t h = (recent_slot(&a, s) ^ (uint32_t)(b.w[0] * 0x9e3779b97f4a7c15ull >> 58) ^
+                (uint32_t)op * 7u) & 63;
+  struct tx_attr_memo *e = &P->attr_memo[h];
+  if (e->op == (int)op + 1 && e->len == len && e->head[0] == a.w[0] && e->head[1] == a.w[1] &&
+      e->head[2] == b.w[0] && e->head[3] == b.w[1])
+    return true;
+  if (!tx_attr_allowed(op, false, s, len)) return false;
+  *e = (struct tx_attr_memo){{a.w[0], a.w[1], b.w[0], b.w[1]}, (uint32_t)len, (int)op + 1};
+  return true;
+}
+
 /* Opcode at the cursor: a plain opcode, or async sugar `<op>-start|update|done`. */
 static bool parse_opcode(tx_parser *P, tx_pending *pi) {
   const char *s;
@@ -551,6 +569,14 @@ static void put_nonzero_words(void *dst, const void *src, size_t n) {
   unsigned char *d = dst;
   const unsigned char *s = src;
   size_t k = 0;
+  /* four words a step: most steps are all zero and cost one test */
+  for (; k + 32 <= n; k += 32) {
+    uint64_t w[4];
+    memcpy(w, s + k, 32);
+    if (!(w[0] | w[1] | w[2] | w[3])) continue;
+    for (int j = 0; j < 4; j++)
+      if (w[j]) memcpy(d + k + 8 * j, &w[j], 8);
+  }
   for (; k + 8 <= n; k += 8) {
     uint64_t w;
     memcpy(&w, s + k, 8);
@@ -560,37 +586,53 @@ static void put_nonzero_words(void *dst, const void *src, size_t n) {
     if (s[k]) d[k] = s[k];
 }
 
+/* pi's attributes into a (the instruction's block): only the generic ones
+ * (metadata, frontend attributes, backend config, thread) or only the
+ * opcode's own; fresh: a is new, with no control edges to keep. */
+static void copy_attrs(hk_attrs *a, const tx_pending *pi, bool fresh, bool generic_only,
+                       bool specific_only) {
+  hk_attrs src = pi->a;
+  if (generic_only) {
+    hk_attrs g;
+    memset(&g, 0, sizeof g);
+    g.metadata = src.metadata;
+    g.n_frontend_attributes = src.n_frontend_attributes;
+    g.frontend_attributes = src.frontend_attributes;
+    g.backend_config = src.backend_config;
+    g.async_execution_thread = pi->async_thread;
+    src = g;
+  } else if (specific_only) {
+    src.metadata = NULL;
+    src.n_frontend_attributes = 0;
+    src.frontend_attributes = NULL;
+    src.backend_config = NULL;
+  }
+  if (fresh) {
+    src.n_control_preds = src.n_control_succs = 0;
+    src.control_preds = src.control_succs = NULL;
+    put_nonzero_words(a, &src, sizeof src);
+  } else {
+    int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
+    hk_instr **cp = a->control_preds, **cs = a->control_succs;
+    *a = src;
+    a->n_control_preds = ncp, a->control_preds = cp;
+    a->n_control_succs = ncs, a->control_succs = cs;
+  }
+}
+
 static void apply_attrs(tx_parser *P, hk_instr *i, tx_pending *pi, bool generic_only,
                         bool specific_only) {
   if (pi->has_attrs || pi->n_raw) {
     bool fresh = !i->attrs;   /* new attributes have no control edges to keep */
     hk_attrs *a = hk_instr_attrs(i);
-    hk_attrs src = pi->a;
-    if (generic_only) {
-      hk_attrs g;
-      memset(&g, 0, sizeof g);
-      g.metadata = src.metadata;
-      g.n_frontend_attributes = src.n_frontend_attributes;
-      g.frontend_attributes = src.frontend_attributes;
-      g.backend_config = src.backend_config;
-      g.async_execution_thread = pi->async_thread;
-      src = g;
-    } else if (specific_only) {
-      src.metadata = NULL;
-      src.n_frontend_attributes = 0;
-      src.frontend_attributes = NULL;
-      src.backend_config = NULL;
-    }
-    if (fresh) {
-      src.n_control_preds = src.n_control_succs = 0;
-      src.control_preds = src.control_succs = NULL;
-      put_nonzero_words(a, &src, sizeof src);
+    if (fresh && !generic_only && !specific_only) {
+      /* the usual case: pi->a's words straight into the zeroed block, with
+       * no copy of its 440 bytes first; control edges stay empty */
+      put_nonzero_words(a, &pi->a, sizeof pi->a);
+      a->n_control_preds = a->n_control_succs = 0;
+      a->control_preds = a->control_succs = NULL;
     } else {
-      int32_t ncp = a->n_control_preds, ncs = a->n_control_succs;
-      hk_instr **cp = a->control_preds, **cs = a->control_succs;
-      *a = src;
-      a->n_control_preds = ncp, a->control_preds = cp;
-      a->n_control_succs = ncs, a->control_succs = cs;
+      copy_attrs(a, pi, fresh, generic_only, specific_only);
     }
     if (!generic_only && pi->n_raw) {
       /* statistics stays with the outer instruction of async sugar; fine */
@@ -820,7 +862,7 @@ static bool parse_rhs(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr 
       continue;
     }
     if (!next_attr(P, &an, &al, &aat)) break;
-    if (!tx_attr_allowed(pi->op, pi->async_kind != 0, an, al))
+    if (!attr_allowed(P, pi->op, pi->async_kind != 0, an, al))
       return tx_error_at(P, aat, "unexpected attribute \"%.*s\"", (int)al, an);
     if (!tx_parse_attr(P, pi, an, al, aat)) return false;
   }
@@ -839,9 +881,15 @@ static void prefetch_next_name(tx_parser *P) {
   while (s < P->end && (*s == ' ' || *s == '\t')) s++;
   if (P->end - s > 5 && memcmp(s, "ROOT ", 5) == 0) s += 5;
   if (s < P->end && *s == '%') s++;
-  const char *e = s;
-  while (e < P->end && e - s < 64 && *e != ' ' && *e != '=' && *e != '\n') e++;
-  if (e > s && e < P->end && e - s < 64) hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
+  /* a name longer than 63 characters is not prefetched */
+  static const bool kStop[256] = {[' '] = true, ['='] = true, ['\n'] = true};
+  const char *e = s, *lim = P->end - s > 64 ? s + 64 : P->end;
+  while (e < lim && !kStop[(unsigned char)*e]) e++;
+  if (e > s && e < P->end && e - s < 64) {
+    P->next_name = s;
+    P->next_name_len = (size_t)(e - s);
+    P->next_name_hash = hk_module_prefetch_instr_slot(P->m, s, (size_t)(e - s));
+  }
 }
 
 /* Input this far behind the parse is given back (a mapped file's pages,
@@ -870,8 +918,15 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
   if (P->single_instr && tx_at_shape(P)) {
     /* canonical form without a name */
   } else {
-    /* a shape where the name goes: XLA's lexer reads a type, not a name */
-    if (tx_at_shape(P) || !tx_ident(P, &s, &l)) {
+    /* a shape where the name goes: XLA's lexer reads a type, not a name.
+     * A name written with '%' cannot be one: the name is scanned once */
+    const char *start = P->p;
+    bool bad = tx_peek(P) == '(' || !tx_ident(P, &s, &l);
+    if (!bad && s == start) {
+      P->p = start;
+      bad = tx_at_shape(P) || !tx_ident(P, &s, &l);
+    }
+    if (bad) {
       pending_free(&pi);
       return tx_error_at(P, P->p, "expects name");
     }
@@ -883,7 +938,10 @@ static bool parse_instruction(tx_parser *P, hk_computation *c, hk_instr **out, b
     pi.name_len = l;
     /* the name map slot is a cache miss in a big module: start it now, it
      * is needed once the right-hand side is parsed */
-    hk_module_prefetch_instr_name(P->m, s, l);
+    if (s == P->next_name && l == P->next_name_len)
+      hk_module_prefetch_instr_name_hashed(P->m, s, l, P->next_name_hash);
+    else
+      hk_module_prefetch_instr_name(P->m, s, l);
     prefetch_next_name(P);
   }
   bool ok = parse_rhs(P, c, &pi, out);

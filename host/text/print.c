@@ -57,6 +57,11 @@ static cache_slot *cache_find(printer *pr, uintptr_t key, bool *found) {
 /* Appends the text for a cached object (shape with/without layout, sharding). */
 static void put_cached(printer *pr, hk_buf *dst, const void *obj, int kind) {
   uintptr_t key = (uintptr_t)obj + (uintptr_t)kind;
+  cache_slot *last = &pr->last[kind];
+  if (last->key == key && key) {
+    tx_put(dst, pr->text.data + last->off, last->len);
+    return;
+  }
   bool found;
   cache_slot *s = cache_find(pr, key, &found);
   if (!found) {
@@ -68,6 +73,7 @@ static void put_cached(printer *pr, hk_buf *dst, const void *obj, int kind) {
     s->len = (uint32_t)(pr->text.len - off);
     pr->n++;
   }
+  *last = *s;
   tx_put(dst, pr->text.data + s->off, s->len);
 }
 
@@ -161,7 +167,12 @@ static void put_kv_list(hk_buf *b, int n, const hk_kv *kv) {
 
 /* ---- attribute pieces ---------------------------------------------------------------- */
 
-static hk_buf *piece_begin(printer *pr) { return &pr->scratch; }
+/* A piece is written with the ", " before it, so pieces already in print
+ * order go out as the one run of scratch they fill. */
+static hk_buf *piece_begin(printer *pr) {
+  tx_put(&pr->scratch, ", ", 2);
+  return &pr->scratch;
+}
 
 static void piece_end(printer *pr, int rank, size_t start) {
   if (pr->n_pieces == pr->cap_pieces) {
@@ -606,15 +617,20 @@ static int piece_cmp(const void *x, const void *y) {
 
 static void flush_pieces(printer *pr, hk_buf *out) {
   /* few pieces, nearly sorted: insertion sort (stable by construction) */
+  bool moved = false;
   for (int i = 1; i < pr->n_pieces; i++) {
     piece x = pr->pieces[i];
     int j = i;
     while (j > 0 && piece_cmp(&pr->pieces[j - 1], &x) > 0) pr->pieces[j] = pr->pieces[j - 1], j--;
+    moved |= j != i;
     pr->pieces[j] = x;
   }
-  for (int k = 0; k < pr->n_pieces; k++) {
-    tx_put(out, ", ", 2);
-    tx_put(out, pr->scratch.data + pr->pieces[k].off, pr->pieces[k].len);
+  if (!moved) {
+    /* in the order written: scratch holds them back to back */
+    if (pr->n_pieces) tx_put(out, pr->scratch.data, pr->scratch.len);
+  } else {
+    for (int k = 0; k < pr->n_pieces; k++)
+      tx_put(out, pr->scratch.data + pr->pieces[k].off, pr->pieces[k].len);
   }
   pr->n_pieces = 0;
   pr->scratch.len = 0;

@@ -23,6 +23,8 @@ typedef struct printer {
   bool lng;                 /* long form */
   cache_slot *slots;
   size_t cap, n;
+  cache_slot last[3];       /* the last object printed of each kind (a shape */
+                            /* with, without layout, a sharding): it repeats */
   hk_buf text;              /* cached strings */
   hk_buf scratch;           /* attribute pieces of one instruction */
   piece *pieces;

@@ -31,6 +31,9 @@ typedef struct tx_vec {
 typedef struct tx_parser {
   const char *src, *p, *end;
   const char *released;       /* input before this given back (hk_input_release_before) */
+  const char *next_name;      /* the next line's name as prefetch_next_name read it, */
+  size_t next_name_len;       /* and its hk_str_hash: hashed once for both prefetches */
+  uint32_t next_name_hash;
   const char *filename;
   hk_module *m;
   hk_status *err;             /* first error (with later notes appended) */
@@ -66,6 +69,11 @@ typedef struct tx_parser {
     uint32_t len;
     int op;
   } op_memo[64];
+  struct tx_attr_memo {       /* (opcode, attribute name up to 32 bytes) found allowed lately */
+    uint64_t head[4];         /* the name, zero padded */
+    uint32_t len;
+    int op;                   /* opcode + 1 (0: empty); async sugar is not remembered */
+  } attr_memo[64];
   int64_t *ints;              /* scratch integer list */
   size_t n_ints, cap_ints;
   bool single_instr;          /* parsing a lone instruction: unknown operands become parameters */
