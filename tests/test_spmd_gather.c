@@ -424,6 +424,38 @@ START_TEST(scatter_parallel_dims_rebuild_iota_indices) {
 }
 END_TEST
 
+/* The largest value any instruction of m holds, in bytes. */
+static int64_t largest_value(const hk_module *m) {
+  int64_t most = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (hk_shape_is_array(i->shape) && hk_shape_byte_size(i->shape) > most) most = hk_shape_byte_size(i->shape);
+  return most;
+}
+
+START_TEST(gather_indices_from_a_big_iota_are_not_rebuilt) {
+  /* Small indices sliced out of 1 MiB iotas, split 8 ways, needed
+   * replicated by the operand passthrough: rebuilding them would hold the
+   * 2 MiB concatenate whole on every device, so they are resharded (each
+   * device keeps its 256 KiB of it). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = s32[8,4,64] parameter(0), sharding={devices=[1,1,8]<=[8]}\n"
+      "  i0 = s32[1,8,4,8192] iota(), iota_dimension=1, sharding={devices=[1,8,1,1]<=[8]}\n"
+      "  i1 = s32[1,8,4,8192] iota(), iota_dimension=2, sharding={devices=[1,8,1,1]<=[8]}\n"
+      "  c = s32[2,8,4,8192] concatenate(i0, i1), dimensions={0}, sharding={devices=[1,8,1,1]<=[8]}\n"
+      "  s = s32[2,8,4,1] slice(c), slice={[0:2], [0:8], [0:4], [0:1]}, sharding={devices=[1,8,1,1]<=[8]}\n"
+      "  idx = s32[2,8,4] reshape(s), sharding={devices=[1,8,1]<=[8]}\n"
+      "  ROOT g = s32[8,4,64] gather(x, idx), offset_dims={2}, collapsed_slice_dims={0,1},\n"
+      "    start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,64}, sharding={devices=[1,1,8]<=[8]}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_le(largest_value(p), 2 * 1 * 4 * 8192 * 4);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(gather_parameter_indices_still_move) {
   /* The same gather with the indices a parameter: nothing to rebuild, the
    * indices are resharded by a collective. */
@@ -497,6 +529,7 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_parallel_dims_rebuild_iota_indices);
   tcase_add_test(t, scatter_parallel_dims_rebuild_iota_indices);
   tcase_add_test(t, gather_parameter_indices_still_move);
+  tcase_add_test(t, gather_indices_from_a_big_iota_are_not_rebuilt);
   tcase_add_test(t, scatter_index_passthrough_keeps_update_window_split);
   suite_add_tcase(s, t);
   return s;

@@ -79,9 +79,11 @@ static bool groups_unpartitioned(const hk_instr *orig, const hk_sharding *ls, co
 /* ---- both operands tiled: halos on one of them, partial sums all-reduced ---- */
 
 /* The rhs under rt with the reversed kernel dims rev (n of them) padded
- * on the left instead of the right (XLA's HaloExchangeToPadOnLeft): a
- * windowed reshard with low padding, the padding then zeroed.  NULL when
- * the reshard cannot be built. */
+ * on the left instead of the right (XLA's HaloExchangeToPadOnLeft): rt
+ * holds those dims' tiles in reverse device order, so the uneven padding
+ * a reversed window reads first must sit at the start of the kernel, not
+ * its end.  A windowed reshard with low padding, the padding then zeroed;
+ * *out NULL when that reshard cannot be built. */
 static hk_status *rhs_padded_on_left(spmd_visitor *v, hk_instr *orig, const hk_sharding *rt, int nrev,
                                      const int64_t *rev, hk_instr **out) {
   const hk_shape *gs = orig->operands[1]->shape;
@@ -227,6 +229,31 @@ static bool lhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
   return true;
 }
 
+/* The low padding npl(j) lhs shard j (lsz elements along ld) needs: when
+ * every shard needs the same, the local window's (*pad_lo).  Else the lhs
+ * is padded by max(max_npl, 0) low and max_npl - min npl high and shard j
+ * slices lsz + max_npl from lo_pad - npl(j), *pad_lo 0 (XLA pads by
+ * max_npl on both sides, which needs every npl(j) >= 0: with negative
+ * padding one may not be).  start: k scratch elements.  false when the
+ * slice would be empty. */
+static bool lhs_low_padding(spmd_visitor *v, halo_conv *hc, int64_t ld, int64_t lsz, int64_t k,
+                            const int64_t *npl, int64_t max_npl, int64_t *start, int64_t *pad_lo) {
+  bool constant = true;
+  int64_t min_npl = npl[0];
+  for (int64_t j = 0; j < k; j++) {
+    constant = constant && npl[j] == npl[0];
+    if (npl[j] < min_npl) min_npl = npl[j];
+  }
+  *pad_lo = constant ? max_npl : 0;
+  if (constant) return true;
+  if (lsz + max_npl <= 0) return false;
+  int64_t lo_pad = max_npl > 0 ? max_npl : 0;
+  for (int64_t j = 0; j < k; j++) start[j] = lo_pad - npl[j];
+  hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, lo_pad, max_npl - min_npl);
+  hc->lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, hc->lt, ld, start), lsz + max_npl);
+  return true;
+}
+
 /* Spatial dim i, split k ways: kernel shard i (positions [rsz i, rsz (i +
  * 1)) of the undilated kernel) with the halos from its neighbours that
  * every window over lhs shard i [lsz i, lsz (i + 1)) reaches, in undilated
@@ -235,8 +262,7 @@ static bool lhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
  *   right(i) = ceil(((i + 1) (lsz - rsz D) + pad_lo) / D)
  * (XLA's PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS).  The
  * lhs shard then needs low padding npl(i) = left(i) D - (i (rsz D - lsz)
- * - pad_lo): where that differs between shards the lhs is padded by its
- * maximum on both sides and each shard slices its own start. */
+ * - pad_lo), given as lhs_low_padding says. */
 static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, halo_conv *hc) {
   const hk_conv_dnums *cd = orig->attrs->conv;
   const hk_window_dim *wd = &orig->attrs->window->dims[i];
@@ -271,30 +297,15 @@ static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
     for (int64_t j = 1; j < k; j++)
       if (npl[j] > max_npl) max_npl = npl[j];
   }
-  /* Where npl differs, the lhs is padded by lo_pad / hi_pad and shard j
-   * slices lsz + max_npl from lo_pad - npl(j) (XLA pads by max_npl on both
-   * sides, which needs every npl(j) >= 0). */
-  bool constant = true;
-  int64_t min_npl = npl[0];
-  for (int64_t j = 0; j < k; j++) {
-    constant = constant && npl[j] == npl[0];
-    if (npl[j] < min_npl) min_npl = npl[j];
-  }
-  int64_t lo_pad = max_npl > 0 ? max_npl : 0, hi_pad = max_npl - min_npl;
-  for (int64_t j = 0; j < k; j++) start[j] = lo_pad - npl[j];
-  if (!constant && lsz + max_npl <= 0) {
+  int64_t pad_lo;
+  if (!lhs_low_padding(v, hc, ld, lsz, k, npl, max_npl, start, &pad_lo)) {
     free(left);
     return false;
   }
   int64_t size = hc->rhs->shape->dims[kd] + max_left + max_right;
   hc->nw[i].size = size;
-  hc->nw[i].pad_lo = constant ? max_npl : 0;
+  hc->nw[i].pad_lo = pad_lo;
   hc->nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
-  if (!constant) {
-    hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, lo_pad, hi_pad);
-    hc->lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, hc->lt, ld, start),
-                                     lsz + max_npl);
-  }
   for (int64_t j = 0; j < k; j++) start[j] = 0;
   spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = left[0],
                  .padded_full = 0, .base_dim = orig->operands[1]->shape->dims[kd],

@@ -467,13 +467,15 @@ static hk_status *operand_as(spmd_visitor *v, const hk_instr *orig, int k, const
  * Indices computed from iotas and constants alone (how parallel dims are
  * written) are rebuilt whole on every device and sliced to the sharding a
  * plan wants, moving nothing where a reshard would move them.  Bounded:
- * a few ops, and a whole value small enough that holding it costs less
- * than sending it. */
+ * a few ops, each whole value small enough that holding it costs less
+ * than sending it (every one, not only the result: a big iota sliced or
+ * reshaped down would otherwise be held whole on every device). */
 #define REBUILD_MAX_OPS 32
 #define REBUILD_MAX_BYTES (1 << 20)
 
 static bool rebuildable_in(const hk_instr *x, int *budget) {
-  if (--*budget < 0 || !hk_shape_is_array(x->shape)) return false;
+  if (--*budget < 0 || !hk_shape_is_array(x->shape) || hk_shape_byte_size(x->shape) > REBUILD_MAX_BYTES)
+    return false;
   switch (x->opcode) {
     case HK_OP_IOTA:
     case HK_OP_CONSTANT:
@@ -494,7 +496,7 @@ static bool rebuildable_in(const hk_instr *x, int *budget) {
 
 static bool rebuildable(const hk_instr *x) {
   int budget = REBUILD_MAX_OPS;
-  return hk_shape_byte_size(x->shape) <= REBUILD_MAX_BYTES && rebuildable_in(x, &budget);
+  return rebuildable_in(x, &budget);
 }
 
 /* x (an original instruction) computed whole in the partitioned computation. */
