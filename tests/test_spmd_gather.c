@@ -371,6 +371,109 @@ START_TEST(scatter_trivial_sliced_operand) {
 }
 END_TEST
 
+/* Parallel dims whose indices (iotas) are split on other dims than the
+ * operand's: the indices are rebuilt on every device and sliced to the
+ * operand's split, so only the result's all-gathers move data. */
+static const char iota_indices[] =
+    "  i0 = s32[1,8,4] iota(), iota_dimension=1, sharding={devices=[1,8,1]<=[8]}\n"
+    "  i1 = s32[1,8,4] iota(), iota_dimension=2, sharding={devices=[1,8,1]<=[8]}\n"
+    "  idx = s32[2,8,4] concatenate(i0, i1), dimensions={0}, sharding={devices=[1,8,1]<=[8]}\n";
+
+/* Only the two all-gathers making the (replicated) result whole. */
+static void assert_only_result_gathers(const hk_module *p) {
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 2);
+}
+
+START_TEST(gather_parallel_dims_rebuild_iota_indices) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "HloModule m\nENTRY e {\n"
+           "  x = s32[8,4,2] parameter(0), sharding={devices=[4,2,1]<=[8]}\n%s"
+           "  ROOT g = s32[8,4,2] gather(x, idx), offset_dims={2}, collapsed_slice_dims={0,1},\n"
+           "    start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,2}, sharding={replicated}\n"
+           "}\n", iota_indices);
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_only_result_gathers(p);
+  /* The local gather reads the operand's own shard with 2 x 2 indices. */
+  const hk_instr *g = hk_test_last_op(p, HK_OP_GATHER);
+  ck_assert_int_eq(g->operands[0]->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(g->shape->dims[0], 2);
+  ck_assert_int_eq(g->shape->dims[1], 2);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(scatter_parallel_dims_rebuild_iota_indices) {
+  char text[2048];
+  snprintf(text, sizeof text,
+           "HloModule m\n"
+           "add {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  ROOT s = s32[] add(a, b)\n}\n"
+           "ENTRY e {\n"
+           "  x = s32[8,4,2] parameter(0), sharding={devices=[4,2,1]<=[8]}\n%s"
+           "  u = s32[8,4,2] parameter(1), sharding={devices=[4,2,1]<=[8]}\n"
+           "  ROOT s = s32[8,4,2] scatter(x, idx, u), to_apply=add, update_window_dims={2},\n"
+           "    inserted_window_dims={0,1}, scatter_dims_to_operand_dims={0,1}, index_vector_dim=0,\n"
+           "    sharding={replicated}\n"
+           "}\n", iota_indices);
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_only_result_gathers(p);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_parameter_indices_still_move) {
+  /* The same gather with the indices a parameter: nothing to rebuild, the
+   * indices are resharded by a collective. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = s32[8,4,2] parameter(0), sharding={devices=[4,2,1]<=[8]}\n"
+      "  idx = s32[2,8,4] parameter(1), sharding={devices=[1,8,1]<=[8]}\n"
+      "  ROOT g = s32[8,4,2] gather(x, idx), offset_dims={2}, collapsed_slice_dims={0,1},\n"
+      "    start_index_map={0,1}, index_vector_dim=0, slice_sizes={1,1,2}, sharding={replicated}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_gt(hk_test_count_op(p, HK_OP_ALL_TO_ALL) + hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE) +
+                       hk_test_count_op(p, HK_OP_ALL_GATHER),
+                   0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_IOTA), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(scatter_index_passthrough_keeps_update_window_split) {
+  /* Indices split 8 ways on their batch dim, updates 8 x 2 (batch x
+   * window), the operand split on its scattered dim: the operand follows
+   * the updates' window split (XLA's index passthrough recursing into
+   * operand passthrough), the updates stay put and one all-reduce per
+   * operand column half combines the 8 index groups. */
+  const char *text =
+      "HloModule m\n"
+      "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[64,16] parameter(0), sharding={devices=[2,4,2]<=[2,4,2]T(2,1,0) last_tile_dim_replicate}\n"
+      "  idx = s32[256,1] parameter(1), sharding={devices=[8,1,2]<=[16] last_tile_dim_replicate}\n"
+      "  u = f32[256,16] parameter(2), sharding={devices=[8,2]<=[16]}\n"
+      "  ROOT s = f32[64,16] scatter(x, idx, u), update_window_dims={1}, inserted_window_dims={0},\n"
+      "    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add,\n"
+      "    sharding={devices=[2,4,2]<=[2,4,2]T(2,1,0) last_tile_dim_replicate}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 16, NULL);
+  const hk_instr *sc = hk_test_last_op(p, HK_OP_SCATTER);
+  ck_assert_int_eq(sc->operands[2]->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(sc->operands[2]->shape->dims[0], 32);
+  ck_assert_int_eq(sc->operands[2]->shape->dims[1], 8);
+  ck_assert_int_eq(sc->operands[1]->opcode, HK_OP_PARAMETER);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  const hk_instr *ar = hk_test_last_op(p, HK_OP_ALL_REDUCE);
+  ck_assert_int_eq(ar->shape->dims[0], 64);
+  ck_assert_int_eq(ar->shape->dims[1], 8);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_gather");
   TCase *t = tcase_create("gather_scatter");
@@ -391,6 +494,10 @@ static Suite *suite(void) {
   tcase_add_test(t, scatter_overwrite_not_index_passthrough);
   tcase_add_test(t, scatter_bf16_sum_not_reordered);
   tcase_add_test(t, scatter_trivial_sliced_operand);
+  tcase_add_test(t, gather_parallel_dims_rebuild_iota_indices);
+  tcase_add_test(t, scatter_parallel_dims_rebuild_iota_indices);
+  tcase_add_test(t, gather_parameter_indices_still_move);
+  tcase_add_test(t, scatter_index_passthrough_keeps_update_window_split);
   suite_add_tcase(s, t);
   return s;
 }

@@ -342,10 +342,140 @@ START_TEST(conv_both_tiled_halo_on_lhs) {
   ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
   ck_assert_int_ge(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
   hk_module_free(p);
-  /* With the halo on the rhs asked for, the output-tiled plan (kernel
-   * replicated) is taken instead: still correct. */
+  /* With the halo on the rhs asked for, the kernel shards would need
+   * halos of 6 from shards of 2 (mostly padding): the output-tiled plan
+   * (kernel replicated) is taken instead, still correct. */
   p = spmd_check_partition(reg, text, 2, "conv_halo_exchange_always_on_lhs=false");
   ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_halo_on_rhs_strided_negative_padding) {
+  /* Strides and negative low padding (found by random shardings): shard
+   * 0's left halo reaches past what its window can hold (cut back to
+   * the zeros it does not need), and the low padding the lhs needs is
+   * negative on one shard (the lhs is padded, then sliced from inside). */
+  const char *cut =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,5,3] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  w = f32[4,3,2] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+      "  ROOT c = f32[1,2,2] convolution(x, w), window={size=4 stride=2 pad=-1_3},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, cut, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  hk_module_free(p);
+  const char *negative =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,5,2] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  w = f32[2,2,2] parameter(1), sharding={devices=[2,1,1]1,0}\n"
+      "  ROOT c = f32[1,1,2] convolution(x, w), window={size=2 stride=2 pad=-1_0 rhs_dilate=2},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n";
+  p = spmd_check_partition(reg, negative, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->operands[0]->opcode, HK_OP_DYNAMIC_SLICE);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_reversed_kernel_halo_on_lhs) {
+  /* A reversed kernel of 7 split 4 ways (2, 2, 2, 1) in reverse device
+   * order, as the lhs is split forwards: the kernel is padded on the left
+   * instead (one element moved to the next shard, the first one masked),
+   * each device convolves its tiles with the window still reversed, and
+   * the partial sums are all-reduced (XLA's window-reversal case of the
+   * halo-on-lhs plan).  Nothing is gathered. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[7,4,3] parameter(0), sharding={devices=[4,1,1]<=[4]}\n"
+      "  k = f32[7,4,5] parameter(1), sharding={devices=[4,1,1]3,2,1,0}\n"
+      "  ROOT c = f32[1,3,5] convolution(x, k), window={size=7 rhs_reversal=1},\n"
+      "    dim_labels=0fb_0io->0bf, sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  /* One kernel element shifted to the next kernel tile: 3 -> 2 -> 1 -> 0. */
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  const hk_pair shift[3] = {{3, 2}, {2, 1}, {1, 0}};
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 3, shift));
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert(c->attrs->window->dims[0].reversal);
+  ck_assert_int_eq(c->attrs->window->dims[0].size, 2);
+  hk_module_free(p);
+  /* The kernel split forwards: the (smaller) lhs follows the kernel's
+   * reversed order by one collective-permute, the kernel still shifts. */
+  const char *fwd =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[7,4,3] parameter(0), sharding={devices=[4,1,1]<=[4]}\n"
+      "  k = f32[7,4,5] parameter(1), sharding={devices=[4,1,1]<=[4]}\n"
+      "  ROOT c = f32[1,3,5] convolution(x, k), window={size=7 rhs_reversal=1},\n"
+      "    dim_labels=0fb_0io->0bf, sharding={replicated}\n}\n";
+  p = spmd_check_partition(reg, fwd, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  hk_module_free(p);
+}
+END_TEST
+
+/* The collective-permutes of m carrying `width` elements along dim d. */
+static void assert_rhs_halos(const hk_module *m, int d, int64_t width, int64_t n) {
+  ck_assert_int_eq(permutes_of_width(m, d, width), n);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), n);
+}
+
+START_TEST(conv_both_tiled_halo_on_rhs) {
+  /* A kernel-gradient convolution (the window as large as the kernel)
+   * over 4 shards with conv_halo_exchange_always_on_lhs=false: the kernel
+   * shards of 7 get halos, left 4 - i and right i + 1 (at most 3 each
+   * way), the lhs stays put with padding 4 / 5, and the partial sums are
+   * all-reduced: no all-gather. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,32,2] parameter(0), sharding={devices=[1,4,1]<=[4]}\n"
+      "  k = f32[28,2,3] parameter(1), sharding={devices=[4,1,1]<=[4]}\n"
+      "  ROOT c = f32[1,5,3] convolution(x, k), window={size=28}, dim_labels=b0f_0io->b0f,\n"
+      "    sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  assert_rhs_halos(p, 0, 3, 2);
+  ck_assert(has_pairs(permute_of_width(p, 0, 3, 0), 3, to_right4));
+  ck_assert(has_pairs(permute_of_width(p, 0, 3, 1), 3, to_left4));
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->operands[0]->shape->dims[1], 8);
+  ck_assert_int_eq(c->operands[1]->shape->dims[0], 13);
+  ck_assert_int_eq(c->attrs->window->dims[0].pad_lo, 4);
+  ck_assert_int_eq(c->attrs->window->dims[0].pad_hi, 5);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_halo_on_rhs_dilated_uneven_slices_the_lhs) {
+  /* A dilated kernel of 7 over 2 shards (4 and 3, the last padded): the
+   * low padding the lhs needs differs between the shards (3, 2), so the
+   * lhs is padded by 3 low and 1 high and each shard dynamic-slices 10
+   * from its own start; the kernel gets one left halo element. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[1,14,2] parameter(0), sharding={devices=[1,2,1]0,1}\n"
+      "  k = f32[7,2,3] parameter(1), sharding={devices=[2,1,1]0,1}\n"
+      "  ROOT c = f32[1,3,3] convolution(x, k), window={size=7 pad=1_0 rhs_dilate=2},\n"
+      "    dim_labels=b0f_0io->b0f, sharding={replicated}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, "conv_halo_exchange_always_on_lhs=false");
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  assert_rhs_halos(p, 0, 1, 1);
+  const hk_pair right2[1] = {{0, 1}};
+  ck_assert(has_pairs(permute_of_width(p, 0, 1, 0), 1, right2));
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->operands[0]->opcode, HK_OP_DYNAMIC_SLICE);
+  ck_assert_int_eq(c->operands[0]->shape->dims[1], 10);
+  ck_assert_int_eq(c->operands[0]->operands[0]->opcode, HK_OP_PAD);
+  ck_assert_int_eq(c->operands[0]->operands[0]->shape->dims[1], 11);
+  ck_assert_int_eq(c->operands[1]->shape->dims[0], 5);
   hk_module_free(p);
 }
 END_TEST
@@ -525,6 +655,10 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_strided_window_dilated);
   tcase_add_test(t, conv_base_dilation_reversed_kernel);
   tcase_add_test(t, conv_both_tiled_halo_on_lhs);
+  tcase_add_test(t, conv_both_tiled_halo_on_rhs);
+  tcase_add_test(t, conv_reversed_kernel_halo_on_lhs);
+  tcase_add_test(t, conv_halo_on_rhs_strided_negative_padding);
+  tcase_add_test(t, conv_halo_on_rhs_dilated_uneven_slices_the_lhs);
   tcase_add_test(t, conv_batch_and_spatial_tiled_exchanges_halos);
   tcase_add_test(t, conv_wide_dilated_kernel_gathers_spatial_only);
   tcase_add_test(t, conv_feature_groups_then_spatial_halos);

@@ -76,84 +76,94 @@ static bool groups_unpartitioned(const hk_instr *orig, const hk_sharding *ls, co
   return true;
 }
 
-/* ---- both operands tiled: halo on the lhs, partial sums all-reduced ----------- */
+/* ---- both operands tiled: halos on one of them, partial sums all-reduced ---- */
 
-/* The uneven padding of x's partitioned dims (sharding s, global shape gs)
- * set to zero. */
-static hk_instr *zero_padding(spmd_visitor *v, hk_instr *x, const hk_sharding *s, const hk_shape *gs) {
-  hk_instr *zero = NULL;
-  for (int d = 0; d < gs->rank; d++) {
-    int64_t k = parts(s, d);
-    if (k == 1 || gs->dims[d] % k == 0) continue;
-    if (!zero) zero = spmd_constant_scalar(v, (hk_prim)x->shape->elem, 0);
-    x = spmd_mask_outside(v, x, d, spmd_tile_offset(v, s, gs, d), INT64_MIN, gs->dims[d], zero);
+/* The rhs under rt with the reversed kernel dims rev (n of them) padded
+ * on the left instead of the right (XLA's HaloExchangeToPadOnLeft): a
+ * windowed reshard with low padding, the padding then zeroed.  NULL when
+ * the reshard cannot be built. */
+static hk_status *rhs_padded_on_left(spmd_visitor *v, hk_instr *orig, const hk_sharding *rt, int nrev,
+                                     const int64_t *rev, hk_instr **out) {
+  const hk_shape *gs = orig->operands[1]->shape;
+  int r = gs->rank;
+  int64_t lo[HK_MAX_RANK] = {0};
+  hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)r);
+  for (int k = 0; k < nrev; k++) {
+    int64_t n = parts(rt, rev[k]);
+    lo[rev[k]] = (gs->dims[rev[k]] + n - 1) / n * n - gs->dims[rev[k]];
   }
-  return x;
+  for (int d = 0; d < r; d++) wd[d] = (hk_window_dim){1, 1, lo[d], 0, 1, 1, false};
+  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
+  bool ok;
+  spmd_windowed_input w;
+  *out = NULL;
+  HK_TRY(spmd_reshard_as_windowed_input(v, spmd_lookup(v, orig->operands[1]), wd, rt, zero, false, &ok, &w));
+  if (!ok || w.out_offsets || !hk_shape_compatible(w.hlo->shape, spmd_local_shape(v, rt, gs))) return NULL;
+  hk_instr *x = w.hlo;
+  for (int d = 0; d < r; d++)
+    x = lo[d] ? spmd_mask_outside(v, x, d, spmd_tile_offset(v, rt, gs, d), lo[d], INT64_MAX, zero)
+              : spmd_zero_padding(v, rt, gs, d, x);
+  *out = x;
+  return NULL;
 }
 
-static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
+/* The operands of a convolution with both tiled, aligned as XLA's
+ * PartitionConvolutionWithSpatialDimensionHaloExchangeOn{LHS,RHS} align
+ * them: the smaller one resharded to follow the other (with the kernel's
+ * tiles in reverse order along reversed window dims, which only the lhs
+ * variant, allow_reversal, takes), uneven padding zeroed.  false when they
+ * cannot be (a batch or output feature split, split groups, base-dilated
+ * windows). */
+static hk_status *aligned_operands(spmd_visitor *v, hk_instr *orig, bool allow_reversal,
+                                   const hk_sharding **lt, const hk_sharding **rt, hk_instr **lhs,
+                                   hk_instr **rhs, bool *ok) {
   const hk_conv_dnums *cd = orig->attrs->conv;
-  const hk_sharding *o = spmd_sharding_of(v, orig);
   const hk_window *win = orig->attrs->window;
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  *ok = false;
   if (!hk_sharding_is_tiled(ls) || !hk_sharding_is_tiled(rs) || ls->n_subgroups || rs->n_subgroups ||
       spmd_is_subgroup_manual(ls) || spmd_is_subgroup_manual(rs))
     return NULL;
-  for (int i = 0; i < cd->n_spatial; i++)
-    if (win->dims[i].reversal || win->dims[i].base_dilation != 1) return NULL;
+  int64_t rev[HK_MAX_RANK];
+  int nrev = 0;
+  for (int i = 0; i < cd->n_spatial; i++) {
+    if (win->dims[i].base_dilation != 1 || (win->dims[i].reversal && !allow_reversal)) return NULL;
+    if (win->dims[i].reversal) rev[nrev++] = cd->kernel_spatial[i];
+  }
   int r = orig->shape->rank;
   int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK];
   rhs_to_lhs[cd->kernel_output_feature] = cd->input_batch;
   rhs_to_lhs[cd->kernel_input_feature] = cd->input_feature;
   for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
   for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
-  const hk_sharding *lt = ls, *rt = rs;
+  *lt = ls;
+  *rt = rs;
   if (hk_shape_byte_size(orig->operands[0]->shape) < hk_shape_byte_size(orig->operands[1]->shape))
-    lt = hk_sharding_transpose(v->m, rs, lhs_to_rhs);
-  else
-    rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs);
-  if (!lt || !rt || parts(lt, cd->input_batch) != 1 || parts(rt, cd->kernel_output_feature) != 1 ||
-      !groups_unpartitioned(orig, lt, rt))
+    *lt = hk_sharding_transpose(v->m, nrev ? spmd_reverse_sharding(v, rs, rev, nrev) : rs, lhs_to_rhs);
+  else if ((*rt = hk_sharding_transpose(v->m, ls, rhs_to_lhs)) && nrev)
+    *rt = spmd_reverse_sharding(v, *rt, rev, nrev);
+  if (!*lt || !*rt || parts(*lt, cd->input_batch) != 1 || parts(*rt, cd->kernel_output_feature) != 1 ||
+      !groups_unpartitioned(orig, *lt, *rt))
     return NULL;
-  hk_instr *lhs, *rhs;
-  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
-  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
-  lhs = zero_padding(v, lhs, lt, orig->operands[0]->shape);
-  rhs = zero_padding(v, rhs, rt, orig->operands[1]->shape);
-  hk_window_dim *nw = hk_alloc(v->m, sizeof *nw * (size_t)cd->n_spatial);
-  hk_instr *zero = spmd_constant_scalar(v, (hk_prim)lhs->shape->elem, 0);
-  for (int i = 0; i < cd->n_spatial; i++) {
-    const hk_window_dim *wd = &win->dims[i];
-    nw[i] = *wd;
-    int64_t d = cd->input_spatial[i], k = parts(lt, d);
-    if (k == 1) continue;
-    int64_t base = orig->operands[0]->shape->dims[d];
-    int64_t lsz = (base + k - 1) / k;
-    int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
-    int64_t wc = 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
-    int64_t rd = rsz * wd->window_dilation;
-    int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
-    if (!left) abort();
-    int64_t *right = left + k, *none = left + 2 * k;
-    for (int64_t j = 0; j < k; j++) {
-      left[j] = (lsz - rd) * j + wd->pad_lo;
-      right[j] = (rd - lsz) * j + rd - lsz + 1 - wd->window_dilation + wd->stride * (wc - 1) - wd->pad_lo;
-      none[j] = 0;
-    }
-    spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = wd->pad_lo,
-                   .padded_full = 0, .base_dim = base,
-                   .shard_with_halo = wd->stride * (wc - 1) + (rsz - 1) * wd->window_dilation + 1,
-                   .offset_on_padded = none, .mask = false};
-    hk_instr *ext = spmd_exchange_halo_valid(v, lhs, lt, d, &h, zero);
-    free(left);
-    if (!ext) return NULL;
-    lhs = ext;
-    nw[i].pad_lo = nw[i].pad_hi = 0;
-    nw[i].size = rsz;
+  if (nrev) {
+    HK_TRY(rhs_padded_on_left(v, orig, *rt, nrev, rev, rhs));
+    if (!*rhs) return NULL;
+  } else {
+    HK_TRY(spmd_reshard(v, rv, *rt, rhs));
+    for (int d = 0; d < r; d++) *rhs = spmd_zero_padding(v, *rt, orig->operands[1]->shape, d, *rhs);
   }
-  hk_instr *c = local_conv(v, orig, lhs, rhs, nw);
-  /* Partial sums over the tiles of the lhs (replicas of a tile hold the same sums). */
+  HK_TRY(spmd_reshard(v, lv, *lt, lhs));
+  for (int d = 0; d < r; d++) *lhs = spmd_zero_padding(v, *lt, orig->operands[0]->shape, d, *lhs);
+  *ok = true;
+  return NULL;
+}
+
+/* The local convolution c of aligned operands (the lhs tiled by lt) is a
+ * partial sum of the whole result: summed over the tiles (replicas of a
+ * tile hold the same sums) and resharded to the output's sharding. */
+static hk_status *sum_partial_conv(spmd_visitor *v, hk_instr *orig, hk_instr *c, const hk_sharding *lt) {
+  int r = orig->shape->rank;
   int64_t tdims[HK_MAX_RANK], n_groups, gsize;
   for (int i = 0; i < r; i++) tdims[i] = i;
   int64_t *groups = spmd_groups(v, lt, r, tdims, &n_groups, &gsize);
@@ -164,9 +174,155 @@ static hk_status *halo_on_lhs(spmd_visitor *v, hk_instr *orig, bool *handled) {
   free(groups);
   const hk_sharding *rep = hk_sharding_replicated(v->m);
   if (lt->replicate_on_last_tile_dim) rep = hk_sharding_replicate_dims(v->m, lt, r, tdims);
+  const hk_sharding *o = spmd_sharding_of(v, orig);
   hk_instr *out;
   HK_TRY(spmd_reshard_hlo(v, c, orig->shape, rep, o, &out));
   spmd_set(v, orig, out, o);
+  return NULL;
+}
+
+/* The window count of spatial dim i over the whole lhs. */
+static int64_t window_count(const hk_instr *orig, int i) {
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t base = orig->operands[0]->shape->dims[orig->attrs->conv->input_spatial[i]];
+  return 1 + (wd->pad_lo + wd->pad_hi + base - (1 + (wd->size - 1) * wd->window_dilation)) / wd->stride;
+}
+
+/* The aligned operands of a halo plan (lhs tiled by lt, rhs by rt), the
+ * local window being built (nw) and the zero the halos are padded with. */
+typedef struct halo_conv {
+  const hk_sharding *lt, *rt;
+  hk_instr *lhs, *rhs, *zero;
+  hk_window_dim *nw;
+} halo_conv;
+
+/* Spatial dim i, split k ways: the lhs shard i with the halos the windows
+ * of kernel shard i read, [rsz D i - pad_lo, + stride (wc - 1) + (rsz - 1) D
+ * + 1); false when they reach too far. */
+static bool lhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, halo_conv *hc) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t d = cd->input_spatial[i], base = orig->operands[0]->shape->dims[d];
+  int64_t lsz = (base + k - 1) / k;
+  int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
+  int64_t wc = window_count(orig, i), rd = rsz * wd->window_dilation;
+  int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
+  if (!left) abort();
+  int64_t *right = left + k, *none = left + 2 * k;
+  for (int64_t j = 0; j < k; j++) {
+    left[j] = (lsz - rd) * j + wd->pad_lo;
+    right[j] = (rd - lsz) * j + rd - lsz + 1 - wd->window_dilation + wd->stride * (wc - 1) - wd->pad_lo;
+    none[j] = 0;
+  }
+  spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = wd->pad_lo,
+                 .padded_full = 0, .base_dim = base,
+                 .shard_with_halo = wd->stride * (wc - 1) + (rsz - 1) * wd->window_dilation + 1,
+                 .offset_on_padded = none, .mask = false};
+  hk_instr *ext = spmd_exchange_halo_valid(v, hc->lhs, hc->lt, d, &h, hc->zero);
+  free(left);
+  if (!ext) return false;
+  hc->lhs = ext;
+  hc->nw[i].pad_lo = hc->nw[i].pad_hi = 0;
+  hc->nw[i].size = rsz;
+  return true;
+}
+
+/* Spatial dim i, split k ways: kernel shard i (positions [rsz i, rsz (i +
+ * 1)) of the undilated kernel) with the halos from its neighbours that
+ * every window over lhs shard i [lsz i, lsz (i + 1)) reaches, in undilated
+ * kernel positions:
+ *   left(i)  = ceil((i (rsz D - lsz) + (wc - 1) stride - pad_lo) / D)
+ *   right(i) = ceil(((i + 1) (lsz - rsz D) + pad_lo) / D)
+ * (XLA's PartitionConvolutionWithSpatialDimensionHaloExchangeOnRHS).  The
+ * lhs shard then needs low padding npl(i) = left(i) D - (i (rsz D - lsz)
+ * - pad_lo): where that differs between shards the lhs is padded by its
+ * maximum on both sides and each shard slices its own start. */
+static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, halo_conv *hc) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  const hk_window_dim *wd = &orig->attrs->window->dims[i];
+  int64_t ld = cd->input_spatial[i], kd = cd->kernel_spatial[i];
+  int64_t D = wd->window_dilation, wc = window_count(orig, i);
+  int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
+  int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
+  int64_t *left = calloc((size_t)(4 * k), sizeof(int64_t));
+  if (!left) abort();
+  int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
+  int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
+  for (int64_t j = 0; j < k; j++) {
+    left[j] = (j * (rsz * D - lsz) + (wc - 1) * wd->stride - wd->pad_lo + D - 1) / D;
+    right[j] = (j * (lsz - rsz * D) + lsz - rsz * D + wd->pad_lo + D - 1) / D;
+    npl[j] = left[j] * D - (j * (rsz * D - lsz) - wd->pad_lo);
+    if (j >= 1 && left[j] > max_left) max_left = left[j];
+    if (j < k - 1 && right[j] > max_right) max_right = right[j];
+    if (npl[j] > max_npl) max_npl = npl[j];
+  }
+  /* The window of every shard spans rsz + max_left + max_right; shard 0's
+   * own left halo (kernel positions below 0, zeros) may reach so far
+   * (negative padding, strides) that its window ends short of its right
+   * halo: cut to what fits. */
+  if (left[0] + right[0] > max_left + max_right) {
+    left[0] = max_left + max_right - right[0];
+    if (left[0] < 0) {
+      free(left);
+      return false;
+    }
+    npl[0] = left[0] * D + wd->pad_lo;
+    max_npl = npl[0];
+    for (int64_t j = 1; j < k; j++)
+      if (npl[j] > max_npl) max_npl = npl[j];
+  }
+  /* Where npl differs, the lhs is padded by lo_pad / hi_pad and shard j
+   * slices lsz + max_npl from lo_pad - npl(j) (XLA pads by max_npl on both
+   * sides, which needs every npl(j) >= 0). */
+  bool constant = true;
+  int64_t min_npl = npl[0];
+  for (int64_t j = 0; j < k; j++) {
+    constant = constant && npl[j] == npl[0];
+    if (npl[j] < min_npl) min_npl = npl[j];
+  }
+  int64_t lo_pad = max_npl > 0 ? max_npl : 0, hi_pad = max_npl - min_npl;
+  for (int64_t j = 0; j < k; j++) start[j] = lo_pad - npl[j];
+  if (!constant && lsz + max_npl <= 0) {
+    free(left);
+    return false;
+  }
+  int64_t size = hc->rhs->shape->dims[kd] + max_left + max_right;
+  hc->nw[i].size = size;
+  hc->nw[i].pad_lo = constant ? max_npl : 0;
+  hc->nw[i].pad_hi = wc * wd->stride + (size - 1) * D - max_npl - lsz;
+  if (!constant) {
+    hk_instr *padded = spmd_pad_along(v, hc->lhs, hc->zero, ld, lo_pad, hi_pad);
+    hc->lhs = spmd_dynamic_slice_dim(v, padded, ld, spmd_per_tile_scalar(v, hc->lt, ld, start),
+                                     lsz + max_npl);
+  }
+  for (int64_t j = 0; j < k; j++) start[j] = 0;
+  spmd_halo h = {.ring = {k, -1, 0}, .left = left, .right = right, .explicit_left = left[0],
+                 .padded_full = 0, .base_dim = orig->operands[1]->shape->dims[kd],
+                 .shard_with_halo = size, .offset_on_padded = start, .mask = false};
+  hk_instr *ext = spmd_exchange_halo_valid(v, hc->rhs, hc->rt, kd, &h, hc->zero);
+  free(left);
+  if (!ext) return false;
+  hc->rhs = ext;
+  return true;
+}
+
+/* Both operands tiled: aligned, the halos exchanged on the lhs (on_lhs)
+ * or the rhs along every split spatial dim, the local convolution's
+ * partial sums all-reduced. */
+static hk_status *conv_with_halos(spmd_visitor *v, hk_instr *orig, bool on_lhs, bool *handled) {
+  const hk_conv_dnums *cd = orig->attrs->conv;
+  halo_conv hc;
+  bool ok;
+  HK_TRY(aligned_operands(v, orig, on_lhs, &hc.lt, &hc.rt, &hc.lhs, &hc.rhs, &ok));
+  if (!ok) return NULL;
+  hc.nw = hk_alloc(v->m, sizeof *hc.nw * (size_t)cd->n_spatial);
+  hc.zero = spmd_constant_scalar(v, (hk_prim)hc.lhs->shape->elem, 0);
+  for (int i = 0; i < cd->n_spatial; i++) {
+    hc.nw[i] = orig->attrs->window->dims[i];
+    int64_t k = on_lhs ? parts(hc.lt, cd->input_spatial[i]) : parts(hc.rt, cd->kernel_spatial[i]);
+    if (k > 1 && !(on_lhs ? lhs_dim_halos : rhs_dim_halos)(v, orig, i, k, &hc)) return NULL;
+  }
+  HK_TRY(sum_partial_conv(v, orig, local_conv(v, orig, hc.lhs, hc.rhs, hc.nw), hc.lt));
   *handled = true;
   return NULL;
 }
@@ -293,7 +449,7 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
     if (!conv_spatial_dim(orig, i) && (parts(ls, cd->input_spatial[i]) > 1 || parts(o, cd->output_spatial[i]) > 1))
       dot_dims = true;
   if (!spatial || dot_dims) return NULL;
-  if (v->p->options.conv_halo_exchange_always_on_lhs) HK_TRY(halo_on_lhs(v, orig, handled));
+  HK_TRY(conv_with_halos(v, orig, v->p->options.conv_halo_exchange_always_on_lhs, handled));
   if (!*handled) HK_TRY(tiled_output(v, orig, handled));
   return NULL;
 }

@@ -463,6 +463,69 @@ static hk_status *operand_as(spmd_visitor *v, const hk_instr *orig, int k, const
   return spmd_reshard(v, val, s, out);
 }
 
+/* ---- indices made of iotas and constants ---------------------------------------
+ * Indices computed from iotas and constants alone (how parallel dims are
+ * written) are rebuilt whole on every device and sliced to the sharding a
+ * plan wants, moving nothing where a reshard would move them.  Bounded:
+ * a few ops, and a whole value small enough that holding it costs less
+ * than sending it. */
+#define REBUILD_MAX_OPS 32
+#define REBUILD_MAX_BYTES (1 << 20)
+
+static bool rebuildable_in(const hk_instr *x, int *budget) {
+  if (--*budget < 0 || !hk_shape_is_array(x->shape)) return false;
+  switch (x->opcode) {
+    case HK_OP_IOTA:
+    case HK_OP_CONSTANT:
+      return true;
+    case HK_OP_BROADCAST:
+    case HK_OP_CONCATENATE:
+    case HK_OP_RESHAPE:
+    case HK_OP_TRANSPOSE:
+    case HK_OP_SLICE:
+      break;
+    default:
+      if (!hk_opcode_is_elementwise(x->opcode) || x->opcode == HK_OP_STOCHASTIC_CONVERT) return false;
+  }
+  for (int k = 0; k < x->n_operands; k++)
+    if (!rebuildable_in(x->operands[k], budget)) return false;
+  return true;
+}
+
+static bool rebuildable(const hk_instr *x) {
+  int budget = REBUILD_MAX_OPS;
+  return hk_shape_byte_size(x->shape) <= REBUILD_MAX_BYTES && rebuildable_in(x, &budget);
+}
+
+/* x (an original instruction) computed whole in the partitioned computation. */
+static hk_instr *rebuild(spmd_visitor *v, const hk_instr *x) {
+  hk_instr **o = calloc((size_t)x->n_operands + 1, sizeof(hk_instr *));
+  if (!o) abort();
+  for (int k = 0; k < x->n_operands; k++) o[k] = rebuild(v, x->operands[k]);
+  hk_instr *c = hk_instr_clone(v->comp, x, x->shape, x->n_operands, o, NULL);
+  hk_instr_set_sharding(c, NULL);
+  free(o);
+  return c;
+}
+
+/* The price of taking the indices (operand k of orig) to s. */
+static int64_t indices_cost(spmd_visitor *v, const hk_instr *orig, int k, const hk_sharding *s) {
+  const hk_instr *x = orig->operands[k];
+  int64_t c = spmd_reshard_cost(v, x->shape, spmd_sharding_of(v, x), s);
+  return c > 0 && rebuildable(x) ? spmd_reshard_cost(v, x->shape, hk_sharding_replicated(v->m), s) : c;
+}
+
+/* The indices (operand k of orig) under s: rebuilt and sliced where that
+ * moves less than resharding them. */
+static hk_status *indices_as(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, hk_instr **out) {
+  const hk_instr *x = orig->operands[k];
+  const hk_sharding *rep = hk_sharding_replicated(v->m);
+  if (!rebuildable(x) || spmd_reshard_cost(v, x->shape, spmd_sharding_of(v, x), s) <=
+                             spmd_reshard_cost(v, x->shape, rep, s))
+    return operand_as(v, orig, k, s, out);
+  return spmd_reshard_hlo(v, rebuild(v, x), x->shape, rep, s, out);
+}
+
 static hk_instr *new_op(spmd_visitor *v, hk_opcode op, const hk_shape *s, int n, hk_instr **ops) {
   return hk_instr_new(v->comp, op, s, n, ops, NULL);
 }
@@ -631,7 +694,7 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
   const hk_shape *op_shape = orig->operands[0]->shape;
   hk_instr *ops[2];
   HK_TRY(operand_as(v, orig, 0, pl->op_s, &ops[0]));
-  HK_TRY(operand_as(v, orig, 1, pl->idx_s, &ops[1]));
+  HK_TRY(indices_as(v, orig, 1, pl->idx_s, &ops[1]));
   shifted_indices si = {ops[1], NULL};
   if (pl->n_shift) si = shift_indices(v, g, pl, ops[1], op_shape, true);
   ops[1] = si.idx;
@@ -668,7 +731,7 @@ static hk_status *gather_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dim
 static int64_t gather_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
   int64_t c = spmd_reshard_cost(v, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[0]),
                                 pl->op_s);
-  c += spmd_reshard_cost(v, orig->operands[1]->shape, spmd_sharding_of(v, orig->operands[1]), pl->idx_s);
+  c += indices_cost(v, orig, 1, pl->idx_s);
   if (pl->n_trivial)
     c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE,
                         hk_shape_byte_size(spmd_local_shape(v, pl->out_s, orig->shape)),
@@ -763,7 +826,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
   hk_status *st = NULL;
   for (int k = 0; k < 2 * n + 1 && !st; k++) {
     const hk_sharding *t = k < n ? pl->op_s : k == n ? pl->idx_s : pl->out_s;
-    st = operand_as(v, orig, k, t, &ops[k]);
+    st = k == n ? indices_as(v, orig, k, t, &ops[k]) : operand_as(v, orig, k, t, &ops[k]);
   }
   if (!st) {
     if (pl->n_shift) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
@@ -798,6 +861,36 @@ static const hk_sharding *first_element(const hk_sharding *s) {
   return s;
 }
 
+/* The bytes a (single-operand) scatter plan moves (planned_collective_cost):
+ * the operand's, indices' and updates' reshards, the all-reduce combining
+ * partitions' updates, the result's reshard to the scatter's sharding. */
+static int64_t scatter_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
+  const hk_instr *op = orig->operands[0], *upd = orig->operands[2];
+  int64_t c = spmd_reshard_cost(v, op->shape, spmd_sharding_of(v, op), pl->op_s);
+  c += indices_cost(v, orig, 1, pl->idx_s);
+  c += spmd_reshard_cost(v, upd->shape, spmd_sharding_of(v, upd), pl->out_s);
+  if (!pl->operand_driven && pl->n_idx_batch > 0)
+    c += spmd_plan_cost(v->p, HK_COLL_ALL_REDUCE, hk_shape_byte_size(spmd_local_shape(v, pl->op_s, op->shape)),
+                        kept_tiles(pl->reduce_s, pl->n_reduce, pl->reduce_dims));
+  return c + spmd_reshard_cost(v, orig->shape, pl->op_s, spmd_sharding_of(v, orig));
+}
+
+/* The operand-driven plan for an operand split like the updates su on its
+ * passthrough dims: what XLA's index passthrough reaches when it recurses
+ * into operand passthrough inside each index group, the updates keeping
+ * their window split. */
+static bool plan_from_updates(spmd_visitor *v, const gs_dims *g, const hk_shape *op,
+                              const hk_sharding *su, gs_plan *pl) {
+  if (!plain_tiled(su)) return false;
+  int64_t src_of[HK_MAX_RANK];
+  for (int d = 0; d < g->op_rank; d++) {
+    int64_t o = g->out_of_operand[d];
+    src_of[d] = o >= 0 && g->window[d] == op->dims[d] && hk_sharding_dim_partitions(su, (int)o) > 1 ? o : -1;
+  }
+  return plan_operand_driven(v, g, op, derive(v->m, su, g->op_rank, src_of), pl) &&
+         !pl->n_trivial && pl->n_passthrough;
+}
+
 hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
@@ -822,6 +915,14 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   if (op_ok && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
       plan_merged(v, &g, &op_plan, &idx_plan, true, &merged))
     pl = &merged;
+  /* Index passthrough with the updates' window split kept (the operand
+   * follows the updates), taken when it moves fewer bytes. */
+  gs_plan from_upd, upd_merged;
+  if (pl && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
+      plan_from_updates(v, &g, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[2]), &from_upd) &&
+      plan_merged(v, &g, &from_upd, &idx_plan, true, &upd_merged) &&
+      scatter_plan_cost(v, orig, &upd_merged) < scatter_plan_cost(v, orig, pl))
+    pl = &upd_merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);
 }

@@ -167,9 +167,7 @@ static hk_instr *exchange_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *
   return c;
 }
 
-/* x padded along d by lo/hi elements of pv. */
-static hk_instr *pad_along(spmd_visitor *v, hk_instr *x, hk_instr *pv, int64_t d, int64_t lo,
-                           int64_t hi) {
+hk_instr *spmd_pad_along(spmd_visitor *v, hk_instr *x, hk_instr *pv, int64_t d, int64_t lo, int64_t hi) {
   int r = x->shape->rank;
   hk_pad_dim *pd = hk_alloc(v->m, sizeof *pd * (size_t)(r ? r : 1));
   int64_t dims[HK_MAX_RANK];
@@ -427,7 +425,7 @@ hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_shardi
   if (extra_left < 0) extra_left = 0;
   int64_t extra_right = max_in(start, 0, n) + h->shard_with_halo - c->shape->dims[d] - extra_left;
   if (extra_right < 0) extra_right = 0;
-  if (extra_left > 0 || extra_right > 0) c = pad_along(v, c, pv, d, extra_left, extra_right);
+  if (extra_left > 0 || extra_right > 0) c = spmd_pad_along(v, c, pv, d, extra_left, extra_right);
   if (h->shard_with_halo != c->shape->dims[d]) {
     if (constant && h->left[0] == h->explicit_left) {
       c = spmd_slice_dim(v, c, d, 0, h->shard_with_halo);

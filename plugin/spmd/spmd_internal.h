@@ -341,6 +341,8 @@ bool spmd_preprocess_candidate(const hk_instr *i);
 #define SPMD_ROTATE_RIGHT_TARGET "SPMDInternal_RotateRight"
 
 /* ---- halo.c ---- */
+/* x padded along d by lo / hi elements of the scalar pv. */
+hk_instr *spmd_pad_along(spmd_visitor *v, hk_instr *x, hk_instr *pv, int64_t d, int64_t lo, int64_t hi);
 /* h sliced to [start, limit) along dim (whole along every other dim). */
 hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t start, int64_t limit);
 hk_status *spmd_handle_rotate_right(spmd_visitor *v, hk_instr *orig);
@@ -404,6 +406,8 @@ hk_status *spmd_handle_reduce_window(spmd_visitor *v, hk_instr *orig, bool *hand
 hk_status *spmd_handle_pad_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_slice_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
 hk_status *spmd_handle_reverse_windowed(spmd_visitor *v, hk_instr *orig, bool *handled);
+/* s (tiled) with its tiles reversed along the n data dims rd (XLA's ReverseSharding). */
+const hk_sharding *spmd_reverse_sharding(spmd_visitor *v, const hk_sharding *s, const int64_t *rd, int n);
 hk_status *spmd_handle_select_and_scatter(spmd_visitor *v, hk_instr *orig, bool *handled);
 
 /* ---- dynamic_update_slice.c: an update inside one shard of a

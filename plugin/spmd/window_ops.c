@@ -205,9 +205,7 @@ hk_status *spmd_handle_slice_windowed(spmd_visitor *v, hk_instr *orig, bool *han
 
 /* ---- reverse ------------------------------------------------------------------------ */
 
-/* s with its tiles reversed along the listed dims (XLA's ReverseSharding). */
-static const hk_sharding *reverse_sharding(spmd_visitor *v, const hk_sharding *s, const int64_t *rd,
-                                           int n) {
+const hk_sharding *spmd_reverse_sharding(spmd_visitor *v, const hk_sharding *s, const int64_t *rd, int n) {
   int64_t total = hk_sharding_num_tiles(s) * hk_sharding_replication_factor(s);
   int64_t *dev = malloc(sizeof(int64_t) * (size_t)total);
   if (!dev) abort();
@@ -238,7 +236,7 @@ hk_status *spmd_handle_reverse_windowed(spmd_visitor *v, hk_instr *orig, bool *h
   if (!tiled_target(s)) return NULL;
   spmd_value *xv = operand_value(v, orig, 0);
   if (!xv) return hk_error(HK_INTERNAL, "operand of '%s' not partitioned", orig->name);
-  const hk_sharding *rs = reverse_sharding(v, s, orig->dims, orig->n_dims);
+  const hk_sharding *rs = spmd_reverse_sharding(v, s, orig->dims, orig->n_dims);
   const hk_shape *in = orig->operands[0]->shape;
   hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)(r ? r : 1));
   for (int i = 0; i < r; i++) {
