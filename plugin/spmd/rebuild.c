@@ -133,20 +133,31 @@ static bool pure_of_replicated(spmd_visitor *v, const hk_instr *x, int *budget) 
   return true;
 }
 
-bool spmd_rebuild_as(spmd_visitor *v, spmd_value *val, const hk_sharding *to, hk_instr **out) {
+/* Whether val may be built under `to` rather than resharded (manual
+ * shardings and single-device targets keep the engine's way). */
+static bool may_rebuild(spmd_visitor *v, const spmd_value *val, const hk_sharding *to) {
   const hk_instr *x = val->orig;
   int budget = REBUILD_MAX_OPS;
-  if (!x || !to || (to->kind != HK_SHARDING_TILED && to->kind != HK_SHARDING_REPLICATED) || spmd_manual_factor(to) != 1 ||
-      spmd_manual_factor(val->sharding) != 1 || (val->sharding && val->sharding->kind == HK_SHARDING_MANUAL) ||
-      !hk_shape_is_array(x->shape) || !hk_shape_is_array(val->base_shape) ||
-      hk_shape_byte_size(x->shape) != hk_shape_byte_size(val->base_shape) ||
-      !pure_of_replicated(v, x, &budget))
-    return false;
+  return x && to && (to->kind == HK_SHARDING_TILED || to->kind == HK_SHARDING_REPLICATED) &&
+         spmd_manual_factor(to) == 1 && spmd_manual_factor(val->sharding) == 1 &&
+         !(val->sharding && val->sharding->kind == HK_SHARDING_MANUAL) &&
+         hk_shape_is_array(x->shape) && hk_shape_is_array(val->base_shape) &&
+         hk_shape_byte_size(x->shape) == hk_shape_byte_size(val->base_shape) &&
+         pure_of_replicated(v, x, &budget);
+}
+
+int64_t spmd_value_reshard_cost(spmd_visitor *v, const spmd_value *val, const hk_sharding *to) {
+  int64_t c = spmd_reshard_cost(v, val->base_shape, val->sharding, to);
+  return c > 0 && may_rebuild(v, val, to) ? 0 : c;
+}
+
+bool spmd_rebuild_as(spmd_visitor *v, spmd_value *val, const hk_sharding *to, hk_instr **out) {
   /* Chosen by cost: building moves nothing, so any reshard that moves
    * bytes loses to it. */
-  if (spmd_reshard_cost(v, val->base_shape, val->sharding, to) <= 0) return false;
-  budget = REBUILD_MAX_OPS;
-  hk_instr *h = build_local(v, x, to, &budget);
+  if (!may_rebuild(v, val, to) || spmd_reshard_cost(v, val->base_shape, val->sharding, to) <= 0)
+    return false;
+  int budget = REBUILD_MAX_OPS;
+  hk_instr *h = build_local(v, val->orig, to, &budget);
   if (!h) return false;
   *out = h;
   return true;

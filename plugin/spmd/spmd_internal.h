@@ -273,6 +273,8 @@ hk_instr *spmd_rebuild(spmd_visitor *v, const hk_instr *x);
  * original is a pure function of replicated inputs and the reshard would
  * move bytes; false (nothing built that is used) otherwise. */
 bool spmd_rebuild_as(spmd_visitor *v, spmd_value *val, const hk_sharding *to, hk_instr **out);
+/* spmd_reshard's price for val to `to`: 0 where it would rebuild. */
+int64_t spmd_value_reshard_cost(spmd_visitor *v, const spmd_value *val, const hk_sharding *to);
 
 /* ---- reshard.c ---- */
 hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *target,
