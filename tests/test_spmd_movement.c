@@ -285,6 +285,24 @@ START_TEST(rebuild_zero_broadcast_under_dynamic_update_slice) {
 }
 END_TEST
 
+START_TEST(rebuild_broadcast_transpose_of_a_replicated_vector) {
+  /* exp(transpose(broadcast(q))) of a replicated q, [2,2] -> [1,4]: an
+   * all-to-all and permutes before; each device broadcasts its own piece
+   * of q (the broadcast's and transpose's operand tilings), nothing moves. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  q = f32[6] parameter(1), sharding={replicated}\n"
+      "  b = f32[8,6] broadcast(q), dimensions={1}, sharding={devices=[2,2]<=[4]}\n"
+      "  t = f32[6,8] transpose(b), dimensions={1,0}, sharding={devices=[2,2]<=[4]}\n"
+      "  e = f32[6,8] exponential(t), sharding={devices=[2,2]<=[4]}\n"
+      "  p = f32[6,8] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT r = f32[6,8] add(e, p), sharding={devices=[1,4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -305,6 +323,7 @@ static Suite *suite(void) {
   tcase_add_test(t, rebuild_iota_times_broadcast_instead_of_all_to_all);
   tcase_add_test(t, rebuild_uneven_iota_and_replicated_operand);
   tcase_add_test(t, rebuild_zero_broadcast_under_dynamic_update_slice);
+  tcase_add_test(t, rebuild_broadcast_transpose_of_a_replicated_vector);
   suite_add_tcase(s, t);
   return s;
 }

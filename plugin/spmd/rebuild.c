@@ -106,6 +106,27 @@ static hk_instr *local_elementwise(spmd_visitor *v, const hk_instr *x, const hk_
   return c;
 }
 
+/* The operand tiling under which a broadcast or transpose x makes its
+ * tile of `to` locally (as their handlers ask of their operands); NULL
+ * when there is none. */
+static const hk_sharding *operand_tiling(spmd_visitor *v, const hk_instr *x, const hk_sharding *to) {
+  int r = x->shape->rank;
+  int64_t idx[HK_MAX_RANK];
+  if (x->opcode == HK_OP_TRANSPOSE) {
+    for (int i = 0; i < x->n_dims; i++) idx[x->dims[i]] = i;
+    return hk_sharding_transpose(v->m, to, idx);
+  }
+  int na = 0;
+  for (int i = 1; i < x->n_dims; i++)
+    if (x->dims[i] <= x->dims[i - 1]) return NULL;
+  for (int d = 0; d < r; d++) {
+    bool kept = false;
+    for (int i = 0; i < x->n_dims; i++) kept = kept || x->dims[i] == d;
+    if (!kept) idx[na++] = d;
+  }
+  return na ? spmd_remove_dims(v, to, na, idx) : to;
+}
+
 /* x's tile under `to` (tiled, no manual subgroup), or NULL when some piece
  * cannot be built without the whole value growing past the bound.  Padding
  * of uneven tiles holds whatever the ops compute there, as for any value. */
@@ -118,6 +139,14 @@ static hk_instr *build_local(spmd_visitor *v, const hk_instr *x, const hk_shardi
       spmd_rebuildable(v, x->operands[0]))
     return hk_build_broadcast_scalar(v->comp, NULL, spmd_rebuild(v, x->operands[0]),
                                      spmd_local_shape(v, to, x->shape));
+  if (x->opcode == HK_OP_BROADCAST || x->opcode == HK_OP_TRANSPOSE) {
+    const hk_sharding *os = operand_tiling(v, x, to);
+    hk_instr *t = os ? build_local(v, x->operands[0], os, budget) : NULL;
+    if (!t) return NULL;
+    hk_instr *c = hk_instr_clone(v->comp, x, spmd_local_shape(v, to, x->shape), 1, &t, NULL);
+    hk_instr_set_sharding(c, NULL);
+    return c;
+  }
   if (hk_opcode_is_elementwise(x->opcode) && pure_op(x)) return local_elementwise(v, x, to, budget);
   return spmd_rebuildable(v, x) ? reshard_whole(v, spmd_rebuild(v, x), x->shape, to) : NULL;
 }
