@@ -669,6 +669,25 @@ START_TEST(uneven_dims_move_by_all_to_all) {
 }
 END_TEST
 
+START_TEST(reshard_through_the_whole_value_counts_a_rematerialization) {
+  /* [2,1 r3] -> [1,3 r2] over 6 devices: no all-to-all or factor move
+   * fits (2 and 3 share no factor), so the general path gathers dim 0,
+   * the value is whole on every device, and dim 1 is sliced again: one
+   * full rematerialization. */
+  named_counts c = partition_and_count(
+      "HloModule m, num_partitions=6\n\nENTRY e {\n"
+      "  p = f32[6,6] parameter(0), sharding={devices=[2,1,3]<=[6] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[6,6] copy(p), sharding={devices=[1,3,2]<=[6] last_tile_dim_replicate}\n}\n");
+  ck_assert_int_eq(c.remats, 1);
+  /* Gathering one dim of two leaves the value split: none. */
+  c = partition_and_count(
+      "HloModule m, num_partitions=6\n\nENTRY e {\n"
+      "  p = f32[6,6,6] parameter(0), sharding={devices=[2,1,3]<=[6]}\n"
+      "  ROOT c = f32[6,6,6] copy(p), sharding={devices=[1,2,3]<=[6]}\n}\n");
+  ck_assert_int_eq(c.remats, 0);
+}
+END_TEST
+
 START_TEST(reshard_across_device_orders_permutes_not_rematerializes) {
   /* [4,2,1] to [2,2,2] with another device order: gather within groups of
    * the changed dim, one collective-permute to the owners `to` wants, local
@@ -763,6 +782,7 @@ static Suite *spmd_suite(void) {
   tcase_add_test(r, grouped_conv_partitions_whole_groups);
   tcase_add_test(r, iota_is_made_locally);
   tcase_add_test(r, reshard_across_device_orders_permutes_not_rematerializes);
+  tcase_add_test(r, reshard_through_the_whole_value_counts_a_rematerialization);
   tcase_add_test(r, uneven_dims_move_by_all_to_all);
   tcase_add_test(r, reshape_splitting_into_a_minor_sharded_dim_reshards_the_result);
   tcase_add_test(r, topk_on_split_dim_merges_candidates);

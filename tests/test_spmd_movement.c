@@ -211,6 +211,98 @@ START_TEST(reshape_merge_uneven_four_ways) {
 }
 END_TEST
 
+/* ---- values rebuilt under the target sharding (rebuild.c) --------------------- */
+
+START_TEST(rebuild_iota_times_broadcast_instead_of_all_to_all) {
+  /* a = 1.5 * float(iota) is [2,2]; its user wants [4,1] (an all-to-all
+   * before): every device builds its own rows from the iota plus its
+   * tile offset, nothing moves. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  z = f32[] constant(1.5)\n"
+      "  b = f32[8,6] broadcast(z), dimensions={}, sharding={devices=[2,2]<=[4]}\n"
+      "  i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[2,2]<=[4]}\n"
+      "  f = f32[8,6] convert(i), sharding={devices=[2,2]<=[4]}\n"
+      "  a = f32[8,6] multiply(b, f), sharding={devices=[2,2]<=[4]}\n"
+      "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[8,6] add(a, p), sharding={devices=[4,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rebuild_uneven_iota_and_replicated_operand) {
+  /* An uneven iota along the split dim plus a replicated parameter,
+   * [3,1] -> [1,3] and on to a replicated root: no all-to-all, no
+   * all-gather; the tile offsets come from the target's tiles. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  q = s32[7,5] parameter(1), sharding={replicated}\n"
+      "  i = s32[7,5] iota(), iota_dimension=1, sharding={devices=[3,1]<=[3]}\n"
+      "  a = s32[7,5] add(i, q), sharding={devices=[3,1]<=[3]}\n"
+      "  p = s32[7,5] parameter(0), sharding={devices=[1,3]<=[3]}\n"
+      "  m = s32[7,5] multiply(a, p), sharding={devices=[1,3]<=[3]}\n"
+      "  ROOT t = (s32[7,5], s32[7,5]) tuple(m, a), sharding={{devices=[1,3]<=[3]}, {replicated}}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 3, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rebuild_zero_broadcast_under_dynamic_update_slice) {
+  /* A zero buffer [2,2,1,1] updated across dim 1's shard boundary (rows
+   * 6..9 of 16): moving dim 1's partitions away costs an all-to-all of
+   * the buffer in and of the result out; with the zeros built under any
+   * sharding, replicating dim 1 costs only the update's gather (its
+   * [2,2,4,2] tile, 128 bytes) and the way back is a local slice. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  zero = f32[] constant(0)\n"
+      "  buf = f32[4,16,16,2] broadcast(zero), dimensions={}, sharding={devices=[2,2,1,1]<=[4]}\n"
+      "  u = f32[4,4,4,2] parameter(0), sharding={devices=[2,2,1,1]<=[4]}\n"
+      "  c0 = s32[] constant(0)\n"
+      "  c6 = s32[] constant(6)\n"
+      "  ROOT d = f32[4,16,16,2] dynamic-update-slice(buf, u, c0, c6, c6, c0), sharding={devices=[2,2,1,1]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_GATHER), 128);
+  hk_module_free(p);
+  /* The update a function of a replicated parameter too: nothing moves. */
+  text = "HloModule m\nENTRY e {\n"
+         "  zero = f32[] constant(0)\n"
+         "  buf = f32[4,16,16,2] broadcast(zero), dimensions={}, sharding={devices=[2,2,1,1]<=[4]}\n"
+         "  q = f32[4,4,4,2] parameter(0), sharding={replicated}\n"
+         "  c = f32[4,4,4,2] copy(q), sharding={devices=[2,2,1,1]<=[4]}\n"
+         "  u = f32[4,4,4,2] add(c, c), sharding={devices=[2,2,1,1]<=[4]}\n"
+         "  c0 = s32[] constant(0)\n"
+         "  c6 = s32[] constant(6)\n"
+         "  ROOT d = f32[4,16,16,2] dynamic-update-slice(buf, u, c0, c6, c6, c0), sharding={devices=[2,2,1,1]<=[4]}\n}\n";
+  p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(rebuild_broadcast_transpose_of_a_replicated_vector) {
+  /* exp(transpose(broadcast(q))) of a replicated q, [2,2] -> [1,4]: an
+   * all-to-all and permutes before; each device broadcasts its own piece
+   * of q (the broadcast's and transpose's operand tilings), nothing moves. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  q = f32[6] parameter(1), sharding={replicated}\n"
+      "  b = f32[8,6] broadcast(q), dimensions={1}, sharding={devices=[2,2]<=[4]}\n"
+      "  t = f32[6,8] transpose(b), dimensions={1,0}, sharding={devices=[2,2]<=[4]}\n"
+      "  e = f32[6,8] exponential(t), sharding={devices=[2,2]<=[4]}\n"
+      "  p = f32[6,8] parameter(0), sharding={devices=[1,4]<=[4]}\n"
+      "  ROOT r = f32[6,8] add(e, p), sharding={devices=[1,4]<=[4]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -228,6 +320,10 @@ static Suite *suite(void) {
   tcase_add_test(t, reshape_split_uneven_by_halo);
   tcase_add_test(t, reshape_merge_uneven_by_left_halo);
   tcase_add_test(t, reshape_merge_uneven_four_ways);
+  tcase_add_test(t, rebuild_iota_times_broadcast_instead_of_all_to_all);
+  tcase_add_test(t, rebuild_uneven_iota_and_replicated_operand);
+  tcase_add_test(t, rebuild_zero_broadcast_under_dynamic_update_slice);
+  tcase_add_test(t, rebuild_broadcast_transpose_of_a_replicated_vector);
   suite_add_tcase(s, t);
   return s;
 }

@@ -464,57 +464,15 @@ static hk_status *operand_as(spmd_visitor *v, const hk_instr *orig, int k, const
 }
 
 /* ---- indices made of iotas and constants ---------------------------------------
- * Indices computed from iotas and constants alone (how parallel dims are
- * written) are rebuilt whole on every device and sliced to the sharding a
- * plan wants, moving nothing where a reshard would move them.  Bounded:
- * a few ops, each whole value small enough that holding it costs less
- * than sending it (every one, not only the result: a big iota sliced or
- * reshaped down would otherwise be held whole on every device). */
-#define REBUILD_MAX_OPS 32
-#define REBUILD_MAX_BYTES (1 << 20)
-
-static bool rebuildable_in(const hk_instr *x, int *budget) {
-  if (--*budget < 0 || !hk_shape_is_array(x->shape) || hk_shape_byte_size(x->shape) > REBUILD_MAX_BYTES)
-    return false;
-  switch (x->opcode) {
-    case HK_OP_IOTA:
-    case HK_OP_CONSTANT:
-      return true;
-    case HK_OP_BROADCAST:
-    case HK_OP_CONCATENATE:
-    case HK_OP_RESHAPE:
-    case HK_OP_TRANSPOSE:
-    case HK_OP_SLICE:
-      break;
-    default:
-      if (!hk_opcode_is_elementwise(x->opcode) || x->opcode == HK_OP_STOCHASTIC_CONVERT) return false;
-  }
-  for (int k = 0; k < x->n_operands; k++)
-    if (!rebuildable_in(x->operands[k], budget)) return false;
-  return true;
-}
-
-static bool rebuildable(const hk_instr *x) {
-  int budget = REBUILD_MAX_OPS;
-  return rebuildable_in(x, &budget);
-}
-
-/* x (an original instruction) computed whole in the partitioned computation. */
-static hk_instr *rebuild(spmd_visitor *v, const hk_instr *x) {
-  hk_instr **o = calloc((size_t)x->n_operands + 1, sizeof(hk_instr *));
-  if (!o) abort();
-  for (int k = 0; k < x->n_operands; k++) o[k] = rebuild(v, x->operands[k]);
-  hk_instr *c = hk_instr_clone(v->comp, x, x->shape, x->n_operands, o, NULL);
-  hk_instr_set_sharding(c, NULL);
-  free(o);
-  return c;
-}
+ * Indices computed from iotas, constants and replicated values alone (how
+ * parallel dims are written) are rebuilt on every device (rebuild.c)
+ * rather than resharded, moving nothing where a reshard would move them. */
 
 /* The price of taking the indices (operand k of orig) to s. */
 static int64_t indices_cost(spmd_visitor *v, const hk_instr *orig, int k, const hk_sharding *s) {
   const hk_instr *x = orig->operands[k];
   int64_t c = spmd_reshard_cost(v, x->shape, spmd_sharding_of(v, x), s);
-  return c > 0 && rebuildable(x) ? spmd_reshard_cost(v, x->shape, hk_sharding_replicated(v->m), s) : c;
+  return c > 0 && spmd_rebuildable(v, x) ? spmd_reshard_cost(v, x->shape, hk_sharding_replicated(v->m), s) : c;
 }
 
 /* The indices (operand k of orig) under s: rebuilt and sliced where that
@@ -522,10 +480,10 @@ static int64_t indices_cost(spmd_visitor *v, const hk_instr *orig, int k, const 
 static hk_status *indices_as(spmd_visitor *v, hk_instr *orig, int k, const hk_sharding *s, hk_instr **out) {
   const hk_instr *x = orig->operands[k];
   const hk_sharding *rep = hk_sharding_replicated(v->m);
-  if (!rebuildable(x) || spmd_reshard_cost(v, x->shape, spmd_sharding_of(v, x), s) <=
+  if (!spmd_rebuildable(v, x) || spmd_reshard_cost(v, x->shape, spmd_sharding_of(v, x), s) <=
                              spmd_reshard_cost(v, x->shape, rep, s))
     return operand_as(v, orig, k, s, out);
-  return spmd_reshard_hlo(v, rebuild(v, x), x->shape, rep, s, out);
+  return spmd_reshard_hlo(v, spmd_rebuild(v, x), x->shape, rep, s, out);
 }
 
 static hk_instr *new_op(spmd_visitor *v, hk_opcode op, const hk_shape *s, int n, hk_instr **ops) {

@@ -309,6 +309,19 @@ static const hk_sharding *move_off_touched(spmd_visitor *v, const hk_sharding *s
   return nr ? spmd_replicate_dims(v, moved, nr, rep) : moved;
 }
 
+/* The bytes handle_dim_local moves running orig under sp: its rank-r
+ * operands to sp (nothing for those rebuilt) and the result back to s. */
+static int64_t dim_local_cost(spmd_visitor *v, const hk_instr *orig, const hk_sharding *sp,
+                              const hk_sharding *s) {
+  int64_t c = spmd_reshard_cost(v, orig->shape, sp, s);
+  for (int k = 0; k < orig->n_operands; k++) {
+    spmd_value *val = spmd_lookup(v, orig->operands[k]);
+    if (val && orig->operands[k]->shape->rank == orig->shape->rank)
+      c += spmd_value_reshard_cost(v, val, sp);
+  }
+  return c;
+}
+
 static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
   bool touched[HK_MAX_RANK];
   const hk_sharding *s = spmd_sharding_of(v, orig);
@@ -324,15 +337,17 @@ static hk_status *handle_dim_local(spmd_visitor *v, hk_instr *orig) {
       for (int d = 0; os->rank == r && d < r; d++)
         same = same && (touched[d] || os->dims[d] == orig->shape->dims[d]);
     }
-    if (same) {
-      sp = move_off_touched(v, s, orig->shape, touched);
-    } else {
-      int64_t rep[HK_MAX_RANK];
-      int nr = 0;
-      for (int d = 0; d < r; d++)
-        if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
-      if (nr) sp = spmd_replicate_dims(v, s, nr, rep);
-    }
+    int64_t rep[HK_MAX_RANK];
+    int nr = 0;
+    for (int d = 0; d < r; d++)
+      if (touched[d] && hk_sharding_dim_partitions(s, d) > 1) rep[nr++] = d;
+    const hk_sharding *replicated = nr ? spmd_replicate_dims(v, s, nr, rep) : s;
+    sp = same ? move_off_touched(v, s, orig->shape, touched) : replicated;
+    /* Moving the partitions costs two all-to-alls; replicating the touched
+     * dims costs the gathers in, the way out is free slices.  Replicated
+     * wins only when it moves fewer bytes (its tiles hold more). */
+    if (sp != replicated && dim_local_cost(v, orig, replicated, s) < dim_local_cost(v, orig, sp, s))
+      sp = replicated;
   }
   if (sp->kind == HK_SHARDING_TILED) {
     /* Untouched partitioned dims must have the same size everywhere. */

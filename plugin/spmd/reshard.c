@@ -829,6 +829,13 @@ static hk_instr *slice_nested(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   return ds;
 }
 
+/* Whether s splits some data dim (a value under it is not whole anywhere). */
+static bool has_split_dim(const hk_sharding *s, int rank) {
+  for (int d = 0; s->kind == HK_SHARDING_TILED && d < rank; d++)
+    if (hk_sharding_dim_partitions(s, d) > 1) return true;
+  return false;
+}
+
 static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                                 const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
   from = norm(v, from);
@@ -889,7 +896,12 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   int64_t *gdims = g.gdims;
   int *sdims = g.sdims, ng = g.ng, ns = g.ns;
   const hk_sharding *want = g.want;
+  hk_instr *before = h;
   for (int k = 0; k < ng; k++) h = gather_dim(v, h, gs, cur, (int)gdims[k], &cur);
+  /* Every partitioned dim gathered on the way to a tiled target: the
+   * value was whole on each device before the slices cut it again. */
+  bool made_whole = ng && ns && !has_split_dim(cur, gs->rank);
+  if (made_whole) spmd_note_full_remat(v, before, h, gs, from, to);
   if (!hk_sharding_equivalent(norm(v, want), norm(v, cur))) {
     /* Device orders disagree.  When the tiles left after the gathers are
      * the ones `to` cuts from, only their owners differ: one
@@ -905,7 +917,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       ns = 0;
       for (int d = 0; d < gs->rank; d++)
         if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-      if (ns && h != partial) spmd_note_full_remat(v, partial, h, gs, from, to);
+      if (ns && h != partial && !made_whole) spmd_note_full_remat(v, partial, h, gs, from, to);
     }
   }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;
@@ -990,7 +1002,8 @@ hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *tar
       *out = e->hlo;
       return NULL;
     }
-  HK_TRY(spmd_reshard_hlo(v, val->hlo, val->base_shape, val->sharding, target, out));
+  if (!spmd_rebuild_as(v, val, target, out))
+    HK_TRY(spmd_reshard_hlo(v, val->hlo, val->base_shape, val->sharding, target, out));
   spmd_cache_entry *e = malloc(sizeof *e);
   if (!e) abort();
   e->sharding = target;

@@ -263,6 +263,19 @@ hk_status *spmd_handle_topk(spmd_visitor *v, hk_instr *orig);
 /* ---- control.c ---- */
 hk_status *spmd_handle_control_flow(spmd_visitor *v, hk_instr *orig);
 
+/* ---- rebuild.c ---- */
+/* Whether x (an original instruction) is iotas, constants and replicated
+ * values under a few pure ops, and small enough to build whole. */
+bool spmd_rebuildable(spmd_visitor *v, const hk_instr *x);
+/* x (spmd_rebuildable) computed whole in the partitioned computation. */
+hk_instr *spmd_rebuild(spmd_visitor *v, const hk_instr *x);
+/* val built under `to` by local ops instead of resharded, when its
+ * original is a pure function of replicated inputs and the reshard would
+ * move bytes; false (nothing built that is used) otherwise. */
+bool spmd_rebuild_as(spmd_visitor *v, spmd_value *val, const hk_sharding *to, hk_instr **out);
+/* spmd_reshard's price for val to `to`: 0 where it would rebuild. */
+int64_t spmd_value_reshard_cost(spmd_visitor *v, const spmd_value *val, const hk_sharding *to);
+
 /* ---- reshard.c ---- */
 hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *target,
                         hk_instr **out);
