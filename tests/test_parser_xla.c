@@ -84,6 +84,18 @@ START_TEST(test_fuzz_regressions) {
 }
 END_TEST
 
+/* A bare element fills a shape of any size (XLA's rule): a shape past the
+ * machine's memory is an error at the literal, not
+ * an abort in the out-of-memory policy; a small one still parses. */
+START_TEST(test_literal_past_memory_is_an_error) {
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[699999999999999,3] constant(1)\n}\n",
+               "t:4:", "larger than this machine's memory");
+  expect_error("HloModule m\n\nENTRY e {\n  ROOT c = f64[1000000000000000,2] constant(1)\n}\n",
+               "t:4:", "larger than this machine's memory");
+  ck_assert_ptr_null(parse_error("HloModule m\n\nENTRY e {\n  ROOT c = f32[4,3] constant(1)\n}\n"));
+}
+END_TEST
+
 /* anonymous operands of a single instruction become parameters named
  * "parameter", numbered in order */
 START_TEST(test_anonymous_operands) {
@@ -687,6 +699,7 @@ static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_fuzz_regressions);
+  tcase_add_test(tc, test_literal_past_memory_is_an_error);
   tcase_add_test(tc, test_anonymous_operands);
   tcase_add_test(tc, test_names_unique_module_wide);
   tcase_add_test(tc, test_signature_result_matches_root);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "text/text_internal.h"
 
@@ -281,8 +282,28 @@ static hk_literal *new_literal(hk_module *m, const hk_shape *s) {
   return l;
 }
 
-static void take_data(tx_parser *P, hk_literal *l) {
+/* The machine's memory: a literal larger than it cannot be held, and
+ * asking for it would end the process in the out-of-memory policy. */
+static int64_t memory_bytes(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), size = sysconf(_SC_PAGESIZE);
+  return pages > 0 && size > 0 ? (int64_t)pages * size : INT64_MAX;
+}
+
+/* Storage for the whole shape.  A bare element fills a shape of any size
+ * (XLA's rule), so the size is the input's to choose: one past the
+ * machine's memory (or past int64) is an error at the literal, not an
+ * abort (fuzzer: f32[699999999999999,3] constant(1)). */
+static bool take_data(tx_parser *P, hk_literal *l, const char *at) {
+  int64_t n = hk_shape_elements(l->shape);
+  int esz = hk_prim_storage_bytes((hk_prim)l->shape->elem);
+  if (n < 0 || (esz > 0 && n > INT64_MAX / esz) || l->nbytes > memory_bytes()) {
+    char *h = tx_human_shape(l->shape);
+    tx_error_at(P, at, "a literal in shape %s is larger than this machine's memory", h);
+    free(h);
+    return false;
+  }
   l->data = l->nbytes ? hk_alloc(P->m, (size_t)l->nbytes) : NULL;
+  return true;
 }
 
 static bool at_elided(tx_parser *P) {
@@ -297,7 +318,7 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
   int rank = s->rank;
   elem_pos pos = {s, 0};
   if (rank == 0) {
-    take_data(P, l);
+    if (!take_data(P, l, P->p)) return false;
     return parse_element(P, p, l->data, &pos);
   }
   if (tx_peek(P) != '{') {
@@ -313,8 +334,8 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
     /* read into scratch first: a bad element fails before storage for the
      * whole (maybe huge) shape is taken (fuzzer: 2.3 GB for f32[288888888,2]) */
     char scratch[16] = {0};
-    if (!parse_element(P, p, scratch, &pos)) return false;
-    take_data(P, l);
+    const char *at = P->p;
+    if (!parse_element(P, p, scratch, &pos) || !take_data(P, l, at)) return false;
     memcpy(l->data, scratch, (size_t)esz);
     return true;
   }
@@ -334,7 +355,7 @@ static bool parse_dense(tx_parser *P, const hk_shape *s, hk_literal *l) {
    * of storage for the whole declared shape */
   char scratch[16];
   bool doomed = total > P->end - P->p;
-  if (!doomed) take_data(P, l);
+  if (!doomed && !take_data(P, l, P->p)) return false;
   do {
     int c = tx_peek(P);
     const char *at = P->p;
