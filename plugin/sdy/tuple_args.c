@@ -82,7 +82,7 @@ hk_status *sdy_use_tuple_args(hk_module *m) {
       return hk_error(HK_UNIMPLEMENTED, "%s with a tuple entry parameter", SDY_USE_TUPLE_ARGS);
   }
   hk_instr **old = malloc(sizeof *old * (size_t)(n + 1));
-  if (!old) abort();
+  if (!old) hk_out_of_memory();
   memcpy(old, c->params, sizeof *old * (size_t)n);
   hk_instr *arg = hk_instr_new_before(c->first, HK_OP_PARAMETER, hk_shape_tuple(m, n, shapes), 0,
                                       NULL, "arg_tuple");

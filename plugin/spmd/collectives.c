@@ -95,7 +95,7 @@ static const hk_replica_groups *global_groups(void *state, hk_module *m, int64_t
   if (nr == 1) return make_groups(p, m, n_groups, group_size, 1, groups);
   int64_t total = n_groups * group_size;
   int64_t *ids = malloc(sizeof(int64_t) * (size_t)(total * nr + 1));
-  if (!ids) abort();
+  if (!ids) hk_out_of_memory();
   for (int64_t r = 0; r < nr; r++)
     for (int64_t k = 0; k < total; k++) ids[r * total + k] = r * np + groups[k];
   const hk_replica_groups *g = make_groups(p, m, n_groups * nr, group_size, nr, ids);

@@ -40,7 +40,7 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
   const hk_shape *buf_shape = hk_shape_array(v->m, (hk_prim)orig->shape->elem, r, dims);
   hk_instr *buf = spmd_zeros(v, buf_shape);
   int64_t *starts = malloc(sizeof(int64_t) * (size_t)parts);
-  if (!starts) abort();
+  if (!starts) hk_out_of_memory();
   off = 0;
   hk_status *st = NULL;
   for (int k = 0; k < n && !st; k++) {

@@ -31,7 +31,7 @@ static hk_status *handle_conditional(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   hk_instr **ops = calloc((size_t)orig->n_operands, sizeof(hk_instr *));
   hk_computation **called = calloc((size_t)(orig->n_called + 1), sizeof(hk_computation *));
-  if (!ops || !called) abort();
+  if (!ops || !called) hk_out_of_memory();
   hk_status *st = NULL;
   spmd_value *pv = spmd_lookup(v, orig->operands[0]);
   st = spmd_reshard(v, pv, pv->sharding && hk_sharding_is_manual(pv->sharding)
@@ -62,7 +62,7 @@ static hk_status *handle_call(spmd_visitor *v, hk_instr *orig) {
   int n = orig->n_operands;
   hk_instr **ops = calloc((size_t)(n + 1), sizeof(hk_instr *));
   const hk_sharding **ps = calloc((size_t)(n + 1), sizeof(hk_sharding *));
-  if (!ops || !ps) abort();
+  if (!ops || !ps) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < n && !st; k++) {
     ps[k] = param_sharding(v, callee, k);

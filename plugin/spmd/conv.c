@@ -209,7 +209,7 @@ static bool lhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
   int64_t rsz = (orig->operands[1]->shape->dims[cd->kernel_spatial[i]] + k - 1) / k;
   int64_t wc = window_count(orig, i), rd = rsz * wd->window_dilation;
   int64_t *left = malloc(sizeof(int64_t) * (size_t)(3 * k));
-  if (!left) abort();
+  if (!left) hk_out_of_memory();
   int64_t *right = left + k, *none = left + 2 * k;
   for (int64_t j = 0; j < k; j++) {
     left[j] = (lsz - rd) * j + wd->pad_lo;
@@ -271,7 +271,7 @@ static bool rhs_dim_halos(spmd_visitor *v, hk_instr *orig, int i, int64_t k, hal
   int64_t lsz = (orig->operands[0]->shape->dims[ld] + k - 1) / k;
   int64_t rsz = (orig->operands[1]->shape->dims[kd] + k - 1) / k;
   int64_t *left = calloc((size_t)(4 * k), sizeof(int64_t));
-  if (!left) abort();
+  if (!left) hk_out_of_memory();
   int64_t *right = left + k, *npl = left + 2 * k, *start = left + 3 * k;
   int64_t max_left = INT64_MIN, max_right = INT64_MIN, max_npl = INT64_MIN;
   for (int64_t j = 0; j < k; j++) {

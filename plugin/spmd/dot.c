@@ -227,7 +227,7 @@ static int64_t *groups_in_split_order(const hk_sharding *from, const hk_sharding
                                       const int64_t *groups) {
   int64_t ti[HK_MAX_RANK], to[HK_MAX_RANK];
   int64_t *out = malloc(sizeof *out * (size_t)(n_groups * gsize));
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   for (int64_t i = 0; i < n_groups * gsize; i++) out[i] = -1;
   for (int64_t g = 0; g < n_groups; g++)
     for (int64_t r = 0; r < gsize; r++) {

@@ -117,7 +117,7 @@ static void contexts_init(call_contexts *cc, hk_module *m) {
   cc->ctx = calloc(n + 1, 1);
   cc->called = calloc(n + 1, sizeof *cc->called);
   cc->edges = cc->n <= MAX_EDGE_MATRIX ? calloc(n * n + 1, 1) : NULL;
-  if (!cc->ctx || !cc->called || (cc->n <= MAX_EDGE_MATRIX && !cc->edges)) abort();
+  if (!cc->ctx || !cc->called || (cc->n <= MAX_EDGE_MATRIX && !cc->edges)) hk_out_of_memory();
 }
 
 static void contexts_free(call_contexts *cc) {
@@ -453,7 +453,7 @@ static hk_status *partition_entry(spmd_partitioner *p, hk_module *m, bool known_
   }
   spmd_phase_done(&p->clock, "flattened call graph check");
   const hk_sharding **ps = calloc((size_t)entry->n_params + 1, sizeof *ps);
-  if (!ps) abort();
+  if (!ps) hk_out_of_memory();
   for (int k = 0; k < entry->n_params; k++) ps[k] = entry->params[k]->sharding;
   hk_computation *ne = NULL;
   hk_status *st = spmd_partition_computation(p, entry, entry->n_params, ps, root_sharding, cg, &ne);

@@ -66,7 +66,7 @@ hk_status *spmd_handle_dus_in_shard(spmd_visitor *v, hk_instr *orig, bool *handl
   const hk_sharding *us_s = part_other ? spmd_replicate_dims(v, s, ns, sliced) : hk_sharding_replicated(v->m);
   HK_TRY(spmd_reshard(v, uv, us_s, &update));
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 2));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   ops[0] = input;
   ops[1] = update;
   hk_instr *zero = spmd_constant_scalar(v, HK_S32, 0), *all = NULL;

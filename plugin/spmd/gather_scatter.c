@@ -341,7 +341,7 @@ static const hk_sharding *merged_output(spmd_visitor *v, const gs_dims *g, const
   int64_t rep = n / prod;
   tdims[g->out_rank] = rep;
   int64_t *fill = calloc((size_t)prod, sizeof(int64_t)), *devs = malloc(sizeof(int64_t) * (size_t)n);
-  if (!fill || !devs) abort();
+  if (!fill || !devs) hk_out_of_memory();
   bool ok = true;
   for (int64_t dev = 0; dev < n && ok; dev++) {
     int64_t oi[HK_MAX_RANK], ii[HK_MAX_RANK + 1];
@@ -586,7 +586,7 @@ static shifted_indices shift_indices(spmd_visitor *v, const gs_dims *g, const gs
   int64_t k = n_components(g, idx->shape);
   int64_t big = t == HK_S32 ? INT32_MAX : INT64_MAX;
   int64_t *hi = malloc(sizeof(int64_t) * (size_t)(2 * k + 1));
-  if (!hi) abort();
+  if (!hi) hk_out_of_memory();
   int64_t *lim = hi + k;
   const hk_shape *ls = spmd_local_shape(v, pl->op_s, op_shape);
   for (int64_t c = 0; c < k; c++) {
@@ -782,7 +782,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
   hk_instr **ops = calloc((size_t)(2 * n + 1), sizeof(hk_instr *));
   const hk_shape **ls = calloc((size_t)n + 1, sizeof(hk_shape *));
   const hk_sharding **es = calloc((size_t)n + 1, sizeof(hk_sharding *));
-  if (!ops || !ls || !es) abort();
+  if (!ops || !ls || !es) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < 2 * n + 1 && !st; k++) {
     const hk_sharding *t = k < n ? pl->op_s : k == n ? pl->idx_s : pl->out_s;

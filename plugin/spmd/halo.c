@@ -80,7 +80,7 @@ static hk_instr *permute_tiles(spmd_visitor *v, hk_instr *h, const hk_sharding *
   /* tile -> its destination (-1: sends nothing) */
   int64_t *to = malloc(sizeof(int64_t) * (size_t)kt);
   hk_pair *pairs = malloc(sizeof(hk_pair) * (size_t)total);
-  if (!pairs || !to) abort();
+  if (!pairs || !to) hk_out_of_memory();
   for (int64_t t = 0; t < kt; t++) to[t] = -1;
   for (int64_t k = 0; k < n; k++) to[src[k]] = dst[k];
   int64_t np = 0;
@@ -106,7 +106,7 @@ static hk_instr *shift_tiles_in(spmd_visitor *v, hk_instr *h, const hk_sharding 
   if (wrap) shift = ((shift % k) + k) % k;
   if (!shift) return h;
   int64_t *src = malloc(sizeof(int64_t) * (size_t)(2 * k)), *dst = src + k, n = 0;
-  if (!src) abort();
+  if (!src) hk_out_of_memory();
   for (int64_t c = 0; c < k; c++) {
     int64_t to = wrap ? (c + shift) % k : c + shift;
     if (to < 0 || to >= k) continue;
@@ -143,7 +143,7 @@ static hk_instr *exchange_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *
   if (left_bound >= right_bound) return NULL;
   int cap = (int)(ceil_div(max_left > 0 ? max_left : 0, s) + ceil_div(max_right > 0 ? max_right : 0, s) + 1);
   hk_instr **pieces = malloc(sizeof(hk_instr *) * (size_t)cap);
-  if (!pieces) abort();
+  if (!pieces) hk_out_of_memory();
   int np = 0;
   /* Left halos, the farthest neighbour's first. */
   for (int64_t i = ceil_div(max_left, s) - 1; i >= 0 && (-i - 1) * s < right_bound; i--) {
@@ -189,7 +189,7 @@ static int64_t *by_tile(const hk_sharding *t, int64_t d, const spmd_halo_ring *r
                         const int64_t *by_shard) {
   int64_t kt = t->tile_dims[d];
   int64_t *out = calloc((size_t)kt, sizeof(int64_t));
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   for (int64_t j = 0; j < ring->n; j++) out[ring_tile(ring, j)] = by_shard[j];
   return out;
 }
@@ -286,7 +286,7 @@ typedef struct halo_transfer {
 static halo_transfer *plan_transfers(const spmd_halo *h, int64_t s, int64_t *n) {
   int64_t cap = 8, nt = 0;
   halo_transfer *t = malloc(sizeof *t * (size_t)cap);
-  if (!t) abort();
+  if (!t) hk_out_of_memory();
   int64_t bound = h->base_dim < s * h->ring.n ? h->base_dim : s * h->ring.n;
   for (int64_t j = 0; j < h->ring.n; j++) {
     int64_t w0 = s * j - h->left[j], p = w0 > 0 ? w0 : 0, end = w0 + h->shard_with_halo;
@@ -297,7 +297,7 @@ static halo_transfer *plan_transfers(const spmd_halo *h, int64_t s, int64_t *n) 
         if (nt == cap) {
           cap *= 2;
           t = realloc(t, sizeof *t * (size_t)cap);
-          if (!t) abort();
+          if (!t) hk_out_of_memory();
         }
         t[nt++] = (halo_transfer){src, j, p - src * s, lim - src * s, p - w0, -1};
       }
@@ -312,7 +312,7 @@ static halo_transfer *plan_transfers(const spmd_halo *h, int64_t s, int64_t *n) 
  * sources, each shard sending and receiving at most once in each. */
 static int64_t assign_permutes(halo_transfer *t, int64_t n, int64_t shards) {
   bool *busy = malloc(sizeof(bool) * (size_t)(2 * shards));
-  if (!busy) abort();
+  if (!busy) hk_out_of_memory();
   int64_t np = 0;
   for (int64_t a = 0; a < n; a++) {
     if (t[a].permute >= 0) continue;
@@ -356,7 +356,7 @@ static hk_instr *exchange_compact(spmd_visitor *v, hk_instr *x, const hk_shardin
     pv = hk_instr_new(v->comp, HK_OP_CONVERT, hk_shape_with_elem(v->m, pv->shape, x->shape->elem), 1, &pv, NULL);
   hk_instr *y = hk_build_broadcast_scalar(v->comp, NULL, pv, hk_shape_with_dims(v->m, x->shape, r, dims));
   int64_t *off = malloc(sizeof(int64_t) * (size_t)(kt + 2 * n));
-  if (!off) abort();
+  if (!off) hk_out_of_memory();
   int64_t *src = off + kt, *dst = src + n;
   for (int64_t k = 0; k < kt; k++) off[k] = w + s;
   bool own = false;
@@ -415,7 +415,7 @@ hk_instr *spmd_exchange_halo_valid(spmd_visitor *v, hk_instr *x, const hk_shardi
   int64_t max_lp = max_left > h->explicit_left ? max_left : h->explicit_left;
   if (n < 1) return NULL;
   int64_t *start = calloc((size_t)n, sizeof(int64_t));
-  if (!start) abort();
+  if (!start) hk_out_of_memory();
   bool constant = true;
   for (int64_t j = 0; j < n; j++) {
     start[j] = max_lp - h->left[j];
@@ -449,7 +449,7 @@ static hk_instr *rotate_with_padding(spmd_visitor *v, hk_instr *x, const hk_shar
   int64_t t = x->shape->dims[dim], cur = 0;
   spmd_halo_ring ring = {n, -1, 0};
   hk_instr **pieces = malloc(sizeof(hk_instr *) * (size_t)(t + 1));
-  if (!pieces) abort();
+  if (!pieces) hk_out_of_memory();
   int np = 0;
   while (cur < t) {
     int64_t distance = ceil_div(amount - cur, t);
@@ -523,7 +523,7 @@ hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
     if (S == D) continue;
     if (!zero) zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
     int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));
-    if (!tab) abort();
+    if (!tab) hk_out_of_memory();
     for (int64_t i = 0; i < f; i++) {
       tab[i] = (S - D) * i;
       tab[f + i] = (D - S) * (i + 1);

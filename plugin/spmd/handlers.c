@@ -41,7 +41,7 @@ static hk_instr **ops_array(const hk_instr *orig, hk_instr **buf) {
     return buf;
   }
   hk_instr **ops = calloc((size_t)(orig->n_operands + 1), sizeof(hk_instr *));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   return ops;
 }
 
@@ -413,7 +413,7 @@ static hk_status *handle_sort_tuple(spmd_visitor *v, hk_instr *orig) {
   hk_instr **ops = ops_array(orig, ops_buf);
   const hk_shape **ls = calloc((size_t)n, sizeof(hk_shape *));
   const hk_sharding **es = calloc((size_t)n, sizeof(hk_sharding *));
-  if (!ls || !es) abort();
+  if (!ls || !es) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < n && !st; k++) {
     if (orig->operands[k]->shape->rank != r) st = hk_error(HK_INVALID_ARGUMENT, "sort operand ranks differ");
@@ -438,7 +438,7 @@ static hk_status *handle_tuple(spmd_visitor *v, hk_instr *orig) {
   hk_instr *ops_buf[OPS_ON_STACK];
   hk_instr **ops = ops_array(orig, ops_buf);
   const hk_shape **ss = calloc((size_t)(orig->n_operands + 1), sizeof(hk_shape *));
-  if (!ss) abort();
+  if (!ss) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < orig->n_operands && !st; k++) {
     int64_t idx = k;

@@ -58,7 +58,7 @@ static hk_status *manual_operand(spmd_visitor *v, hk_instr *orig, int k, hk_inst
   const hk_sharding *target = s;
   if (s && s->kind == HK_SHARDING_TUPLE) {
     const hk_sharding **e = malloc(sizeof(hk_sharding *) * (size_t)(s->n_elems + 1));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < s->n_elems; i++)
       e[i] = hk_sharding_is_manual(s->elems[i]) || spmd_is_subgroup_manual(s->elems[i])
                  ? s->elems[i]
@@ -79,7 +79,7 @@ static hk_status *manual_operand(spmd_visitor *v, hk_instr *orig, int k, hk_inst
 
 hk_status *spmd_handle_manual(spmd_visitor *v, hk_instr *orig) {
   hk_instr **ops = calloc((size_t)orig->n_operands + 1, sizeof(hk_instr *));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   hk_status *st = NULL;
   for (int k = 0; k < orig->n_operands && !st; k++) st = manual_operand(v, orig, k, &ops[k]);
   if (!st)

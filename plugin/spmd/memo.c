@@ -51,7 +51,7 @@ static struct spmd_memo_slot *memo_slot(const spmd_memo *t, int32_t op, const vo
 static void memo_grow(spmd_memo *t) {
   size_t cap = t->slots ? 2 * (t->mask + 1) : 64;
   spmd_memo bigger = {calloc(cap, sizeof(struct spmd_memo_slot)), cap - 1, 0};
-  if (!bigger.slots) abort();
+  if (!bigger.slots) hk_out_of_memory();
   for (size_t k = 0; t->slots && k <= t->mask; k++) {
     struct spmd_memo_slot *s = &t->slots[k];
     if (s->op) *memo_slot(&bigger, s->op, s->a, s->b, s->n, s->args) = *s;

@@ -30,7 +30,7 @@ static void leaves_of(const hk_shape *shape, const hk_shape **out, int64_t *n) {
 static const char *with_leaf_dims(spmd_visitor *v, const char *text, const hk_shape *shape) {
   int64_t n = 0, k = 0;
   const hk_shape **leaves = malloc(sizeof(hk_shape *) * (size_t)(hk_shape_leaf_count(shape) + 1));
-  if (!leaves) abort();
+  if (!leaves) hk_out_of_memory();
   leaves_of(shape, leaves, &n);
   hk_buf b;
   hk_buf_init(&b);
@@ -98,7 +98,7 @@ static const hk_shape *unpadded_tile(spmd_visitor *v, const hk_shape *shape, con
                                      int64_t dev) {
   if (hk_shape_is_tuple(shape)) {
     const hk_shape **e = malloc(sizeof(hk_shape *) * (size_t)(shape->n_tuple + 1));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < shape->n_tuple; i++) {
       int64_t idx = i;
       e[i] = unpadded_tile(v, shape->tuple[i],
@@ -124,7 +124,7 @@ static hk_instr *slice_down(spmd_visitor *v, hk_computation *c, hk_instr *x, con
   if (hk_shape_is_tuple(to)) {
     hk_instr **e = malloc(sizeof(hk_instr *) * (size_t)(to->n_tuple + 1));
     const hk_shape **es = malloc(sizeof(hk_shape *) * (size_t)(to->n_tuple + 1));
-    if (!e || !es) abort();
+    if (!e || !es) hk_out_of_memory();
     for (int i = 0; i < to->n_tuple; i++) {
       e[i] = slice_down(v, c, spmd_gte(c, x, i), to->tuple[i]);
       es[i] = e[i]->shape;
@@ -151,7 +151,7 @@ static hk_instr *outfeed_by_shape(spmd_visitor *v, const hk_instr *orig, const h
   int64_t np = v->p->num_partitions, nb = 0;
   const hk_shape **shapes = malloc(sizeof(hk_shape *) * (size_t)np);
   int64_t *branch_of = malloc(sizeof(int64_t) * (size_t)np);
-  if (!shapes || !branch_of) abort();
+  if (!shapes || !branch_of) hk_out_of_memory();
   for (int64_t dev = 0; dev < np; dev++) {
     const hk_shape *t = unpadded_tile(v, gs, s, dev);
     int64_t b = 0;
@@ -165,7 +165,7 @@ static hk_instr *outfeed_by_shape(spmd_visitor *v, const hk_instr *orig, const h
   hk_instr *args = hk_instr_new(v->comp, HK_OP_TUPLE, pshape, 2, args_ops, NULL);
   hk_computation **branches = malloc(sizeof(hk_computation *) * (size_t)nb);
   hk_instr **cops = malloc(sizeof(hk_instr *) * (size_t)(nb + 1));
-  if (!branches || !cops) abort();
+  if (!branches || !cops) hk_out_of_memory();
   for (int64_t b = 0; b < nb; b++) {
     char name[48];
     snprintf(name, sizeof name, "outfeed_branch_%lld", (long long)b);

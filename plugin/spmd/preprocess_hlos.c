@@ -38,7 +38,7 @@ static void remove_with_unused_operands(hk_instr *i) {
   if (!removable(i)) return;
   int n = i->n_operands;
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(n + 1));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   for (int k = 0; k < n; k++) ops[k] = i->operands[k];
   hk_status *st = hk_instr_remove(i);
   if (st) {
@@ -295,7 +295,7 @@ hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m,
                                 const hk_exec_threads *threads) {
   int32_t n = m->n_computations;
   hk_computation **comps = malloc(sizeof(hk_computation *) * (size_t)(n + 1));
-  if (!comps) abort();
+  if (!comps) hk_out_of_memory();
   memcpy(comps, m->computations, sizeof(hk_computation *) * (size_t)n);
   /* The sharding walk noted which computations hold candidates. */
   const struct spmd_walk_notes *w = &p->notes;

@@ -54,7 +54,7 @@ hk_instr *spmd_rebuild(spmd_visitor *v, const hk_instr *x) {
   spmd_value *val = x->opcode == HK_OP_IOTA || x->opcode == HK_OP_CONSTANT ? NULL : replicated_value(v, x);
   if (val) return val->hlo;
   hk_instr **o = calloc((size_t)x->n_operands + 1, sizeof(hk_instr *));
-  if (!o) abort();
+  if (!o) hk_out_of_memory();
   for (int k = 0; k < x->n_operands; k++) o[k] = spmd_rebuild(v, x->operands[k]);
   hk_instr *c = hk_instr_clone(v->comp, x, x->shape, x->n_operands, o, NULL);
   hk_instr_set_sharding(c, NULL);
@@ -94,7 +94,7 @@ static hk_instr *local_iota(spmd_visitor *v, const hk_instr *x, const hk_shardin
 static hk_instr *local_elementwise(spmd_visitor *v, const hk_instr *x, const hk_sharding *to,
                                    int *budget) {
   hk_instr **o = calloc((size_t)x->n_operands + 1, sizeof(hk_instr *));
-  if (!o) abort();
+  if (!o) hk_out_of_memory();
   bool ok = true;
   for (int k = 0; k < x->n_operands && ok; k++) {
     const hk_instr *a = x->operands[k];

@@ -67,7 +67,7 @@ const hk_sharding *spmd_replicated_like(spmd_visitor *v, const hk_sharding *s,
                                         const hk_shape *shape) {
   if (s && s->kind == HK_SHARDING_TUPLE) {
     const hk_sharding **e = malloc(sizeof(hk_sharding *) * (size_t)(s->n_elems + 1));
-    if (!e) abort();
+    if (!e) hk_out_of_memory();
     for (int i = 0; i < s->n_elems; i++) e[i] = spmd_replicated_like(v, s->elems[i], NULL);
     const hk_sharding *t = hk_sharding_tuple(v->m, s->n_elems, e);
     free(e);
@@ -83,7 +83,7 @@ int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t
   int64_t total = 1;
   for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
   int64_t *out = malloc(sizeof(int64_t) * (size_t)(total ? total : 1));
-  if (!out) abort();
+  if (!out) hk_out_of_memory();
   const int64_t *g = spmd_device_groups(v, s, n, dims);
   *group_size = g ? g[0] : -1;
   *n_groups = g ? total / g[0] : 0;
@@ -95,7 +95,7 @@ int64_t *spmd_groups(spmd_visitor *v, const hk_sharding *s, int n, const int64_t
 static int64_t *all_partitions(spmd_visitor *v) {
   int64_t n = v->p->num_partitions;
   int64_t *g = malloc(sizeof(int64_t) * (size_t)n);
-  if (!g) abort();
+  if (!g) hk_out_of_memory();
   for (int64_t i = 0; i < n; i++) g[i] = i;
   return g;
 }
@@ -136,7 +136,7 @@ static hk_instr *make_tile_offset(spmd_visitor *v, const hk_sharding *s, const h
   int64_t parts = hk_sharding_dim_partitions(s, d);
   int64_t per = (gs->dims[d] + parts - 1) / parts;
   int64_t *starts = malloc(sizeof *starts * (size_t)parts);
-  if (!starts) abort();
+  if (!starts) hk_out_of_memory();
   for (int64_t t = 0; t < parts; t++) starts[t] = t * per;
   hk_instr *off = spmd_per_tile_scalar(v, s, d, starts);   /* the table copies them */
   free(starts);
@@ -312,7 +312,7 @@ static hk_instr *slice_dims(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   }
   hk_instr *p = spmd_pad_to(v, h, padded);
   hk_instr **ops = malloc(sizeof(hk_instr *) * (size_t)(r + 1));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   ops[0] = p;
   for (int i = 0; i < r; i++) {
     bool sliced = false;
@@ -353,7 +353,7 @@ static void tile_holders(const hk_sharding *s, int rank, int64_t n, int64_t n_ti
     if (hk_sharding_tile_index(s, dev, idx)) start[tile_linear(s, rank, idx) + 1]++;
   for (int64_t t = 0; t < n_tiles; t++) start[t + 1] += start[t];
   int64_t *fill = malloc(sizeof(int64_t) * (size_t)(n_tiles + 1));
-  if (!fill) abort();
+  if (!fill) hk_out_of_memory();
   memcpy(fill, start, sizeof(int64_t) * (size_t)(n_tiles + 1));
   for (int64_t dev = 0; dev < n; dev++)
     if (hk_sharding_tile_index(s, dev, idx)) holders[fill[tile_linear(s, rank, idx)]++] = dev;
@@ -386,7 +386,7 @@ static bool try_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const 
   bool *used = calloc((size_t)n, 1);
   int64_t *start = malloc(sizeof(int64_t) * (size_t)(n_tiles + 1));
   int64_t *holders = malloc(sizeof(int64_t) * (size_t)n);
-  if (!pairs || !used || !start || !holders) abort();
+  if (!pairs || !used || !start || !holders) hk_out_of_memory();
   tile_holders(from, (int)r, n, n_tiles, start, holders);
   int64_t np = 0;
   bool ok = true;
@@ -474,7 +474,7 @@ static const hk_sharding *after_move(spmd_visitor *v, const hk_sharding *s, fact
   dims[mv.a] /= mv.k;
   dims[mv.b] *= mv.k;
   int64_t *devs = malloc(sizeof *devs * (size_t)total);
-  if (!devs) abort();
+  if (!devs) hk_out_of_memory();
   for (int64_t lin = 0; lin < total; lin++) {
     int64_t x = lin;
     for (int i = nt - 1; i >= 0; i--) {
@@ -529,7 +529,7 @@ static int64_t *move_groups(const hk_sharding *s, factor_move mv, int64_t *n_gro
   for (int i = 0; i < nt; i++) total *= s->tile_dims[i];
   for (int i = mv.a + 1; i < nt; i++) stride *= s->tile_dims[i];
   int64_t *g = malloc(sizeof *g * (size_t)total), n = 0;
-  if (!g) abort();
+  if (!g) hk_out_of_memory();
   for (int64_t lin = 0; lin < total; lin++)
     if (lin / stride % s->tile_dims[mv.a] % mv.k == 0)
       for (int64_t j = 0; j < mv.k; j++) g[n++] = s->devices[lin + j * stride];
@@ -817,7 +817,7 @@ static hk_instr *slice_nested(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
       continue;
     }
     int64_t *starts = malloc(sizeof *starts * (size_t)t);
-    if (!starts) abort();
+    if (!starts) hk_out_of_memory();
     for (int64_t k = 0; k < t; k++) starts[k] = k % (t / f) * ls->dims[d];
     ops[1 + d] = spmd_per_tile_scalar(v, to, d, starts);
     free(starts);
@@ -972,7 +972,7 @@ hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   }
   int n = gs->n_tuple;
   hk_instr **elems = malloc(sizeof(hk_instr *) * (size_t)(n ? n : 1));
-  if (!elems) abort();
+  if (!elems) hk_out_of_memory();
   hk_status *st = NULL;
   for (int i = 0; i < n && !st; i++) {
     int64_t idx = i;
@@ -982,7 +982,7 @@ hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   }
   if (!st) {
     const hk_shape **ss = malloc(sizeof(hk_shape *) * (size_t)(n ? n : 1));
-    if (!ss) abort();
+    if (!ss) hk_out_of_memory();
     for (int i = 0; i < n; i++) ss[i] = elems[i]->shape;
     *out = hk_instr_new(v->comp, HK_OP_TUPLE, hk_shape_tuple(v->m, n, ss), n, elems, NULL);
     free(ss);
@@ -1005,7 +1005,7 @@ hk_status *spmd_reshard(spmd_visitor *v, spmd_value *val, const hk_sharding *tar
   if (!spmd_rebuild_as(v, val, target, out))
     HK_TRY(spmd_reshard_hlo(v, val->hlo, val->base_shape, val->sharding, target, out));
   spmd_cache_entry *e = malloc(sizeof *e);
-  if (!e) abort();
+  if (!e) hk_out_of_memory();
   e->sharding = target;
   e->hlo = *out;
   e->next = val->cache;
@@ -1037,7 +1037,7 @@ const hk_sharding *spmd_regroup(hk_module *m, const hk_sharding *s, int n_new,
   for (int j = 0; j < n_new; j++)
     for (int t = 0; t < group_sizes[j]; t++) order[no++] = groups[j][t];
   int64_t *devs = malloc(sizeof(int64_t) * (size_t)total);
-  if (!devs) abort();
+  if (!devs) hk_out_of_memory();
   int64_t idx[HK_MAX_RANK] = {0};
   for (int64_t lin = 0; lin < total; lin++) {
     int64_t src = 0;

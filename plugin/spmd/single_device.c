@@ -27,7 +27,7 @@ hk_status *spmd_handle_on_device(spmd_visitor *v, hk_instr *orig) {
   int64_t dev = hk_sharding_unique_device(s);
   if (dev < 0) return hk_error(HK_INTERNAL, "'%s' is not on one device", orig->name);
   hk_instr **ops = calloc((size_t)orig->n_operands + 1, sizeof(hk_instr *));
-  if (!ops) abort();
+  if (!ops) hk_out_of_memory();
   hk_status *st = operands_on_device(v, orig, dev, ops);
   if (!st) spmd_set(v, orig, spmd_clone(v, orig, orig->shape, orig->n_operands, ops), s);
   free(ops);
@@ -42,7 +42,7 @@ hk_instr *spmd_zero_of(hk_computation *c, const hk_shape *shape) {
     return hk_build_broadcast_scalar(c, NULL, hk_build_constant_i64(c, NULL, (hk_prim)shape->elem, 0),
                                      shape);
   hk_instr **e = malloc(sizeof(hk_instr *) * (size_t)(shape->n_tuple + 1));
-  if (!e) abort();
+  if (!e) hk_out_of_memory();
   for (int i = 0; i < shape->n_tuple; i++) e[i] = spmd_zero_of(c, shape->tuple[i]);
   hk_instr *t = hk_instr_new(c, HK_OP_TUPLE, shape, shape->n_tuple, e, NULL);
   free(e);
@@ -66,7 +66,7 @@ hk_status *spmd_handle_single_device(spmd_visitor *v, hk_instr *orig) {
   int n = orig->n_operands;
   hk_instr **ops = calloc((size_t)n + 1, sizeof(hk_instr *));
   const hk_shape **shapes = calloc((size_t)n + 1, sizeof(hk_shape *));
-  if (!ops || !shapes) abort();
+  if (!ops || !shapes) hk_out_of_memory();
   hk_status *st = operands_on_device(v, orig, dev, ops);
   if (!st) {
     for (int k = 0; k < n; k++) shapes[k] = ops[k]->shape;

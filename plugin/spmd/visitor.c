@@ -191,7 +191,7 @@ static void remember_replacement(spmd_partitioner *p, hk_computation *c, hk_comp
     p->cap_new_comps = p->cap_new_comps ? 2 * p->cap_new_comps : 8;
     p->new_comps = realloc(p->new_comps, sizeof *p->new_comps * (size_t)p->cap_new_comps);
     p->orig_comps = realloc(p->orig_comps, sizeof *p->orig_comps * (size_t)p->cap_new_comps);
-    if (!p->new_comps || !p->orig_comps) abort();
+    if (!p->new_comps || !p->orig_comps) hk_out_of_memory();
   }
   p->new_comps[p->n_new_comps] = c;
   p->orig_comps[p->n_new_comps++] = orig;

@@ -208,7 +208,7 @@ hk_status *spmd_handle_slice_windowed(spmd_visitor *v, hk_instr *orig, bool *han
 const hk_sharding *spmd_reverse_sharding(spmd_visitor *v, const hk_sharding *s, const int64_t *rd, int n) {
   int64_t total = hk_sharding_num_tiles(s) * hk_sharding_replication_factor(s);
   int64_t *dev = malloc(sizeof(int64_t) * (size_t)total);
-  if (!dev) abort();
+  if (!dev) hk_out_of_memory();
   int nt = s->n_tile_dims;
   for (int64_t pos = 0; pos < total; pos++) {
     int64_t rem = pos, src = 0, stride = 1;
@@ -288,7 +288,7 @@ typedef struct sas_dim {
 static void sas_plan(sas_dim *p, int64_t k, int64_t ss, int64_t src_ss, hk_window_dim wd) {
   if (wd.stride > wd.size) wd.size = wd.stride;   /* gaps between windows stay */
   int64_t *buf = malloc(sizeof(int64_t) * (size_t)(7 * k));
-  if (!buf) abort();
+  if (!buf) hk_out_of_memory();
   p->first = buf;
   p->limit = buf + k;
   p->src_left = buf + 2 * k;

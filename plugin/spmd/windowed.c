@@ -57,7 +57,7 @@ static int64_t ordinal_of(const wplan *p, int64_t t) {
 
 static int64_t *tile_table(const wplan *p, int64_t k, mad f) {
   int64_t *tab = malloc(sizeof(int64_t) * (size_t)k);
-  if (!tab) abort();
+  if (!tab) hk_out_of_memory();
   for (int64_t t = 0; t < k; t++) tab[t] = mad_at(f, ordinal_of(p, t));
   return tab;
 }
@@ -132,7 +132,7 @@ static bool plan_base_dilation(wstate *w, int i, int64_t pswc, int64_t dilated, 
   const hk_window_dim *wd = &w->wd[i];
   int64_t bd = wd->base_dilation, step = wd->stride * pswc;
   int64_t *first = malloc(sizeof(int64_t) * (size_t)p->count);
-  if (!first) abort();
+  if (!first) hk_out_of_memory();
   for (int64_t j = 0; j < p->count; j++) first[j] = mad_at(p->start, j) * bd + swd->pad_lo - step * j;
   for (int64_t j = 0; j < p->count; j++) {
     int64_t wanted = wd->stride * (pswc - 1) + dilated;
@@ -152,7 +152,7 @@ static bool plan_base_dilation(wstate *w, int i, int64_t pswc, int64_t dilated, 
   if (!same) {
     int64_t k = w->target->tile_dims[i];
     p->out_offset = malloc(sizeof(int64_t) * (size_t)k);
-    if (!p->out_offset) abort();
+    if (!p->out_offset) hk_out_of_memory();
     for (int64_t t = 0; t < k; t++) {
       int64_t j = ordinal_of(p, t);
       p->out_offset[t] = pswc * j - (bd * mad_at(p->start, j) + swd->pad_lo - max_lo);
@@ -313,7 +313,7 @@ static hk_instr *exchange_all(wstate *w, hk_instr *x) {
     if (p->count == 1 || p->leave) continue;
     int64_t s = ceil_div(p->hx_base, p->count);
     int64_t *left = malloc(sizeof(int64_t) * (size_t)p->count * 2);
-    if (!left) abort();
+    if (!left) hk_out_of_memory();
     int64_t *right = left + p->count;
     for (int64_t j = 0; j < p->count; j++) {
       left[j] = s * j + p->explicit_left - mad_at(p->start, j);

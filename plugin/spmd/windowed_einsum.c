@@ -35,7 +35,7 @@ static hk_instr *tile_index_of_partition(spmd_visitor *v, hk_computation *c, con
                                          int d) {
   int64_t parts = hk_sharding_dim_partitions(s, d);
   int64_t *ids = malloc(sizeof *ids * (size_t)parts);
-  if (!ids) abort();
+  if (!ids) hk_out_of_memory();
   for (int64_t t = 0; t < parts; t++) ids[t] = t;
   hk_instr *index = spmd_per_tile_scalar_in(v, c, s, d, ids);   /* the table copies them */
   free(ids);
@@ -53,7 +53,7 @@ static hk_instr *ring_permute(spmd_visitor *v, hk_computation *c, hk_instr *x,
   for (int i = 0; i < s->n_tile_dims; i++) total *= s->tile_dims[i];
   for (int i = d + 1; i < s->n_tile_dims; i++) stride *= s->tile_dims[i];
   hk_pair *pairs = malloc(sizeof *pairs * (size_t)total);
-  if (!pairs) abort();
+  if (!pairs) hk_out_of_memory();
   for (int64_t lin = 0; lin < total; lin++) {
     int64_t t = lin / stride % k, to = (t + step + k) % k;
     pairs[lin] = (hk_pair){s->devices[lin], s->devices[lin + (to - t) * stride]};
