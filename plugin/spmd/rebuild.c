@@ -31,23 +31,25 @@ static bool pure_op(const hk_instr *x) {
   }
 }
 
-/* Every value built whole is bounded, not only the result: a big iota
- * sliced or reshaped down would otherwise be held whole on every device.
- * A replicated input is already whole there and costs nothing more. */
-static bool rebuildable_in(spmd_visitor *v, const hk_instr *x, int *budget) {
+/* Whether x's pieces are all iotas, constants, replicated inputs and pure
+ * ops.  With max_bytes, every value built whole is bounded, not only the
+ * result (a big iota sliced or reshaped down would otherwise be held whole
+ * on every device); a replicated input is already whole and costs nothing
+ * more.  Without (0), tiles are built, not whole values. */
+static bool pure_walk(spmd_visitor *v, const hk_instr *x, int64_t max_bytes, int *budget) {
   if (--*budget < 0 || !hk_shape_is_array(x->shape)) return false;
   if (v && replicated_value(v, x)) return true;
-  if (hk_shape_byte_size(x->shape) > REBUILD_MAX_BYTES) return false;
+  if (max_bytes && hk_shape_byte_size(x->shape) > max_bytes) return false;
   if (x->opcode == HK_OP_IOTA || x->opcode == HK_OP_CONSTANT) return true;
   if (!pure_op(x)) return false;
   for (int k = 0; k < x->n_operands; k++)
-    if (!rebuildable_in(v, x->operands[k], budget)) return false;
+    if (!pure_walk(v, x->operands[k], max_bytes, budget)) return false;
   return true;
 }
 
 bool spmd_rebuildable(spmd_visitor *v, const hk_instr *x) {
   int budget = REBUILD_MAX_OPS;
-  return rebuildable_in(v, x, &budget);
+  return pure_walk(v, x, REBUILD_MAX_BYTES, &budget);
 }
 
 hk_instr *spmd_rebuild(spmd_visitor *v, const hk_instr *x) {
@@ -155,17 +157,6 @@ static hk_instr *build_local(spmd_visitor *v, const hk_instr *x, const hk_shardi
   return spmd_rebuildable(v, x) ? reshard_whole(v, spmd_rebuild(v, x), x->shape, to) : NULL;
 }
 
-/* Whether x's pieces are all replicated inputs and pure ops (unbounded
- * size: the tiles are built, not the whole value). */
-static bool pure_of_replicated(spmd_visitor *v, const hk_instr *x, int *budget) {
-  if (--*budget < 0 || !hk_shape_is_array(x->shape)) return false;
-  if (x->opcode == HK_OP_IOTA || x->opcode == HK_OP_CONSTANT || replicated_value(v, x)) return true;
-  if (!pure_op(x)) return false;
-  for (int k = 0; k < x->n_operands; k++)
-    if (!pure_of_replicated(v, x->operands[k], budget)) return false;
-  return true;
-}
-
 /* Whether val may be built under `to` rather than resharded (manual
  * shardings and single-device targets keep the engine's way). */
 static bool may_rebuild(spmd_visitor *v, const spmd_value *val, const hk_sharding *to) {
@@ -176,7 +167,7 @@ static bool may_rebuild(spmd_visitor *v, const spmd_value *val, const hk_shardin
          !(val->sharding && val->sharding->kind == HK_SHARDING_MANUAL) &&
          hk_shape_is_array(x->shape) && hk_shape_is_array(val->base_shape) &&
          hk_shape_byte_size(x->shape) == hk_shape_byte_size(val->base_shape) &&
-         pure_of_replicated(v, x, &budget);
+         pure_walk(v, x, 0, &budget);
 }
 
 int64_t spmd_value_reshard_cost(spmd_visitor *v, const spmd_value *val, const hk_sharding *to) {
