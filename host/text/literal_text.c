@@ -296,7 +296,9 @@ static int64_t memory_bytes(void) {
 static bool take_data(tx_parser *P, hk_literal *l, const char *at) {
   int64_t n = hk_shape_elements(l->shape);
   int esz = hk_prim_storage_bytes((hk_prim)l->shape->elem);
-  if (n < 0 || (esz > 0 && n > INT64_MAX / esz) || l->nbytes > memory_bytes()) {
+  /* sysconf only for a literal of a GiB or more: not on every constant */
+  if (n < 0 || (esz > 0 && n > INT64_MAX / esz) ||
+      (l->nbytes >= ((int64_t)1 << 30) && l->nbytes > memory_bytes())) {
     char *h = tx_human_shape(l->shape);
     tx_error_at(P, at, "a literal in shape %s is larger than this machine's memory", h);
     free(h);
