@@ -695,10 +695,38 @@ START_TEST(test_unknown_attribute) {
 }
 END_TEST
 
+/* Quoted strings are unescaped by absl's CUnescape rules (XLA's lexer), by
+ * one decoder for metadata, attributes and shardings alike: any number of
+ * hex digits after \x, a value past 0xff is an error at the string, an
+ * unknown escape is an error, \u writes UTF-8. */
+START_TEST(test_string_escapes) {
+  const char *head = "HloModule m\n\nENTRY e {\n  ROOT p = f32[2] parameter(0), ";
+  const char *bad[][3] = {
+      {"frontend_attributes={a=\"a\\x555\"}\n}\n", "t:4:56:", "Value of \\x555 exceeds 0xff"},
+      {"metadata={op_name=\"a\\x123456789abcdef0123\"}\n}\n", "t:4:51:", "exceeds 0xff"},
+      {"frontend_attributes={a=\"\\777\"}\n}\n", "t:4:56:", "Value of \\777 exceeds 0xff"},
+      {"frontend_attributes={a=\"\\q\"}\n}\n", "t:4:56:", "Unknown escape sequence: \\q"},
+      {"metadata={op_name=\"\\xg\"}\n}\n", "t:4:51:", "\\x cannot be followed by a non-hex digit"},
+      {"frontend_attributes={a=\"\\u12\"}\n}\n", "t:4:56:", "\\u must be followed by 4 hex digits"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[512];
+    snprintf(text, sizeof text, "%s%s", head, bad[i][0]);
+    expect_error(text, bad[i][1], bad[i][2]);
+  }
+  char text[512];
+  snprintf(text, sizeof text, "%s%s", head, "frontend_attributes={a=\"\\101\\x42\\x043\\u00e9\\?\"}\n}\n");
+  expect_print_has(text, HK_PRINT_SHORT, "frontend_attributes={a=\"ABC\\303\\251?\"}");
+  snprintf(text, sizeof text, "%s%s", head, "metadata={op_name=\"\\x41\\x4\"}\n}\n");
+  expect_print_has(text, HK_PRINT_SHORT, "metadata={op_name=\"A\\004\"}");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_fuzz_regressions);
+  tcase_add_test(tc, test_string_escapes);
   tcase_add_test(tc, test_literal_past_memory_is_an_error);
   tcase_add_test(tc, test_anonymous_operands);
   tcase_add_test(tc, test_names_unique_module_wide);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ir/unescape.h"
 #include "sharding/lex.h"
 
 static bool is_ident_start(char ch) {
@@ -104,72 +105,24 @@ hk_status *hk_cur_int(hk_cursor *c, int64_t *out) {
   return NULL;
 }
 
-static int hex_value(char ch) {
-  if (ch >= '0' && ch <= '9') return ch - '0';
-  if (ch >= 'a' && ch <= 'f') return ch - 'a' + 10;
-  if (ch >= 'A' && ch <= 'F') return ch - 'A' + 10;
-  return -1;
-}
-
-/* Decodes one escape after the backslash at s[*j]; returns the byte. */
-static int unescape_one(const char *s, size_t n, size_t *j) {
-  char e = s[(*j)++];
-  switch (e) {
-    case 'n': return '\n';
-    case 't': return '\t';
-    case 'r': return '\r';
-    case 'a': return '\a';
-    case 'b': return '\b';
-    case 'f': return '\f';
-    case 'v': return '\v';
-    case '\\': case '"': case '\'': case '?': return e;
-    case 'x': {
-      int v = 0, k = 0;
-      while (*j < n && hex_value(s[*j]) >= 0 && k < 2) v = v * 16 + hex_value(s[(*j)++]), k++;
-      return k ? v : -1;
-    }
-    default:
-      if (e >= '0' && e <= '7') {
-        int v = e - '0', k = 1;
-        while (*j < n && s[*j] >= '0' && s[*j] <= '7' && k < 3) v = v * 8 + (s[(*j)++] - '0'), k++;
-        return v & 0xff;
-      }
-      return -1;
-  }
-}
-
 hk_status *hk_cur_string(hk_cursor *c, hk_module *m, const char **out, size_t *len) {
   if (hk_cur_peek(c) != '"') return hk_cur_error(c, "expected a string");
   size_t start = c->i, j = c->i + 1;
-  char small[256];
-  char *buf = small;
-  size_t cap = sizeof small, k = 0;
+  while (j < c->n && c->s[j] != '"') j += c->s[j] == '\\' ? 2 : 1;
+  if (j >= c->n) return hk_cur_error_at(start, "unterminated string");
+  size_t raw = j - start - 1;
+  char small[256], msg[128];
+  char *buf = raw <= sizeof small ? small : malloc(raw);
+  if (!buf) return hk_cur_error_at(start, "out of memory");
+  size_t k = 0;
   hk_status *st = NULL;
-  for (;;) {
-    if (j >= c->n) { st = hk_cur_error_at(start, "unterminated string"); break; }
-    char ch = c->s[j++];
-    int b = (unsigned char)ch;
-    if (ch == '"') break;
-    if (ch == '\\') {
-      if (j >= c->n) { st = hk_cur_error_at(start, "unterminated string"); break; }
-      size_t at = j - 1;
-      b = unescape_one(c->s, c->n, &j);
-      if (b < 0) { st = hk_cur_error_at(at, "invalid escape sequence in string"); break; }
-    }
-    if (k + 1 >= cap) {
-      char *nb = malloc(cap * 2);
-      if (!nb) { st = hk_cur_error_at(start, "out of memory"); break; }
-      memcpy(nb, buf, k);
-      if (buf != small) free(buf);
-      buf = nb;
-      cap *= 2;
-    }
-    buf[k++] = (char)b;
-  }
-  if (!st) {
+  /* one decoder for every quoted string, with XLA's lexer's rules */
+  if (hk_unescape(c->s + start + 1, raw, buf, &k, msg, sizeof msg)) {
     *out = hk_intern(m, buf, k);
     if (len) *len = k;
-    c->i = j;
+    c->i = j + 1;
+  } else {
+    st = hk_cur_error_at(start, "%s", msg);
   }
   if (buf != small) free(buf);
   return st;

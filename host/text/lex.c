@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ir/intern.h"
+#include "ir/unescape.h"
 #include "text/text_internal.h"
 
 /* ---- errors ------------------------------------------------------------ */
@@ -265,56 +266,23 @@ bool tx_quoted_raw(tx_parser *P, const char **s, size_t *len) {
   return true;
 }
 
-static int hexval(int c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 bool tx_string(tx_parser *P, const char **s, size_t *len) {
   const char *q;
   size_t ql;
   if (!tx_quoted_raw(P, &q, &ql)) return false;
-  char stackbuf[256];
+  char stackbuf[256], msg[128];
   char *buf = ql <= sizeof stackbuf ? stackbuf : hk_check_alloc(malloc(ql));
   size_t n = 0;
-  for (size_t i = 1; i + 1 < ql; i++) {
-    char c = q[i];
-    if (c != '\\') {
-      buf[n++] = c;
-      continue;
-    }
-    c = q[++i];
-    switch (c) {
-      case 'n': buf[n++] = '\n'; break;
-      case 't': buf[n++] = '\t'; break;
-      case 'r': buf[n++] = '\r'; break;
-      case '\\': buf[n++] = '\\'; break;
-      case '"': buf[n++] = '"'; break;
-      case '\'': buf[n++] = '\''; break;
-      case 'x': {
-        int v = 0;
-        while (i + 1 + 1 < ql && hexval((unsigned char)q[i + 1]) >= 0)
-          v = v * 16 + hexval((unsigned char)q[++i]);
-        buf[n++] = (char)v;
-        break;
-      }
-      default:
-        if (c >= '0' && c <= '7') {
-          int v = c - '0', k = 0;
-          while (k < 2 && i + 1 + 1 < ql && q[i + 1] >= '0' && q[i + 1] <= '7')
-            v = v * 8 + (q[++i] - '0'), k++;
-          buf[n++] = (char)v;
-        } else {
-          buf[n++] = c;
-        }
-    }
+  /* a bad escape fails the string token, where XLA's lexer fails it */
+  bool ok = hk_unescape(q + 1, ql - 2, buf, &n, msg, sizeof msg);
+  if (ok) {
+    *s = hk_intern(P->m, buf, n);
+    *len = n;
+  } else {
+    tx_error_at(P, q, "%s", msg);
   }
-  *s = hk_intern(P->m, buf, n);
-  *len = n;
   if (buf != stackbuf) free(buf);
-  return true;
+  return ok;
 }
 
 const char *tx_intern(tx_parser *P, const char *s, size_t len) {
