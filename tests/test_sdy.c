@@ -686,6 +686,50 @@ START_TEST(use_tuple_args_wraps_the_parameters) {
 }
 END_TEST
 
+/* ... and the export undoes it: import{keep=true} -> export gives back the
+ * flat entry with its names, shardings, aliasing, donors, layout and the
+ * attribute, so the module prints as it came. */
+START_TEST(use_tuple_args_round_trips) {
+  const char *text =
+      "HloModule f, buffer_donor={ (1, {}) }, input_output_alias={ {0}: (2, {}, must-alias), {1}: (0, {}, may-alias) }, "
+      "entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0}, f32[8,4]{1,0})->(f32[8,4]{1,0}, f32[8,16]{1,0})}, "
+      "num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.use_tuple_args=\"t\"}\n\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\", ?}, {}]>\"}\n"
+      "  b = f32[16,4] parameter(1)\n"
+      "  c = f32[8,4] parameter(2), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{}, {\\\"x\\\":(1)2}]>\"}\n"
+      "  d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  r = f32[8,4] add(d, c)\n  ROOT t = (f32[8,4], f32[8,16]) tuple(r, a)\n}\n";
+  hk_module *want = hk_test_parse(text), *m = hk_test_parse(text);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", "keep=true"));
+  ck_assert_int_eq(m->entry->n_params, 1);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  ck_assert_int_eq(m->entry->n_params, 3);
+  ck_assert_str_eq(m->entry->params[0]->name, "a");
+  ck_assert_str_eq(m->entry->params[2]->name, "c");
+  ck_assert_ptr_eq(hk_test_find(m, "r")->operands[1], m->entry->params[2]);
+  ck_assert_ptr_null(m->entry->params[1]->sharding);   /* none given, none made up */
+  char *a = hk_module_to_string(want, HK_PRINT_SHORT), *b = hk_module_to_string(m, HK_PRINT_SHORT);
+  *strchr(a, '\n') = *strchr(b, '\n') = 0;   /* the module line: config and attributes */
+  ck_assert_str_eq(b, a);
+  free(a);
+  free(b);
+  a = attr_texts(want);
+  b = attr_texts(m);
+  ck_assert_str_eq(b, a);
+  free(a);
+  free(b);
+  hk_module_free(want);
+  hk_module_free(m);
+  /* without keep the attribute is gone, and the export leaves the tuple */
+  m = hk_test_parse(text);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert(!hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));   /* nothing kept */
+  ck_assert_int_eq(m->entry->n_params, 1);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(fixtures_partition_and_check_equal) {
   assert_checks_equal("sdy_shard_map.hlo", 8);
   assert_checks_equal("sdy_mlp.hlo", 8);
@@ -742,6 +786,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, import_removes_round_trip_attributes);
   tcase_add_test(tc, cli_import_keeps_texts_only_for_an_export);
   tcase_add_test(tc, use_tuple_args_wraps_the_parameters);
+  tcase_add_test(tc, use_tuple_args_round_trips);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
   tcase_add_test(tc, partitioned_entry_takes_local_shards);
   tcase_add_test(tc, mutated_texts_never_crash);

@@ -348,7 +348,7 @@ static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   if (*changed && !((import_pass *)self)->keep) drop_kept(m);
   bool tuple_args = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                  SDY_USE_TUPLE_ARGS) != NULL;
-  if (tuple_args) HK_TRY(sdy_use_tuple_args(m));
+  if (tuple_args) HK_TRY(sdy_use_tuple_args(m, ((import_pass *)self)->keep));
   *changed |= tuple_args;
   return NULL;
 }
