@@ -261,6 +261,29 @@ START_TEST(per_value_and_result_shardings) {
 }
 END_TEST
 
+/* XLA's TestMaximalShardingNoResults: a callback without results (shape
+ * ()) takes its one per-value sharding as a one-element tuple sharding;
+ * and WhileShardingOnlyOnFreeVariables: a fully open Sharding constraint
+ * stays a constraint that constrains nothing ({replicated}, every dim in
+ * unspecified_dims). */
+START_TEST(empty_tuple_and_fully_open_constraint) {
+  hk_module *m = import_parts(
+      1, "maximal_mesh_0 = #sdy.mesh<[], device_ids=[0]>",
+      "ENTRY e {\n  ROOT a = s64[2] parameter(0)\n"
+      "  cc = () custom-call(a), custom_call_target=\"xla_ffi_python_cpu_callback\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@maximal_mesh_0, []>]>\"}, sharding={{maximal device=0}}\n}\n");
+  assert_sharding(m, "cc", "{{maximal device=0}}");
+  hk_module_free(m);
+  m = import_parts(4, "mesh = #sdy.mesh<[\"x\"=4]>",
+                   "ENTRY e {\n  p = f32[32,96] parameter(0)\n"
+                   "  ROOT s = f32[32,96] custom-call(p), custom_call_target=\"Sharding\", sharding={replicated}, "
+                   "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>\"}\n}\n");
+  assert_sharding(m, "s", "{replicated}");
+  ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0,1]\"");
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(sharding_group_becomes_shard_as) {
   hk_module *m = import_text(
       "mesh = #sdy.mesh<[\"x\"=8]>",
@@ -776,6 +799,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, open_dims_priorities_and_replicated_axes);
   tcase_add_test(tc, per_value_and_result_shardings);
   tcase_add_test(tc, sharding_group_becomes_shard_as);
+  tcase_add_test(tc, empty_tuple_and_fully_open_constraint);
   tcase_add_test(tc, manual_computation_lowered);
   tcase_add_test(tc, partly_manual_computation_has_subgroups);
   tcase_add_test(tc, nested_manual_computations_take_parent_axes);

@@ -64,6 +64,20 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
   if (!leaves || !elems) hk_out_of_memory();
   collect_leaves(i->shape, leaves, &n);
   hk_status *st = NULL;
+  /* An empty tuple takes one sharding, as XLA's tuple HloSharding of an
+   * empty tuple has one element (a callback without results). */
+  if (tuple && n == 0 && pv.n == 1) {
+    const hk_shape *scalar = hk_shape_scalar(cx->m, HK_PRED);
+    st = convert_one(cx, &pv.v[0], scalar, n_manual, manual, &elems[0]);
+    if (!st) {
+      const hk_sharding *one = elems[0] ? elems[0] : hk_sharding_replicated(cx->m);
+      *out = hk_sharding_tuple(cx->m, 1, &one);
+    }
+    free(leaves);
+    free(elems);
+    sdy_per_value_free(&pv);
+    return st;
+  }
   if (pv.n != n)
     st = hk_error(HK_INVALID_ARGUMENT, "%d shardings for %d values", pv.n, n);
   bool any = false;
@@ -153,8 +167,13 @@ static hk_status *import_sharding(sdy_import_ctx *cx, hk_instr *i) {
   const hk_sharding *s;
   hk_status *st = sdy_sharding_for_instr(cx, i, text, 0, NULL, &s);
   if (st) return sdy_error_at(i, SDY_SHARDING, st);
+  bool constraint = sdy_is_custom_call(i, "Sharding");
+  /* A fully open constraint still needs a sharding in HLO: {replicated}
+   * with every dim in unspecified_dims (mark_open_dims), which constrains
+   * nothing. */
+  if (!s && constraint) s = hk_sharding_replicated(cx->m);
   hk_instr_set_sharding(i, s);
-  if (sdy_is_custom_call(i, "Sharding")) mark_open_dims(i, text);
+  if (constraint) mark_open_dims(i, text);
   return NULL;
 }
 
