@@ -37,6 +37,10 @@ static void assert_sharding(hk_module *m, const char *name, const char *want) {
   free(got);
 }
 
+static bool sdy_is_custom_call_named(const hk_instr *i, const char *target) {
+  return i->opcode == HK_OP_CUSTOM_CALL && !strcmp(i->attrs->custom_call_target, target);
+}
+
 static const char *sdy_attr(const hk_instr *i, const char *key) {
   for (int k = 0; i->attrs && k < i->attrs->n_frontend_attributes; k++)
     if (!strcmp(i->attrs->frontend_attributes[k].key, key)) return i->attrs->frontend_attributes[k].value;
@@ -280,6 +284,34 @@ START_TEST(empty_tuple_and_fully_open_constraint) {
                    "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>\"}\n}\n");
   assert_sharding(m, "s", "{replicated}");
   ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0,1]\"");
+  hk_module_free(m);
+}
+END_TEST
+
+/* A result sharding on a manual computation's result that differs from
+ * its out sharding goes on a copy: the SPMDShardToFullShape keeps the
+ * sharding its shard fits, and the export writes the result sharding back. */
+START_TEST(result_sharding_on_a_manual_result_goes_on_a_copy) {
+  const char *body =
+      "xla.sdy.manual_computation_body.2 {\n  p = f32[4,16] parameter(0)\n  ROOT n = f32[4,16] negate(p)\n}\n\n"
+      "ENTRY e {\n  x = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>\"}\n"
+      "  g = f32[4,16] custom-call(x), custom_call_target=\"xla.sdy.GlobalToLocalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\"}\n"
+      "  c = f32[4,16] call(g), to_apply=xla.sdy.manual_computation_body.2\n"
+      "  l = f32[8,16] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\",xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\"}\n"
+      "  ROOT r = f32[8,16] custom-call(l), custom_call_target=\"xla.sdy.FuncResultSharding\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{}, {\\\"y\\\"}]>]>\"}\n}\n";
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>", body);
+  hk_instr *root = m->entry->root;
+  ck_assert_int_eq(root->opcode, HK_OP_COPY);
+  ck_assert_str_eq(root->operands[0]->attrs->custom_call_target, "SPMDShardToFullShape");
+  assert_sharding(m, root->name, "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  assert_sharding(m, root->operands[0]->name, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  root = m->entry->root;
+  ck_assert(sdy_is_custom_call_named(root, "xla.sdy.FuncResultSharding"));
+  ck_assert_str_eq(sdy_attr(root, "xla.sdy.sharding"), "#sdy.sharding_per_value<[<@mesh, [{}, {\"y\"}]>]>");
   hk_module_free(m);
 }
 END_TEST
@@ -800,6 +832,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, per_value_and_result_shardings);
   tcase_add_test(tc, sharding_group_becomes_shard_as);
   tcase_add_test(tc, empty_tuple_and_fully_open_constraint);
+  tcase_add_test(tc, result_sharding_on_a_manual_result_goes_on_a_copy);
   tcase_add_test(tc, manual_computation_lowered);
   tcase_add_test(tc, partly_manual_computation_has_subgroups);
   tcase_add_test(tc, nested_manual_computations_take_parent_axes);

@@ -229,7 +229,20 @@ static hk_status *import_func_result(sdy_import_ctx *cx, hk_instr *cc, results *
  * per element ({replicated} where none was given). */
 static void set_root_sharding(hk_module *m, hk_computation *c, const results *res) {
   if (res->whole) {
-    hk_instr_set_sharding(c->root, res->whole);
+    hk_instr *root = c->root;
+    /* A root the import gave its own sharding (a manual computation's
+     * SPMDShardToFullShape, a parameter, a constraint) keeps it: the result
+     * sharding goes on a copy, as a function result's sharding is not its
+     * producer's. */
+    if (root->sharding && !hk_sharding_equivalent(root->sharding, res->whole)) {
+      hk_instr *copy = hk_instr_new(c, HK_OP_COPY, root->shape, 1, &root, NULL);
+      const char *kept = sdy_kept(root, "result_sharding");
+      if (kept) sdy_instr_attr_set(copy, KEEP_PREFIX "result_sharding", kept);
+      sdy_unkeep(root, "result_sharding");
+      hk_computation_set_root(c, copy);
+      root = copy;
+    }
+    hk_instr_set_sharding(root, res->whole);
     return;
   }
   if (!res->n || c->root->opcode != HK_OP_TUPLE) return;
