@@ -316,6 +316,22 @@ START_TEST(result_sharding_on_a_manual_result_goes_on_a_copy) {
 }
 END_TEST
 
+/* xla.sdy.import_mhlo_shardings: ShardyXLA's mhlo import reads the HLO
+ * shardings, not the Shardy texts; the attribute and the meshes go. */
+START_TEST(import_mhlo_shardings_keeps_hlo_shardings) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.import_mhlo_shardings=\"t\"}\n\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[1,8]<=[8]}, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>\"}\n"
+      "  ROOT n = f32[8,8] negate(p)\n}\n");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  assert_sharding(m, "p", "{devices=[1,8]<=[8]}");
+  ck_assert_int_eq(m->config.n_frontend_attributes, 0);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(sharding_group_becomes_shard_as) {
   hk_module *m = import_text(
       "mesh = #sdy.mesh<[\"x\"=8]>",
@@ -832,6 +848,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, per_value_and_result_shardings);
   tcase_add_test(tc, sharding_group_becomes_shard_as);
   tcase_add_test(tc, empty_tuple_and_fully_open_constraint);
+  tcase_add_test(tc, import_mhlo_shardings_keeps_hlo_shardings);
   tcase_add_test(tc, result_sharding_on_a_manual_result_goes_on_a_copy);
   tcase_add_test(tc, manual_computation_lowered);
   tcase_add_test(tc, partly_manual_computation_has_subgroups);

@@ -325,7 +325,23 @@ static hk_status *import_manual_computations(sdy_import_ctx *cx) {
   return NULL;
 }
 
+/* xla.sdy.import_mhlo_shardings: ShardyXLA reads the module's HLO
+ * shardings (its mhlo import pipeline), not the round-trip texts, and drops
+ * the attribute and the meshes.  HLO shardings are what hlokit reads
+ * anyway: they stay. */
+static bool import_mhlo_shardings(hk_module *m) {
+  if (!sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes, SDY_IMPORT_MHLO))
+    return false;
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_IMPORT_MHLO, NULL);
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_MESHES, NULL);
+  return true;
+}
+
 static hk_status *sdy_import_module(hk_module *m, bool *changed) {
+  if (import_mhlo_shardings(m)) {
+    *changed = true;
+    return NULL;
+  }
   const char *meshes = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                     SDY_MESHES);
   sdy_import_ctx cx = {m, {0}};

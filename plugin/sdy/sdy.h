@@ -27,6 +27,7 @@
 #define SDY_FUNC_RESULT "xla.sdy.FuncResultSharding"
 #define SDY_GROUP "xla.sdy.ShardingGroup"
 #define SDY_USE_TUPLE_ARGS "xla.sdy.use_tuple_args"
+#define SDY_IMPORT_MHLO "xla.sdy.import_mhlo_shardings"
 
 /* What the import keeps so the export (or a later pass reading priorities
  * and open dims) can give the Shardy form back: the attribute texts as
