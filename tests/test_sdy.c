@@ -284,6 +284,9 @@ START_TEST(empty_tuple_and_fully_open_constraint) {
                    "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>\"}\n}\n");
   assert_sharding(m, "s", "{replicated}");
   ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0,1]\"");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));   /* the open text comes back */
+  ck_assert_str_eq(sdy_attr(hk_test_find(m, "s"), "xla.sdy.sharding"),
+                   "#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>");
   hk_module_free(m);
 }
 END_TEST
@@ -576,7 +579,8 @@ static char *attr_texts(const hk_module *m) {
   for (char *p = t; (p = strstr(p, "frontend_attributes={")) && n < 256;) {
     char *e = strchr(p, '}');
     while (e[1] == '}') e++;
-    if (memmem(p, (size_t)(e - p), "xla.sdy.", 8)) items[n++] = strndup(p, (size_t)(e - p + 1));
+    if (memmem(p, (size_t)(e - p), "xla.sdy.", 8) || memmem(p, (size_t)(e - p), "inlineable", 10))
+      items[n++] = strndup(p, (size_t)(e - p + 1));
     p = e;
   }
   qsort(items, (size_t)n, sizeof *items, cmp_str);

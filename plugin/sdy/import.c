@@ -42,11 +42,24 @@ static void collect_leaves(const hk_shape *s, const hk_shape **out, int *n) {
   for (int32_t k = 0; k < s->n_tuple; k++) collect_leaves(s->tuple[k], out, n);
 }
 
+static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
+                                     int n_manual, char (*manual)[64], const hk_sharding **out);
+
 /* The HloSharding of `text` (#sdy.sharding or #sdy.sharding_per_value)
  * for instruction i: one sharding per value, a tuple sharding over a
- * tuple's leaves ({replicated} for a fully open one among others). */
+ * tuple's leaves ({replicated} for a fully open one among others).  A
+ * fully open Sharding constraint still needs a sharding in HLO:
+ * {replicated}, every dim in unspecified_dims (mark_open_dims), which
+ * constrains nothing. */
 hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
                                   int n_manual, char (*manual)[64], const hk_sharding **out) {
+  HK_TRY(sharding_for_instr(cx, i, text, n_manual, manual, out));
+  if (!*out && sdy_is_custom_call(i, "Sharding")) *out = hk_sharding_replicated(cx->m);
+  return NULL;
+}
+
+static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
+                                     int n_manual, char (*manual)[64], const hk_sharding **out) {
   *out = NULL;
   if (strncmp(text, "#sdy.sharding<", 14) == 0) {
     sdy_sharding sh;
@@ -167,13 +180,8 @@ static hk_status *import_sharding(sdy_import_ctx *cx, hk_instr *i) {
   const hk_sharding *s;
   hk_status *st = sdy_sharding_for_instr(cx, i, text, 0, NULL, &s);
   if (st) return sdy_error_at(i, SDY_SHARDING, st);
-  bool constraint = sdy_is_custom_call(i, "Sharding");
-  /* A fully open constraint still needs a sharding in HLO: {replicated}
-   * with every dim in unspecified_dims (mark_open_dims), which constrains
-   * nothing. */
-  if (!s && constraint) s = hk_sharding_replicated(cx->m);
   hk_instr_set_sharding(i, s);
-  if (constraint) mark_open_dims(i, text);
+  if (sdy_is_custom_call(i, "Sharding")) mark_open_dims(i, text);
   return NULL;
 }
 
