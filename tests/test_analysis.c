@@ -550,6 +550,50 @@ START_TEST(verify_entry_layout) {
 }
 END_TEST
 
+/* XLA's InferDotOpShape / InferConvolveShape take any operand element
+ * types (the result type is the declared one) and dot and convolution are
+ * on CheckMixedPrecisionOperands' allow list: bf16 x s8, s8 x bf16 -> f32,
+ * f8 x f8 -> bf16, even pred, all verify.  HandleDot / HandleConvolution
+ * refuse one packed_nibble operand, and two on other than 8-bit integers
+ * (and on a grouped convolution). */
+static void dot_conv_text(char *out, size_t cap, const char *lhs, const char *rhs, const char *res,
+                          const char *extra, bool conv) {
+  if (conv)
+    snprintf(out, cap, "HloModule m\nENTRY e {\n  a = %s[1,4,4,2] parameter(0)\n  b = %s[2,2,2,3] parameter(1)\n"
+             "  ROOT r = %s[1,3,3,3] convolution(a, b), window={size=2x2}, dim_labels=b01f_01io->b01f%s\n}\n",
+             lhs, rhs, res, extra);
+  else
+    snprintf(out, cap, "HloModule m\nENTRY e {\n  a = %s[4,8] parameter(0)\n  b = %s[8,3] parameter(1)\n"
+             "  ROOT r = %s[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}%s\n}\n",
+             lhs, rhs, res, extra);
+}
+
+START_TEST(verify_mixed_precision_dot_and_convolution) {
+  static const char *const ok[][3] = {
+      {"bf16", "s8", "bf16"}, {"s8", "bf16", "f32"}, {"f32", "bf16", "bf16"}, {"u8", "s8", "s32"},
+      {"f8e4m3fn", "f8e5m2", "bf16"}, {"s4", "bf16", "bf16"}, {"bf16", "s8", "s8"}, {"pred", "f32", "f32"}};
+  char t[1024];
+  for (int conv = 0; conv < 2; conv++) {
+    for (size_t k = 0; k < sizeof ok / sizeof ok[0]; k++) {
+      dot_conv_text(t, sizeof t, ok[k][0], ok[k][1], ok[k][2], "", conv);
+      expect_verifies(t);
+    }
+    dot_conv_text(t, sizeof t, "s8", "u8", "s32", ", operand_precision={packed_nibble,packed_nibble}", conv);
+    expect_verifies(t);
+    dot_conv_text(t, sizeof t, "s8", "s8", "s32", ", operand_precision={packed_nibble,default}", conv);
+    expect_text_verify_error(t, "'r'", "cannot have a single packed nibble argument");
+    dot_conv_text(t, sizeof t, "s8", "bf16", "f32", ", operand_precision={packed_nibble,packed_nibble}", conv);
+    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers; rhs is bf16");
+    dot_conv_text(t, sizeof t, "s16", "s8", "s32", ", operand_precision={packed_nibble,packed_nibble}", conv);
+    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers; lhs is s16");
+  }
+  snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = s8[1,4,4,4] parameter(0)\n  b = s8[2,2,2,4] parameter(1)\n"
+           "  ROOT r = s32[1,3,3,4] convolution(a, b), window={size=2x2}, dim_labels=b01f_01io->b01f, "
+           "feature_group_count=2, operand_precision={packed_nibble,packed_nibble}\n}\n");
+  expect_text_verify_error(t, "'r'", "does not support feature group count");
+}
+END_TEST
+
 START_TEST(verify_more_rejections) {
   /* Mixed precision is not allowed for elementwise ops. */
   expect_text_verify_error(
@@ -897,6 +941,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, infer_data_movement);
   tcase_add_test(tc, infer_reductions);
   tcase_add_test(tc, infer_dot_conv);
+  tcase_add_test(tc, verify_mixed_precision_dot_and_convolution);
   tcase_add_test(tc, infer_gather_scatter);
   tcase_add_test(tc, infer_control_flow);
   tcase_add_test(tc, infer_collectives);

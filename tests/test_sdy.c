@@ -37,6 +37,10 @@ static void assert_sharding(hk_module *m, const char *name, const char *want) {
   free(got);
 }
 
+static bool sdy_is_custom_call_named(const hk_instr *i, const char *target) {
+  return i->opcode == HK_OP_CUSTOM_CALL && !strcmp(i->attrs->custom_call_target, target);
+}
+
 static const char *sdy_attr(const hk_instr *i, const char *key) {
   for (int k = 0; i->attrs && k < i->attrs->n_frontend_attributes; k++)
     if (!strcmp(i->attrs->frontend_attributes[k].key, key)) return i->attrs->frontend_attributes[k].value;
@@ -257,6 +261,76 @@ START_TEST(per_value_and_result_shardings) {
       "  ROOT t = ((f32[8], f32[8]), f32[8]) custom-call(p), custom_call_target=\"xla_python_cpu_callback\", "
       "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{}]>, <@mesh, [{\\\"x\\\"}]>, <@mesh, [{?}]>]>\"}\n}\n");
   assert_sharding(m, "t", "{{replicated}, {devices=[8]<=[8]}, {replicated}}");
+  hk_module_free(m);
+}
+END_TEST
+
+/* XLA's TestMaximalShardingNoResults: a callback without results (shape
+ * ()) takes its one per-value sharding as a one-element tuple sharding;
+ * and WhileShardingOnlyOnFreeVariables: a fully open Sharding constraint
+ * stays a constraint that constrains nothing ({replicated}, every dim in
+ * unspecified_dims). */
+START_TEST(empty_tuple_and_fully_open_constraint) {
+  hk_module *m = import_parts(
+      1, "maximal_mesh_0 = #sdy.mesh<[], device_ids=[0]>",
+      "ENTRY e {\n  ROOT a = s64[2] parameter(0)\n"
+      "  cc = () custom-call(a), custom_call_target=\"xla_ffi_python_cpu_callback\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@maximal_mesh_0, []>]>\"}, sharding={{maximal device=0}}\n}\n");
+  assert_sharding(m, "cc", "{{maximal device=0}}");
+  hk_module_free(m);
+  m = import_parts(4, "mesh = #sdy.mesh<[\"x\"=4]>",
+                   "ENTRY e {\n  p = f32[32,96] parameter(0)\n"
+                   "  ROOT s = f32[32,96] custom-call(p), custom_call_target=\"Sharding\", sharding={replicated}, "
+                   "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>\"}\n}\n");
+  assert_sharding(m, "s", "{replicated}");
+  ck_assert_str_eq(hk_test_find(m, "s")->attrs->backend_config, "\"unspecified_dims=[0,1]\"");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));   /* the open text comes back */
+  ck_assert_str_eq(sdy_attr(hk_test_find(m, "s"), "xla.sdy.sharding"),
+                   "#sdy.sharding_per_value<[<@mesh, [{?}, {?}]>]>");
+  hk_module_free(m);
+}
+END_TEST
+
+/* A result sharding on a manual computation's result that differs from
+ * its out sharding goes on a copy: the SPMDShardToFullShape keeps the
+ * sharding its shard fits, and the export writes the result sharding back. */
+START_TEST(result_sharding_on_a_manual_result_goes_on_a_copy) {
+  const char *body =
+      "xla.sdy.manual_computation_body.2 {\n  p = f32[4,16] parameter(0)\n  ROOT n = f32[4,16] negate(p)\n}\n\n"
+      "ENTRY e {\n  x = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {\\\"y\\\"}]>\"}\n"
+      "  g = f32[4,16] custom-call(x), custom_call_target=\"xla.sdy.GlobalToLocalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.in_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\",xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\"}\n"
+      "  c = f32[4,16] call(g), to_apply=xla.sdy.manual_computation_body.2\n"
+      "  l = f32[8,16] custom-call(c), custom_call_target=\"xla.sdy.LocalToGlobalShape\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.manual_axes=\"#sdy<manual_axes{\\\"x\\\"}>\",xla.sdy.out_shardings=\"#sdy.sharding_per_value<[<@mesh, [{\\\"x\\\"}, {}]>]>\"}\n"
+      "  ROOT r = f32[8,16] custom-call(l), custom_call_target=\"xla.sdy.FuncResultSharding\", custom_call_has_side_effect=true, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding_per_value<[<@mesh, [{}, {\\\"y\\\"}]>]>\"}\n}\n";
+  hk_module *m = import_text("mesh = #sdy.mesh<[\"x\"=2, \"y\"=4]>", body);
+  hk_instr *root = m->entry->root;
+  ck_assert_int_eq(root->opcode, HK_OP_COPY);
+  ck_assert_str_eq(root->operands[0]->attrs->custom_call_target, "SPMDShardToFullShape");
+  assert_sharding(m, root->name, "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  assert_sharding(m, root->operands[0]->name, "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  root = m->entry->root;
+  ck_assert(sdy_is_custom_call_named(root, "xla.sdy.FuncResultSharding"));
+  ck_assert_str_eq(sdy_attr(root, "xla.sdy.sharding"), "#sdy.sharding_per_value<[<@mesh, [{}, {\"y\"}]>]>");
+  hk_module_free(m);
+}
+END_TEST
+
+/* xla.sdy.import_mhlo_shardings: ShardyXLA's mhlo import reads the HLO
+ * shardings, not the Shardy texts; the attribute and the meshes go. */
+START_TEST(import_mhlo_shardings_keeps_hlo_shardings) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.import_mhlo_shardings=\"t\"}\n\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[1,8]<=[8]}, "
+      "frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\"}, {}]>\"}\n"
+      "  ROOT n = f32[8,8] negate(p)\n}\n");
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  assert_sharding(m, "p", "{devices=[1,8]<=[8]}");
+  ck_assert_int_eq(m->config.n_frontend_attributes, 0);
   hk_module_free(m);
 }
 END_TEST
@@ -505,7 +579,8 @@ static char *attr_texts(const hk_module *m) {
   for (char *p = t; (p = strstr(p, "frontend_attributes={")) && n < 256;) {
     char *e = strchr(p, '}');
     while (e[1] == '}') e++;
-    if (memmem(p, (size_t)(e - p), "xla.sdy.", 8)) items[n++] = strndup(p, (size_t)(e - p + 1));
+    if (memmem(p, (size_t)(e - p), "xla.sdy.", 8) || memmem(p, (size_t)(e - p), "inlineable", 10))
+      items[n++] = strndup(p, (size_t)(e - p + 1));
     p = e;
   }
   qsort(items, (size_t)n, sizeof *items, cmp_str);
@@ -686,6 +761,50 @@ START_TEST(use_tuple_args_wraps_the_parameters) {
 }
 END_TEST
 
+/* ... and the export undoes it: import{keep=true} -> export gives back the
+ * flat entry with its names, shardings, aliasing, donors, layout and the
+ * attribute, so the module prints as it came. */
+START_TEST(use_tuple_args_round_trips) {
+  const char *text =
+      "HloModule f, buffer_donor={ (1, {}) }, input_output_alias={ {0}: (2, {}, must-alias), {1}: (0, {}, may-alias) }, "
+      "entry_computation_layout={(f32[8,16]{1,0}, f32[16,4]{1,0}, f32[8,4]{1,0})->(f32[8,4]{1,0}, f32[8,16]{1,0})}, "
+      "num_partitions=8, frontend_attributes={xla.sdy.meshes={mesh = #sdy.mesh<[\"x\"=8]>}, "
+      "xla.sdy.use_tuple_args=\"t\"}\n\nENTRY e {\n"
+      "  a = f32[8,16] parameter(0), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{\\\"x\\\", ?}, {}]>\"}\n"
+      "  b = f32[16,4] parameter(1)\n"
+      "  c = f32[8,4] parameter(2), frontend_attributes={xla.sdy.sharding=\"#sdy.sharding<@mesh, [{}, {\\\"x\\\":(1)2}]>\"}\n"
+      "  d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n"
+      "  r = f32[8,4] add(d, c)\n  ROOT t = (f32[8,4], f32[8,16]) tuple(r, a)\n}\n";
+  hk_module *want = hk_test_parse(text), *m = hk_test_parse(text);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", "keep=true"));
+  ck_assert_int_eq(m->entry->n_params, 1);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));
+  ck_assert_int_eq(m->entry->n_params, 3);
+  ck_assert_str_eq(m->entry->params[0]->name, "a");
+  ck_assert_str_eq(m->entry->params[2]->name, "c");
+  ck_assert_ptr_eq(hk_test_find(m, "r")->operands[1], m->entry->params[2]);
+  ck_assert_ptr_null(m->entry->params[1]->sharding);   /* none given, none made up */
+  char *a = hk_module_to_string(want, HK_PRINT_SHORT), *b = hk_module_to_string(m, HK_PRINT_SHORT);
+  *strchr(a, '\n') = *strchr(b, '\n') = 0;   /* the module line: config and attributes */
+  ck_assert_str_eq(b, a);
+  free(a);
+  free(b);
+  a = attr_texts(want);
+  b = attr_texts(m);
+  ck_assert_str_eq(b, a);
+  free(a);
+  free(b);
+  hk_module_free(want);
+  hk_module_free(m);
+  /* without keep the attribute is gone, and the export leaves the tuple */
+  m = hk_test_parse(text);
+  ck_assert(hk_test_run_pass(reg, m, "sdy-round-trip-import", NULL));
+  ck_assert(!hk_test_run_pass(reg, m, "sdy-round-trip-export", NULL));   /* nothing kept */
+  ck_assert_int_eq(m->entry->n_params, 1);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(fixtures_partition_and_check_equal) {
   assert_checks_equal("sdy_shard_map.hlo", 8);
   assert_checks_equal("sdy_mlp.hlo", 8);
@@ -732,6 +851,9 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, open_dims_priorities_and_replicated_axes);
   tcase_add_test(tc, per_value_and_result_shardings);
   tcase_add_test(tc, sharding_group_becomes_shard_as);
+  tcase_add_test(tc, empty_tuple_and_fully_open_constraint);
+  tcase_add_test(tc, import_mhlo_shardings_keeps_hlo_shardings);
+  tcase_add_test(tc, result_sharding_on_a_manual_result_goes_on_a_copy);
   tcase_add_test(tc, manual_computation_lowered);
   tcase_add_test(tc, partly_manual_computation_has_subgroups);
   tcase_add_test(tc, nested_manual_computations_take_parent_axes);
@@ -742,6 +864,7 @@ static Suite *sdy_suite(void) {
   tcase_add_test(tc, import_removes_round_trip_attributes);
   tcase_add_test(tc, cli_import_keeps_texts_only_for_an_export);
   tcase_add_test(tc, use_tuple_args_wraps_the_parameters);
+  tcase_add_test(tc, use_tuple_args_round_trips);
   tcase_add_test(tc, fixtures_partition_and_check_equal);
   tcase_add_test(tc, partitioned_entry_takes_local_shards);
   tcase_add_test(tc, mutated_texts_never_crash);

@@ -2,6 +2,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "analysis_internal.h"
 #include "ir/ptr_table.h"
@@ -329,6 +330,31 @@ static hk_status *check_compare_type(const hk_instr *i) {
                               hk_prim_name(e));
 }
 
+/* XLA's HandleDot / HandleConvolution: PACKED_NIBBLE precision is for
+ * both operands or neither, both 8-bit integers, and a convolution with it
+ * has no feature or batch groups. */
+static hk_status *check_packed_nibble(const hk_instr *i) {
+  if ((i->opcode != HK_OP_DOT && i->opcode != HK_OP_CONVOLUTION) || !i->attrs) return NULL;
+  int n = 0;
+  for (int k = 0; k < i->attrs->n_operand_precision; k++)
+    n += strcasecmp(i->attrs->operand_precision[k], "packed_nibble") == 0;
+  const char *what = i->opcode == HK_OP_DOT ? "dot" : "convolution";
+  if (n == 1) return ana_fail(i, "%s cannot have a single packed nibble argument", what);
+  if (n != 2) return NULL;
+  if (i->opcode == HK_OP_CONVOLUTION && i->attrs->feature_group_count > 1)
+    return ana_fail(i, "packed nibble precision does not support feature group count");
+  if (i->opcode == HK_OP_CONVOLUTION && i->attrs->batch_group_count > 1)
+    return ana_fail(i, "packed nibble precision does not support batch group count");
+  for (int k = 0; k < 2 && k < i->n_operands; k++) {
+    const hk_shape *s = i->operands[k]->shape;
+    if (!hk_shape_is_array(s) || !hk_prim_is_integral((hk_prim)s->elem) ||
+        hk_prim_bits((hk_prim)s->elem) != 8)
+      return ana_fail(i, "packed nibble precision can only apply to 8 bit integers; %s is %s",
+                      k ? "rhs" : "lhs", hk_prim_name((hk_prim)s->elem));
+  }
+  return NULL;
+}
+
 static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
   HK_TRY(check_mixed_precision(i));
   HK_TRY(check_compare_type(i));
@@ -340,6 +366,7 @@ static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
     return NULL;
   }
   if (st) return st;
+  HK_TRY(check_packed_nibble(i));
   if (!ana_compatible(i->shape, inferred)) {
     char a[256], b[256];
     return ana_fail(i, "declared shape %s does not match the inferred shape %s",

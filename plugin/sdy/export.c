@@ -185,11 +185,22 @@ static hk_status *export_computation(export_ctx *cx, hk_computation *c) {
 }
 
 
+/* The module attribute `key` moved to the end of the list (the order the
+ * import found them in: XLA prints them sorted). */
+static void move_last(hk_module *m, const char *key) {
+  const char *v = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes, key);
+  if (!v) return;
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, key, NULL);
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, key, v);
+}
+
 static hk_status *export_run(hk_pass *self, hk_module *m, const hk_exec_threads *threads,
                              bool *changed) {
   (void)self;
   (void)threads;
-  *changed = false;
+  *changed = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
+                          KEEP_TUPLE_ARGS) != NULL;
+  HK_TRY(sdy_restore_tuple_args(m));   /* first: the parameters carry the kept texts */
   const char *meshes = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                     KEEP_MESHES);
   if (!meshes) return NULL;        /* nothing imported from Shardy */
@@ -202,6 +213,7 @@ static hk_status *export_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   if (st) return st;
   sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_MESHES, meshes);
   sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, KEEP_MESHES, NULL);
+  move_last(m, SDY_USE_TUPLE_ARGS);
   *changed = true;
   return NULL;
 }

@@ -42,11 +42,24 @@ static void collect_leaves(const hk_shape *s, const hk_shape **out, int *n) {
   for (int32_t k = 0; k < s->n_tuple; k++) collect_leaves(s->tuple[k], out, n);
 }
 
+static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
+                                     int n_manual, char (*manual)[64], const hk_sharding **out);
+
 /* The HloSharding of `text` (#sdy.sharding or #sdy.sharding_per_value)
  * for instruction i: one sharding per value, a tuple sharding over a
- * tuple's leaves ({replicated} for a fully open one among others). */
+ * tuple's leaves ({replicated} for a fully open one among others).  A
+ * fully open Sharding constraint still needs a sharding in HLO:
+ * {replicated}, every dim in unspecified_dims (mark_open_dims), which
+ * constrains nothing. */
 hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
                                   int n_manual, char (*manual)[64], const hk_sharding **out) {
+  HK_TRY(sharding_for_instr(cx, i, text, n_manual, manual, out));
+  if (!*out && sdy_is_custom_call(i, "Sharding")) *out = hk_sharding_replicated(cx->m);
+  return NULL;
+}
+
+static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *text,
+                                     int n_manual, char (*manual)[64], const hk_sharding **out) {
   *out = NULL;
   if (strncmp(text, "#sdy.sharding<", 14) == 0) {
     sdy_sharding sh;
@@ -64,6 +77,20 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
   if (!leaves || !elems) hk_out_of_memory();
   collect_leaves(i->shape, leaves, &n);
   hk_status *st = NULL;
+  /* An empty tuple takes one sharding, as XLA's tuple HloSharding of an
+   * empty tuple has one element (a callback without results). */
+  if (tuple && n == 0 && pv.n == 1) {
+    const hk_shape *scalar = hk_shape_scalar(cx->m, HK_PRED);
+    st = convert_one(cx, &pv.v[0], scalar, n_manual, manual, &elems[0]);
+    if (!st) {
+      const hk_sharding *one = elems[0] ? elems[0] : hk_sharding_replicated(cx->m);
+      *out = hk_sharding_tuple(cx->m, 1, &one);
+    }
+    free(leaves);
+    free(elems);
+    sdy_per_value_free(&pv);
+    return st;
+  }
   if (pv.n != n)
     st = hk_error(HK_INVALID_ARGUMENT, "%d shardings for %d values", pv.n, n);
   bool any = false;
@@ -210,7 +237,20 @@ static hk_status *import_func_result(sdy_import_ctx *cx, hk_instr *cc, results *
  * per element ({replicated} where none was given). */
 static void set_root_sharding(hk_module *m, hk_computation *c, const results *res) {
   if (res->whole) {
-    hk_instr_set_sharding(c->root, res->whole);
+    hk_instr *root = c->root;
+    /* A root the import gave its own sharding (a manual computation's
+     * SPMDShardToFullShape, a parameter, a constraint) keeps it: the result
+     * sharding goes on a copy, as a function result's sharding is not its
+     * producer's. */
+    if (root->sharding && !hk_sharding_equivalent(root->sharding, res->whole)) {
+      hk_instr *copy = hk_instr_new(c, HK_OP_COPY, root->shape, 1, &root, NULL);
+      const char *kept = sdy_kept(root, "result_sharding");
+      if (kept) sdy_instr_attr_set(copy, KEEP_PREFIX "result_sharding", kept);
+      sdy_unkeep(root, "result_sharding");
+      hk_computation_set_root(c, copy);
+      root = copy;
+    }
+    hk_instr_set_sharding(root, res->whole);
     return;
   }
   if (!res->n || c->root->opcode != HK_OP_TUPLE) return;
@@ -293,7 +333,23 @@ static hk_status *import_manual_computations(sdy_import_ctx *cx) {
   return NULL;
 }
 
+/* xla.sdy.import_mhlo_shardings: ShardyXLA reads the module's HLO
+ * shardings (its mhlo import pipeline), not the round-trip texts, and drops
+ * the attribute and the meshes.  HLO shardings are what hlokit reads
+ * anyway: they stay. */
+static bool import_mhlo_shardings(hk_module *m) {
+  if (!sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes, SDY_IMPORT_MHLO))
+    return false;
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_IMPORT_MHLO, NULL);
+  sdy_kv_set(m, &m->config.n_frontend_attributes, &m->config.frontend_attributes, SDY_MESHES, NULL);
+  return true;
+}
+
 static hk_status *sdy_import_module(hk_module *m, bool *changed) {
+  if (import_mhlo_shardings(m)) {
+    *changed = true;
+    return NULL;
+  }
   const char *meshes = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                     SDY_MESHES);
   sdy_import_ctx cx = {m, {0}};
@@ -348,7 +404,7 @@ static hk_status *import_run(hk_pass *self, hk_module *m, const hk_exec_threads 
   if (*changed && !((import_pass *)self)->keep) drop_kept(m);
   bool tuple_args = sdy_attr_get(m->config.n_frontend_attributes, m->config.frontend_attributes,
                                  SDY_USE_TUPLE_ARGS) != NULL;
-  if (tuple_args) HK_TRY(sdy_use_tuple_args(m));
+  if (tuple_args) HK_TRY(sdy_use_tuple_args(m, ((import_pass *)self)->keep));
   *changed |= tuple_args;
   return NULL;
 }

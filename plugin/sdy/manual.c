@@ -354,6 +354,8 @@ static hk_status *lower(sdy_import_ctx *cx, manual_info *mi) {
     sdy_instr_attr_set(s2f, KEEP_PREFIX "manual_axes", axes_text);
     sdy_instr_attr_set(s2f, KEEP_PREFIX "body", body->name);
     keep_index(s2f, KEEP_PREFIX "result", j);
+    /* the call's inlineable="false" (JAX writes it, older XLA did not) */
+    sdy_instr_attr_set(s2f, KEEP_PREFIX "call_inlineable", sdy_instr_attr(call, "inlineable"));
     if (!hk_shape_is_tuple(mi->l2g->shape)) {
       hk_instr_replace_all_uses(mi->l2g, s2f);
       continue;

@@ -140,7 +140,7 @@ static hk_status *outline(hk_module *m, hk_computation *c, region *r) {
   }
   hk_instr *call = hk_instr_new_before(at, HK_OP_CALL, body->root->shape, r->n_in, args, "call");
   hk_instr_set_called(call, 1, &body);
-  sdy_instr_attr_set(call, "inlineable", "false");
+  sdy_instr_attr_set(call, "inlineable", sdy_kept(r->s2f[0], "call_inlineable"));
   for (int j = 0; j < r->n_out; j++) {
     ops[j] = element(at, call, r->n_out, j);
     shapes[j] = r->s2f[j]->shape;

@@ -27,12 +27,14 @@
 #define SDY_FUNC_RESULT "xla.sdy.FuncResultSharding"
 #define SDY_GROUP "xla.sdy.ShardingGroup"
 #define SDY_USE_TUPLE_ARGS "xla.sdy.use_tuple_args"
+#define SDY_IMPORT_MHLO "xla.sdy.import_mhlo_shardings"
 
 /* What the import keeps so the export (or a later pass reading priorities
  * and open dims) can give the Shardy form back: the attribute texts as
  * they came, under our own keys so nothing re-imports them. */
 #define KEEP_PREFIX "hlokit.sdy."
 #define KEEP_MESHES "hlokit.sdy.meshes"
+#define KEEP_TUPLE_ARGS "hlokit.sdy.use_tuple_args"
 
 #define SDY_MAX_AXES 16
 #define SDY_MAX_DIMS 16
@@ -161,7 +163,11 @@ hk_status *sdy_sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char *t
                                   int n_manual, char (*manual)[64], const hk_sharding **out);
 
 /* ---- tuple_args.c: xla.sdy.use_tuple_args (ShardyXLA's use_tuple_args) */
-hk_status *sdy_use_tuple_args(hk_module *m);
+/* keep: the attribute stays as KEEP_TUPLE_ARGS (and each parameter's kept
+ * texts go with it) so that sdy_restore_tuple_args, the export's, can
+ * give the flat entry back. */
+hk_status *sdy_use_tuple_args(hk_module *m, bool keep);
+hk_status *sdy_restore_tuple_args(hk_module *m);
 
 /* ---- passes (plugin.c: the one pass struct both use) ------------------------ */
 /* outline.c: the export of lowered manual computations */
