@@ -279,6 +279,39 @@ START_TEST(post_order_list_already_in_order) {
 }
 END_TEST
 
+/* The proof that the list is the order takes the id table's memory for its
+ * own array: with ids exactly 0..n-1 (the table no bigger than the list),
+ * a list in order is returned as it is, and one whose operands are
+ * visited out of list order (the proof fails after using the table) still
+ * gets the reference order. */
+START_TEST(post_order_id_table_as_big_as_list) {
+  for (int swapped = 0; swapped < 2; swapped++) {
+    hk_module *m = hk_module_new("m");
+    hk_computation *c = hk_computation_new(m, "c");
+    const hk_shape *s = hk_shape_scalar(m, HK_F32);
+    enum { N = 1200 };
+    hk_instr *x[N];
+    x[0] = hk_test_param(c, 0, s, "p");
+    x[1] = hk_instr_new(c, HK_OP_NEGATE, s, 1, &x[0], NULL);
+    for (int k = 2; k < N; k++) {
+      /* add(previous, the one before): operands in list order, or swapped */
+      hk_instr *ops[2] = {x[k - 1 - swapped], x[k - 2 + swapped]};
+      x[k] = hk_instr_new(c, HK_OP_ADD, s, 2, ops, NULL);
+    }
+    hk_computation_set_root(c, x[N - 1]);
+    ck_assert_int_eq(m->next_id, N);
+    int64_t n = 0;
+    hk_instr **po = hk_computation_post_order(c, &n);
+    ck_assert_int_eq(n, N);
+    if (!swapped)
+      for (int k = 0; k < N; k++) ck_assert_ptr_eq(po[k], x[k]);
+    free(po);
+    assert_same_as_reference(c);
+    hk_module_free(m);
+  }
+}
+END_TEST
+
 /* A big chain listed backwards (each instruction uses the one listed after
  * it): operands come late, the marking DFS runs, same order. */
 START_TEST(post_order_big_reversed_list) {
@@ -557,6 +590,7 @@ static Suite *walks_suite(void) {
   tcase_add_test(tc, post_order_list_already_in_order);
   tcase_add_test(tc, list_is_topological_both_ways);
   tcase_add_test(tc, post_order_big_reversed_list);
+  tcase_add_test(tc, post_order_id_table_as_big_as_list);
   tcase_add_test(tc, post_order_concurrent);
   tcase_add_test(tc, calling_instrs);
   tcase_add_test(tc, sort_computations_callees_first);

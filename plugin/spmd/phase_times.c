@@ -24,6 +24,18 @@ static double resident_mib(void) {
   return (double)resident * 4096.0 / (1024.0 * 1024.0);
 }
 
+/* Peak resident memory so far in MiB (VmHWM; 0 where /proc is not there):
+ * a phase's transient arrays show here, not in the resident column. */
+static double peak_mib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  long kb = 0;
+  char line[256];
+  while (f && fgets(line, sizeof line, f))
+    if (sscanf(line, "VmHWM: %ld", &kb) == 1) break;
+  if (f) fclose(f);
+  return (double)kb / 1024.0;
+}
+
 void spmd_phase_clock_start(spmd_phase_clock *c) {
   const char *e = getenv("HLOKIT_SPMD_TIMES");
   c->on = e && *e && strcmp(e, "0") != 0;
@@ -34,8 +46,8 @@ void spmd_phase_clock_start(spmd_phase_clock *c) {
 void spmd_phase_done(spmd_phase_clock *c, const char *phase) {
   if (!c->on) return;
   double now = seconds(CLOCK_MONOTONIC), cpu = seconds(CLOCK_PROCESS_CPUTIME_ID);
-  fprintf(stderr, "spmd-partitioning: %-26s %9.3f ms wall %9.3f ms cpu %8.1f MiB\n", phase,
-          (now - c->last) * 1e3, (cpu - c->last_cpu) * 1e3, resident_mib());
+  fprintf(stderr, "spmd-partitioning: %-26s %9.3f ms wall %9.3f ms cpu %8.1f MiB %8.1f MiB peak\n",
+          phase, (now - c->last) * 1e3, (cpu - c->last_cpu) * 1e3, resident_mib(), peak_mib());
   c->last = now;
   c->last_cpu = cpu;
 }
