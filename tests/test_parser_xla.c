@@ -695,6 +695,23 @@ START_TEST(test_unknown_attribute) {
 }
 END_TEST
 
+/* topk's is_stable (XLA since 2026-06: HloTopKInstruction prints it after
+ * largest); a stable top-k is the one hlokit evaluates, so false and true
+ * both read, true prints back, false is the default and prints nothing. */
+START_TEST(test_topk_is_stable) {
+  const char *head = "HloModule m\n\nENTRY e {\n  p = f32[4,6] parameter(0)\n  ROOT k = (f32[4,2], s32[4,2]) ";
+  char text[256];
+  snprintf(text, sizeof text, "%stopk(p), k=2, largest=true, is_stable=true\n}\n", head);
+  expect_print_has(text, HK_PRINT_SHORT, "topk(p), k=2, largest=true, is_stable=true\n");
+  snprintf(text, sizeof text, "%stopk(p), is_stable=false, k=2, largest=false\n}\n", head);
+  expect_print_has(text, HK_PRINT_SHORT, "topk(p), k=2, largest=false\n");
+  snprintf(text, sizeof text, "%stopk(p), k=2, largest=true, is_stable=1\n}\n", head);
+  expect_error(text, "t:5:71:", "expects true or false");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p), is_stable=true\n}\n",
+               "t:5:30:", "unexpected attribute \"is_stable\"");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -731,6 +748,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_dynamic_slice_index_vector);
   tcase_add_test(tc, test_channel_id_zero);
   tcase_add_test(tc, test_unknown_attribute);
+  tcase_add_test(tc, test_topk_is_stable);
   suite_add_tcase(s, tc);
   return s;
 }

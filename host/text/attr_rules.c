@@ -116,7 +116,7 @@ static const char *allowed_for(hk_opcode op) {
     case HK_OP_DOMAIN: return "domain";
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return "epsilon,feature_index";
-    case HK_OP_TOPK: return "k,largest,to_apply";
+    case HK_OP_TOPK: return "k,largest,is_stable,to_apply"; /* is_stable: XLA since 2026-06 */
     case HK_OP_CUSTOM_CALL:
       return NULL; /* custom calls carry a wide, growing set */
     default:
