@@ -754,6 +754,39 @@ START_TEST(test_collective_broadcast_dynamic_root) {
 }
 END_TEST
 
+/* Opcodes XLA's parser builds from their operands: the declared shape goes
+ * (send: (operand, u32[], token[]); recv: element 0 of the declared tuple;
+ * recv-done: (data, token[]); send-done, outfeed, after-all: token[];
+ * add-dependency: operand 0's), and an outfeed takes its operand's shape as
+ * outfeed_shape; a recv declared without a tuple is an error at its line. */
+START_TEST(test_shapes_xla_builds) {
+  const char *text =
+      "HloModule m\nENTRY e {\n  p0 = f32[4,3] parameter(0)\n  token0 = token[] after-all()\n"
+      "  send = f32[4,3] send(p0, token0), channel_id=1\n  send-done = s32[] send-done(send), channel_id=1\n"
+      "  recv = (f32[2], s8[]) recv(token0), channel_id=2\n  recv-done = f32[7] recv-done(recv), channel_id=2\n"
+      "  o = (s32[]) outfeed(p0, token0)\n  ROOT d = f32[9] add-dependency(p0, o)\n}\n";
+  hk_module *m = hk_test_parse(text);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  const char *want[] = {
+      "send = (f32[4,3]{1,0}, u32[], token[]) send(p0, token0), channel_id=1\n",
+      "send-done = token[] send-done(send), channel_id=1\n",
+      "recv = (f32[2]{0}, u32[], token[]) recv(token0), channel_id=2\n",
+      "recv-done = (f32[2]{0}, token[]) recv-done(recv), channel_id=2\n",
+      "o = token[] outfeed(p0, token0), outfeed_shape=f32[4,3]{1,0}\n",
+      "ROOT d = f32[4,3]{1,0} add-dependency(p0, o)\n",
+  };
+  for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+    ck_assert_msg(strstr(out, want[k]), "want \"%s\" in:\n%s", want[k], out);
+  free(out);
+  hk_module_free(m);
+  expect_print_has("HloModule m\nENTRY e {\n  p0 = f32[4,3] parameter(0)\n  t = token[] after-all()\n"
+                   "  ROOT o = token[] outfeed(p0, t), outfeed_shape=f32[4,3]{0,1}\n}\n",
+                   HK_PRINT_SHORT, "outfeed(p0, t), outfeed_shape=f32[4,3]{0,1}\n");
+  expect_error("HloModule m\nENTRY e {\n  t = token[] after-all()\n  ROOT r = f32[2] recv(t), channel_id=2\n}\n",
+               "t:4:3:", "recv expects a tuple shape");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -792,6 +825,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_channel_id_zero);
   tcase_add_test(tc, test_unknown_attribute);
   tcase_add_test(tc, test_topk_is_stable);
+  tcase_add_test(tc, test_shapes_xla_builds);
   tcase_add_test(tc, test_collective_broadcast_dynamic_root);
   suite_add_tcase(s, tc);
   return s;

@@ -21,6 +21,16 @@ static void add_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len,
   pi->has_attrs = true;
 }
 
+void tx_default_outfeed_shape(tx_parser *P, tx_pending *pi, const hk_shape *s) {
+  for (int k = 0; k < pi->n_raw; k++)
+    if (!strcmp(pi->raw[k].name, "outfeed_shape")) return;
+  hk_buf b;
+  hk_buf_init(&b);
+  tx_print_shape(s, true, &b);
+  add_raw(P, pi, "outfeed_shape", 13, b.data, b.len);
+  hk_buf_free(&b);
+}
+
 static bool parse_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len) {
   const char *v;
   size_t vl;
