@@ -96,6 +96,33 @@ START_TEST(test_literal_past_memory_is_an_error) {
 }
 END_TEST
 
+/* Resident bytes of this process now (/proc/self/statm), or -1. */
+static long long resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long long size = 0, res = -1;
+  if (fscanf(f, "%lld %lld", &size, &res) != 2) res = -1;
+  fclose(f);
+  return res < 0 ? -1 : res * 4096;
+}
+
+/* A bare element fills a 1 GiB literal: its storage is taken but not made
+ * present (fuzzer: f16[699999999,3] constant(0) made 4 GB resident), so
+ * the process stays far below the literal's size; the values read back. */
+START_TEST(test_bare_element_literal_stays_lazy) {
+  long long before = resident_bytes();
+  hk_module *m = hk_test_parse("HloModule m\n\nENTRY e {\n  ROOT c = f32[268435456] constant(3)\n}\n");
+  long long after = resident_bytes();
+  const hk_literal *l = m->entry->root->attrs->literal;
+  ck_assert_int_eq(l->nbytes, (int64_t)1 << 30);
+  ck_assert(hk_literal_get_f64(l, 0) == 3.0);
+  ck_assert(hk_literal_get_f64(l, 268435455) == 0.0);
+  if (before >= 0 && after >= 0)
+    ck_assert_msg(after - before < (128ll << 20), "resident grew by %lld bytes", after - before);
+  hk_module_free(m);
+}
+END_TEST
+
 /* anonymous operands of a single instruction become parameters named
  * "parameter", numbered in order */
 START_TEST(test_anonymous_operands) {
@@ -722,12 +749,78 @@ START_TEST(test_string_escapes) {
 }
 END_TEST
 
+/* topk's is_stable (XLA since 2026-06: HloTopKInstruction prints it after
+ * largest); a stable top-k is the one hlokit evaluates, so false and true
+ * both read, true prints back, false is the default and prints nothing. */
+START_TEST(test_topk_is_stable) {
+  const char *head = "HloModule m\n\nENTRY e {\n  p = f32[4,6] parameter(0)\n  ROOT k = (f32[4,2], s32[4,2]) ";
+  char text[256];
+  snprintf(text, sizeof text, "%stopk(p), k=2, largest=true, is_stable=true\n}\n", head);
+  expect_print_has(text, HK_PRINT_SHORT, "topk(p), k=2, largest=true, is_stable=true\n");
+  snprintf(text, sizeof text, "%stopk(p), is_stable=false, k=2, largest=false\n}\n", head);
+  expect_print_has(text, HK_PRINT_SHORT, "topk(p), k=2, largest=false\n");
+  snprintf(text, sizeof text, "%stopk(p), k=2, largest=true, is_stable=1\n}\n", head);
+  expect_error(text, "t:5:71:", "expects true or false");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p), is_stable=true\n}\n",
+               "t:5:30:", "unexpected attribute \"is_stable\"");
+}
+END_TEST
+
+/* collective-broadcast's has_dynamic_root (XLA since 2026 prints it on every
+ * one): false reads as the broadcast it is; true is refused at its value. */
+START_TEST(test_collective_broadcast_dynamic_root) {
+  const char *head = "HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n"
+                     "  ROOT cb = f32[8] collective-broadcast(p), replica_groups={{1,0}}, ";
+  char text[256];
+  snprintf(text, sizeof text, "%shas_dynamic_root=false\n}\n", head);
+  expect_print_has(text, HK_PRINT_SHORT, "collective-broadcast(p), replica_groups={{1,0}}\n");
+  snprintf(text, sizeof text, "%shas_dynamic_root=true\n}\n", head);
+  expect_error(text, "t:5:86:", "has_dynamic_root=true (a root chosen at run time) is not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p), has_dynamic_root=false\n}\n",
+               "t:5:30:", "unexpected attribute \"has_dynamic_root\"");
+}
+END_TEST
+
+/* Opcodes XLA's parser builds from their operands: the declared shape goes
+ * (send: (operand, u32[], token[]); recv: element 0 of the declared tuple;
+ * recv-done: (data, token[]); send-done, outfeed, after-all: token[];
+ * add-dependency: operand 0's), and an outfeed takes its operand's shape as
+ * outfeed_shape; a recv declared without a tuple is an error at its line. */
+START_TEST(test_shapes_xla_builds) {
+  const char *text =
+      "HloModule m\nENTRY e {\n  p0 = f32[4,3] parameter(0)\n  token0 = token[] after-all()\n"
+      "  send = f32[4,3] send(p0, token0), channel_id=1\n  send-done = s32[] send-done(send), channel_id=1\n"
+      "  recv = (f32[2], s8[]) recv(token0), channel_id=2\n  recv-done = f32[7] recv-done(recv), channel_id=2\n"
+      "  o = (s32[]) outfeed(p0, token0)\n  ROOT d = f32[9] add-dependency(p0, o)\n}\n";
+  hk_module *m = hk_test_parse(text);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  const char *want[] = {
+      "send = (f32[4,3]{1,0}, u32[], token[]) send(p0, token0), channel_id=1\n",
+      "send-done = token[] send-done(send), channel_id=1\n",
+      "recv = (f32[2]{0}, u32[], token[]) recv(token0), channel_id=2\n",
+      "recv-done = (f32[2]{0}, token[]) recv-done(recv), channel_id=2\n",
+      "o = token[] outfeed(p0, token0), outfeed_shape=f32[4,3]{1,0}\n",
+      "ROOT d = f32[4,3]{1,0} add-dependency(p0, o)\n",
+  };
+  for (size_t k = 0; k < sizeof want / sizeof *want; k++)
+    ck_assert_msg(strstr(out, want[k]), "want \"%s\" in:\n%s", want[k], out);
+  free(out);
+  hk_module_free(m);
+  expect_print_has("HloModule m\nENTRY e {\n  p0 = f32[4,3] parameter(0)\n  t = token[] after-all()\n"
+                   "  ROOT o = token[] outfeed(p0, t), outfeed_shape=f32[4,3]{0,1}\n}\n",
+                   HK_PRINT_SHORT, "outfeed(p0, t), outfeed_shape=f32[4,3]{0,1}\n");
+  expect_error("HloModule m\nENTRY e {\n  t = token[] after-all()\n  ROOT r = f32[2] recv(t), channel_id=2\n}\n",
+               "t:4:3:", "recv expects a tuple shape");
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
   tcase_add_test(tc, test_fuzz_regressions);
   tcase_add_test(tc, test_string_escapes);
   tcase_add_test(tc, test_literal_past_memory_is_an_error);
+  tcase_add_test(tc, test_bare_element_literal_stays_lazy);
   tcase_add_test(tc, test_anonymous_operands);
   tcase_add_test(tc, test_names_unique_module_wide);
   tcase_add_test(tc, test_signature_result_matches_root);
@@ -759,6 +852,9 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_dynamic_slice_index_vector);
   tcase_add_test(tc, test_channel_id_zero);
   tcase_add_test(tc, test_unknown_attribute);
+  tcase_add_test(tc, test_topk_is_stable);
+  tcase_add_test(tc, test_shapes_xla_builds);
+  tcase_add_test(tc, test_collective_broadcast_dynamic_root);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -20,7 +20,10 @@ void *hk_alloc_block(size_t n) {
   if (n >= HK_BIG_BLOCK_MIN) {
     char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) hk_out_of_memory();
-    hk_populate(p, p + n);
+    /* a block past HK_POPULATE_MAX is seldom written whole at once (a
+     * literal one bare element fills: fuzzer, 4 GB made present for
+     * f16[699999999,3] constant(0)); its pages come as they are touched */
+    if (n <= HK_POPULATE_MAX) hk_populate(p, p + n);
     return p;
   }
   void *p = calloc(1, n);

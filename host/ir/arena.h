@@ -45,6 +45,7 @@ size_t hk_arena_release_items(hk_arena *a, size_t item, bool (*dead)(const void 
  * them, but several times slower than 4 KiB pages for the first use in a
  * process.) */
 #define HK_BIG_BLOCK_MIN ((size_t)1 << 20)
+#define HK_POPULATE_MAX ((size_t)256 << 20)   /* bigger blocks are not made present at once */
 
 /* Big tables and chunks come from hk_alloc_block / hk_free_block (the
  * ABI's, ir.h): the one place that decides how big blocks are obtained

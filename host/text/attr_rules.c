@@ -19,7 +19,7 @@ static const char *const kKnown[] = {
     "custom_call_has_side_effect", "custom_call_schedule", "custom_call_target", "delta",
     "dim_labels", "dimensions", "distribution", "domain", "dynamic_slice_sizes", "epsilon",
     "exponent_bits", "false_computation", "feature_group_count", "feature_index",
-    "fft_length", "fft_type", "index", "index_vector_dim", "indices_are_sorted",
+    "fft_length", "fft_type", "has_dynamic_root", "index", "index_vector_dim", "indices_are_sorted",
     "infeed_config", "inferred_dimension", "input_batching_dims", "inserted_window_dims", "iota_dimension",
     "is_composite", "is_host_transfer", "is_stable", "k", "kind", "largest", "left_side",
     "lhs_batch_dims", "lhs_contracting_dims", "lhs_ragged_dims", "literal", "lower", "mantissa_bits",
@@ -63,8 +63,9 @@ static const char *allowed_for(hk_opcode op) {
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: case HK_OP_REDUCE_SCATTER:
       return "replica_groups,to_apply,channel_id,constrain_layout,use_global_device_ids,dimensions";
     case HK_OP_ALL_TO_ALL: return "replica_groups,constrain_layout,channel_id,dimensions";
-    case HK_OP_RAGGED_ALL_TO_ALL: case HK_OP_COLLECTIVE_BROADCAST:
-      return "replica_groups,channel_id,constrain_layout";
+    case HK_OP_RAGGED_ALL_TO_ALL: return "replica_groups,channel_id,constrain_layout";
+    case HK_OP_COLLECTIVE_BROADCAST: /* has_dynamic_root: XLA since 2026 */
+      return "replica_groups,channel_id,constrain_layout,has_dynamic_root";
     case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_COLLECTIVE_PERMUTE_START:
       return "source_target_pairs,channel_id,slice_sizes";
     case HK_OP_ASYNC_START: case HK_OP_ASYNC_UPDATE: case HK_OP_ASYNC_DONE:
@@ -116,7 +117,7 @@ static const char *allowed_for(hk_opcode op) {
     case HK_OP_DOMAIN: return "domain";
     case HK_OP_BATCH_NORM_TRAINING: case HK_OP_BATCH_NORM_INFERENCE: case HK_OP_BATCH_NORM_GRAD:
       return "epsilon,feature_index";
-    case HK_OP_TOPK: return "k,largest,to_apply";
+    case HK_OP_TOPK: return "k,largest,is_stable,to_apply"; /* is_stable: XLA since 2026-06 */
     case HK_OP_CUSTOM_CALL:
       return NULL; /* custom calls carry a wide, growing set */
     default:

@@ -773,11 +773,55 @@ static bool check_parameter_number(tx_parser *P, tx_pending *pi) {
   return true;
 }
 
+/* XLA's parser builds these opcodes from their operands (CreateSend,
+ * CreateRecv(shape.tuple_shapes(0), ...), CreateRecvDone, CreateSendDone,
+ * CreateOutfeed, CreateAfterAll, CreateAddDependency): the declared shape is
+ * not kept, the built one is; an outfeed without outfeed_shape takes its
+ * operand's shape there. */
+static bool xla_built_shape(tx_parser *P, tx_pending *pi) {
+  hk_instr **ops = pending_operands(P, pi);
+  int n = pi->n_operands;
+  const hk_shape *el[3];
+  switch (pi->op) {
+    case HK_OP_SEND:
+      if (n != 2) return true;
+      el[0] = ops[0]->shape;
+      break;
+    case HK_OP_RECV:
+      if (!hk_shape_is_tuple(pi->shape) || pi->shape->n_tuple < 1)
+        return tx_error_at(P, pi->at, "recv expects a tuple shape (data, u32[], token[])");
+      el[0] = pi->shape->tuple[0];
+      break;
+    case HK_OP_RECV_DONE:
+      if (n != 1 || !hk_shape_is_tuple(ops[0]->shape) || ops[0]->shape->n_tuple < 1) return true;
+      el[0] = ops[0]->shape->tuple[0];
+      el[1] = hk_shape_token(P->m);
+      pi->shape = hk_shape_tuple(P->m, 2, el);
+      return true;
+    case HK_OP_OUTFEED:
+      if (n == 2) tx_default_outfeed_shape(P, pi, ops[0]->shape);
+      /* fall through */
+    case HK_OP_SEND_DONE: case HK_OP_AFTER_ALL:
+      pi->shape = hk_shape_token(P->m);
+      return true;
+    case HK_OP_ADD_DEPENDENCY:
+      if (n == 2) pi->shape = ops[0]->shape;
+      return true;
+    default:
+      return true;
+  }
+  el[1] = hk_shape_scalar(P->m, HK_U32);
+  el[2] = hk_shape_token(P->m);
+  pi->shape = hk_shape_tuple(P->m, 3, el);
+  return true;
+}
+
 static bool build_instr(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   if (pi->op == HK_OP_PARAMETER && !pi->async_kind && !check_parameter_number(P, pi)) return false;
   bool infer_later = !pi->shape && !infer_shape_quick(P, pi);
   if (infer_later) pi->shape = hk_shape_tuple(P->m, 0, NULL);
   if (!check_instr(P, pi)) return false;
+  if (!pi->async_kind && !xla_built_shape(P, pi)) return false;
   hk_instr *i = NULL;
   if (pi->async_kind) {
     if (!build_async_sugar(P, c, pi, &i)) return false;

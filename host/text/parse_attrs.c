@@ -21,6 +21,16 @@ static void add_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len,
   pi->has_attrs = true;
 }
 
+void tx_default_outfeed_shape(tx_parser *P, tx_pending *pi, const hk_shape *s) {
+  for (int k = 0; k < pi->n_raw; k++)
+    if (!strcmp(pi->raw[k].name, "outfeed_shape")) return;
+  hk_buf b;
+  hk_buf_init(&b);
+  tx_print_shape(s, true, &b);
+  add_raw(P, pi, "outfeed_shape", 13, b.data, b.len);
+  hk_buf_free(&b);
+}
+
 static bool parse_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len) {
   const char *v;
   size_t vl;
@@ -653,6 +663,18 @@ static bool parse_bool_attr(tx_parser *P, tx_pending *pi, bool *dst) {
   return true;
 }
 
+/* collective-broadcast's has_dynamic_root (XLA since 2026, printed on every
+ * one): false is the broadcast hlokit models; true (the root a run-time
+ * operand) is refused, not read as something else. */
+static bool parse_dynamic_root(tx_parser *P, tx_pending *pi) {
+  tx_skip(P);
+  const char *at = P->p;
+  bool dynamic = false;
+  if (!parse_bool_attr(P, pi, &dynamic)) return false;
+  if (dynamic) return tx_error_at(P, at, "has_dynamic_root=true (a root chosen at run time) is not supported");
+  return true;
+}
+
 static bool parse_int_attr(tx_parser *P, tx_pending *pi, int64_t *dst) {
   tx_skip(P);
   if (!tx_int(P, dst)) return false;
@@ -940,6 +962,9 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
         pi->has_attrs = true;
         return tx_int_list(P, '{', '}', &a->fft_length);
       }
+      break;
+    case 'h':
+      if (IS("has_dynamic_root")) return parse_dynamic_root(P, pi);
       break;
     case 'i':
       if (IS("index")) {

@@ -486,10 +486,12 @@ static void extra_pieces(printer *pr, const hk_instr *i) {
   if (a->rng_distribution) PIECE(52, hk_buf_printf(b, "distribution=%s", a->rng_distribution));
   if (a->rng_algorithm) PIECE(53, hk_buf_printf(b, "algorithm=%s", a->rng_algorithm));
   if (op == HK_OP_RNG_GET_AND_UPDATE_STATE) PIECE(54, hk_buf_printf(b, "delta=%lld", (long long)a->rng_delta));
-  if (a->is_stable) PIECE(55, tx_puts(b, "is_stable=true"));
+  if (a->is_stable && op != HK_OP_TOPK) PIECE(55, tx_puts(b, "is_stable=true"));
   if (op == HK_OP_TOPK) {
     PIECE(56, hk_buf_printf(b, "k=%lld", (long long)a->k));
     PIECE(57, hk_buf_printf(b, "largest=%s", a->largest ? "true" : "false"));
+    /* XLA's HloTopKInstruction prints it after largest */
+    if (a->is_stable) PIECE(57, tx_puts(b, "is_stable=true"));
   }
   if (a->fusion_kind) PIECE(58, hk_buf_printf(b, "kind=%s", a->fusion_kind));
   if (a->infeed_config && a->infeed_config[0])

@@ -215,6 +215,8 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
 /* attribute rules (attr_rules.c) */
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len);
 const char *tx_missing_required(const tx_pending *pi);
+/* An outfeed written without outfeed_shape: XLA's CreateOutfeed takes its operand's. */
+void tx_default_outfeed_shape(tx_parser *P, tx_pending *pi, const hk_shape *s);
 int tx_opcode_arity(hk_opcode op);
 /* XLA's CanInferShape: op's shape may be left out of the text. */
 bool tx_can_infer_shape(hk_opcode op);
