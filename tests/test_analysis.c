@@ -550,6 +550,34 @@ START_TEST(verify_entry_layout) {
 }
 END_TEST
 
+/* XLA's HandleDot / HandleConvolution packed_nibble rules: both operands
+ * or neither, 8-bit integers only, a convolution without groups. */
+START_TEST(verify_packed_nibble) {
+#define DOT_OF(lt, rt, prec)                                                               \
+  "HloModule m\nENTRY main {\n  p = " lt "[2,8] parameter(0)\n  q = " rt "[8,4] parameter(1)\n" \
+  "  ROOT d = s32[2,4] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "       \
+  "operand_precision={" prec "}\n}\n"
+  expect_verifies(DOT_OF("s8", "u8", "packed_nibble,packed_nibble"));
+  expect_verifies(DOT_OF("f32", "f32", "high,default"));
+  expect_text_verify_error(DOT_OF("s8", "s8", "packed_nibble,default"), "'d'",
+                           "Dot cannot have a single packed nibble argument");
+  expect_text_verify_error(DOT_OF("s8", "s16", "packed_nibble,packed_nibble"), "'d'",
+                           "8 bit integers. RHS is q");
+  expect_text_verify_error(DOT_OF("pred", "s8", "packed_nibble,packed_nibble"), "'d'",
+                           "8 bit integers. LHS is p");
+#undef DOT_OF
+  const char *conv =
+      "HloModule m\nENTRY main {\n  p = s8[1,4,4] parameter(0)\n  q = s8[1,2,2] parameter(1)\n"
+      "  ROOT c = s32[1,4,2] convolution(p, q), window={size=1}, dim_labels=b0f_0io->b0f, "
+      "feature_group_count=2, operand_precision={packed_nibble,packed_nibble}\n}\n";
+  expect_text_verify_error(conv, "'c'", "does not support feature group count");
+  expect_verifies(
+      "HloModule m\nENTRY main {\n  p = s8[1,4,4] parameter(0)\n  q = s8[1,4,2] parameter(1)\n"
+      "  ROOT c = s32[1,4,2] convolution(p, q), window={size=1}, dim_labels=b0f_0io->b0f, "
+      "operand_precision={packed_nibble,packed_nibble}\n}\n");
+}
+END_TEST
+
 START_TEST(verify_more_rejections) {
   /* Mixed precision is not allowed for elementwise ops. */
   expect_text_verify_error(
@@ -914,6 +942,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_operand_listed_later);
   tcase_add_test(tc, verify_entry_layout);
   tcase_add_test(tc, verify_more_rejections);
+  tcase_add_test(tc, verify_packed_nibble);
   tcase_add_test(tc, verify_conditional_predicate_type);
   tcase_add_test(tc, verify_layout_sensitive_bitcast);
   tcase_add_test(tc, verify_parameter_replication_count);

@@ -329,8 +329,36 @@ static hk_status *check_compare_type(const hk_instr *i) {
                               hk_prim_name(e));
 }
 
+/* XLA's ShapeVerifier::HandleDot / HandleConvolution: packed_nibble
+ * precision on both operands or neither, only on 8-bit integers, and for a
+ * convolution only without feature or batch groups. */
+static hk_status *check_packed_nibble(const hk_instr *i) {
+  bool dot = i->opcode == HK_OP_DOT;
+  if ((!dot && i->opcode != HK_OP_CONVOLUTION) || !i->attrs || i->n_operands < 2) return NULL;
+  const hk_attrs *a = i->attrs;
+  int n = 0;
+  for (int k = 0; k < a->n_operand_precision; k++)
+    if (a->operand_precision[k] && strcmp(a->operand_precision[k], "packed_nibble") == 0) n++;
+  if (n == 0) return NULL;
+  const char *what = dot ? "Dot" : "Convolution";
+  if (n == 1) return ana_fail(i, "%s cannot have a single packed nibble argument", what);
+  if (!dot && a->feature_group_count > 1)
+    return ana_fail(i, "Packed nibble precision does not support feature group count");
+  if (!dot && a->batch_group_count > 1)
+    return ana_fail(i, "Packed nibble precision does not support batch group count");
+  for (int k = 0; k < 2; k++) {
+    const hk_instr *o = i->operands[k];
+    hk_prim e = (hk_prim)o->shape->elem;
+    if (!hk_shape_is_array(o->shape) || !hk_prim_is_integral(e) || hk_prim_bits(e) != 8)
+      return ana_fail(i, "Packed nibble precision can only apply to 8 bit integers. %s is %s",
+                      k ? "RHS" : "LHS", o->name ? o->name : "?");
+  }
+  return NULL;
+}
+
 static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
   HK_TRY(check_mixed_precision(i));
+  HK_TRY(check_packed_nibble(i));
   HK_TRY(check_compare_type(i));
   ana_ctx c = {(hk_module *)m, i, true};
   const hk_shape *inferred = NULL;
