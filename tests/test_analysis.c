@@ -578,6 +578,22 @@ START_TEST(verify_packed_nibble) {
 }
 END_TEST
 
+/* XLA's CheckFusionInstruction: every non-root fused instruction (a
+ * parameter too) has a user; a fusion with operands to spare is fine. */
+START_TEST(verify_fused_users) {
+  expect_verifies("HloModule m\nfc {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n"
+                  "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p, p), kind=kLoop, calls=fc\n}\n");
+  expect_text_verify_error(
+      "HloModule m\nfc {\n  a = f32[4] parameter(0)\n  b = f32[4] negate(a)\n  ROOT n = f32[4] negate(a)\n}\n"
+      "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p), kind=kLoop, calls=fc\n}\n",
+      "'f'", "non-root instruction 'b' of the fused computation 'fc' must have users");
+  expect_text_verify_error(
+      "HloModule m\nfc {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n  ROOT n = f32[4] negate(a)\n}\n"
+      "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p, p), kind=kLoop, calls=fc\n}\n",
+      "'f'", "non-root instruction 'b'");
+}
+END_TEST
+
 START_TEST(verify_more_rejections) {
   /* Mixed precision is not allowed for elementwise ops. */
   expect_text_verify_error(
@@ -943,6 +959,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_entry_layout);
   tcase_add_test(tc, verify_more_rejections);
   tcase_add_test(tc, verify_packed_nibble);
+  tcase_add_test(tc, verify_fused_users);
   tcase_add_test(tc, verify_conditional_predicate_type);
   tcase_add_test(tc, verify_layout_sensitive_bitcast);
   tcase_add_test(tc, verify_parameter_replication_count);

@@ -268,6 +268,22 @@ static hk_status *check_called_count(const hk_instr *i) {
   }
 }
 
+/* XLA's CheckFusionInstruction: in the fused computation the root has no
+ * users and every other instruction has one. */
+static hk_status *check_fused_users(const hk_instr *i) {
+  if (i->opcode != HK_OP_FUSION || i->n_called != 1 || !i->called[0]) return NULL;
+  const hk_computation *f = i->called[0];
+  for (const hk_instr *x = f->first; x; x = x->next) {
+    if (x == f->root && x->n_users)
+      return ana_fail(i, "root '%s' of the fused computation '%s' may not have users", x->name,
+                      f->name);
+    if (x != f->root && !x->n_users)
+      return ana_fail(i, "non-root instruction '%s' of the fused computation '%s' must have users",
+                      x->name, f->name);
+  }
+  return NULL;
+}
+
 /* XLA's allow list, plus the variadic reduce and scatter: their inputs may
  * legitimately have different types (XLA's parser tests verify a tuple
  * scatter of f32 and bf16); each input is still checked against its
@@ -528,6 +544,7 @@ static hk_status *check_instr(const hk_module *m, const hk_instr *i,
     return ana_fail(i, "expected %d operands for %s instruction, has %d", arity,
                     hk_opcode_name((hk_opcode)i->opcode), (int)i->n_operands);
   HK_TRY(check_called_count(i));
+  HK_TRY(check_fused_users(i));
   if (!i->shape) return ana_fail(i, "has no shape");
   if (hk_shape_is_array(i->shape) && i->shape->layout &&
       i->shape->layout->n_minor_to_major != i->shape->rank)
