@@ -583,14 +583,55 @@ START_TEST(verify_mixed_precision_dot_and_convolution) {
     dot_conv_text(t, sizeof t, "s8", "s8", "s32", ", operand_precision={packed_nibble,default}", conv);
     expect_text_verify_error(t, "'r'", "cannot have a single packed nibble argument");
     dot_conv_text(t, sizeof t, "s8", "bf16", "f32", ", operand_precision={packed_nibble,packed_nibble}", conv);
-    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers; rhs is bf16");
+    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers. RHS is");
     dot_conv_text(t, sizeof t, "s16", "s8", "s32", ", operand_precision={packed_nibble,packed_nibble}", conv);
-    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers; lhs is s16");
+    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers. LHS is");
   }
   snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = s8[1,4,4,4] parameter(0)\n  b = s8[2,2,2,4] parameter(1)\n"
            "  ROOT r = s32[1,3,3,4] convolution(a, b), window={size=2x2}, dim_labels=b01f_01io->b01f, "
            "feature_group_count=2, operand_precision={packed_nibble,packed_nibble}\n}\n");
   expect_text_verify_error(t, "'r'", "does not support feature group count");
+/* XLA's HandleDot / HandleConvolution packed_nibble rules: both operands
+ * or neither, 8-bit integers only, a convolution without groups. */
+START_TEST(verify_packed_nibble) {
+#define DOT_OF(lt, rt, prec)                                                               \
+  "HloModule m\nENTRY main {\n  p = " lt "[2,8] parameter(0)\n  q = " rt "[8,4] parameter(1)\n" \
+  "  ROOT d = s32[2,4] dot(p, q), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "       \
+  "operand_precision={" prec "}\n}\n"
+  expect_verifies(DOT_OF("s8", "u8", "packed_nibble,packed_nibble"));
+  expect_verifies(DOT_OF("f32", "f32", "high,default"));
+  expect_text_verify_error(DOT_OF("s8", "s8", "packed_nibble,default"), "'d'",
+                           "Dot cannot have a single packed nibble argument");
+  expect_text_verify_error(DOT_OF("s8", "s16", "packed_nibble,packed_nibble"), "'d'",
+                           "8 bit integers. RHS is q");
+  expect_text_verify_error(DOT_OF("pred", "s8", "packed_nibble,packed_nibble"), "'d'",
+                           "8 bit integers. LHS is p");
+#undef DOT_OF
+  const char *conv =
+      "HloModule m\nENTRY main {\n  p = s8[1,4,4] parameter(0)\n  q = s8[1,2,2] parameter(1)\n"
+      "  ROOT c = s32[1,4,2] convolution(p, q), window={size=1}, dim_labels=b0f_0io->b0f, "
+      "feature_group_count=2, operand_precision={packed_nibble,packed_nibble}\n}\n";
+  expect_text_verify_error(conv, "'c'", "does not support feature group count");
+  expect_verifies(
+      "HloModule m\nENTRY main {\n  p = s8[1,4,4] parameter(0)\n  q = s8[1,4,2] parameter(1)\n"
+      "  ROOT c = s32[1,4,2] convolution(p, q), window={size=1}, dim_labels=b0f_0io->b0f, "
+      "operand_precision={packed_nibble,packed_nibble}\n}\n");
+}
+END_TEST
+
+/* XLA's CheckFusionInstruction: every non-root fused instruction (a
+ * parameter too) has a user; a fusion with operands to spare is fine. */
+START_TEST(verify_fused_users) {
+  expect_verifies("HloModule m\nfc {\n  a = f32[4] parameter(0)\n  ROOT n = f32[4] negate(a)\n}\n"
+                  "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p, p), kind=kLoop, calls=fc\n}\n");
+  expect_text_verify_error(
+      "HloModule m\nfc {\n  a = f32[4] parameter(0)\n  b = f32[4] negate(a)\n  ROOT n = f32[4] negate(a)\n}\n"
+      "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p), kind=kLoop, calls=fc\n}\n",
+      "'f'", "non-root instruction 'b' of the fused computation 'fc' must have users");
+  expect_text_verify_error(
+      "HloModule m\nfc {\n  a = f32[4] parameter(0)\n  b = f32[4] parameter(1)\n  ROOT n = f32[4] negate(a)\n}\n"
+      "ENTRY main {\n  p = f32[4] parameter(0)\n  ROOT f = f32[4] fusion(p, p), kind=kLoop, calls=fc\n}\n",
+      "'f'", "non-root instruction 'b'");
 }
 END_TEST
 
@@ -959,6 +1000,8 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, verify_operand_listed_later);
   tcase_add_test(tc, verify_entry_layout);
   tcase_add_test(tc, verify_more_rejections);
+  tcase_add_test(tc, verify_packed_nibble);
+  tcase_add_test(tc, verify_fused_users);
   tcase_add_test(tc, verify_conditional_predicate_type);
   tcase_add_test(tc, verify_layout_sensitive_bitcast);
   tcase_add_test(tc, verify_parameter_replication_count);

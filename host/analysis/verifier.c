@@ -2,7 +2,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "analysis_internal.h"
 #include "ir/ptr_table.h"
@@ -269,6 +268,22 @@ static hk_status *check_called_count(const hk_instr *i) {
   }
 }
 
+/* XLA's CheckFusionInstruction: in the fused computation the root has no
+ * users and every other instruction has one. */
+static hk_status *check_fused_users(const hk_instr *i) {
+  if (i->opcode != HK_OP_FUSION || i->n_called != 1 || !i->called[0]) return NULL;
+  const hk_computation *f = i->called[0];
+  for (const hk_instr *x = f->first; x; x = x->next) {
+    if (x == f->root && x->n_users)
+      return ana_fail(i, "root '%s' of the fused computation '%s' may not have users", x->name,
+                      f->name);
+    if (x != f->root && !x->n_users)
+      return ana_fail(i, "non-root instruction '%s' of the fused computation '%s' must have users",
+                      x->name, f->name);
+  }
+  return NULL;
+}
+
 /* XLA's allow list, plus the variadic reduce and scatter: their inputs may
  * legitimately have different types (XLA's parser tests verify a tuple
  * scatter of f32 and bf16); each input is still checked against its
@@ -330,33 +345,36 @@ static hk_status *check_compare_type(const hk_instr *i) {
                               hk_prim_name(e));
 }
 
-/* XLA's HandleDot / HandleConvolution: PACKED_NIBBLE precision is for
- * both operands or neither, both 8-bit integers, and a convolution with it
- * has no feature or batch groups. */
+/* XLA's ShapeVerifier::HandleDot / HandleConvolution: packed_nibble
+ * precision on both operands or neither, only on 8-bit integers, and for a
+ * convolution only without feature or batch groups. */
 static hk_status *check_packed_nibble(const hk_instr *i) {
-  if ((i->opcode != HK_OP_DOT && i->opcode != HK_OP_CONVOLUTION) || !i->attrs) return NULL;
+  bool dot = i->opcode == HK_OP_DOT;
+  if ((!dot && i->opcode != HK_OP_CONVOLUTION) || !i->attrs || i->n_operands < 2) return NULL;
+  const hk_attrs *a = i->attrs;
   int n = 0;
-  for (int k = 0; k < i->attrs->n_operand_precision; k++)
-    n += strcasecmp(i->attrs->operand_precision[k], "packed_nibble") == 0;
-  const char *what = i->opcode == HK_OP_DOT ? "dot" : "convolution";
+  for (int k = 0; k < a->n_operand_precision; k++)
+    if (a->operand_precision[k] && strcmp(a->operand_precision[k], "packed_nibble") == 0) n++;
+  if (n == 0) return NULL;
+  const char *what = dot ? "Dot" : "Convolution";
   if (n == 1) return ana_fail(i, "%s cannot have a single packed nibble argument", what);
-  if (n != 2) return NULL;
-  if (i->opcode == HK_OP_CONVOLUTION && i->attrs->feature_group_count > 1)
-    return ana_fail(i, "packed nibble precision does not support feature group count");
-  if (i->opcode == HK_OP_CONVOLUTION && i->attrs->batch_group_count > 1)
-    return ana_fail(i, "packed nibble precision does not support batch group count");
-  for (int k = 0; k < 2 && k < i->n_operands; k++) {
-    const hk_shape *s = i->operands[k]->shape;
-    if (!hk_shape_is_array(s) || !hk_prim_is_integral((hk_prim)s->elem) ||
-        hk_prim_bits((hk_prim)s->elem) != 8)
-      return ana_fail(i, "packed nibble precision can only apply to 8 bit integers; %s is %s",
-                      k ? "rhs" : "lhs", hk_prim_name((hk_prim)s->elem));
+  if (!dot && a->feature_group_count > 1)
+    return ana_fail(i, "Packed nibble precision does not support feature group count");
+  if (!dot && a->batch_group_count > 1)
+    return ana_fail(i, "Packed nibble precision does not support batch group count");
+  for (int k = 0; k < 2; k++) {
+    const hk_instr *o = i->operands[k];
+    hk_prim e = (hk_prim)o->shape->elem;
+    if (!hk_shape_is_array(o->shape) || !hk_prim_is_integral(e) || hk_prim_bits(e) != 8)
+      return ana_fail(i, "Packed nibble precision can only apply to 8 bit integers. %s is %s",
+                      k ? "RHS" : "LHS", o->name ? o->name : "?");
   }
   return NULL;
 }
 
 static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
   HK_TRY(check_mixed_precision(i));
+  HK_TRY(check_packed_nibble(i));
   HK_TRY(check_compare_type(i));
   ana_ctx c = {(hk_module *)m, i, true};
   const hk_shape *inferred = NULL;
@@ -366,7 +384,6 @@ static hk_status *check_shape(const hk_module *m, const hk_instr *i) {
     return NULL;
   }
   if (st) return st;
-  HK_TRY(check_packed_nibble(i));
   if (!ana_compatible(i->shape, inferred)) {
     char a[256], b[256];
     return ana_fail(i, "declared shape %s does not match the inferred shape %s",
@@ -527,6 +544,7 @@ static hk_status *check_instr(const hk_module *m, const hk_instr *i,
     return ana_fail(i, "expected %d operands for %s instruction, has %d", arity,
                     hk_opcode_name((hk_opcode)i->opcode), (int)i->n_operands);
   HK_TRY(check_called_count(i));
+  HK_TRY(check_fused_users(i));
   if (!i->shape) return ana_fail(i, "has no shape");
   if (hk_shape_is_array(i->shape) && i->shape->layout &&
       i->shape->layout->n_minor_to_major != i->shape->rank)
