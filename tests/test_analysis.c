@@ -578,19 +578,10 @@ START_TEST(verify_mixed_precision_dot_and_convolution) {
       dot_conv_text(t, sizeof t, ok[k][0], ok[k][1], ok[k][2], "", conv);
       expect_verifies(t);
     }
-    dot_conv_text(t, sizeof t, "s8", "u8", "s32", ", operand_precision={packed_nibble,packed_nibble}", conv);
-    expect_verifies(t);
-    dot_conv_text(t, sizeof t, "s8", "s8", "s32", ", operand_precision={packed_nibble,default}", conv);
-    expect_text_verify_error(t, "'r'", "cannot have a single packed nibble argument");
-    dot_conv_text(t, sizeof t, "s8", "bf16", "f32", ", operand_precision={packed_nibble,packed_nibble}", conv);
-    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers. RHS is");
-    dot_conv_text(t, sizeof t, "s16", "s8", "s32", ", operand_precision={packed_nibble,packed_nibble}", conv);
-    expect_text_verify_error(t, "'r'", "only apply to 8 bit integers. LHS is");
   }
-  snprintf(t, sizeof t, "HloModule m\nENTRY e {\n  a = s8[1,4,4,4] parameter(0)\n  b = s8[2,2,2,4] parameter(1)\n"
-           "  ROOT r = s32[1,3,3,4] convolution(a, b), window={size=2x2}, dim_labels=b01f_01io->b01f, "
-           "feature_group_count=2, operand_precision={packed_nibble,packed_nibble}\n}\n");
-  expect_text_verify_error(t, "'r'", "does not support feature group count");
+}
+END_TEST
+
 /* XLA's HandleDot / HandleConvolution packed_nibble rules: both operands
  * or neither, 8-bit integers only, a convolution without groups. */
 START_TEST(verify_packed_nibble) {
