@@ -118,6 +118,20 @@ START_TEST(buf_growth) {
 }
 END_TEST
 
+/* The one "is d in this list": the first place, -1 when absent or empty. */
+START_TEST(dims_in_list) {
+  const int64_t v[] = {3, 0, 3, 7};
+  ck_assert_int_eq(hk_i64_index(v, 4, 3), 0);
+  ck_assert_int_eq(hk_i64_index(v, 4, 7), 3);
+  ck_assert_int_eq(hk_i64_index(v, 4, 1), -1);
+  ck_assert_int_eq(hk_i64_index(v, 3, 7), -1);   /* past n is not looked at */
+  ck_assert_int_eq(hk_i64_index(NULL, 0, 0), -1);
+  hk_i64s l = {2, v + 1};
+  ck_assert(hk_i64s_has(l, 0) && hk_i64s_has(l, 3) && !hk_i64s_has(l, 7));
+  ck_assert(!hk_i64s_has((hk_i64s){0, NULL}, 0));
+}
+END_TEST
+
 /* ---- module, names ------------------------------------------------------------- */
 
 START_TEST(module_basics) {
@@ -1318,6 +1332,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, status_ret_check);
   tcase_add_test(tc, type_tables);
   tcase_add_test(tc, buf_growth);
+  tcase_add_test(tc, dims_in_list);
   tcase_add_test(tc, module_basics);
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);

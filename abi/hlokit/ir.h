@@ -47,6 +47,15 @@ typedef struct hk_i64s {           /* a length-prefixed list of int64 */
   int32_t n;
   const int64_t *v;
 } hk_i64s;
+/* Where x first stands among v[0..n) (a list of dimensions, say), or -1.
+ * The one "is d in this list" of the tree.  Inline: no symbol. */
+static inline int32_t hk_i64_index(const int64_t *v, int64_t n, int64_t x) {
+  for (int64_t k = 0; k < n; k++)
+    if (v[k] == x) return (int32_t)k;
+  return -1;
+}
+/* Whether x is in list l. */
+static inline bool hk_i64s_has(hk_i64s l, int64_t x) { return hk_i64_index(l.v, l.n, x) >= 0; }
 
 typedef struct hk_kv {             /* key="value" pairs, kept in order */
   const char *key;
