@@ -432,6 +432,57 @@ START_TEST(instr_new_before_and_attrs) {
 }
 END_TEST
 
+/* Every graph edit moves hk_module_changes; shardings and names do not. */
+#define CK_EDITS(stmt)                             \
+  do {                                             \
+    uint64_t before_ = hk_module_changes(m);       \
+    stmt;                                          \
+    ck_assert(hk_module_changes(m) > before_);     \
+  } while (0)
+#define CK_NO_EDIT(stmt)                           \
+  do {                                             \
+    uint64_t before_ = hk_module_changes(m);       \
+    stmt;                                          \
+    ck_assert(hk_module_changes(m) == before_);    \
+  } while (0)
+START_TEST(change_count) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = NULL, *d = NULL;
+  CK_EDITS(c = new_comp(m, "e"));
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *p = NULL, *a = NULL, *b = NULL;
+  CK_EDITS(p = hk_test_param(c, 0, s, "p"));
+  CK_EDITS(a = unary(c, HK_OP_NEGATE, p));
+  CK_EDITS(b = unary(c, HK_OP_EXP, a));
+  CK_EDITS(hk_computation_set_root(c, b));
+  CK_EDITS(hk_instr_set_operand(b, 0, p));
+  CK_EDITS(hk_instr_replace_all_uses(p, a));
+  CK_EDITS(hk_instr_append_operand(b, p));
+  CK_EDITS(hk_instr_add_control_dep(a, b));
+  CK_EDITS(hk_instr_remove_control_deps(b));
+  CK_EDITS(hk_instr_attrs(a)->channel_id = 3);
+  int64_t dims[1] = {0};
+  CK_EDITS(hk_instr_set_dims(a, 1, dims));
+  CK_EDITS(d = new_comp(m, "f"));
+  CK_EDITS(hk_instr_set_called(a, 1, &d));
+  CK_EDITS(hk_module_set_entry(m, c));
+  CK_EDITS(hk_module_sort_computations(m));
+  hk_instr *x = NULL;
+  CK_EDITS(x = unary(c, HK_OP_COPY, p));
+  CK_EDITS(ck_assert_ok(hk_instr_remove(x)));
+  CK_EDITS(hk_module_remove_computation(m, d));
+  CK_NO_EDIT(hk_instr_set_sharding(a, hk_sharding_replicated(m)));
+  CK_NO_EDIT(hk_instr_set_name(a, "renamed"));
+  CK_NO_EDIT(hk_instr_set_operand(b, 0, b->operands[0]));   /* the same operand */
+  hk_module *copy = hk_module_clone(m);
+  CK_NO_EDIT(hk_computation_set_root(copy->entry, copy->entry->first));   /* another module */
+  hk_module_free(copy);
+  hk_module_free(m);
+}
+END_TEST
+#undef CK_EDITS
+#undef CK_NO_EDIT
+
 START_TEST(control_deps) {
   hk_module *m = hk_module_new("m");
   hk_computation *c = new_comp(m, "e");
@@ -1343,6 +1394,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, operands_users);
   tcase_add_test(tc, instr_new_before_and_attrs);
   tcase_add_test(tc, control_deps);
+  tcase_add_test(tc, change_count);
   tcase_add_test(tc, post_order_diamond);
   tcase_add_test(tc, post_order_channels);
   tcase_add_test(tc, post_order_channel_group);

@@ -352,6 +352,16 @@ void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx,
 const char *hk_module_unique_name(hk_module *m, const char *prefix);
 /* Largest channel id in use + 1 (XLA's hlo_query::NextChannelId). */
 int64_t hk_module_next_channel_id(const hk_module *m);
+/* A count that grows with every edit of m's graph made through this
+ * header: an instruction made, removed or given other operands, uses,
+ * control edges, dims, called computations or attributes (hk_instr_attrs
+ * counts, as its caller may write), a root, a parameter, a computation
+ * added, removed or reordered, the entry set.  Shardings, names and
+ * scratch are not edits of the graph; nor is a direct write to a struct
+ * field.  A fact computed from the graph stays true while the count is
+ * the one it was computed at, so a cache keeps it with the count and
+ * recomputes when the count moved (ABI 1.7). */
+uint64_t hk_module_changes(const hk_module *m);
 /* Deep copy of the whole module. */
 hk_module *hk_module_clone(const hk_module *m);
 
