@@ -183,13 +183,23 @@ static hk_spmd_partitioner_vtable derived_vt;
 static const hk_spmd_partitioner_vtable *base_vt;
 static int derived_mode;
 
-/* Tiles parameter 0 after the base preprocessing (bypassing the entry
- * contract), so its partitioned shape differs. */
+/* Mode 1 tiles parameter 0 after the base preprocessing (bypassing the
+ * entry contract), so its partitioned shape differs.  Mode 4 edits the
+ * graph after the base walk took its notes: the first channel
+ * instruction gets channel id 40. */
+static uint64_t changes_before_walk, changes_after_walk;
 static hk_status *derived_preprocess(hk_pass *self, hk_module *m, const hk_exec_threads *t) {
+  changes_before_walk = hk_module_changes(m);
   HK_TRY(base_vt->preprocess_sharding(self, m, t));
+  changes_after_walk = hk_module_changes(m);
   if (derived_mode == 1) {
     int64_t tile = 2;
-    m->entry->params[0]->sharding = hk_sharding_tiled_iota(m, 1, &tile, false);
+    hk_instr_set_sharding(m->entry->params[0], hk_sharding_tiled_iota(m, 1, &tile, false));
+  } else if (derived_mode == 4) {
+    hk_instr *x = m->entry->first;
+    while (x && !hk_instr_has_channel_id(x)) x = x->next;
+    ck_assert_ptr_nonnull(x);
+    hk_instr_attrs(x)->channel_id = 40;
   }
   return NULL;
 }
@@ -219,8 +229,9 @@ static hk_status *derived_handle(hk_pass *self, hk_spmd_partition_ctx *ctx, hk_i
   return NULL;
 }
 
-static void expect_ret_check(int mode, const char *msg) {
-  hk_pass *p = make_pass(NULL);
+/* Runs spmd-partitioning{opts} on m through the derived vtable in `mode`. */
+static hk_status *run_derived(int mode, hk_module *m, const char *opts) {
+  hk_pass *p = make_pass(opts);
   base_vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
   derived_vt = *base_vt;
   derived_vt.preprocess_sharding = derived_preprocess;
@@ -228,17 +239,22 @@ static void expect_ret_check(int mode, const char *msg) {
   base_vt->set_vtable(p, &derived_vt);
   ck_assert_ptr_eq(hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE), &derived_vt);
   derived_mode = mode;
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_pass_destroy(p);
+  return st;
+}
+
+static void expect_ret_check(int mode, const char *msg) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
                                "  p = f32[4] parameter(0), sharding={replicated}\n"
                                "  ROOT r = f32[4] negate(p), sharding={replicated}\n}\n");
-  bool changed = false;
-  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_status *st = run_derived(mode, m, NULL);
   ck_assert_ptr_nonnull(st);
   ck_assert_msg(strstr(st->message, msg), "'%s' lacks '%s'", st->message, msg);
   ck_assert(strstr(st->message, "RET_CHECK failure"));
   hk_status_free(st);
   hk_module_free(m);
-  hk_pass_destroy(p);
 }
 
 START_TEST(ret_check_parameter_shape) {
@@ -278,6 +294,84 @@ START_TEST(channel_ids_unique_and_increasing) {
     n++;
   }
   ck_assert_int_ge(n, 3);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- the sharding walk's notes are not used once the graph changed ------------- */
+
+/* The walk noted channel id 7 as the largest; an edit after it makes 40
+ * the largest, and the partitioner's fresh ids must come after 40. */
+START_TEST(channel_ids_after_an_edit_past_the_walk) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\n"
+      "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  x = f32[8,8] all-reduce(p), channel_id=7, replica_groups={{0}}, to_apply=sum, sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[8,8] negate(x), sharding={replicated}\n}\n");
+  ck_assert_ok(run_derived(4, m, "allow_module_signature_change=true"));
+  int64_t fresh = 0;
+  for (hk_instr *i = m->entry->first; i; i = i->next) {
+    int64_t id = hk_instr_channel_id(i);
+    if (!id || i->opcode == HK_OP_ALL_REDUCE) continue;
+    ck_assert_int_gt(id, 40);
+    fresh++;
+  }
+  ck_assert_int_ge(fresh, 1);   /* the all-gather to the replicated root */
+  hk_module_free(m);
+}
+END_TEST
+
+/* The walk canonicalises and defaults shardings, which are no edit of the
+ * graph: its notes (and the early order) survive it. */
+START_TEST(sharding_walk_is_no_graph_edit) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\n"
+      "ENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  q = f32[8,8] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+      "  t = f32[8,8] add(p, q)\n"
+      "  ROOT r = f32[8,8] negate(t), sharding={replicated}\n}\n");
+  ck_assert_ok(run_derived(0, m, "allow_module_signature_change=true"));
+  ck_assert(changes_after_walk == changes_before_walk);
+  ck_assert(hk_module_changes(m) != changes_after_walk);   /* partitioning edits */
+  hk_module_free(m);
+}
+END_TEST
+
+/* The entry's post order is made on a second thread while the walk runs
+ * (big entries, two worker threads); PreprocessHlos then rewrites the
+ * entry (slice(pad) merged into one pad), and the partitioner must visit
+ * the graph as it is, not by the order made before: stale, it would visit
+ * the removed slice and miss the new pad. */
+START_TEST(early_order_not_used_after_an_edit) {
+  enum { N = 70000 };
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_buf_puts(&b, "HloModule m, num_partitions=4\n\nENTRY e {\n"
+                  "  n0 = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n");
+  for (int k = 1; k < N; k++)
+    hk_buf_printf(&b, "  n%d = f32[8] negate(n%d), sharding={devices=[4]<=[4]}\n", k, k - 1);
+  hk_buf_printf(&b,
+                "  z = f32[] constant(0)\n"
+                "  pad = f32[10] pad(n%d, z), padding=2_0, sharding={devices=[4]<=[4]}\n"
+                "  c = f32[10] copy(pad), sharding={devices=[4]<=[4]}\n"
+                "  ROOT s = f32[8] slice(c), slice={[0:8]}, sharding={devices=[4]<=[4]}\n}\n",
+                N - 1);
+  hk_module *m = hk_test_parse(b.data);
+  hk_buf_free(&b);
+  int threads = hk_worker_threads();
+  hk_set_worker_threads(2);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_set_worker_threads(threads);
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &vo));
+  /* One pad 2_-2: one halo exchange, nothing gathered, every negate kept. */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), N - 1);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   hk_module_free(m);
 }
 END_TEST
@@ -767,6 +861,9 @@ static Suite *spmd_suite(void) {
   tcase_add_test(t, ret_check_parameter_count);
   tcase_add_test(t, ret_check_result_shape);
   tcase_add_test(t, channel_ids_unique_and_increasing);
+  tcase_add_test(t, channel_ids_after_an_edit_past_the_walk);
+  tcase_add_test(t, early_order_not_used_after_an_edit);
+  tcase_add_test(t, sharding_walk_is_no_graph_edit);
   suite_add_tcase(s, t);
   TCase *r = tcase_create("rewrites");
   tcase_add_checked_fixture(r, load_plugins, unload_plugins);
