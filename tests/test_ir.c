@@ -5,6 +5,9 @@
 #include "testutil.h"
 #include "ir/intern.h"
 #include "ir/irpriv.h"
+#include "eval/eval_internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
 
 static const int64_t kDims23[] = {2, 3};
 
@@ -1375,6 +1378,55 @@ START_TEST(literal_small_ints) {
 }
 END_TEST
 
+/* ---- the one thread knob covers the evaluator's device threads ---------------- */
+
+static hk_cpu_slots *slots_under_test;
+static atomic_int busy, most_busy;
+
+/* A device's life: take a slot, compute a while, wait at a rendezvous
+ * (slot given up), compute again, leave. */
+static void *device_like(void *arg) {
+  (void)arg;
+  hk_cpu_slot_enter(slots_under_test);
+  for (int round = 0; round < 2; round++) {
+    int now = atomic_fetch_add(&busy, 1) + 1;
+    for (int seen = atomic_load(&most_busy); now > seen;)
+      if (atomic_compare_exchange_weak(&most_busy, &seen, now)) break;
+    usleep(2000);
+    atomic_fetch_sub(&busy, 1);
+    if (round == 0) {
+      hk_cpu_slot_pause();
+      usleep(1000);
+      hk_cpu_slot_resume();
+    }
+  }
+  hk_cpu_slot_leave();
+  return NULL;
+}
+
+/* Eight device threads; at most hk_worker_threads() compute at once. */
+static int most_computing_at_once(int worker_threads) {
+  int asked = hk_worker_threads();
+  hk_set_worker_threads(worker_threads);
+  slots_under_test = hk_cpu_slots_new();
+  hk_set_worker_threads(asked);
+  atomic_store(&busy, 0);
+  atomic_store(&most_busy, 0);
+  pthread_t t[8];
+  for (int k = 0; k < 8; k++) ck_assert_int_eq(pthread_create(&t[k], NULL, device_like, NULL), 0);
+  for (int k = 0; k < 8; k++) pthread_join(t[k], NULL);
+  hk_cpu_slots_free(slots_under_test);
+  return atomic_load(&most_busy);
+}
+
+START_TEST(device_threads_follow_the_knob) {
+  ck_assert_int_eq(most_computing_at_once(1), 1);
+  int two = most_computing_at_once(2);
+  ck_assert(two >= 1 && two <= 2);
+  ck_assert_int_le(most_computing_at_once(8), 8);
+}
+END_TEST
+
 static Suite *ir_suite(void) {
   Suite *s = suite_create("ir");
   TCase *tc = tcase_create("core");
@@ -1395,6 +1447,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, instr_new_before_and_attrs);
   tcase_add_test(tc, control_deps);
   tcase_add_test(tc, change_count);
+  tcase_add_test(tc, device_threads_follow_the_knob);
   tcase_add_test(tc, post_order_diamond);
   tcase_add_test(tc, post_order_channels);
   tcase_add_test(tc, post_order_channel_group);
