@@ -37,6 +37,14 @@ static hk_status *partition(hk_module *m, const char *opts) {
   return st;
 }
 
+/* text parsed and partitioned with the signature change allowed, as in
+ * XLA's tests (the caller frees it). */
+static hk_module *partitioned(const char *text) {
+  hk_module *m = hk_test_parse(text);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  return m;
+}
+
 static void expect_error(const char *text, const char *opts, const char *msg) {
   hk_module *m = hk_test_parse(text);
   hk_status *st = partition(m, opts);
@@ -159,10 +167,9 @@ START_TEST(side_effect_cannot_be_replicated) {
 END_TEST
 
 START_TEST(signature_change_allows_tiled_entry) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
-                               "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
-                               "  ROOT r = f32[4] negate(p), sharding={devices=[2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                             "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
+                             "  ROOT r = f32[4] negate(p), sharding={devices=[2]0,1}\n}\n");
   ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert(m->config.has_entry_layout);
@@ -275,7 +282,7 @@ END_TEST
 /* ---- channel ids ------------------------------------------------------------ */
 
 START_TEST(channel_ids_unique_and_increasing) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\n"
       "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
       "ENTRY e {\n"
@@ -284,7 +291,6 @@ START_TEST(channel_ids_unique_and_increasing) {
       "  x = f32[8,8] all-reduce(p), channel_id=7, replica_groups={{0}}, to_apply=sum, sharding={devices=[4,1]<=[4]}\n"
       "  t = f32[8,8] add(x, q), sharding={devices=[2,2]<=[4]}\n"
       "  ROOT r = f32[8,8] negate(t), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   int64_t last = 7, n = 0;
   for (hk_instr *i = m->entry->first; i; i = i->next) {
     int64_t id = hk_instr_channel_id(i);
@@ -368,8 +374,7 @@ START_TEST(early_order_not_used_after_an_edit) {
   hk_verify_options vo = hk_verify_defaults();
   ck_assert_ok(hk_verify_module(m, &vo));
   /* One pad 2_-2: one halo exchange, nothing gathered, every negate kept. */
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), N - 1);
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   hk_module_free(m);
@@ -400,11 +405,10 @@ END_TEST
 /* Each instruction's partitioned form carries its name; the collectives
  * and slices the partitioner adds get fresh ones; the text re-parses. */
 START_TEST(partitioned_instructions_keep_their_names) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  neg.3 = f32[8,6] negate(p), sharding={devices=[4,1]<=[4]}\n"
-                               "  ROOT r = f32[8,6] exponential(neg.3), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  neg.3 = f32[8,6] negate(p), sharding={devices=[4,1]<=[4]}\n"
+                             "  ROOT r = f32[8,6] exponential(neg.3), sharding={replicated}\n}\n");
   hk_instr *p = hk_test_find(m, "p"), *neg = hk_test_find(m, "neg.3"), *r = hk_test_find(m, "r");
   ck_assert_int_eq(p->opcode, HK_OP_PARAMETER);
   ck_assert_int_eq(p->shape->dims[0], 2);
@@ -440,10 +444,9 @@ START_TEST(partitioned_instructions_keep_their_names) {
 END_TEST
 
 START_TEST(reshard_replicated_to_tiled_is_local_slice) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,6] parameter(0), sharding={replicated}\n"
-                               "  ROOT r = f32[8,6] negate(p), sharding={devices=[2,2]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,6] parameter(0), sharding={replicated}\n"
+                             "  ROOT r = f32[8,6] negate(p), sharding={devices=[2,2]<=[4]}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE) >= 1, 1);
   ck_assert_int_eq(m->entry->root->shape->dims[0], 4);
@@ -453,10 +456,9 @@ START_TEST(reshard_replicated_to_tiled_is_local_slice) {
 END_TEST
 
 START_TEST(reshard_tiled_to_replicated_all_gathers) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
-                               "  ROOT r = f32[7] negate(p), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
+                             "  ROOT r = f32[7] negate(p), sharding={replicated}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);
   ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2); /* ceil(7/4) */
   ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
@@ -465,11 +467,10 @@ START_TEST(reshard_tiled_to_replicated_all_gathers) {
 END_TEST
 
 START_TEST(unsupported_op_falls_back_replicated) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}\n"
       "  ROOT r = f32[6,4] reshape(p), sharding={devices=[2,1]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(m->entry->root->shape->dims[0], 3);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
   hk_module_free(m);
@@ -527,16 +528,13 @@ END_TEST
 START_TEST(contracting_dot_into_sharded_output_reduce_scatters) {
   /* Partial sums over the contracting dim, output split across the same two
    * devices: one reduce-scatter, no all-reduce, local result f32[4,4]. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  a = f32[8,16] parameter(0), sharding={devices=[1,2]0,1}\n"
       "  b = f32[16,4] parameter(1), sharding={devices=[2,1]0,1}\n"
       "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
       " sharding={devices=[2,1]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE), 0);
+  hk_test_expect_ops(m, {HK_OP_REDUCE_SCATTER, 1}, {HK_OP_ALL_REDUCE, 0}, {HK_OP_DYNAMIC_SLICE, 0});
   hk_instr *rs = m->entry->root;
   ck_assert_int_eq(rs->opcode, HK_OP_REDUCE_SCATTER);
   ck_assert_int_eq(rs->shape->dims[0], 4);
@@ -559,9 +557,7 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
    * all-gather of rhs. */
   hk_module *m = hk_test_parse(windowed_dot_module);
   ck_assert_ok(partition(m, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_test_expect_ops(m, {HK_OP_WHILE, 1}, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 1});
   hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   /* Tile t's holder receives tile t+1's: tiles 0..3 sit on devices 3,1,0,2. */
   const hk_pair want[4] = {{1, 3}, {0, 1}, {2, 0}, {3, 2}};
@@ -610,13 +606,12 @@ END_TEST
 
 START_TEST(grouped_conv_partitions_whole_groups) {
   /* 8 feature groups over 2 devices: 4 whole groups each, no collective. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  lhs = f32[2,9,1,8] parameter(0), sharding={devices=[1,1,1,2]0,1}\n"
       "  rhs = f32[3,1,1,16] parameter(1), sharding={devices=[1,1,1,2]0,1}\n"
       "  ROOT conv = f32[2,9,1,16] convolution(lhs, rhs), dim_labels=b01f_01io->b01f,"
       " feature_group_count=8, window={size=3x1 pad=1_1x0_0}, sharding={devices=[1,1,1,2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
                        hk_test_count_op(m, HK_OP_ALL_TO_ALL),
                    0);
@@ -643,9 +638,8 @@ END_TEST
 
 START_TEST(iota_is_made_locally) {
   /* Along a tiled dim: the local iota plus the tile offset; no collective. */
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  ROOT i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[4,1]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  ROOT i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[4,1]<=[4]}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_IOTA), 1);
   ck_assert_int_eq(m->entry->root->opcode, HK_OP_ADD);
@@ -658,16 +652,13 @@ START_TEST(uneven_reduce_masks_padding_and_variadic_reduce_gathers) {
   /* f32[7] over 4 devices: tiles of 2, the last one half padding.  The
    * padding is masked with the init value before the local reduce, then
    * one all-reduce; nothing is replicated. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nmax {\n  a = f32[] parameter(0)\n"
       "  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n\nENTRY e {\n"
       "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
       "  z = f32[] constant(-inf)\n"
       "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=max, sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SELECT), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_SELECT, 1}, {HK_OP_ALL_REDUCE, 1}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(m);
 }
 END_TEST
@@ -683,11 +674,9 @@ START_TEST(subgroup_manual_all_reduce_must_stay_in_its_subgroup) {
   char buf[sizeof text + 32];
   /* Devices 0 and 2 hold one data tile, 1 and 3 the other. */
   snprintf(buf, sizeof buf, text, "{{2,0},{1,3}}");
-  hk_module *m = hk_test_parse(buf);
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned(buf);
   /* Kept as one all-reduce over the local tile, nothing gathered. */
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_ALL_REDUCE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 1);
   hk_module_free(m);
   snprintf(buf, sizeof buf, text, "{{1,0},{2,3}}");
@@ -698,14 +687,12 @@ END_TEST
 START_TEST(sort_on_sharded_dim_moves_the_sharding) {
   /* The sort dim is sharded: the partitions move to the free dim (an
    * all-to-all), each device sorts whole rows; nothing is all-gathered. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nlt {\n  a = f32[] parameter(0)\n"
       "  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
       "ENTRY e {\n  p = f32[8,12] parameter(0), sharding={devices=[1,4]<=[4]}\n"
       "  ROOT s = f32[8,12] sort(p), dimensions={1}, to_apply=lt, sharding={devices=[4,1]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 1});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 12);
   hk_module_free(m);
@@ -715,14 +702,12 @@ END_TEST
 START_TEST(topk_on_split_dim_merges_candidates) {
   /* Each half yields its top 3 with global indices; the 2x3 candidates are
    * all-gathered and a stable sort keeps the best 3. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[2,16] parameter(0), sharding={devices=[1,2]0,1}\n"
       "  ROOT t = (f32[2,3], s32[2,3]) custom-call(p), custom_call_target=\"TopK\","
       " sharding={{replicated},{replicated}}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 2);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SORT), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 2}, {HK_OP_SORT, 1});
   hk_instr *topk = hk_test_last_op(m, HK_OP_CUSTOM_CALL);
   ck_assert_ptr_nonnull(topk);
   ck_assert_int_eq(topk->operands[0]->shape->dims[1], 8);
@@ -736,13 +721,11 @@ START_TEST(reshape_splitting_into_a_minor_sharded_dim_reshards_the_result) {
   /* The output's tiling (the minor half of a split dim) has no operand
    * counterpart: the operand is reshaped as tiled and the result moved by
    * an all-to-all, never replicated. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[6,4,12] parameter(0), sharding={devices=[2,1,1]0,1}\n"
       "  ROOT r = f32[6,4,2,6] reshape(p), sharding={devices=[1,1,1,2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 1});
   ck_assert_int_eq(m->entry->root->shape->dims[3], 3);
   hk_module_free(m);
 }
@@ -751,12 +734,10 @@ END_TEST
 START_TEST(uneven_dims_move_by_all_to_all) {
   /* f32[7,9] from rows over 4 devices to columns: pad the columns to 12,
    * one all-to-all, cut the gathered rows back to 7; nothing all-gathered. */
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[7,9] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  ROOT r = f32[7,9] negate(p), sharding={devices=[1,4]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[7,9] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  ROOT r = f32[7,9] negate(p), sharding={devices=[1,4]<=[4]}\n}\n");
+  hk_test_expect_ops(m, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
   hk_module_free(m);
@@ -803,14 +784,11 @@ START_TEST(reshard_across_device_orders_permutes_not_rematerializes) {
 END_TEST
 
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  a = f32[8,12] copy(p), sharding={devices=[1,4]<=[4]}\n"
-                               "  ROOT b = f32[8,12] copy(a), sharding={devices=[1,4]3,2,1,0}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  a = f32[8,12] copy(p), sharding={devices=[1,4]<=[4]}\n"
+                             "  ROOT b = f32[8,12] copy(a), sharding={devices=[1,4]3,2,1,0}\n}\n");
+  hk_test_expect_ops(m, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 8);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
   hk_module_free(m);
@@ -820,13 +798,11 @@ END_TEST
 /* A device-order change under partial replication: each device takes its
  * tile from itself if it holds it, else from the lowest unused holder. */
 START_TEST(reshard_permutes_replicated_tiles) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nENTRY e {\n"
       "  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
       "  ROOT b = f32[8,6] copy(p), sharding={devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   const hk_pair want[4] = {{2, 0}, {3, 1}, {0, 2}, {1, 3}};
   ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
