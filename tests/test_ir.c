@@ -5,6 +5,9 @@
 #include "testutil.h"
 #include "ir/intern.h"
 #include "ir/irpriv.h"
+#include "eval/eval_internal.h"
+#include <pthread.h>
+#include <stdatomic.h>
 
 static const int64_t kDims23[] = {2, 3};
 
@@ -115,6 +118,20 @@ START_TEST(buf_growth) {
   ck_assert_str_eq(b.data + b.len - 3, "end");
   hk_buf_free(&b);
   ck_assert_ptr_null(b.data);
+}
+END_TEST
+
+/* The one "is d in this list": the first place, -1 when absent or empty. */
+START_TEST(dims_in_list) {
+  const int64_t v[] = {3, 0, 3, 7};
+  ck_assert_int_eq(hk_i64_index(v, 4, 3), 0);
+  ck_assert_int_eq(hk_i64_index(v, 4, 7), 3);
+  ck_assert_int_eq(hk_i64_index(v, 4, 1), -1);
+  ck_assert_int_eq(hk_i64_index(v, 3, 7), -1);   /* past n is not looked at */
+  ck_assert_int_eq(hk_i64_index(NULL, 0, 0), -1);
+  hk_i64s l = {2, v + 1};
+  ck_assert(hk_i64s_has(l, 0) && hk_i64s_has(l, 3) && !hk_i64s_has(l, 7));
+  ck_assert(!hk_i64s_has((hk_i64s){0, NULL}, 0));
 }
 END_TEST
 
@@ -417,6 +434,57 @@ START_TEST(instr_new_before_and_attrs) {
   hk_module_free(m);
 }
 END_TEST
+
+/* Every graph edit moves hk_module_changes; shardings and names do not. */
+#define CK_EDITS(stmt)                             \
+  do {                                             \
+    uint64_t before_ = hk_module_changes(m);       \
+    stmt;                                          \
+    ck_assert(hk_module_changes(m) > before_);     \
+  } while (0)
+#define CK_NO_EDIT(stmt)                           \
+  do {                                             \
+    uint64_t before_ = hk_module_changes(m);       \
+    stmt;                                          \
+    ck_assert(hk_module_changes(m) == before_);    \
+  } while (0)
+START_TEST(change_count) {
+  hk_module *m = hk_module_new("m");
+  hk_computation *c = NULL, *d = NULL;
+  CK_EDITS(c = new_comp(m, "e"));
+  const hk_shape *s = hk_shape_scalar(m, HK_F32);
+  hk_instr *p = NULL, *a = NULL, *b = NULL;
+  CK_EDITS(p = hk_test_param(c, 0, s, "p"));
+  CK_EDITS(a = unary(c, HK_OP_NEGATE, p));
+  CK_EDITS(b = unary(c, HK_OP_EXP, a));
+  CK_EDITS(hk_computation_set_root(c, b));
+  CK_EDITS(hk_instr_set_operand(b, 0, p));
+  CK_EDITS(hk_instr_replace_all_uses(p, a));
+  CK_EDITS(hk_instr_append_operand(b, p));
+  CK_EDITS(hk_instr_add_control_dep(a, b));
+  CK_EDITS(hk_instr_remove_control_deps(b));
+  CK_EDITS(hk_instr_attrs(a)->channel_id = 3);
+  int64_t dims[1] = {0};
+  CK_EDITS(hk_instr_set_dims(a, 1, dims));
+  CK_EDITS(d = new_comp(m, "f"));
+  CK_EDITS(hk_instr_set_called(a, 1, &d));
+  CK_EDITS(hk_module_set_entry(m, c));
+  CK_EDITS(hk_module_sort_computations(m));
+  hk_instr *x = NULL;
+  CK_EDITS(x = unary(c, HK_OP_COPY, p));
+  CK_EDITS(ck_assert_ok(hk_instr_remove(x)));
+  CK_EDITS(hk_module_remove_computation(m, d));
+  CK_NO_EDIT(hk_instr_set_sharding(a, hk_sharding_replicated(m)));
+  CK_NO_EDIT(hk_instr_set_name(a, "renamed"));
+  CK_NO_EDIT(hk_instr_set_operand(b, 0, b->operands[0]));   /* the same operand */
+  hk_module *copy = hk_module_clone(m);
+  CK_NO_EDIT(hk_computation_set_root(copy->entry, copy->entry->first));   /* another module */
+  hk_module_free(copy);
+  hk_module_free(m);
+}
+END_TEST
+#undef CK_EDITS
+#undef CK_NO_EDIT
 
 START_TEST(control_deps) {
   hk_module *m = hk_module_new("m");
@@ -1310,6 +1378,55 @@ START_TEST(literal_small_ints) {
 }
 END_TEST
 
+/* ---- the one thread knob covers the evaluator's device threads ---------------- */
+
+static hk_cpu_slots *slots_under_test;
+static atomic_int busy, most_busy;
+
+/* A device's life: take a slot, compute a while, wait at a rendezvous
+ * (slot given up), compute again, leave. */
+static void *device_like(void *arg) {
+  (void)arg;
+  hk_cpu_slot_enter(slots_under_test);
+  for (int round = 0; round < 2; round++) {
+    int now = atomic_fetch_add(&busy, 1) + 1;
+    for (int seen = atomic_load(&most_busy); now > seen;)
+      if (atomic_compare_exchange_weak(&most_busy, &seen, now)) break;
+    usleep(2000);
+    atomic_fetch_sub(&busy, 1);
+    if (round == 0) {
+      hk_cpu_slot_pause();
+      usleep(1000);
+      hk_cpu_slot_resume();
+    }
+  }
+  hk_cpu_slot_leave();
+  return NULL;
+}
+
+/* Eight device threads; at most hk_worker_threads() compute at once. */
+static int most_computing_at_once(int worker_threads) {
+  int asked = hk_worker_threads();
+  hk_set_worker_threads(worker_threads);
+  slots_under_test = hk_cpu_slots_new();
+  hk_set_worker_threads(asked);
+  atomic_store(&busy, 0);
+  atomic_store(&most_busy, 0);
+  pthread_t t[8];
+  for (int k = 0; k < 8; k++) ck_assert_int_eq(pthread_create(&t[k], NULL, device_like, NULL), 0);
+  for (int k = 0; k < 8; k++) pthread_join(t[k], NULL);
+  hk_cpu_slots_free(slots_under_test);
+  return atomic_load(&most_busy);
+}
+
+START_TEST(device_threads_follow_the_knob) {
+  ck_assert_int_eq(most_computing_at_once(1), 1);
+  int two = most_computing_at_once(2);
+  ck_assert(two >= 1 && two <= 2);
+  ck_assert_int_le(most_computing_at_once(8), 8);
+}
+END_TEST
+
 static Suite *ir_suite(void) {
   Suite *s = suite_create("ir");
   TCase *tc = tcase_create("core");
@@ -1318,6 +1435,7 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, status_ret_check);
   tcase_add_test(tc, type_tables);
   tcase_add_test(tc, buf_growth);
+  tcase_add_test(tc, dims_in_list);
   tcase_add_test(tc, module_basics);
   tcase_add_test(tc, unique_names);
   tcase_add_test(tc, many_unique_names);
@@ -1328,6 +1446,8 @@ static Suite *ir_suite(void) {
   tcase_add_test(tc, operands_users);
   tcase_add_test(tc, instr_new_before_and_attrs);
   tcase_add_test(tc, control_deps);
+  tcase_add_test(tc, change_count);
+  tcase_add_test(tc, device_threads_follow_the_knob);
   tcase_add_test(tc, post_order_diamond);
   tcase_add_test(tc, post_order_channels);
   tcase_add_test(tc, post_order_channel_group);

@@ -37,6 +37,14 @@ static hk_status *partition(hk_module *m, const char *opts) {
   return st;
 }
 
+/* text parsed and partitioned with the signature change allowed, as in
+ * XLA's tests (the caller frees it). */
+static hk_module *partitioned(const char *text) {
+  hk_module *m = hk_test_parse(text);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  return m;
+}
+
 static void expect_error(const char *text, const char *opts, const char *msg) {
   hk_module *m = hk_test_parse(text);
   hk_status *st = partition(m, opts);
@@ -159,10 +167,9 @@ START_TEST(side_effect_cannot_be_replicated) {
 END_TEST
 
 START_TEST(signature_change_allows_tiled_entry) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
-                               "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
-                               "  ROOT r = f32[4] negate(p), sharding={devices=[2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=2\n\nENTRY e {\n"
+                             "  p = f32[4] parameter(0), sharding={devices=[2]0,1}\n"
+                             "  ROOT r = f32[4] negate(p), sharding={devices=[2]0,1}\n}\n");
   ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert(m->config.has_entry_layout);
@@ -183,13 +190,23 @@ static hk_spmd_partitioner_vtable derived_vt;
 static const hk_spmd_partitioner_vtable *base_vt;
 static int derived_mode;
 
-/* Tiles parameter 0 after the base preprocessing (bypassing the entry
- * contract), so its partitioned shape differs. */
+/* Mode 1 tiles parameter 0 after the base preprocessing (bypassing the
+ * entry contract), so its partitioned shape differs.  Mode 4 edits the
+ * graph after the base walk took its notes: the first channel
+ * instruction gets channel id 40. */
+static uint64_t changes_before_walk, changes_after_walk;
 static hk_status *derived_preprocess(hk_pass *self, hk_module *m, const hk_exec_threads *t) {
+  changes_before_walk = hk_module_changes(m);
   HK_TRY(base_vt->preprocess_sharding(self, m, t));
+  changes_after_walk = hk_module_changes(m);
   if (derived_mode == 1) {
     int64_t tile = 2;
-    m->entry->params[0]->sharding = hk_sharding_tiled_iota(m, 1, &tile, false);
+    hk_instr_set_sharding(m->entry->params[0], hk_sharding_tiled_iota(m, 1, &tile, false));
+  } else if (derived_mode == 4) {
+    hk_instr *x = m->entry->first;
+    while (x && !hk_instr_has_channel_id(x)) x = x->next;
+    ck_assert_ptr_nonnull(x);
+    hk_instr_attrs(x)->channel_id = 40;
   }
   return NULL;
 }
@@ -219,8 +236,9 @@ static hk_status *derived_handle(hk_pass *self, hk_spmd_partition_ctx *ctx, hk_i
   return NULL;
 }
 
-static void expect_ret_check(int mode, const char *msg) {
-  hk_pass *p = make_pass(NULL);
+/* Runs spmd-partitioning{opts} on m through the derived vtable in `mode`. */
+static hk_status *run_derived(int mode, hk_module *m, const char *opts) {
+  hk_pass *p = make_pass(opts);
   base_vt = hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE);
   derived_vt = *base_vt;
   derived_vt.preprocess_sharding = derived_preprocess;
@@ -228,17 +246,22 @@ static void expect_ret_check(int mode, const char *msg) {
   base_vt->set_vtable(p, &derived_vt);
   ck_assert_ptr_eq(hk_pass_extension(p, HK_SPMD_PARTITIONER_IFACE), &derived_vt);
   derived_mode = mode;
+  bool changed = false;
+  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_pass_destroy(p);
+  return st;
+}
+
+static void expect_ret_check(int mode, const char *msg) {
   hk_module *m = hk_test_parse("HloModule m, num_partitions=2\n\nENTRY e {\n"
                                "  p = f32[4] parameter(0), sharding={replicated}\n"
                                "  ROOT r = f32[4] negate(p), sharding={replicated}\n}\n");
-  bool changed = false;
-  hk_status *st = hk_pass_run(p, m, NULL, &changed);
+  hk_status *st = run_derived(mode, m, NULL);
   ck_assert_ptr_nonnull(st);
   ck_assert_msg(strstr(st->message, msg), "'%s' lacks '%s'", st->message, msg);
   ck_assert(strstr(st->message, "RET_CHECK failure"));
   hk_status_free(st);
   hk_module_free(m);
-  hk_pass_destroy(p);
 }
 
 START_TEST(ret_check_parameter_shape) {
@@ -259,7 +282,7 @@ END_TEST
 /* ---- channel ids ------------------------------------------------------------ */
 
 START_TEST(channel_ids_unique_and_increasing) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\n"
       "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
       "ENTRY e {\n"
@@ -268,7 +291,6 @@ START_TEST(channel_ids_unique_and_increasing) {
       "  x = f32[8,8] all-reduce(p), channel_id=7, replica_groups={{0}}, to_apply=sum, sharding={devices=[4,1]<=[4]}\n"
       "  t = f32[8,8] add(x, q), sharding={devices=[2,2]<=[4]}\n"
       "  ROOT r = f32[8,8] negate(t), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   int64_t last = 7, n = 0;
   for (hk_instr *i = m->entry->first; i; i = i->next) {
     int64_t id = hk_instr_channel_id(i);
@@ -278,6 +300,83 @@ START_TEST(channel_ids_unique_and_increasing) {
     n++;
   }
   ck_assert_int_ge(n, 3);
+  hk_module_free(m);
+}
+END_TEST
+
+/* ---- the sharding walk's notes are not used once the graph changed ------------- */
+
+/* The walk noted channel id 7 as the largest; an edit after it makes 40
+ * the largest, and the partitioner's fresh ids must come after 40. */
+START_TEST(channel_ids_after_an_edit_past_the_walk) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\n"
+      "sum {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+      "ENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  x = f32[8,8] all-reduce(p), channel_id=7, replica_groups={{0}}, to_apply=sum, sharding={devices=[4,1]<=[4]}\n"
+      "  ROOT r = f32[8,8] negate(x), sharding={replicated}\n}\n");
+  ck_assert_ok(run_derived(4, m, "allow_module_signature_change=true"));
+  int64_t fresh = 0;
+  for (hk_instr *i = m->entry->first; i; i = i->next) {
+    int64_t id = hk_instr_channel_id(i);
+    if (!id || i->opcode == HK_OP_ALL_REDUCE) continue;
+    ck_assert_int_gt(id, 40);
+    fresh++;
+  }
+  ck_assert_int_ge(fresh, 1);   /* the all-gather to the replicated root */
+  hk_module_free(m);
+}
+END_TEST
+
+/* The walk canonicalises and defaults shardings, which are no edit of the
+ * graph: its notes (and the early order) survive it. */
+START_TEST(sharding_walk_is_no_graph_edit) {
+  hk_module *m = hk_test_parse(
+      "HloModule m, num_partitions=4\n\n"
+      "ENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+      "  q = f32[8,8] parameter(1), sharding={devices=[4,1]0,1,2,3}\n"
+      "  t = f32[8,8] add(p, q)\n"
+      "  ROOT r = f32[8,8] negate(t), sharding={replicated}\n}\n");
+  ck_assert_ok(run_derived(0, m, "allow_module_signature_change=true"));
+  ck_assert(changes_after_walk == changes_before_walk);
+  ck_assert(hk_module_changes(m) != changes_after_walk);   /* partitioning edits */
+  hk_module_free(m);
+}
+END_TEST
+
+/* The entry's post order is made on a second thread while the walk runs
+ * (big entries, two worker threads); PreprocessHlos then rewrites the
+ * entry (slice(pad) merged into one pad), and the partitioner must visit
+ * the graph as it is, not by the order made before: stale, it would visit
+ * the removed slice and miss the new pad. */
+START_TEST(early_order_not_used_after_an_edit) {
+  enum { N = 70000 };
+  hk_buf b;
+  hk_buf_init(&b);
+  hk_buf_puts(&b, "HloModule m, num_partitions=4\n\nENTRY e {\n"
+                  "  n0 = f32[8] parameter(0), sharding={devices=[4]<=[4]}\n");
+  for (int k = 1; k < N; k++)
+    hk_buf_printf(&b, "  n%d = f32[8] negate(n%d), sharding={devices=[4]<=[4]}\n", k, k - 1);
+  hk_buf_printf(&b,
+                "  z = f32[] constant(0)\n"
+                "  pad = f32[10] pad(n%d, z), padding=2_0, sharding={devices=[4]<=[4]}\n"
+                "  c = f32[10] copy(pad), sharding={devices=[4]<=[4]}\n"
+                "  ROOT s = f32[8] slice(c), slice={[0:8]}, sharding={devices=[4]<=[4]}\n}\n",
+                N - 1);
+  hk_module *m = hk_test_parse(b.data);
+  hk_buf_free(&b);
+  int threads = hk_worker_threads();
+  hk_set_worker_threads(2);
+  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_set_worker_threads(threads);
+  hk_verify_options vo = hk_verify_defaults();
+  ck_assert_ok(hk_verify_module(m, &vo));
+  /* One pad 2_-2: one halo exchange, nothing gathered, every negate kept. */
+  hk_test_expect_ops(m, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_NEGATE), N - 1);
+  ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   hk_module_free(m);
 }
 END_TEST
@@ -306,11 +405,10 @@ END_TEST
 /* Each instruction's partitioned form carries its name; the collectives
  * and slices the partitioner adds get fresh ones; the text re-parses. */
 START_TEST(partitioned_instructions_keep_their_names) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  neg.3 = f32[8,6] negate(p), sharding={devices=[4,1]<=[4]}\n"
-                               "  ROOT r = f32[8,6] exponential(neg.3), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,6] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  neg.3 = f32[8,6] negate(p), sharding={devices=[4,1]<=[4]}\n"
+                             "  ROOT r = f32[8,6] exponential(neg.3), sharding={replicated}\n}\n");
   hk_instr *p = hk_test_find(m, "p"), *neg = hk_test_find(m, "neg.3"), *r = hk_test_find(m, "r");
   ck_assert_int_eq(p->opcode, HK_OP_PARAMETER);
   ck_assert_int_eq(p->shape->dims[0], 2);
@@ -346,10 +444,9 @@ START_TEST(partitioned_instructions_keep_their_names) {
 END_TEST
 
 START_TEST(reshard_replicated_to_tiled_is_local_slice) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,6] parameter(0), sharding={replicated}\n"
-                               "  ROOT r = f32[8,6] negate(p), sharding={devices=[2,2]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,6] parameter(0), sharding={replicated}\n"
+                             "  ROOT r = f32[8,6] negate(p), sharding={devices=[2,2]<=[4]}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE) >= 1, 1);
   ck_assert_int_eq(m->entry->root->shape->dims[0], 4);
@@ -359,10 +456,9 @@ START_TEST(reshard_replicated_to_tiled_is_local_slice) {
 END_TEST
 
 START_TEST(reshard_tiled_to_replicated_all_gathers) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
-                               "  ROOT r = f32[7] negate(p), sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
+                             "  ROOT r = f32[7] negate(p), sharding={replicated}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);
   ck_assert_int_eq(m->entry->params[0]->shape->dims[0], 2); /* ceil(7/4) */
   ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
@@ -371,11 +467,10 @@ START_TEST(reshard_tiled_to_replicated_all_gathers) {
 END_TEST
 
 START_TEST(unsupported_op_falls_back_replicated) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[4,6] parameter(0), sharding={devices=[2,1]0,1}\n"
       "  ROOT r = f32[6,4] reshape(p), sharding={devices=[2,1]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(m->entry->root->shape->dims[0], 3);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 4);
   hk_module_free(m);
@@ -433,16 +528,13 @@ END_TEST
 START_TEST(contracting_dot_into_sharded_output_reduce_scatters) {
   /* Partial sums over the contracting dim, output split across the same two
    * devices: one reduce-scatter, no all-reduce, local result f32[4,4]. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  a = f32[8,16] parameter(0), sharding={devices=[1,2]0,1}\n"
       "  b = f32[16,4] parameter(1), sharding={devices=[2,1]0,1}\n"
       "  ROOT d = f32[8,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
       " sharding={devices=[2,1]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_DYNAMIC_SLICE), 0);
+  hk_test_expect_ops(m, {HK_OP_REDUCE_SCATTER, 1}, {HK_OP_ALL_REDUCE, 0}, {HK_OP_DYNAMIC_SLICE, 0});
   hk_instr *rs = m->entry->root;
   ck_assert_int_eq(rs->opcode, HK_OP_REDUCE_SCATTER);
   ck_assert_int_eq(rs->shape->dims[0], 4);
@@ -465,9 +557,7 @@ START_TEST(windowed_dot_rotates_the_big_operand) {
    * all-gather of rhs. */
   hk_module *m = hk_test_parse(windowed_dot_module);
   ck_assert_ok(partition(m, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_WHILE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_test_expect_ops(m, {HK_OP_WHILE, 1}, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 1});
   hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   /* Tile t's holder receives tile t+1's: tiles 0..3 sit on devices 3,1,0,2. */
   const hk_pair want[4] = {{1, 3}, {0, 1}, {2, 0}, {3, 2}};
@@ -516,13 +606,12 @@ END_TEST
 
 START_TEST(grouped_conv_partitions_whole_groups) {
   /* 8 feature groups over 2 devices: 4 whole groups each, no collective. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  lhs = f32[2,9,1,8] parameter(0), sharding={devices=[1,1,1,2]0,1}\n"
       "  rhs = f32[3,1,1,16] parameter(1), sharding={devices=[1,1,1,2]0,1}\n"
       "  ROOT conv = f32[2,9,1,16] convolution(lhs, rhs), dim_labels=b01f_01io->b01f,"
       " feature_group_count=8, window={size=3x1 pad=1_1x0_0}, sharding={devices=[1,1,1,2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE) +
                        hk_test_count_op(m, HK_OP_ALL_TO_ALL),
                    0);
@@ -549,9 +638,8 @@ END_TEST
 
 START_TEST(iota_is_made_locally) {
   /* Along a tiled dim: the local iota plus the tile offset; no collective. */
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  ROOT i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[4,1]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  ROOT i = s32[8,6] iota(), iota_dimension=0, sharding={devices=[4,1]<=[4]}\n}\n");
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
   ck_assert_int_eq(hk_test_count_op(m, HK_OP_IOTA), 1);
   ck_assert_int_eq(m->entry->root->opcode, HK_OP_ADD);
@@ -564,16 +652,13 @@ START_TEST(uneven_reduce_masks_padding_and_variadic_reduce_gathers) {
   /* f32[7] over 4 devices: tiles of 2, the last one half padding.  The
    * padding is masked with the init value before the local reduce, then
    * one all-reduce; nothing is replicated. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nmax {\n  a = f32[] parameter(0)\n"
       "  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n\nENTRY e {\n"
       "  p = f32[7] parameter(0), sharding={devices=[4]<=[4]}\n"
       "  z = f32[] constant(-inf)\n"
       "  ROOT r = f32[] reduce(p, z), dimensions={0}, to_apply=max, sharding={replicated}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SELECT), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_SELECT, 1}, {HK_OP_ALL_REDUCE, 1}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(m);
 }
 END_TEST
@@ -589,11 +674,9 @@ START_TEST(subgroup_manual_all_reduce_must_stay_in_its_subgroup) {
   char buf[sizeof text + 32];
   /* Devices 0 and 2 hold one data tile, 1 and 3 the other. */
   snprintf(buf, sizeof buf, text, "{{2,0},{1,3}}");
-  hk_module *m = hk_test_parse(buf);
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
+  hk_module *m = partitioned(buf);
   /* Kept as one all-reduce over the local tile, nothing gathered. */
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_ALL_REDUCE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 1);
   hk_module_free(m);
   snprintf(buf, sizeof buf, text, "{{1,0},{2,3}}");
@@ -604,14 +687,12 @@ END_TEST
 START_TEST(sort_on_sharded_dim_moves_the_sharding) {
   /* The sort dim is sharded: the partitions move to the free dim (an
    * all-to-all), each device sorts whole rows; nothing is all-gathered. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nlt {\n  a = f32[] parameter(0)\n"
       "  b = f32[] parameter(1)\n  ROOT c = pred[] compare(a, b), direction=LT\n}\n\n"
       "ENTRY e {\n  p = f32[8,12] parameter(0), sharding={devices=[1,4]<=[4]}\n"
       "  ROOT s = f32[8,12] sort(p), dimensions={1}, to_apply=lt, sharding={devices=[4,1]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 1});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 2);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 12);
   hk_module_free(m);
@@ -621,14 +702,12 @@ END_TEST
 START_TEST(topk_on_split_dim_merges_candidates) {
   /* Each half yields its top 3 with global indices; the 2x3 candidates are
    * all-gathered and a stable sort keeps the best 3. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[2,16] parameter(0), sharding={devices=[1,2]0,1}\n"
       "  ROOT t = (f32[2,3], s32[2,3]) custom-call(p), custom_call_target=\"TopK\","
       " sharding={{replicated},{replicated}}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 2);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_SORT), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 2}, {HK_OP_SORT, 1});
   hk_instr *topk = hk_test_last_op(m, HK_OP_CUSTOM_CALL);
   ck_assert_ptr_nonnull(topk);
   ck_assert_int_eq(topk->operands[0]->shape->dims[1], 8);
@@ -642,13 +721,11 @@ START_TEST(reshape_splitting_into_a_minor_sharded_dim_reshards_the_result) {
   /* The output's tiling (the minor half of a split dim) has no operand
    * counterpart: the operand is reshaped as tiled and the result moved by
    * an all-to-all, never replicated. */
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=2\n\nENTRY e {\n"
       "  p = f32[6,4,12] parameter(0), sharding={devices=[2,1,1]0,1}\n"
       "  ROOT r = f32[6,4,2,6] reshape(p), sharding={devices=[1,1,1,2]0,1}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 1});
   ck_assert_int_eq(m->entry->root->shape->dims[3], 3);
   hk_module_free(m);
 }
@@ -657,12 +734,10 @@ END_TEST
 START_TEST(uneven_dims_move_by_all_to_all) {
   /* f32[7,9] from rows over 4 devices to columns: pad the columns to 12,
    * one all-to-all, cut the gathered rows back to 7; nothing all-gathered. */
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[7,9] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  ROOT r = f32[7,9] negate(p), sharding={devices=[1,4]<=[4]}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[7,9] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  ROOT r = f32[7,9] negate(p), sharding={devices=[1,4]<=[4]}\n}\n");
+  hk_test_expect_ops(m, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 7);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
   hk_module_free(m);
@@ -709,14 +784,11 @@ START_TEST(reshard_across_device_orders_permutes_not_rematerializes) {
 END_TEST
 
 START_TEST(reshard_moves_dims_by_all_to_all_and_permute) {
-  hk_module *m = hk_test_parse("HloModule m, num_partitions=4\n\nENTRY e {\n"
-                               "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
-                               "  a = f32[8,12] copy(p), sharding={devices=[1,4]<=[4]}\n"
-                               "  ROOT b = f32[8,12] copy(a), sharding={devices=[1,4]3,2,1,0}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_module *m = partitioned("HloModule m, num_partitions=4\n\nENTRY e {\n"
+                             "  p = f32[8,12] parameter(0), sharding={devices=[4,1]<=[4]}\n"
+                             "  a = f32[8,12] copy(p), sharding={devices=[1,4]<=[4]}\n"
+                             "  ROOT b = f32[8,12] copy(a), sharding={devices=[1,4]3,2,1,0}\n}\n");
+  hk_test_expect_ops(m, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(m->entry->root->shape->dims[0], 8);
   ck_assert_int_eq(m->entry->root->shape->dims[1], 3);
   hk_module_free(m);
@@ -726,13 +798,11 @@ END_TEST
 /* A device-order change under partial replication: each device takes its
  * tile from itself if it holds it, else from the lowest unused holder. */
 START_TEST(reshard_permutes_replicated_tiles) {
-  hk_module *m = hk_test_parse(
+  hk_module *m = partitioned(
       "HloModule m, num_partitions=4\n\nENTRY e {\n"
       "  p = f32[8,6] parameter(0), sharding={devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}\n"
       "  ROOT b = f32[8,6] copy(p), sharding={devices=[2,1,2]2,3,0,1 last_tile_dim_replicate}\n}\n");
-  ck_assert_ok(partition(m, "allow_module_signature_change=true"));
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(m, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   hk_instr *perm = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
   const hk_pair want[4] = {{2, 0}, {3, 1}, {0, 2}, {1, 3}};
   ck_assert_int_eq(perm->attrs->n_source_target_pairs, 4);
@@ -767,6 +837,9 @@ static Suite *spmd_suite(void) {
   tcase_add_test(t, ret_check_parameter_count);
   tcase_add_test(t, ret_check_result_shape);
   tcase_add_test(t, channel_ids_unique_and_increasing);
+  tcase_add_test(t, channel_ids_after_an_edit_past_the_walk);
+  tcase_add_test(t, early_order_not_used_after_an_edit);
+  tcase_add_test(t, sharding_walk_is_no_graph_edit);
   suite_add_tcase(s, t);
   TCase *r = tcase_create("rewrites");
   tcase_add_checked_fixture(r, load_plugins, unload_plugins);

@@ -240,8 +240,7 @@ START_TEST(outfeed_uneven_branches) {
   const hk_instr *c = hk_test_last_op(p, HK_OP_CONDITIONAL);
   ck_assert_ptr_nonnull(c);
   ck_assert_int_eq(c->n_called, 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_OUTFEED), 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_SLICE), 2);
+  hk_test_expect_ops(p, {HK_OP_OUTFEED, 2}, {HK_OP_SLICE, 2});
   hk_module_free(p);
 }
 END_TEST
@@ -256,8 +255,7 @@ START_TEST(outfeed_single_device) {
       "}\n";
   hk_module *p = partition_only(text, 2);
   ck_assert_int_eq(spmd_check_collectives(p), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_CONDITIONAL), 1);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_OUTFEED), 1);
+  hk_test_expect_ops(p, {HK_OP_CONDITIONAL, 1}, {HK_OP_OUTFEED, 1});
   hk_module_free(p);
 }
 END_TEST

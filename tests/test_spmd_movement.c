@@ -20,9 +20,7 @@ static const hk_instr *first_of(const hk_module *m, hk_opcode op) {
 
 /* Only collective-permutes (at least `min` of them): halos, no gather. */
 static void assert_halos_only(const hk_module *m, int64_t min) {
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 0}, {HK_OP_ALL_REDUCE, 0});
   ck_assert_int_ge(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), min);
 }
 

@@ -38,8 +38,7 @@ START_TEST(pad_then_slice_merged) {
   /* pad 2_0 then slice [0:8] is one pad 2_-2: one halo exchange (the
    * left neighbour's last two elements), nothing gathered. */
   ck_assert(!has_pad(p, 2, 0));
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(p);
 }
 END_TEST
@@ -81,8 +80,7 @@ START_TEST(rotate_within_shard) {
   char buf[1024];
   /* 12 over 4 shards of 3, rotate by 2: one neighbour exchange. */
   hk_module *p = spmd_check_partition(reg, rotate_text(12, 2, buf, sizeof buf), 4, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(count_custom_calls(p), 0);
   int64_t d = 3;
   ck_assert(spmd_check_root_dims(p, 1, &d));
@@ -94,8 +92,7 @@ START_TEST(rotate_across_shards) {
   char buf[1024];
   /* rotate by 7 = 2 shards + 1: two permutes (tail and head). */
   hk_module *p = spmd_check_partition(reg, rotate_text(12, 7, buf, sizeof buf), 4, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 2}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(p);
 }
 END_TEST
@@ -104,8 +101,7 @@ START_TEST(rotate_whole_shards) {
   char buf[1024];
   /* rotate by 6 = 2 whole shards: the shards only move. */
   hk_module *p = spmd_check_partition(reg, rotate_text(12, 6, buf, sizeof buf), 4, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_CONCATENATE), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_CONCATENATE, 0});
   hk_module_free(p);
 }
 END_TEST
@@ -118,8 +114,7 @@ START_TEST(rotate_uneven) {
    * nothing gathered. */
   hk_module *p = spmd_check_partition(reg, rotate_text(10, 3, buf, sizeof buf), 4, NULL);
   ck_assert_int_eq(count_custom_calls(p), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 3);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 3}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(p);
 }
 END_TEST
@@ -141,8 +136,7 @@ START_TEST(pad_with_wrap_modifiers) {
   hk_module *p = spmd_check_partition(reg, text, 2, NULL);
   /* two rotations; the pad needs no halo (each output shard reads its own
    * input shard and padding); nothing gathered. */
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 2}, {HK_OP_ALL_GATHER, 0});
   ck_assert_int_eq(count_custom_calls(p), 0);
   hk_module_free(p);
 }
@@ -176,9 +170,8 @@ START_TEST(concat_on_unsharded_dim_untouched) {
       "  ROOT c = f32[12,4] concatenate(a, b), dimensions={0}, sharding={devices=[1,4]<=[4]}\n"
       "}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_CONCATENATE), 1);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 0}, {HK_OP_ALL_GATHER, 0},
+                        {HK_OP_CONCATENATE, 1});
   hk_module_free(p);
 }
 END_TEST
@@ -202,8 +195,7 @@ static hk_module *pad_case(const char *in, const char *out, const char *padding,
 START_TEST(pad_halo_even) {
   /* 257 -> 259 over 2: shard 0 needs one element of shard 1. */
   hk_module *p = pad_case("f32[14,257]", "f32[14,259]", "0_0x0_2", "{devices=[1,2]0,1}", 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0});
   int64_t dims[2] = {14, 130};
   ck_assert(spmd_check_root_dims(p, 2, dims));
   hk_module_free(p);
@@ -215,8 +207,7 @@ START_TEST(pad_halo_both_sides) {
    * padded dim that is not partitioned, partial replication. */
   hk_module *p = pad_case("f32[16,3]", "f32[20,5]", "2_2x1_1",
                           "{devices=[4,1,2]<=[8] last_tile_dim_replicate}", 8);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
+  hk_test_expect_ops(p, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 2});
   hk_module_free(p);
 }
 END_TEST
@@ -224,8 +215,7 @@ END_TEST
 START_TEST(pad_halo_negative_low) {
   /* Negative low padding (a merged slice) shifts the window right. */
   hk_module *p = pad_case("f32[12]", "f32[12]", "-2_2", "{devices=[4]<=[4]}", 4);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  hk_test_expect_ops(p, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 1});
   hk_module_free(p);
 }
 END_TEST
@@ -234,8 +224,7 @@ START_TEST(pad_halo_two_hops) {
   /* Shifting 8 elements (4 shards of 2) right by 3 reads one whole
    * neighbour shard and the tail of the next one: two hops. */
   hk_module *p = pad_case("f32[8]", "f32[8]", "3_-3", "{devices=[4]<=[4]}", 4);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 2);
-  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 2}, {HK_OP_ALL_GATHER, 0});
   hk_module_free(p);
 }
 END_TEST

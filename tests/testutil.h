@@ -158,6 +158,25 @@ static inline int64_t hk_test_count_op(const hk_module *m, hk_opcode op) {
   return n;
 }
 
+/* How many instructions of an opcode a test expects. */
+typedef struct hk_test_op_count {
+  hk_opcode op;
+  int64_t n;
+} hk_test_op_count;
+
+/* Asserts each {opcode, count} of the list, naming the opcode that is off:
+ * hk_test_expect_ops(m, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 1}). */
+#define hk_test_expect_ops(m, ...) \
+  hk_test_expect_ops_((m), (const hk_test_op_count[]){__VA_ARGS__}, \
+                      sizeof((const hk_test_op_count[]){__VA_ARGS__}) / sizeof(hk_test_op_count))
+static inline void hk_test_expect_ops_(const hk_module *m, const hk_test_op_count *c, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    int64_t got = hk_test_count_op(m, c[k].op);
+    ck_assert_msg(got == c[k].n, "%s: %lld instructions, expected %lld", hk_opcode_name(c[k].op),
+                  (long long)got, (long long)c[k].n);
+  }
+}
+
 #ifdef HLOKIT_HOST_PIPELINE_H
 /* A registry holding build plugin `name` (tests that include
  * pipeline/pipeline.h before this header). */

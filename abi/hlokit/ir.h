@@ -47,6 +47,15 @@ typedef struct hk_i64s {           /* a length-prefixed list of int64 */
   int32_t n;
   const int64_t *v;
 } hk_i64s;
+/* Where x first stands among v[0..n) (a list of dimensions, say), or -1.
+ * The one "is d in this list" of the tree.  Inline: no symbol. */
+static inline int32_t hk_i64_index(const int64_t *v, int64_t n, int64_t x) {
+  for (int64_t k = 0; k < n; k++)
+    if (v[k] == x) return (int32_t)k;
+  return -1;
+}
+/* Whether x is in list l. */
+static inline bool hk_i64s_has(hk_i64s l, int64_t x) { return hk_i64_index(l.v, l.n, x) >= 0; }
 
 typedef struct hk_kv {             /* key="value" pairs, kept in order */
   const char *key;
@@ -343,6 +352,16 @@ void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx,
 const char *hk_module_unique_name(hk_module *m, const char *prefix);
 /* Largest channel id in use + 1 (XLA's hlo_query::NextChannelId). */
 int64_t hk_module_next_channel_id(const hk_module *m);
+/* A count that grows with every edit of m's graph made through this
+ * header: an instruction made, removed or given other operands, uses,
+ * control edges, dims, called computations or attributes (hk_instr_attrs
+ * counts, as its caller may write), a root, a parameter, a computation
+ * added, removed or reordered, the entry set.  Shardings, names and
+ * scratch are not edits of the graph; nor is a direct write to a struct
+ * field.  A fact computed from the graph stays true while the count is
+ * the one it was computed at, so a cache keeps it with the count and
+ * recomputes when the count moved (ABI 1.7). */
+uint64_t hk_module_changes(const hk_module *m);
 /* Deep copy of the whole module. */
 hk_module *hk_module_clone(const hk_module *m);
 

@@ -9,12 +9,6 @@
 
 static hk_prim elem_of(const hk_shape *s) { return (hk_prim)s->elem; }
 
-static bool contains(hk_i64s l, int64_t v) {
-  for (int k = 0; k < l.n; k++)
-    if (l.v[k] == v) return true;
-  return false;
-}
-
 /* Every entry in [0, rank) and no entry twice (also across `other`). */
 static hk_status *check_dim_list(ana_ctx *c, const char *what, hk_i64s l, int rank,
                                  hk_i64s other, bool sorted) {
@@ -25,7 +19,7 @@ static hk_status *check_dim_list(ana_ctx *c, const char *what, hk_i64s l, int ra
     for (int j = 0; j < k; j++)
       if (l.v[j] == l.v[k])
         return ana_fail(c->i, "%s repeats dimension %lld", what, (long long)l.v[k]);
-    if (contains(other, l.v[k]))
+    if (hk_i64s_has(other, l.v[k]))
       return ana_fail(c->i, "%s dimension %lld is used twice", what, (long long)l.v[k]);
     if (sorted && k > 0 && l.v[k] < l.v[k - 1])
       return ana_fail(c->i, "%s must be sorted", what);
@@ -40,7 +34,7 @@ static const hk_i64s no_dims = {0, NULL};
 static hk_status *check_index_batching_dims(ana_ctx *c, const char *what, hk_i64s l, int rank,
                                             int64_t index_vector_dim) {
   HK_TRY(check_dim_list(c, what, l, rank, no_dims, false));
-  if (contains(l, index_vector_dim))
+  if (hk_i64s_has(l, index_vector_dim))
     return ana_fail(c->i, "%s must not contain index_vector_dim %lld", what, (long long)index_vector_dim);
   return NULL;
 }
@@ -116,12 +110,12 @@ static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
     dyn[n] = l->dynamic && l->dynamic[dn.lhs_batch.v[k]];
   }
   for (int d = 0; d < l->rank; d++)
-    if (!contains(dn.lhs_batch, d) && !contains(dn.lhs_contracting, d) && n < HK_MAX_RANK) {
+    if (!hk_i64s_has(dn.lhs_batch, d) && !hk_i64s_has(dn.lhs_contracting, d) && n < HK_MAX_RANK) {
       dyn[n] = l->dynamic && l->dynamic[d];
       dims[n++] = l->dims[d];
     }
   for (int d = 0; d < r->rank; d++)
-    if (!contains(dn.rhs_batch, d) && !contains(dn.rhs_contracting, d) && n < HK_MAX_RANK) {
+    if (!hk_i64s_has(dn.rhs_batch, d) && !hk_i64s_has(dn.rhs_contracting, d) && n < HK_MAX_RANK) {
       dyn[n] = r->dynamic && r->dynamic[d];
       dims[n++] = r->dims[d];
     }
@@ -266,7 +260,7 @@ static hk_status *infer_gather(ana_ctx *c, const hk_shape **out) {
     if (ss.v[d] < 0 || ss.v[d] > op->dims[d])
       return ana_fail(c->i, "slice size %lld is out of range for operand dimension %d of size %lld",
                       (long long)ss.v[d], d, (long long)op->dims[d]);
-    if ((contains(dn->collapsed_slice_dims, d) || contains(dn->operand_batching_dims, d)) &&
+    if ((hk_i64s_has(dn->collapsed_slice_dims, d) || hk_i64s_has(dn->operand_batching_dims, d)) &&
         ss.v[d] > 1)
       return ana_fail(c->i, "collapsed or batching dimension %d must have slice size 0 or 1", d);
   }
@@ -276,8 +270,8 @@ static hk_status *infer_gather(ana_ctx *c, const hk_shape **out) {
   int64_t dims[HK_MAX_RANK];
   int od = 0, bd = 0;
   for (int k = 0; k < out_rank; k++) {
-    if (contains(dn->offset_dims, k)) {
-      while (contains(dn->collapsed_slice_dims, od) || contains(dn->operand_batching_dims, od)) od++;
+    if (hk_i64s_has(dn->offset_dims, k)) {
+      while (hk_i64s_has(dn->collapsed_slice_dims, od) || hk_i64s_has(dn->operand_batching_dims, od)) od++;
       dims[k] = ss.v[od++];
     } else {
       if (bd == dn->index_vector_dim) bd++;
@@ -298,8 +292,8 @@ static hk_status *scatter_updates(ana_ctx *c, const hk_scatter_dnums *dn, const 
   HK_TRY(check_dim_list(c, "update_window_dims", dn->update_window_dims, up->rank, no_dims, true));
   int od = 0, sd = 0;
   for (int k = 0; k < up->rank; k++) {
-    if (contains(dn->update_window_dims, k)) {
-      while (contains(dn->inserted_window_dims, od) || contains(dn->input_batching_dims, od)) od++;
+    if (hk_i64s_has(dn->update_window_dims, k)) {
+      while (hk_i64s_has(dn->inserted_window_dims, od) || hk_i64s_has(dn->input_batching_dims, od)) od++;
       if (od >= op->rank || up->dims[k] > op->dims[od])
         return ana_fail(c->i, "update window dimension %d of size %lld exceeds the operand",
                         k, (long long)up->dims[k]);
@@ -381,8 +375,8 @@ static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
   int n_group = ana_raw_dims(c->i, "rhs_group_dims", group, 2);
   if (ragged[0] < 0 || ragged[0] >= l->rank)
     return ana_fail(c->i, "lhs ragged dimension %lld is out of range", (long long)ragged[0]);
-  bool contracting = contains(dn.lhs_contracting, ragged[0]);
-  bool batch = contains(dn.lhs_batch, ragged[0]);
+  bool contracting = hk_i64s_has(dn.lhs_contracting, ragged[0]);
+  bool batch = hk_i64s_has(dn.lhs_batch, ragged[0]);
   int64_t g = gs->dims[gs->rank - 1];
   hk_i64s rhs_excluded = no_dims, rg = {n_group, group};
   if (contracting || batch) {
@@ -408,9 +402,9 @@ static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
   if (contracting) dims[n++] = g;
   for (int k = 0; k < dn.lhs_batch.n && n < HK_MAX_RANK; k++) dims[n++] = l->dims[dn.lhs_batch.v[k]];
   for (int d = 0; d < l->rank && n < HK_MAX_RANK; d++)
-    if (!contains(dn.lhs_batch, d) && !contains(dn.lhs_contracting, d)) dims[n++] = l->dims[d];
+    if (!hk_i64s_has(dn.lhs_batch, d) && !hk_i64s_has(dn.lhs_contracting, d)) dims[n++] = l->dims[d];
   for (int d = 0; d < r->rank && n < HK_MAX_RANK; d++)
-    if (!contains(dn.rhs_batch, d) && !contains(dn.rhs_contracting, d) && !contains(rhs_excluded, d))
+    if (!hk_i64s_has(dn.rhs_batch, d) && !hk_i64s_has(dn.rhs_contracting, d) && !hk_i64s_has(rhs_excluded, d))
       dims[n++] = r->dims[d];
   *out = ana_array(c->m, e, n, dims, NULL);
   return NULL;

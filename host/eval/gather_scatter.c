@@ -3,12 +3,6 @@
  * batching dims, as XLA defines them. */
 #include "eval/eval_internal.h"
 
-static bool in_list(hk_i64s l, int64_t d) {
-  for (int i = 0; i < l.n; i++)
-    if (l.v[i] == d) return true;
-  return false;
-}
-
 /* The index vector (and batch coordinates) of the indices array for the
  * batch position `g` (one coordinate per non-index-vector dim). */
 typedef struct index_reader {
@@ -60,7 +54,7 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
   index_reader_init(&ir, idx, g->index_vector_dim);
   int64_t offmap[HK_MAX_RANK], nwin = 0;  /* operand dim of each offset dim */
   for (int dd = 0; dd < a->rank; dd++)
-    if (!in_list(g->collapsed_slice_dims, dd) && !in_list(g->operand_batching_dims, dd))
+    if (!hk_i64s_has(g->collapsed_slice_dims, dd) && !hk_i64s_has(g->operand_batching_dims, dd))
       offmap[nwin++] = dd;
   if (nwin != g->offset_dims.n || res->rank != ir.nb + g->offset_dims.n) {
     hk_value_release(res);
@@ -78,7 +72,7 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
     }
     int64_t gb[HK_MAX_RANK], nb = 0, start[HK_MAX_RANK] = {0};
     for (int dd = 0; dd < res->rank; dd++)
-      if (!in_list(g->offset_dims, dd)) gb[nb++] = o[dd];
+      if (!hk_i64s_has(g->offset_dims, dd)) gb[nb++] = o[dd];
     for (int k = 0; k < g->start_index_map.n; k++)
       start[g->start_index_map.v[k]] = index_component(&ir, gb, k);
     /* a size-0 slice (allowed on collapsed dims) still reads in bounds */
@@ -187,7 +181,7 @@ hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const 
   int64_t winmap[HK_MAX_RANK], nw = 0, wsize[HK_MAX_RANK];
   for (int dd = 0; dd < a->rank; dd++) {
     wsize[dd] = 1;
-    if (!in_list(sd->inserted_window_dims, dd) && !in_list(sd->input_batching_dims, dd))
+    if (!hk_i64s_has(sd->inserted_window_dims, dd) && !hk_i64s_has(sd->input_batching_dims, dd))
       winmap[nw++] = dd;
   }
   hk_status *st = NULL;
@@ -201,7 +195,7 @@ hk_status *hk_op_scatter(hk_device_ctx *d, const hk_instr *ins, hk_value *const 
     if ((i & 16383) == 16383 && (st = hk_eval_poll(d, ins))) break;
     int64_t gb[HK_MAX_RANK], nb = 0, start[HK_MAX_RANK] = {0};
     for (int dd = 0; dd < u->rank; dd++)
-      if (!in_list(sd->update_window_dims, dd)) gb[nb++] = ui[dd];
+      if (!hk_i64s_has(sd->update_window_dims, dd)) gb[nb++] = ui[dd];
     for (int k = 0; k < sd->scatter_dims_to_operand_dims.n; k++)
       start[sd->scatter_dims_to_operand_dims.v[k]] = index_component(&ir, gb, k);
     for (int k = 0; k < sd->input_batching_dims.n; k++)

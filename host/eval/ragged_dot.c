@@ -14,15 +14,6 @@
 #include "eval/cplx.h"
 #include "eval/eval_internal.h"
 
-static bool listed(hk_i64s l, int64_t d, int *pos) {
-  for (int k = 0; k < l.n; k++)
-    if (l.v[k] == d) {
-      if (pos) *pos = k;
-      return true;
-    }
-  return false;
-}
-
 hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
   static const hk_dot_dnums none;
   memset(f, 0, sizeof *f);
@@ -37,8 +28,8 @@ hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
   f->ragged = ragged[0];
   f->group_dim = n_group == 1 ? group[0] : -1;
   f->n_groups = g->dims[0];
-  f->kind = listed(f->dn.lhs_contracting, f->ragged, NULL) ? HK_RAGGED_CONTRACTING
-            : listed(f->dn.lhs_batch, f->ragged, NULL)     ? HK_RAGGED_BATCH
+  f->kind = hk_i64s_has(f->dn.lhs_contracting, f->ragged) ? HK_RAGGED_CONTRACTING
+            : hk_i64s_has(f->dn.lhs_batch, f->ragged)     ? HK_RAGGED_BATCH
                                                            : HK_RAGGED_NON_CONTRACTING;
   if (f->ragged < 0 || f->ragged >= l->rank || (f->kind == HK_RAGGED_NON_CONTRACTING) != (n_group == 1) ||
       (n_group == 1 && (f->group_dim < 0 || f->group_dim >= r->rank)))
@@ -51,10 +42,10 @@ hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
     f->out_rhs[n] = f->dn.rhs_batch.v[k];
   }
   for (int d = 0; d < l->rank; d++)
-    if (!listed(f->dn.lhs_batch, d, NULL) && !listed(f->dn.lhs_contracting, d, NULL))
+    if (!hk_i64s_has(f->dn.lhs_batch, d) && !hk_i64s_has(f->dn.lhs_contracting, d))
       f->out_lhs[n] = d, f->out_rhs[n] = -1, n++;
   for (int d = 0; d < r->rank; d++)
-    if (!listed(f->dn.rhs_batch, d, NULL) && !listed(f->dn.rhs_contracting, d, NULL) && d != f->group_dim)
+    if (!hk_i64s_has(f->dn.rhs_batch, d) && !hk_i64s_has(f->dn.rhs_contracting, d) && d != f->group_dim)
       f->out_lhs[n] = -1, f->out_rhs[n] = d, n++;
   if (n != ins->shape->rank)
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot result has rank %d, expected %d", ins->shape->rank, n);

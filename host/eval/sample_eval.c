@@ -29,15 +29,6 @@ void se_box_point(se_box *b, int rank, const int64_t *idx) {
   }
 }
 
-bool se_listed(hk_i64s l, int64_t d, int *pos) {
-  for (int i = 0; i < l.n; i++)
-    if (l.v[i] == d) {
-      if (pos) *pos = i;
-      return true;
-    }
-  return false;
-}
-
 const hk_shape *se_leaf_shape(const hk_shape *s, int leaf) {
   if (s->elem != HK_TUPLE) return leaf == 0 ? s : NULL;
   for (int i = 0; i < s->n_tuple; i++) {

@@ -128,8 +128,6 @@ hk_status *se_operand(se_ctx *x, se_frame *f, const hk_instr *ins, int k, const 
 hk_status *se_scalar_i64(se_ctx *x, se_frame *f, const hk_instr *ins, int k, int64_t *out);
 
 /* ---- shapes and values -------------------------------------------------- */
-/* True when d is in the list (*pos, if not NULL, gets where). */
-bool se_listed(hk_i64s l, int64_t d, int *pos);
 const hk_shape *se_leaf_shape(const hk_shape *s, int leaf);
 int se_leaf_offset(const hk_shape *s, int64_t index);   /* first leaf of tuple element */
 const hk_shape *se_box_shape(se_ctx *x, hk_prim elem, const se_box *b);

@@ -423,7 +423,7 @@ static int map_gather(const se_move *mv, const int64_t *o, int64_t *in) {
   int64_t ipos[SE_MAX_RANK];   /* position in the indices tensor */
   int nb = 0;
   for (int d = 0; d < mv->rank; d++)
-    if (!se_listed(g->offset_dims, d, NULL)) ipos[indices_dim(g, nb++)] = o[d];
+    if (!hk_i64s_has(g->offset_dims, d)) ipos[indices_dim(g, nb++)] = o[d];
   int64_t full[SE_MAX_RANK] = {0};
   for (int k = 0; k < g->start_index_map.n; k++) {
     if (g->index_vector_dim < is->rank) ipos[g->index_vector_dim] = k;
@@ -437,9 +437,9 @@ static int map_gather(const se_move *mv, const int64_t *o, int64_t *in) {
   for (int d = 0; d < os->rank; d++) {
     int64_t size = ins->attrs->gather_slice_sizes.v[d], hi = os->dims[d] - size;
     int64_t s = full[d] < 0 ? 0 : full[d] > hi ? hi : full[d];
-    if (se_listed(g->operand_batching_dims, d, NULL)) s = full[d];
+    if (hk_i64s_has(g->operand_batching_dims, d)) s = full[d];
     in[d] = s;
-    if (!se_listed(g->collapsed_slice_dims, d, NULL) && !se_listed(g->operand_batching_dims, d, NULL))
+    if (!hk_i64s_has(g->collapsed_slice_dims, d) && !hk_i64s_has(g->operand_batching_dims, d))
       in[d] += o[g->offset_dims.v[noff++]];
   }
   return 0;
@@ -459,7 +459,7 @@ hk_status *se_op_gather(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, c
   mv.gidx_box.rank = is->rank;
   int nb = 0;
   for (int d = 0; d < b->rank; d++)
-    if (!se_listed(g->offset_dims, d, NULL)) {
+    if (!hk_i64s_has(g->offset_dims, d)) {
       int64_t id = indices_dim(g, nb++);
       mv.gidx_box.lo[id] = b->lo[d];
       mv.gidx_box.n[id] = b->n[d];
@@ -534,7 +534,7 @@ static hk_status *scatter_window(scatter_job *j, const int64_t *upos, const int6
   }
   int64_t od_of_w[SE_MAX_RANK];
   for (int d = 0; d < os->rank; d++) {
-    if (se_listed(s->inserted_window_dims, d, NULL) || se_listed(s->input_batching_dims, d, NULL)) {
+    if (hk_i64s_has(s->inserted_window_dims, d) || hk_i64s_has(s->input_batching_dims, d)) {
       if (start[d] < j->b->lo[d] || start[d] >= j->b->lo[d] + j->b->n[d]) return NULL;
       continue;
     }
@@ -576,7 +576,7 @@ static bool scatter_start(const scatter_job *j, const int64_t *upos, int64_t *st
   int64_t ipos[SE_MAX_RANK];
   int n = 0;
   for (int d = 0; d < us->rank; d++)
-    if (!se_listed(s->update_window_dims, d, NULL)) {
+    if (!hk_i64s_has(s->update_window_dims, d)) {
       int64_t id = n < s->index_vector_dim ? n : n + 1;
       ipos[id] = upos[d];
       n++;
@@ -593,7 +593,7 @@ static bool scatter_start(const scatter_job *j, const int64_t *upos, int64_t *st
   int wpos = 0;
   for (int d = 0; d < os->rank; d++) {
     int64_t size = 1;
-    if (!se_listed(s->inserted_window_dims, d, NULL) && !se_listed(s->input_batching_dims, d, NULL))
+    if (!hk_i64s_has(s->inserted_window_dims, d) && !hk_i64s_has(s->input_batching_dims, d))
       size = us->dims[s->update_window_dims.v[wpos++]];
     if (start[d] < 0 || start[d] + size > os->dims[d]) return false;
   }
@@ -622,7 +622,7 @@ hk_status *se_op_scatter(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, 
   pos.rank = us->rank;
   for (int d = 0; d < us->rank; d++) {
     pos.lo[d] = 0;
-    pos.n[d] = se_listed(at->scatter->update_window_dims, d, NULL) ? 1 : us->dims[d];
+    pos.n[d] = hk_i64s_has(at->scatter->update_window_dims, d) ? 1 : us->dims[d];
   }
   int64_t upos[SE_MAX_RANK] = {0}, start[SE_MAX_RANK];
   int64_t n = se_box_count(&pos);

@@ -198,10 +198,10 @@ static void dot_operand_box(const hk_shape *s, hk_i64s batch, hk_i64s contractin
   ob->rank = s->rank;
   int nf = 0, pos;
   for (int d = 0; d < s->rank; d++) {
-    if (se_listed(batch, d, &pos)) {
+    if ((pos = hk_i64_index(batch.v, batch.n, d)) >= 0) {
       ob->lo[d] = b->lo[pos];
       ob->n[d] = b->n[pos];
-    } else if (se_listed(contracting, d, NULL)) {
+    } else if (hk_i64s_has(contracting, d)) {
       ob->lo[d] = 0;
       ob->n[d] = s->dims[d];
     } else {

@@ -10,11 +10,15 @@ hk_instr *hk_computation_find_instr(hk_computation *c, const char *name) {
   return i && i->parent == c ? i : NULL;
 }
 
-void hk_computation_set_root(hk_computation *c, hk_instr *root) { c->root = root; }
+void hk_computation_set_root(hk_computation *c, hk_instr *root) {
+  hk_module_note_change(c->module);
+  c->root = root;
+}
 
 void hk_computation_register_param(hk_computation *c, hk_instr *p) {
   int64_t num = hk_instr_parameter_number(p);
   if (num < 0) return;
+  hk_module_note_change(c->module);
   if (num >= c->cap_params) {
     int64_t cap = c->cap_params ? c->cap_params : 4;
     while (cap <= num) cap *= 2;

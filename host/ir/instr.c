@@ -74,6 +74,7 @@ static hk_instr *instr_link_new(hk_computation *c, hk_instr *before, hk_opcode o
   i->shape = shape;
   i->parent = c;
   i->id = m->next_id++;
+  hk_module_note_change(m);
   i->n_operands = i->cap_operands = n_operands;
   i->operands = ptrs_alloc(m, n_operands);
   for (int k = 0; k < n_operands; k++) {
@@ -117,11 +118,13 @@ hk_instr *hk_instr_new_before(hk_instr *before, hk_opcode op, const hk_shape *sh
 }
 
 hk_attrs *hk_instr_attrs(hk_instr *i) {
+  hk_instr_note_change(i);   /* the caller writes to them */
   if (!i->attrs) i->attrs = hk_alloc(instr_module(i), sizeof *i->attrs);
   return i->attrs;
 }
 
 void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims) {
+  hk_instr_note_change(i);
   i->n_dims = n;
   i->dims = n ? dup8(instr_module(i), dims, (size_t)n * sizeof *dims) : NULL;
 }
@@ -129,6 +132,7 @@ void hk_instr_set_dims(hk_instr *i, int n, const int64_t *dims) {
 void hk_instr_set_sharding(hk_instr *i, const hk_sharding *s) { i->sharding = s; }
 
 void hk_instr_set_called(hk_instr *i, int n, hk_computation *const *called) {
+  hk_instr_note_change(i);
   i->n_called = n;
   i->called = n ? dup8(instr_module(i), called, (size_t)n * sizeof *called) : NULL;
 }
@@ -178,6 +182,7 @@ void hk_instr_take_name(hk_instr *to, hk_instr *from) {
 /* ---- operands and users -------------------------------------------------------------- */
 
 void hk_instr_append_operand(hk_instr *i, hk_instr *op) {
+  hk_instr_note_change(i);
   bool had = has_operand(i, op);
   if (i->n_operands == i->cap_operands) {
     int32_t cap = i->cap_operands ? i->cap_operands * 2 : 2;
@@ -193,6 +198,7 @@ void hk_instr_append_operand(hk_instr *i, hk_instr *op) {
 void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op) {
   hk_instr *old = i->operands[idx];
   if (old == op) return;
+  hk_instr_note_change(i);
   bool had = has_operand(i, op);
   i->operands[idx] = op;
   if (!has_operand(i, old)) remove_user(old, i);
@@ -201,6 +207,7 @@ void hk_instr_set_operand(hk_instr *i, int idx, hk_instr *op) {
 
 void hk_instr_replace_all_uses(hk_instr *old, hk_instr *new_) {
   if (old == new_) return;
+  hk_instr_note_change(old);
   int32_t kept = 0;
   for (int32_t u = 0; u < old->n_users; u++) {
     hk_instr *user = old->users[u];
@@ -252,6 +259,7 @@ void hk_instr_add_control_dep(hk_instr *pred, hk_instr *succ) {
 void hk_instr_remove_control_deps(hk_instr *i) {
   hk_attrs *a = i->attrs;
   if (!a) return;
+  hk_instr_note_change(i);
   for (int32_t k = 0; k < a->n_control_preds; k++) {
     hk_attrs *pa = a->control_preds[k]->attrs;
     if (pa) ptrs_remove(pa->control_succs, &pa->n_control_succs, i);
@@ -306,6 +314,7 @@ static void list_unlink(hk_computation *c, hk_instr *i) {
 
 void hk_instr_detach(hk_instr *i) {
   hk_computation *c = i->parent;
+  hk_module_note_change(c->module);
   hk_instr_remove_control_deps(i);
   forget_param(c, i);
   list_unlink(c, i);

@@ -162,7 +162,15 @@ struct hk_module_impl {
   hk_namespace comp_names;
   hk_hctab hc[HK_HC_COUNT];
   const struct hk_sharding *replicated;   /* hk_sharding_replicated's answer, once made */
+  uint64_t changes;               /* hk_module_changes: bumped by every graph edit */
 };
+
+/* A graph edit of m (or of i's module; a detached instruction has none):
+ * what hk_module_changes counts. */
+static inline void hk_module_note_change(hk_module *m) { m->impl->changes++; }
+static inline void hk_instr_note_change(const hk_instr *i) {
+  if (i->parent) hk_module_note_change(i->parent->module);
+}
 
 static inline hk_arena *hk_module_arena(hk_module *m) { return &m->impl->arena; }
 

@@ -41,6 +41,8 @@ void *hk_memdup(hk_module *m, const void *p, size_t n) {
   return d;
 }
 
+uint64_t hk_module_changes(const hk_module *m) { return m->impl->changes; }
+
 size_t hk_module_memory(const hk_module *m) {
   const struct hk_module_impl *impl = m->impl;
   size_t n = sizeof *m + sizeof *impl + hk_arena_bytes(&impl->arena);
@@ -70,6 +72,7 @@ static void computations_append(hk_module *m, hk_computation *c) {
   }
   c->index = m->n_computations;
   m->computations[m->n_computations++] = c;
+  hk_module_note_change(m);
 }
 
 hk_computation *hk_computation_new(hk_module *m, const char *name) {
@@ -82,6 +85,7 @@ hk_computation *hk_computation_new(hk_module *m, const char *name) {
 }
 
 void hk_module_set_entry(hk_module *m, hk_computation *c) {
+  hk_module_note_change(m);
   if (m->entry) m->entry->is_entry = false;
   m->entry = c;
   if (c) c->is_entry = true;
@@ -94,6 +98,7 @@ void hk_module_remove_computation(hk_module *m, hk_computation *c) {
   for (int32_t i = 0; at < 0 && i < m->n_computations; i++)
     if (m->computations[i] == c) at = i;
   if (at < 0) return;
+  hk_module_note_change(m);
   memmove(m->computations + at, m->computations + at + 1,
           (size_t)(m->n_computations - at - 1) * sizeof *m->computations);
   m->n_computations--;
@@ -229,6 +234,7 @@ void hk_module_sort_computations_visiting(hk_module *m, void (*visit)(void *ctx,
   int32_t n = m->n_computations;
   /* One computation is sorted already; a visitor still takes the walk. */
   if (n == 0 || (n == 1 && !visit)) return;
+  hk_module_note_change(m);   /* the computations' order and indices */
   for (int32_t k = 0; k < n; k++) m->computations[k]->index = k;
   uint8_t *called = calloc((size_t)n * 3, 1);
   hk_computation **out = malloc((size_t)n * sizeof *out);

@@ -13,12 +13,6 @@ typedef struct dot_dims {
       spatial[HK_MAX_RANK];
 } dot_dims;
 
-static bool listed(const hk_i64s *l, int64_t d) {
-  for (int32_t k = 0; k < l->n; k++)
-    if (l->v[k] == d) return true;
-  return false;
-}
-
 static void dot_dims_of_dot(const hk_instr *i, dot_dims *dd) {
   dd->nb = dd->nc = dd->nl = dd->nr = dd->ns = 0;
   const hk_dot_dnums *dn = i->attrs ? i->attrs->dot : NULL;
@@ -31,10 +25,10 @@ static void dot_dims_of_dot(const hk_instr *i, dot_dims *dd) {
     dd->contr[dd->nc++] = (dim3){dn->lhs_contracting.v[k], dn->rhs_contracting.v[k], -1};
   const hk_shape *l = i->operands[0]->shape, *r = i->operands[1]->shape;
   for (int d = 0; d < l->rank; d++)
-    if (!listed(&dn->lhs_batch, d) && !listed(&dn->lhs_contracting, d))
+    if (!hk_i64s_has(dn->lhs_batch, d) && !hk_i64s_has(dn->lhs_contracting, d))
       dd->lnc[dd->nl++] = (dim3){d, -1, out++};
   for (int d = 0; d < r->rank; d++)
-    if (!listed(&dn->rhs_batch, d) && !listed(&dn->rhs_contracting, d))
+    if (!hk_i64s_has(dn->rhs_batch, d) && !hk_i64s_has(dn->rhs_contracting, d))
       dd->rnc[dd->nr++] = (dim3){-1, d, out++};
 }
 

@@ -6,12 +6,6 @@
 
 #include "prop.h"
 
-static bool in_list(const hk_i64s *l, int64_t d) {
-  for (int32_t k = 0; k < l->n; k++)
-    if (l->v[k] == d) return true;
-  return false;
-}
-
 static int64_t operand_index(const hk_instr *user, const hk_instr *i) {
   for (int32_t k = 0; k < user->n_operands; k++)
     if (user->operands[k] == i) return k;
@@ -63,7 +57,7 @@ static bool scatter_view(const hk_instr *s, gs_view *v) {
   /* the slice of the operand an update window covers */
   int w = 0;
   for (int k = 0; k < v->operand->rank; k++) {
-    if (in_list(v->collapsed, k) || in_list(v->operand_batching, k)) {
+    if (hk_i64s_has(*v->collapsed, k) || hk_i64s_has(*v->operand_batching, k)) {
       v->slice[k] = 1;
     } else {
       int64_t wd = w < v->window_dims->n ? v->window_dims->v[w] : -1;
@@ -81,7 +75,7 @@ static void batch_maps(const gs_view *v, int64_t *b_to_idx, int64_t *idx_to_b) {
   int id = 0;
   for (int d = 0; d < v->batch_shape->rank; d++) {
     b_to_idx[d] = -1;
-    if (in_list(v->window_dims, d)) continue;
+    if (hk_i64s_has(*v->window_dims, d)) continue;
     if (id == v->ivd) id++;
     if (id < v->indices->rank) {
       b_to_idx[d] = id;
@@ -98,7 +92,7 @@ static void window_maps(const gs_view *v, int64_t *b_to_op, int64_t *op_to_b) {
   int w = 0;
   for (int d = 0; d < v->operand->rank; d++) {
     op_to_b[d] = -1;
-    if (in_list(v->collapsed, d) || in_list(v->operand_batching, d)) continue;
+    if (hk_i64s_has(*v->collapsed, d) || hk_i64s_has(*v->operand_batching, d)) continue;
     if (w < v->window_dims->n) {
       op_to_b[d] = v->window_dims->v[w];
       b_to_op[v->window_dims->v[w]] = d;
@@ -139,7 +133,7 @@ static const hk_sharding *indices_from_batch(prop_ctx *cx, const gs_view *v, con
 /* ---- operand passthrough ----------------------------------------------------------------- */
 
 static bool passthrough_dim(const gs_view *v, int d) {
-  return !in_list(v->collapsed, d) && !in_list(v->operand_batching, d) &&
+  return !hk_i64s_has(*v->collapsed, d) && !hk_i64s_has(*v->operand_batching, d) &&
          v->slice[d] == v->operand->dims[d];
 }
 

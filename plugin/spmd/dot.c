@@ -29,15 +29,6 @@ typedef struct dot_dims {
 /* The roles of a convolution's spatial dim (spatial_role). */
 enum { SPATIAL_CONV, SPATIAL_CONTRACTING, SPATIAL_LHS_NON_CONTRACTING, SPATIAL_RHS_NON_CONTRACTING };
 
-static bool in_list(const hk_i64s *l, int64_t d, int *at) {
-  for (int i = 0; i < l->n; i++)
-    if (l->v[i] == d) {
-      if (at) *at = i;
-      return true;
-    }
-  return false;
-}
-
 static void map_dims(const hk_instr *dot, dot_dims *m) {
   const hk_dot_dnums *dn = dot->attrs->dot;
   m->n_whole = 0;
@@ -51,16 +42,16 @@ static void map_dims(const hk_instr *dot, dot_dims *m) {
   int nb = dn->lhs_batch.n, o = nb;
   for (int i = 0; i < m->rl; i++) {
     int at;
-    if (in_list(&dn->lhs_batch, i, &at)) m->lhs_to_out[i] = at;
-    else if (in_list(&dn->lhs_contracting, i, &at)) {
+    if ((at = hk_i64_index(dn->lhs_batch.v, dn->lhs_batch.n, i)) >= 0) m->lhs_to_out[i] = at;
+    else if ((at = hk_i64_index(dn->lhs_contracting.v, dn->lhs_contracting.n, i)) >= 0) {
       m->lhs_to_out[i] = -1;
       m->rhs_contract_of_lhs[i] = (int)dn->rhs_contracting.v[at];
     } else m->lhs_to_out[i] = o++;
   }
   for (int i = 0; i < m->rr; i++) {
     int at;
-    if (in_list(&dn->rhs_batch, i, &at)) m->rhs_to_out[i] = at;
-    else if (in_list(&dn->rhs_contracting, i, &at)) {
+    if ((at = hk_i64_index(dn->rhs_batch.v, dn->rhs_batch.n, i)) >= 0) m->rhs_to_out[i] = at;
+    else if ((at = hk_i64_index(dn->rhs_contracting.v, dn->rhs_contracting.n, i)) >= 0) {
       m->rhs_to_out[i] = -1;
       m->lhs_contract_of_rhs[i] = (int)dn->lhs_contracting.v[at];
     } else m->rhs_to_out[i] = o++;

@@ -204,11 +204,11 @@ static hk_status *check_computation(spmd_partitioner *p, hk_module *m, hk_comput
 static void notes_reset(struct spmd_walk_notes *w, int32_t n) {
   free(w->has_candidate);
   w->has_candidate = calloc((size_t)n + 1, sizeof *w->has_candidate);
-  if (!w->has_candidate) abort();
+  if (!w->has_candidate) hk_out_of_memory();
   w->n = n;
   w->next_channel_id = 1;
   w->control_calls = false;
-  w->valid = false;
+  w->taken = false;
 }
 
 /* What later phases want to know of i: its channel id, whether it calls
@@ -269,6 +269,9 @@ static hk_status *base_preprocess_sharding(hk_pass *self, hk_module *m,
   if (entry_st) hk_status_free(entry_st);
   contexts_free(&cc);
   if (!st && !p->options.allow_module_signature_change) st = check_entry_contract(p, m);
+  /* Stamped at the end: the walk itself edits shardings only. */
+  p->notes.taken = true;
+  p->notes.at = hk_module_changes(m);
   return st;
 }
 
@@ -433,16 +436,19 @@ static hk_status *cleanup(spmd_partitioner *p, hk_module *m, const hk_exec_threa
 
 /* ---- Run ---------------------------------------------------------------------------------- */
 
-/* Whether the flattening left the module as the sharding walk saw it
- * (`unchanged`) with no call in a control-flow context: then every callee
- * is embedded, called only from embedded sites, which is flat by
- * definition, and the graph need not be built to know it. */
-static bool flat_by_notes(const spmd_partitioner *p, bool unchanged) {
-  return unchanged && p->notes.valid && !p->notes.control_calls;
+/* Whether the module is as the sharding walk saw it with no call in a
+ * control-flow context: then every callee is embedded, called only from
+ * embedded sites, which is flat by definition, and the graph need not be
+ * built to know it. */
+static bool flat_by_notes(const spmd_partitioner *p, const hk_module *m) {
+  return spmd_notes_hold(p, m) && !p->notes.control_calls;
 }
 
-static hk_status *partition_entry(spmd_partitioner *p, hk_module *m, bool known_flat) {
+static hk_status *partition_entry(spmd_partitioner *p, hk_module *m) {
   hk_computation *entry = m->entry;
+  bool known_flat = flat_by_notes(p, m);
+  /* The last moment the graph is as the phases before left it. */
+  spmd_early_order_drop_if_stale(&p->early_order);
   const hk_sharding *root_sharding = entry->root->sharding;
   /* A lone computation calls nothing: flat, and no graph is needed. */
   bool check = m->n_computations > 1 && !known_flat;
@@ -481,16 +487,6 @@ static hk_status *preprocess_sharding_and_order(spmd_partitioner *p, hk_module *
   return st;
 }
 
-/* Whether the phases between the sharding walk and the partitioning left
- * the entry's graph as the early order saw it: PreprocessHlos found
- * nothing to rewrite in it and flattening changed nothing. */
-static bool entry_unchanged_since_walk(const spmd_partitioner *p, const hk_module *m,
-                                       bool flattened_something) {
-  const struct spmd_walk_notes *w = &p->notes;
-  return w->valid && !flattened_something && w->n == m->n_computations &&
-         m->entry->index >= 0 && m->entry->index < w->n && !w->has_candidate[m->entry->index];
-}
-
 static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_threads *threads,
                              bool *changed) {
   hk_pass *self = &p->pass;
@@ -509,10 +505,8 @@ static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_th
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
   spmd_phase_clock_start(&p->clock);
   /* Phase A */
-  p->notes.valid = false;
+  p->notes.taken = false;   /* an overriding hook may not walk */
   HK_TRY(preprocess_sharding_and_order(p, m, threads));
-  /* An overriding hook may change the module after the base walk. */
-  p->notes.valid = vt->preprocess_sharding == base_preprocess_sharding;
   spmd_phase_done(&p->clock, "preprocess sharding");
   HK_TRY(spmd_preprocess_hlos(p, m, threads));
   spmd_phase_done(&p->clock, "preprocess hlos");
@@ -521,19 +515,17 @@ static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_th
   record_inputs_outputs_sharding(m);
   /* Phase C */
   /* Flattening clones only computations called in a control-flow context:
-   * when the sharding walk saw no such call, it has nothing to do. */
+   * when the module has none (the walk's notes hold), it has nothing to do. */
   bool flattened_something = false;
-  if (!flat_by_notes(p, true))
+  if (!flat_by_notes(p, m))
     HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, &flattened_something));
   spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
-  /* Neither PreprocessHlos nor flattening adds channel ids. */
-  p->next_channel_id = p->notes.valid ? p->notes.next_channel_id : hk_module_next_channel_id(m);
+  p->next_channel_id =
+      spmd_notes_hold(p, m) ? p->notes.next_channel_id : hk_module_next_channel_id(m);
   spmd_phase_done(&p->clock, "next channel id");
-  if (!entry_unchanged_since_walk(p, m, flattened_something))
-    spmd_early_order_drop(&p->early_order);
   /* Phase D */
-  HK_TRY(partition_entry(p, m, flat_by_notes(p, !flattened_something)));
+  HK_TRY(partition_entry(p, m));
   *changed = true;
   /* Phase E */
   HK_TRY(relayout_and_verify(p, m, &saved));

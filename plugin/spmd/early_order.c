@@ -2,8 +2,8 @@
  * thread while the PreprocessSharding walk runs.  Both only read the graph
  * (the walk writes shardings, which the order never reads), so the visitor
  * finds its order ready: at 10^6 instructions that is ~50 ms of memory
- * traffic taken off the calling thread.  The order is kept only when
- * nothing that could rewire the entry ran in between. */
+ * traffic taken off the calling thread.  The order is kept only while
+ * the module's change count is the one it was started at. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,7 @@ static void *compute_order(void *arg) {
 void spmd_early_order_start(spmd_early_order *e, const hk_computation *c) {
   memset(e, 0, sizeof *e);
   e->c = c;
+  e->at = hk_module_changes(c->module);
   if (c->n_instrs < EARLY_ORDER_MIN_INSTRS || hk_worker_threads() < 2) return;
   e->running = pthread_create(&e->thread, NULL, compute_order, e) == 0;
 }
@@ -45,4 +46,8 @@ void spmd_early_order_drop(spmd_early_order *e) {
   spmd_early_order_join(e);
   free(e->order);
   e->order = NULL;
+}
+
+void spmd_early_order_drop_if_stale(spmd_early_order *e) {
+  if (e->c && hk_module_changes(e->c->module) != e->at) spmd_early_order_drop(e);
 }

@@ -32,18 +32,12 @@ typedef struct gs_dims {
   hk_i64s index_map;                        /* component k -> operand dim */
 } gs_dims;
 
-static bool in_list(hk_i64s l, int64_t x) {
-  for (int i = 0; i < l.n; i++)
-    if (l.v[i] == x) return true;
-  return false;
-}
-
 static void map_batch_dims(gs_dims *g, const hk_shape *out, hk_i64s window_dims) {
   int64_t o = 0;
   for (int j = 0; j < g->idx_rank; j++) {
     g->out_of_index[j] = -1;
     if (j == g->ivd) continue;
-    while (o < out->rank && in_list(window_dims, o)) o++;
+    while (o < out->rank && hk_i64s_has(window_dims, o)) o++;
     g->out_of_index[j] = o++;
   }
 }
@@ -54,7 +48,7 @@ static void map_window_dims(gs_dims *g, hk_i64s dropped, hk_i64s batching, hk_i6
     g->out_of_operand[d] = -1;
     g->index_of_batch[d] = -1;
     g->parallel[d] = false;
-    if (!in_list(dropped, d) && !in_list(batching, d) && k < window_dims.n)
+    if (!hk_i64s_has(dropped, d) && !hk_i64s_has(batching, d) && k < window_dims.n)
       g->out_of_operand[d] = window_dims.v[k++];
   }
 }
@@ -234,7 +228,7 @@ static bool plan_operand_driven(spmd_visitor *v, const gs_dims *g, const hk_shap
       keep[nk++] = d;
     } else if (g->index_of_batch[d] >= 0) {
       keep[nk++] = d;
-    } else if (g->window[d] == 1 && in_list(g->index_map, d)) {
+    } else if (g->window[d] == 1 && hk_i64s_has(g->index_map, d)) {
       pl->trivial[pl->n_trivial++] = d;
       keep[nk++] = d;
     }
@@ -557,9 +551,7 @@ static hk_instr *component_offsets(spmd_visitor *v, const gs_dims *g, const gs_p
 }
 
 static bool is_trivial_dim(const gs_plan *pl, int64_t d) {
-  for (int i = 0; i < pl->n_trivial; i++)
-    if (pl->trivial[i] == d) return true;
-  return false;
+  return hk_i64_index(pl->trivial, pl->n_trivial, d) >= 0;
 }
 
 /* Indices in a signed type the arithmetic below can use. */

@@ -297,9 +297,11 @@ hk_status *spmd_preprocess_hlos(spmd_partitioner *p, hk_module *m,
   hk_computation **comps = malloc(sizeof(hk_computation *) * (size_t)(n + 1));
   if (!comps) hk_out_of_memory();
   memcpy(comps, m->computations, sizeof(hk_computation *) * (size_t)n);
-  /* The sharding walk noted which computations hold candidates. */
+  /* The sharding walk noted which computations hold candidates, true of
+   * the graph as this phase finds it when nothing edited it since; this
+   * phase's own rewrites stay inside the computation rewritten. */
   const struct spmd_walk_notes *w = &p->notes;
-  bool noted = w->valid && w->n == n;
+  bool noted = spmd_notes_hold(p, m);
   for (int32_t k = 0; k < n; k++) {
     if (!hk_exec_threads_include(threads, comps[k])) continue;
     if (noted && !w->has_candidate[k]) continue;

@@ -30,6 +30,7 @@ void spmd_phase_done(spmd_phase_clock *c, const char *phase);
 /* The entry's post order made on a second thread (early_order.c). */
 typedef struct spmd_early_order {
   const hk_computation *c;
+  uint64_t at;                     /* hk_module_changes when it was started */
   pthread_t thread;
   bool running;
   hk_instr **order;                /* malloc'ed; NULL when none */
@@ -44,9 +45,11 @@ void spmd_early_order_join(spmd_early_order *e);
 /* The order made for c (the caller frees it), or NULL: none was made, or
  * it was dropped. */
 hk_instr **spmd_early_order_take(spmd_early_order *e, const hk_computation *c, int64_t *n);
-/* Waits for the thread and throws its order away (the graph may have
- * changed since it was made). */
+/* Waits for the thread and throws its order away. */
 void spmd_early_order_drop(spmd_early_order *e);
+/* Drops the order if the module's graph was edited since it was started
+ * (hk_module_changes moved): called before the partitioner edits it. */
+void spmd_early_order_drop_if_stale(spmd_early_order *e);
 
 /* The pass object (SpmdPartitioner). */
 typedef struct spmd_partitioner {
@@ -76,9 +79,11 @@ typedef struct spmd_partitioner {
   spmd_phase_clock clock;
   spmd_early_order early_order;    /* the entry's order, made while preprocessing */
   /* What the base PreprocessSharding walk saw on the way, so later phases
-   * need not walk again (valid only when that hook was not overridden). */
+   * need not walk again: facts of the graph, true while the module's
+   * change count (hk_module_changes) is the one they were taken at. */
   struct spmd_walk_notes {
-    bool valid;
+    bool taken;                    /* this run's walk took them */
+    uint64_t at;                   /* hk_module_changes(m) then */
     int64_t next_channel_id;       /* past every channel id in the module */
     bool control_calls;            /* some instruction calls in a control-flow context */
     bool *has_candidate;           /* by computation index: PreprocessHlos work */
@@ -88,6 +93,13 @@ typedef struct spmd_partitioner {
 
 static inline const hk_spmd_partitioner_vtable *spmd_vt(const spmd_partitioner *p) {
   return (const hk_spmd_partitioner_vtable *)p->pass.vt;
+}
+
+/* Whether the sharding walk's notes still describe m: taken this run and
+ * nothing has edited the graph since. */
+static inline bool spmd_notes_hold(const spmd_partitioner *p, const hk_module *m) {
+  return p->notes.taken && p->notes.at == hk_module_changes(m) &&
+         p->notes.n == m->n_computations;
 }
 
 /* A cached reshard of a partitioned value. */
