@@ -835,6 +835,34 @@ static int64_t scatter_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs
   return c + spmd_reshard_cost(v, orig->shape, pl->op_s, spmd_sharding_of(v, orig));
 }
 
+/* The peak bytes a device holds for one instruction of a (single-operand)
+ * scatter plan, as XLA's cost model measures it (the largest of its
+ * instructions' operands and result): the local scatter's three operands,
+ * or a reshard's source and target tiles together. */
+static int64_t scatter_plan_memory(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
+  const hk_sharding *to[3] = {pl->op_s, pl->idx_s, pl->out_s};
+  int64_t sum = 0, peak = 0;
+  for (int k = 0; k < 3; k++) {
+    const hk_instr *x = orig->operands[k];
+    int64_t b = hk_shape_byte_size(spmd_local_shape(v, to[k], x->shape));
+    const hk_sharding *from = spmd_sharding_of(v, x);
+    int64_t moved = hk_sharding_equivalent(from, to[k]) ? 0
+                    : b + hk_shape_byte_size(spmd_local_shape(v, from, x->shape));
+    sum += b;
+    if (moved > peak) peak = moved;
+  }
+  return sum > peak ? sum : peak;
+}
+
+/* Whether plan a is cheaper than b as XLA orders scatter methods: memory
+ * first, then the bytes moved. */
+static bool scatter_plan_cheaper(spmd_visitor *v, const hk_instr *orig, const gs_plan *a,
+                                 const gs_plan *b) {
+  int64_t ma = scatter_plan_memory(v, orig, a), mb = scatter_plan_memory(v, orig, b);
+  if (ma != mb) return ma < mb;
+  return scatter_plan_cost(v, orig, a) < scatter_plan_cost(v, orig, b);
+}
+
 /* The operand-driven plan for an operand split like the updates su on its
  * passthrough dims: what XLA's index passthrough reaches when it recurses
  * into operand passthrough inside each index group, the updates keeping
@@ -876,12 +904,12 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
       plan_merged(v, &g, &op_plan, &idx_plan, true, &merged))
     pl = &merged;
   /* Index passthrough with the updates' window split kept (the operand
-   * follows the updates), taken when it moves fewer bytes. */
+   * follows the updates), taken when it is cheaper (memory, then bytes). */
   gs_plan from_upd, upd_merged;
   if (pl && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
       plan_from_updates(v, &g, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[2]), &from_upd) &&
       plan_merged(v, &g, &from_upd, &idx_plan, true, &upd_merged) &&
-      scatter_plan_cost(v, orig, &upd_merged) < scatter_plan_cost(v, orig, pl))
+      scatter_plan_cheaper(v, orig, &upd_merged, pl))
     pl = &upd_merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);
