@@ -775,6 +775,24 @@ static hk_instr *identity_of(spmd_visitor *v, hk_opcode op, hk_prim t) {
   return hk_build_constant_i64(v->comp, NULL, t, hi ? mx : -mx - 1);
 }
 
+/* The local indices idx (under s, global shape gs) with the rows in the
+ * padding of unevenly split batch dims sent to -1: the padding holds
+ * whatever the reshard left there, which could name a real row, and the
+ * local scatter skips an out-of-bounds row as the global one would never
+ * see it. */
+static hk_instr *skip_padding_rows(spmd_visitor *v, const gs_dims *g, const hk_shape *gs,
+                                   const hk_sharding *s, hk_instr *idx) {
+  if (!plain_tiled(s)) return idx;
+  for (int j = 0; j < g->idx_rank; j++) {
+    int64_t k = j == g->ivd ? 1 : hk_sharding_dim_partitions(s, j);
+    if (k == 1 || gs->dims[j] % k == 0) continue;
+    idx = signed_indices(v, idx);
+    hk_instr *minus1 = hk_build_constant_i64(v->comp, NULL, (hk_prim)idx->shape->elem, -1);
+    idx = spmd_mask_padding(v, s, gs, j, idx, minus1);
+  }
+  return idx;
+}
+
 static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dims *g,
                                     const gs_plan *pl, hk_opcode combiner) {
   int n = (orig->n_operands - 1) / 2;
@@ -790,6 +808,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
   }
   if (!st) {
     if (pl->n_shift) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
+    ops[n] = skip_padding_rows(v, g, orig->operands[n]->shape, pl->idx_s, ops[n]);
     bool combine = !pl->operand_driven && pl->n_idx_batch > 0;
     hk_instr *base = ops[0];
     if (combine) ops[0] = hk_build_broadcast_scalar(v->comp, NULL,
