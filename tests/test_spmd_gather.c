@@ -506,9 +506,57 @@ START_TEST(scatter_index_passthrough_keeps_update_window_split) {
 }
 END_TEST
 
+START_TEST(scatter_uneven_index_rows_skipped) {
+  /* 3 index rows split 2 ways: the second shard's padding row (zero after
+   * the reshard, a real row) must not scatter its padding update; the
+   * partitions' maxima meet in one all-reduce of the operand. */
+  const char *text =
+      "HloModule m\n"
+      "mx {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT r = f32[] maximum(a, b)\n}\n"
+      "ENTRY e {\n"
+      "  x = f32[8,8] parameter(0), sharding={replicated}\n"
+      "  i0 = s32[3,1] parameter(1), sharding={replicated}\n"
+      "  i = s32[3,1] clamp(s32[] constant(1), i0, s32[] constant(7)), sharding={devices=[2,2,2]<=[8] last_tile_dim_replicate}\n"
+      "  u = f32[3,8] parameter(2), sharding={replicated}\n"
+      "  ROOT s = f32[8,8] scatter(x, i, u), update_window_dims={1}, inserted_window_dims={0},\n"
+      "    scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=mx, sharding={replicated}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_REDUCE), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_REDUCE), 8 * 8 * 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(gather_of_replicated_inputs_rebuilt_for_a_replicated_user) {
+  /* The gather's operands are copies of replicated parameters: its
+   * replicated reader computes it whole on each device instead of
+   * all-gathering the partitioned result. */
+  const char *text =
+      "HloModule m\n"
+      "ENTRY e {\n"
+      "  a = f32[4,6] parameter(0), sharding={replicated}\n"
+      "  j = s32[5] parameter(1), sharding={replicated}\n"
+      "  x = f32[4,6] copy(a), sharding={devices=[1,2,2]1,0,3,2 last_tile_dim_replicate}\n"
+      "  i = s32[5] copy(j), sharding={devices=[2,2]1,2,3,0 last_tile_dim_replicate}\n"
+      "  g = f32[5,6] gather(x, i), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0},\n"
+      "    index_vector_dim=1, slice_sizes={1,6}, sharding={devices=[2,2]<=[4]}\n"
+      "  ROOT r = f32[5,6] copy(g), sharding={replicated}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  const hk_instr *g = hk_test_last_op(p, HK_OP_GATHER);
+  ck_assert_int_eq(g->shape->dims[0], 5);
+  ck_assert_int_eq(g->shape->dims[1], 6);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_gather");
   TCase *t = tcase_create("gather_scatter");
+  tcase_add_test(t, scatter_uneven_index_rows_skipped);
+  tcase_add_test(t, gather_of_replicated_inputs_rebuilt_for_a_replicated_user);
   tcase_add_checked_fixture(t, setup, teardown);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, gather_operand_passthrough);

@@ -583,6 +583,47 @@ START_TEST(conv_feature_groups_follow_the_kernel) {
 }
 END_TEST
 
+START_TEST(conv_batch_groups_align_with_output_when_operands_rebuild) {
+  /* The operands are copies of replicated parameters split on their
+   * features: taking the output's group split (4 of the 8 groups' ways,
+   * replicated in pairs) costs nothing for them, so the convolution runs on
+   * the output's tiles and nothing is gathered afterwards. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  a = f32[4,7,16] parameter(0)\n"
+      "  x = f32[4,7,16] copy(a), sharding={devices=[4,1,2]<=[8]}\n"
+      "  b = f32[4,7,16] parameter(1)\n"
+      "  k = f32[4,7,16] copy(b), sharding={devices=[4,1,2]<=[8]}\n"
+      "  ROOT c = f32[3,1,16] convolution(x, k), window={size=7 pad=1_1}, dim_labels=f0b_i0o->0bf,"
+      " batch_group_count=16, sharding={devices=[1,1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->shape->dims[2], 4);
+  ck_assert_int_eq(c->operands[0]->shape->dims[2], 4);
+  ck_assert_int_eq(c->attrs->batch_group_count, 4);
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(conv_feature_groups_keep_the_operand_split_when_cheaper) {
+  /* Sharded parameters (nothing to rebuild): the lhs's group split wins
+   * over moving both operands to the output's, and the result is sliced
+   * to the output's finer split locally. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,7,16] parameter(0), sharding={devices=[1,1,2,4]<=[8] last_tile_dim_replicate}\n"
+      "  k = f32[1,7,16] parameter(1), sharding={devices=[1,1,2,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[3,4,16] convolution(x, k), window={size=7 pad=1_1}, dim_labels=b0f_i0o->0bf,"
+      " feature_group_count=16, sharding={devices=[1,1,4,2]<=[8] last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  const hk_instr *c = hk_test_last_op(p, HK_OP_CONVOLUTION);
+  ck_assert_int_eq(c->shape->dims[2], 8);
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(pad_dilated_negative_low_from_replicated) {
   /* 10 elements dilated by 3, first position cut: 27 over 4 = windows of
    * 7; the last one reads x[8..9] as a slice of 3 that must not clamp. */
@@ -664,6 +705,8 @@ static Suite *suite(void) {
   tcase_add_test(t, conv_feature_groups_then_spatial_halos);
   tcase_add_test(t, conv_batch_groups_split_on_part_of_the_devices);
   tcase_add_test(t, conv_feature_groups_follow_the_kernel);
+  tcase_add_test(t, conv_batch_groups_align_with_output_when_operands_rebuild);
+  tcase_add_test(t, conv_feature_groups_keep_the_operand_split_when_cheaper);
   tcase_add_test(t, pad_dilated_negative_low_from_replicated);
   tcase_add_test(t, pad_far_moves_only_data);
   tcase_add_test(t, strided_slice_from_two_shards_away);

@@ -301,12 +301,32 @@ START_TEST(rebuild_broadcast_transpose_of_a_replicated_vector) {
 }
 END_TEST
 
+START_TEST(reshard_permutes_before_gathering) {
+  /* [8,2] to columns split 4 ways over devices in another order: one
+   * all-to-all moves a row factor to the columns, the device order is
+   * fixed by a collective-permute of the small tiles, then one all-gather
+   * makes the rows whole (no permute of the gathered value). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[64,16] parameter(0), sharding={devices=[8,2]<=[16]}\n"
+      "  ROOT c = f32[64,16] copy(p), sharding={devices=[1,4,4]<=[2,4,2]T(1,2,0) last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 16, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  const hk_instr *cp = hk_test_last_op(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(hk_shape_byte_size(cp->shape), 16 * 4 * 4);   /* a source tile */
+  ck_assert_ptr_eq(hk_test_last_op(p, HK_OP_ALL_GATHER)->operands[0], cp);
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
   tcase_add_checked_fixture(t, setup, teardown);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, concat_uneven_by_one_all_reduce);
+  tcase_add_test(t, reshard_permutes_before_gathering);
   tcase_add_test(t, concat_small_operands_buffer_holds_their_padding);
   tcase_add_test(t, concat_sums_within_groups_of_the_dim);
   tcase_add_test(t, concat_unpartitioned_dim_moves_nothing);

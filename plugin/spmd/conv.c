@@ -467,69 +467,118 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
 
 /* ---- split groups aligned (XLA's PartitionConvolutionWithBatchGroupCount /
  * WithFeatureGroupCount, also for a split over part of the devices, as its
- * grouping recursion reaches): the operand whose group dim is split more
- * keeps that split alone, the other operand follows it, each device
- * convolves its groups and the result is resharded to the output's. ---- */
+ * grouping recursion reaches): the groups split as the lhs splits them, as
+ * the rhs does, or as the output does (XLA's grouped dot aligning the
+ * operands with the output's group split), each keeping that split alone;
+ * the other operands follow, each device convolves its groups and the
+ * result is resharded to the output's.  The cheapest by the cost hook wins
+ * (operands priced as their reshard would run: rebuilt values are free);
+ * on a tie the operand splitting the groups more. ---- */
 
-static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled) {
+/* Dim maps of a grouped convolution: rhs dim -> lhs dim, lhs dim -> rhs
+ * dim, lhs dim -> output dim, and the lhs dim holding the groups. */
+typedef struct group_maps {
+  int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK], lhs_to_out[HK_MAX_RANK];
+  int64_t out_to_lhs[HK_MAX_RANK];
+  int64_t lg;
+} group_maps;
+
+/* The maps, or false when the groups are not what the plans need. */
+static bool group_maps_of(const hk_instr *orig, group_maps *gm) {
   const hk_attrs *a = orig->attrs;
   const hk_conv_dnums *cd = a->conv;
-  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
   const hk_shape *lsh = orig->operands[0]->shape, *rsh = orig->operands[1]->shape;
   int64_t bgc = groups_of(a->batch_group_count), fgc = groups_of(a->feature_group_count);
   bool batch = bgc > 1;
   int64_t g = batch ? bgc : fgc;
-  /* The lhs dim holding the groups, and where it goes in the output. */
-  int64_t lg = batch ? cd->input_batch : cd->input_feature;
+  gm->lg = batch ? cd->input_batch : cd->input_feature;
   int64_t lo = batch ? cd->input_feature : cd->input_batch;
-  if (batch ? (lsh->dims[lg] != g || rsh->dims[cd->kernel_output_feature] != g)
-            : (lsh->dims[lg] % g || rsh->dims[cd->kernel_output_feature] % g))
-    return NULL;
-  const hk_sharding *ls = lv->sharding, *rs = rv->sharding;
+  if (batch ? (lsh->dims[gm->lg] != g || rsh->dims[cd->kernel_output_feature] != g)
+            : (lsh->dims[gm->lg] % g || rsh->dims[cd->kernel_output_feature] % g))
+    return false;
+  int r = orig->shape->rank;
+  gm->rhs_to_lhs[cd->kernel_output_feature] = gm->lg;
+  gm->rhs_to_lhs[cd->kernel_input_feature] = lo;
+  for (int i = 0; i < cd->n_spatial; i++) gm->rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
+  for (int i = 0; i < r; i++) gm->lhs_to_rhs[gm->rhs_to_lhs[i]] = i;
+  gm->lhs_to_out[gm->lg] = cd->output_feature;
+  gm->lhs_to_out[lo] = cd->output_batch;
+  for (int i = 0; i < cd->n_spatial; i++) gm->lhs_to_out[cd->input_spatial[i]] = cd->output_spatial[i];
+  for (int i = 0; i < r; i++) gm->out_to_lhs[gm->lhs_to_out[i]] = i;
+  return true;
+}
+
+/* One plan: the operands' and the local result's shardings. */
+typedef struct group_plan {
+  const hk_sharding *lt, *rt, *ot;
+} group_plan;
+
+/* The plan splitting the groups as s (sharding of a value whose dim gd
+ * holds them; to_lhs maps its dims to the lhs's, NULL: s is the lhs's)
+ * does; false when that split does not divide the groups. */
+static bool group_plan_from(spmd_visitor *v, const group_maps *gm, const hk_sharding *s, int64_t gd,
+                            const int64_t *to_lhs, int64_t g, int r, group_plan *pl) {
+  if (!hk_sharding_is_tiled(s) || s->n_subgroups || spmd_is_subgroup_manual(s)) return false;
+  int64_t k = hk_sharding_dim_partitions(s, (int)gd);
+  if (k < 2 || g % k) return false;
+  int64_t others[HK_MAX_RANK];
+  int n = 0;
+  for (int d = 0; d < r; d++)
+    if (d != gd) others[n++] = d;
+  const hk_sharding *only = spmd_replicate_dims(v, s, n, others);
+  pl->lt = to_lhs ? hk_sharding_transpose(v->m, only, to_lhs) : only;
+  pl->rt = pl->lt ? hk_sharding_transpose(v->m, pl->lt, gm->rhs_to_lhs) : NULL;
+  pl->ot = pl->lt ? hk_sharding_transpose(v->m, pl->lt, gm->out_to_lhs) : NULL;
+  return pl->lt && pl->rt && pl->ot;
+}
+
+static int64_t group_plan_cost(spmd_visitor *v, const hk_instr *orig, spmd_value *lv, spmd_value *rv,
+                               const group_plan *pl) {
+  return spmd_value_reshard_cost(v, lv, pl->lt) + spmd_value_reshard_cost(v, rv, pl->rt) +
+         spmd_reshard_cost(v, orig->shape, pl->ot, spmd_sharding_of(v, orig));
+}
+
+static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled) {
+  const hk_attrs *a = orig->attrs;
+  const hk_conv_dnums *cd = a->conv;
+  group_maps gm;
+  if (!group_maps_of(orig, &gm)) return NULL;
+  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
+  const hk_sharding *ls = lv->sharding, *rs = rv->sharding, *o = spmd_sharding_of(v, orig);
   if (!hk_sharding_is_tiled(ls) && !hk_sharding_is_tiled(rs)) return NULL;
   if ((hk_sharding_is_tiled(ls) && (ls->n_subgroups || spmd_is_subgroup_manual(ls))) ||
       (hk_sharding_is_tiled(rs) && (rs->n_subgroups || spmd_is_subgroup_manual(rs))))
     return NULL;
-  int64_t kl = parts(ls, lg), kr = parts(rs, cd->kernel_output_feature);
-  int64_t k = kl >= kr ? kl : kr;
-  if (k < 2 || g % k) return NULL;
+  int64_t g = groups_of(a->batch_group_count) > 1 ? a->batch_group_count : a->feature_group_count;
   int r = orig->shape->rank;
-  int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK], lhs_to_out[HK_MAX_RANK], others[HK_MAX_RANK];
-  rhs_to_lhs[cd->kernel_output_feature] = lg;
-  rhs_to_lhs[cd->kernel_input_feature] = lo;
-  for (int i = 0; i < cd->n_spatial; i++) rhs_to_lhs[cd->kernel_spatial[i]] = cd->input_spatial[i];
-  for (int i = 0; i < r; i++) lhs_to_rhs[rhs_to_lhs[i]] = i;
-  lhs_to_out[lg] = cd->output_feature;
-  lhs_to_out[lo] = cd->output_batch;
-  for (int i = 0; i < cd->n_spatial; i++) lhs_to_out[cd->input_spatial[i]] = cd->output_spatial[i];
-  int n = 0;
-  const hk_sharding *lt, *rt;
-  if (kl >= kr) {
-    for (int d = 0; d < r; d++)
-      if (d != lg) others[n++] = d;
-    lt = spmd_replicate_dims(v, ls, n, others);
-    rt = hk_sharding_transpose(v->m, lt, rhs_to_lhs);
-  } else {
-    for (int d = 0; d < r; d++)
-      if (d != cd->kernel_output_feature) others[n++] = d;
-    rt = spmd_replicate_dims(v, rs, n, others);
-    lt = hk_sharding_transpose(v->m, rt, lhs_to_rhs);
+  int64_t kl = parts(ls, gm.lg), kr = parts(rs, cd->kernel_output_feature);
+  /* Candidates in tie order: the operand splitting the groups more, the
+   * other, the output. */
+  group_plan cand[3], *best = NULL;
+  bool ok[3];
+  int first = kl >= kr ? 0 : 1;
+  ok[first] = group_plan_from(v, &gm, ls, gm.lg, NULL, g, r, &cand[first]);
+  ok[1 - first] = group_plan_from(v, &gm, rs, cd->kernel_output_feature, gm.lhs_to_rhs, g, r, &cand[1 - first]);
+  ok[2] = group_plan_from(v, &gm, o, cd->output_feature, gm.lhs_to_out, g, r, &cand[2]);
+  int64_t best_cost = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!ok[i]) continue;
+    int64_t c = group_plan_cost(v, orig, lv, rv, &cand[i]);
+    if (!best || c < best_cost) {
+      best = &cand[i];
+      best_cost = c;
+    }
   }
-  if (!lt || !rt) return NULL;
-  /* The result is split like the lhs: output dim i from lhs dim out_to_lhs[i]. */
-  int64_t out_to_lhs[HK_MAX_RANK];
-  for (int i = 0; i < r; i++) out_to_lhs[lhs_to_out[i]] = i;
-  const hk_sharding *ot = hk_sharding_transpose(v->m, lt, out_to_lhs);
-  if (!ot) return NULL;
+  /* Groups neither operand splits are the dot handler's (dot.c). */
+  if (!best || (!ok[0] && !ok[1])) return NULL;
   hk_instr *lhs, *rhs;
-  HK_TRY(spmd_reshard(v, lv, lt, &lhs));
-  HK_TRY(spmd_reshard(v, rv, rt, &rhs));
+  HK_TRY(spmd_reshard(v, lv, best->lt, &lhs));
+  HK_TRY(spmd_reshard(v, rv, best->rt, &rhs));
   hk_window_dim *wd = hk_alloc(v->m, sizeof *wd * (size_t)cd->n_spatial);
   for (int i = 0; i < cd->n_spatial; i++) wd[i] = a->window->dims[i];
   hk_instr *c = local_conv(v, orig, lhs, rhs, wd);
-  const hk_sharding *o = spmd_sharding_of(v, orig);
   hk_instr *out;
-  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, ot, o, &out));
+  HK_TRY(spmd_reshard_hlo(v, c, orig->shape, best->ot, o, &out));
   spmd_set(v, orig, out, o);
   *handled = true;
   return NULL;

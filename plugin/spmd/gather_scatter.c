@@ -767,6 +767,24 @@ static hk_instr *identity_of(spmd_visitor *v, hk_opcode op, hk_prim t) {
   return hk_build_constant_i64(v->comp, NULL, t, hi ? mx : -mx - 1);
 }
 
+/* The local indices idx (under s, global shape gs) with the rows in the
+ * padding of unevenly split batch dims sent to -1: the padding holds
+ * whatever the reshard left there, which could name a real row, and the
+ * local scatter skips an out-of-bounds row as the global one would never
+ * see it. */
+static hk_instr *skip_padding_rows(spmd_visitor *v, const gs_dims *g, const hk_shape *gs,
+                                   const hk_sharding *s, hk_instr *idx) {
+  if (!plain_tiled(s)) return idx;
+  for (int j = 0; j < g->idx_rank; j++) {
+    int64_t k = j == g->ivd ? 1 : hk_sharding_dim_partitions(s, j);
+    if (k == 1 || gs->dims[j] % k == 0) continue;
+    idx = signed_indices(v, idx);
+    hk_instr *minus1 = hk_build_constant_i64(v->comp, NULL, (hk_prim)idx->shape->elem, -1);
+    idx = spmd_mask_padding(v, s, gs, j, idx, minus1);
+  }
+  return idx;
+}
+
 static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_dims *g,
                                     const gs_plan *pl, hk_opcode combiner) {
   int n = (orig->n_operands - 1) / 2;
@@ -782,6 +800,7 @@ static hk_status *scatter_with_plan(spmd_visitor *v, hk_instr *orig, const gs_di
   }
   if (!st) {
     if (pl->n_shift) ops[n] = shift_indices(v, g, pl, ops[n], op_shape, false).idx;
+    ops[n] = skip_padding_rows(v, g, orig->operands[n]->shape, pl->idx_s, ops[n]);
     bool combine = !pl->operand_driven && pl->n_idx_batch > 0;
     hk_instr *base = ops[0];
     if (combine) ops[0] = hk_build_broadcast_scalar(v->comp, NULL,
@@ -827,6 +846,34 @@ static int64_t scatter_plan_cost(spmd_visitor *v, const hk_instr *orig, const gs
   return c + spmd_reshard_cost(v, orig->shape, pl->op_s, spmd_sharding_of(v, orig));
 }
 
+/* The peak bytes a device holds for one instruction of a (single-operand)
+ * scatter plan, as XLA's cost model measures it (the largest of its
+ * instructions' operands and result): the local scatter's three operands,
+ * or a reshard's source and target tiles together. */
+static int64_t scatter_plan_memory(spmd_visitor *v, const hk_instr *orig, const gs_plan *pl) {
+  const hk_sharding *to[3] = {pl->op_s, pl->idx_s, pl->out_s};
+  int64_t sum = 0, peak = 0;
+  for (int k = 0; k < 3; k++) {
+    const hk_instr *x = orig->operands[k];
+    int64_t b = hk_shape_byte_size(spmd_local_shape(v, to[k], x->shape));
+    const hk_sharding *from = spmd_sharding_of(v, x);
+    int64_t moved = hk_sharding_equivalent(from, to[k]) ? 0
+                    : b + hk_shape_byte_size(spmd_local_shape(v, from, x->shape));
+    sum += b;
+    if (moved > peak) peak = moved;
+  }
+  return sum > peak ? sum : peak;
+}
+
+/* Whether plan a is cheaper than b as XLA orders scatter methods: memory
+ * first, then the bytes moved. */
+static bool scatter_plan_cheaper(spmd_visitor *v, const hk_instr *orig, const gs_plan *a,
+                                 const gs_plan *b) {
+  int64_t ma = scatter_plan_memory(v, orig, a), mb = scatter_plan_memory(v, orig, b);
+  if (ma != mb) return ma < mb;
+  return scatter_plan_cost(v, orig, a) < scatter_plan_cost(v, orig, b);
+}
+
 /* The operand-driven plan for an operand split like the updates su on its
  * passthrough dims: what XLA's index passthrough reaches when it recurses
  * into operand passthrough inside each index group, the updates keeping
@@ -868,12 +915,12 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
       plan_merged(v, &g, &op_plan, &idx_plan, true, &merged))
     pl = &merged;
   /* Index passthrough with the updates' window split kept (the operand
-   * follows the updates), taken when it moves fewer bytes. */
+   * follows the updates), taken when it is cheaper (memory, then bytes). */
   gs_plan from_upd, upd_merged;
   if (pl && idx_ok && idx_plan.n_idx_batch && merge_allowed(method) &&
       plan_from_updates(v, &g, orig->operands[0]->shape, spmd_sharding_of(v, orig->operands[2]), &from_upd) &&
       plan_merged(v, &g, &from_upd, &idx_plan, true, &upd_merged) &&
-      scatter_plan_cost(v, orig, &upd_merged) < scatter_plan_cost(v, orig, pl))
+      scatter_plan_cheaper(v, orig, &upd_merged, pl))
     pl = &upd_merged;
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);

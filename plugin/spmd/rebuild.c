@@ -16,7 +16,9 @@ static spmd_value *replicated_value(spmd_visitor *v, const hk_instr *x) {
   return !val->sharding || hk_sharding_is_replicated(val->sharding) ? val : NULL;
 }
 
-/* Ops that compute the same thing from whole operands on every device. */
+/* Ops that compute the same thing from whole operands on every device
+ * (indexing ops included: a gather of whole operands reads no other
+ * device's data). */
 static bool pure_op(const hk_instr *x) {
   switch (x->opcode) {
     case HK_OP_BROADCAST:
@@ -24,6 +26,10 @@ static bool pure_op(const hk_instr *x) {
     case HK_OP_RESHAPE:
     case HK_OP_TRANSPOSE:
     case HK_OP_SLICE:
+    case HK_OP_GATHER:
+    case HK_OP_DYNAMIC_SLICE:
+    case HK_OP_PAD:
+    case HK_OP_REVERSE:
       return true;
     default:
       return hk_opcode_is_elementwise(x->opcode) && x->opcode != HK_OP_STOCHASTIC_CONVERT &&

@@ -675,6 +675,77 @@ static void plan_general(spmd_visitor *v, const hk_shape *gs, const hk_sharding 
   g->want = g->ns ? spmd_replicate_dims(v, to, g->ns, sd64) : to;
 }
 
+/* The sharding `pre` with from's partition counts whose gathers along
+ * g->gdims end in g->want's device order (NULL when none is made): the
+ * device order then changes by a collective-permute of the small source
+ * tiles, before the gathers, instead of the gathered ones after.  Each
+ * device keeps its own tile where its group of want allows it. */
+static const hk_sharding *permute_first_target(spmd_visitor *v, const hk_shape *gs,
+                                               const hk_sharding *from, const general_plan *g) {
+  const hk_sharding *want = norm(v, g->want);
+  if (!g->ng || from->kind != HK_SHARDING_TILED || want->kind != HK_SHARDING_TILED ||
+      from->n_subgroups || want->n_subgroups || hk_sharding_equivalent(want, norm(v, g->inter)))
+    return NULL;
+  int r = gs->rank, nt = from->n_tile_dims;
+  int64_t n = v->p->num_partitions, combos = 1, rf = hk_sharding_replication_factor(from);
+  bool gdim[HK_MAX_RANK] = {false};
+  for (int k = 0; k < g->ng; k++) {
+    gdim[g->gdims[k]] = true;
+    combos *= hk_sharding_dim_partitions(from, (int)g->gdims[k]);
+  }
+  int64_t n_tiles = hk_sharding_num_tiles(want), total = n_tiles * combos;
+  if (n_tiles * combos * rf != n) return NULL;
+  int64_t *fill = calloc((size_t)total, sizeof(int64_t)), *devs = malloc(sizeof(int64_t) * (size_t)n);
+  int64_t *combo = malloc(sizeof(int64_t) * (size_t)n), *tile = malloc(sizeof(int64_t) * (size_t)n);
+  if (!fill || !devs || !combo || !tile) hk_out_of_memory();
+  bool ok = true;
+  /* Pass 0: devices whose own tile fits their want group keep it; pass 1:
+   * the others take the first gathered-dim coordinates left there. */
+  for (int64_t dev = 0; dev < n; dev++) combo[dev] = -1;
+  for (int pass = 0; pass < 2 && ok; pass++)
+    for (int64_t dev = 0; dev < n && ok; dev++) {
+      int64_t wi[HK_MAX_RANK], fi[HK_MAX_RANK];
+      if (combo[dev] >= 0) continue;
+      ok = hk_sharding_tile_index(want, dev, wi) && hk_sharding_tile_index(from, dev, fi);
+      if (!ok) break;
+      int64_t t = tile_linear(want, r, wi), c = 0;
+      bool fits = true;
+      for (int d = 0; d < r; d++) {
+        if (gdim[d]) c = c * hk_sharding_dim_partitions(from, d) + fi[d];
+        else fits = fits && fi[d] == wi[d];
+      }
+      if (pass == 1)
+        for (c = 0; c < combos && fill[t * combos + c] >= rf; c++) {}
+      if ((pass == 0 && (!fits || fill[t * combos + c] >= rf)) || c == combos) continue;
+      combo[dev] = c;
+      tile[dev] = t;
+      fill[t * combos + c]++;
+    }
+  /* The tile array: from's dims, devices placed by (want tile, coordinates). */
+  for (int64_t i = 0; i < total; i++) fill[i] = 0;
+  for (int64_t dev = 0; dev < n && ok; dev++) {
+    int64_t wi[HK_MAX_RANK], idx[HK_MAX_RANK + 1], c = combo[dev], lin = 0;
+    ok = c >= 0 && hk_sharding_tile_index(want, dev, wi);
+    for (int d = r - 1; ok && d >= 0; d--) {
+      int64_t f = hk_sharding_dim_partitions(from, d);
+      idx[d] = gdim[d] ? c % f : wi[d];
+      if (gdim[d]) c /= f;
+    }
+    for (int d = 0; ok && d < r; d++) lin = lin * hk_sharding_dim_partitions(from, d) + idx[d];
+    if (ok) devs[lin * rf + fill[tile[dev] * combos + combo[dev]]++] = dev;
+  }
+  const hk_sharding *pre = NULL;
+  if (ok) pre = hk_sharding_canonical(v->m, hk_sharding_tiled(v->m, nt, from->tile_dims, devs,
+                                                              from->replicate_on_last_tile_dim));
+  free(fill);
+  free(devs);
+  free(combo);
+  free(tile);
+  if (pre && !hk_sharding_equivalent(norm(v, spmd_replicate_dims(v, pre, g->ng, g->gdims)), want))
+    pre = NULL;
+  return pre;
+}
+
 /* The general path's price: its gathers, and a permute when the gathered
  * tiles have other owners than `to` gives them. */
 static int64_t general_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
@@ -683,8 +754,10 @@ static int64_t general_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_s
   if (to->kind != HK_SHARDING_TILED) return c;
   general_plan g;
   plan_general(v, gs, from, to, &g);
-  if (!hk_sharding_equivalent(norm(v, g.want), norm(v, g.inter)))
-    c += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, g.inter, gs), 2);
+  if (!hk_sharding_equivalent(norm(v, g.want), norm(v, g.inter))) {
+    const hk_sharding *at = permute_first_target(v, gs, from, &g) ? from : g.inter;
+    c += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, at, gs), 2);
+  }
   return c;
 }
 
@@ -890,9 +963,17 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
        try_move_first(v, h, gs, from, to, out, &err)))
     return err;
   /* to is tiled: gather the dims whose partitioning changes, then slice. */
-  const hk_sharding *cur = from;
+  const hk_sharding *orig_from = from;
   general_plan g;
   plan_general(v, gs, from, to, &g);
+  const hk_sharding *pre = permute_first_target(v, gs, from, &g);
+  hk_instr *permuted;
+  if (pre && try_permute(v, h, gs, from, pre, &permuted)) {
+    h = permuted;
+    from = pre;
+    plan_general(v, gs, from, to, &g);
+  }
+  const hk_sharding *cur = from;
   int64_t *gdims = g.gdims;
   int *sdims = g.sdims, ng = g.ng, ns = g.ns;
   const hk_sharding *want = g.want;
@@ -901,7 +982,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   /* Every partitioned dim gathered on the way to a tiled target: the
    * value was whole on each device before the slices cut it again. */
   bool made_whole = ng && ns && !has_split_dim(cur, gs->rank);
-  if (made_whole) spmd_note_full_remat(v, before, h, gs, from, to);
+  if (made_whole) spmd_note_full_remat(v, before, h, gs, orig_from, to);
   if (!hk_sharding_equivalent(norm(v, want), norm(v, cur))) {
     /* Device orders disagree.  When the tiles left after the gathers are
      * the ones `to` cuts from, only their owners differ: one
@@ -917,7 +998,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       ns = 0;
       for (int d = 0; d < gs->rank; d++)
         if (hk_sharding_dim_partitions(to, d) > 1) sdims[ns++] = d;
-      if (ns && h != partial && !made_whole) spmd_note_full_remat(v, partial, h, gs, from, to);
+      if (ns && h != partial && !made_whole) spmd_note_full_remat(v, partial, h, gs, orig_from, to);
     }
   }
   *out = ns ? slice_dims(v, h, gs, to, ns, sdims) : h;
