@@ -448,6 +448,37 @@ START_TEST(infer_error_names_instruction) {
 }
 END_TEST
 
+/* Ragged-dot group sizes of rank > 1 are XLA's [batch..., outer..., g]:
+ * the lhs batch dims, then in each mode its own outer dims; [g] still
+ * serves every position, and any other leading dims are an error. */
+START_TEST(infer_ragged_dot_group_rows) {
+#define RD_MOD(GS, RD)                                                                                           \
+  "HloModule m\nENTRY e {\n  l = f32[2,5,3,4] parameter(0)\n  r = f32[6,2,4,7] parameter(1)\n  c = f32[2,4,3,7] parameter(2)\n" \
+  "  g = s32[" GS "] parameter(3)\n  ROOT " RD "\n}\n"
+  const char *nc = "d = f32[2,5,3,7] ragged-dot(l, r, g), lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={3},"
+                   " rhs_contracting_dims={2}, lhs_ragged_dims={2}, rhs_group_dims={0}";
+  char text[1024];
+  snprintf(text, sizeof text, RD_MOD("2,5,6", "%s"), nc);
+  expect_infer(text, "d", "f32[2,5,3,7]");
+  snprintf(text, sizeof text, RD_MOD("6", "%s"), nc);
+  expect_infer(text, "d", "f32[2,5,3,7]");
+  /* contracting, ragged 3 after contracting 1 in the list: [b, dim 1, g] */
+  const char *ct = "d = f32[6,2,5,7] ragged-dot(l, c, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2,3},"
+                   " rhs_contracting_dims={2,1}, lhs_ragged_dims={3}";
+  snprintf(text, sizeof text, RD_MOD("2,3,6", "%s"), ct);
+  expect_infer(text, "d", "f32[6,2,5,7]");
+  /* batch: only the batch dims listed before the ragged one */
+  snprintf(text, sizeof text, RD_MOD("6", "d = f32[2,5,7] ragged-dot(l, c, g), lhs_batch_dims={0}, rhs_batch_dims={0},"
+                                          " lhs_contracting_dims={2,3}, rhs_contracting_dims={2,1}, lhs_ragged_dims={0}"));
+  expect_infer(text, "d", "f32[2,5,7]");
+  snprintf(text, sizeof text, RD_MOD("5,6", "%s"), nc);
+  expect_text_verify_error(text, "group_sizes", "[2, 5, g]");
+  snprintf(text, sizeof text, RD_MOD("2,4,6", "%s"), ct);
+  expect_text_verify_error(text, "group_sizes", "[2, 3, g]");
+#undef RD_MOD
+}
+END_TEST
+
 /* ---- verifier ------------------------------------------------------------------ */
 
 START_TEST(verify_wrong_operand_count) {
@@ -980,6 +1011,7 @@ static Suite *analysis_suite(void) {
   tcase_add_test(tc, infer_misc);
   tcase_add_test(tc, infer_rare_ops);
   tcase_add_test(tc, infer_error_names_instruction);
+  tcase_add_test(tc, infer_ragged_dot_group_rows);
   suite_add_tcase(s, tc);
   tc = tcase_create("verify");
   tcase_add_test(tc, verify_wrong_operand_count);

@@ -772,6 +772,123 @@ START_TEST(test_ragged_dot_huge_group_sizes) {
 }
 END_TEST
 
+/* The group of position v given one row of group sizes (-1: past them). */
+static int rd_group(const double *sizes, int groups, int v) {
+  for (int g = 0, start = 0; g < groups; g++) {
+    int size = sizes[g] > 0 ? (int)sizes[g] : 0;
+    if (v >= start && v < start + size) return g;
+    start += size;
+  }
+  return -1;
+}
+
+/* Fills n values with small distinct integers (exact in f32 sums). */
+static void rd_fill(double *v, int n, int seed) {
+  for (int i = 0; i < n; i++) v[i] = (double)((i * 7 + seed) % 11) - 5;
+}
+
+/* Ragged non-contracting with group sizes [b, x, g]: lhs [b=2, x=2, m=3,
+ * k=2], rhs [g=2, b, k, n=2]; each (b, x) cuts its m rows its own way
+ * (a zero size, rows past the sum).  Reference: a plain loop. */
+START_TEST(test_ragged_dot_group_rows_non_contracting) {
+  double l[24], r[16], gs[8] = {1, 2, 0, 3, 2, 0, 1, 1}, want[24];
+  rd_fill(l, 24, 1);
+  rd_fill(r, 16, 4);
+  for (int b = 0; b < 2; b++)
+    for (int x = 0; x < 2; x++)
+      for (int m = 0; m < 3; m++)
+        for (int n = 0; n < 2; n++) {
+          int g = rd_group(gs + (b * 2 + x) * 2, 2, m);
+          double acc = 0;
+          for (int k = 0; g >= 0 && k < 2; k++) acc += l[((b * 2 + x) * 3 + m) * 2 + k] * r[((g * 2 + b) * 2 + k) * 2 + n];
+          want[((b * 2 + x) * 3 + m) * 2 + n] = acc;
+        }
+  hk_value *a[3] = {arr(HK_F32, 4, (int64_t[]){2, 2, 3, 2}, l), arr(HK_F32, 4, (int64_t[]){2, 2, 2, 2}, r),
+                    arr(HK_S32, 3, (int64_t[]){2, 2, 2}, gs)};
+  hk_value *v = eval_n("HloModule m\nENTRY e {\n l = f32[2,2,3,2] parameter(0)\n r = f32[2,2,2,2] parameter(1)\n"
+                       " g = s32[2,2,2] parameter(2)\n"
+                       " ROOT d = f32[2,2,3,2] ragged-dot(l, r, g), lhs_batch_dims={0}, rhs_batch_dims={1},"
+                       " lhs_contracting_dims={3}, rhs_contracting_dims={2}, lhs_ragged_dims={2}, rhs_group_dims={0}\n}\n",
+                       3, a);
+  expect_vals(v, 24, want);
+  hk_value_release(v);
+}
+END_TEST
+
+/* Ragged contracting with group sizes [b, x, g], x the contracting dim
+ * listed before the ragged one (lhs_contracting_dims={3,2}, ragged 2):
+ * lhs [b=3, m=2, kr=4, kx=2], rhs [b, kx, kr, n=2] -> [g=2, b, m, n]. */
+START_TEST(test_ragged_dot_group_rows_contracting) {
+  double l[48], r[48], want[24];
+  double gs[12] = {1, 3, 2, 2, 0, 4, 4, 0, 3, 0, 1, 1};
+  rd_fill(l, 48, 2);
+  rd_fill(r, 48, 5);
+  for (int g = 0; g < 2; g++)
+    for (int b = 0; b < 3; b++)
+      for (int m = 0; m < 2; m++)
+        for (int n = 0; n < 2; n++) {
+          double acc = 0;
+          for (int kx = 0; kx < 2; kx++)
+            for (int kr = 0; kr < 4; kr++)
+              if (rd_group(gs + (b * 2 + kx) * 2, 2, kr) == g)
+                acc += l[((b * 2 + m) * 4 + kr) * 2 + kx] * r[((b * 2 + kx) * 4 + kr) * 2 + n];
+          want[((g * 3 + b) * 2 + m) * 2 + n] = acc;
+        }
+  hk_value *a[3] = {arr(HK_F32, 4, (int64_t[]){3, 2, 4, 2}, l), arr(HK_F32, 4, (int64_t[]){3, 2, 4, 2}, r),
+                    arr(HK_S64, 3, (int64_t[]){3, 2, 2}, gs)};
+  hk_value *v = eval_n("HloModule m\nENTRY e {\n l = f32[3,2,4,2] parameter(0)\n r = f32[3,2,4,2] parameter(1)\n"
+                       " g = s64[3,2,2] parameter(2)\n"
+                       " ROOT d = f32[2,3,2,2] ragged-dot(l, r, g), lhs_batch_dims={0}, rhs_batch_dims={0},"
+                       " lhs_contracting_dims={3,2}, rhs_contracting_dims={1,2}, lhs_ragged_dims={2}\n}\n",
+                       3, a);
+  expect_vals(v, 24, want);
+  hk_value_release(v);
+}
+END_TEST
+
+/* Ragged batch with group sizes [b0, g] (the batch dims listed before the
+ * ragged one): lhs [b0=2, b1=3, m=2, k=2], ragged b1; b0 = 0's sizes
+ * leave b1 = 2 in no group (zero), b0 = 1's cover all of b1. */
+START_TEST(test_ragged_dot_group_rows_batch) {
+  double l[24], r[24], gs[4] = {1, 1, 2, 1}, want[24];
+  rd_fill(l, 24, 3);
+  rd_fill(r, 24, 6);
+  for (int b0 = 0; b0 < 2; b0++)
+    for (int b1 = 0; b1 < 3; b1++)
+      for (int m = 0; m < 2; m++)
+        for (int n = 0; n < 2; n++) {
+          double acc = 0;
+          for (int k = 0; rd_group(gs + b0 * 2, 2, b1) >= 0 && k < 2; k++)
+            acc += l[((b0 * 3 + b1) * 2 + m) * 2 + k] * r[((b0 * 3 + b1) * 2 + k) * 2 + n];
+          want[((b0 * 3 + b1) * 2 + m) * 2 + n] = acc;
+        }
+  hk_value *a[3] = {arr(HK_F32, 4, (int64_t[]){2, 3, 2, 2}, l), arr(HK_F32, 4, (int64_t[]){2, 3, 2, 2}, r),
+                    arr(HK_S32, 2, (int64_t[]){2, 2}, gs)};
+  hk_value *v = eval_n("HloModule m\nENTRY e {\n l = f32[2,3,2,2] parameter(0)\n r = f32[2,3,2,2] parameter(1)\n"
+                       " g = s32[2,2] parameter(2)\n"
+                       " ROOT d = f32[2,3,2,2] ragged-dot(l, r, g), lhs_batch_dims={0,1}, rhs_batch_dims={0,1},"
+                       " lhs_contracting_dims={3}, rhs_contracting_dims={2}, lhs_ragged_dims={1}\n}\n",
+                       3, a);
+  expect_vals(v, 24, want);
+  for (int i = 8; i < 12; i++) ck_assert(want[i] == 0);   /* (b0 0, b1 2) is in no group */
+  hk_value_release(v);
+}
+END_TEST
+
+/* group_sizes whose leading dims are not XLA's prefix ([b, x, g] =
+ * [2, 2, g] here, not [3, g]) are an error, not a read past the sizes. */
+START_TEST(test_ragged_dot_group_rows_bad_shape) {
+  hk_status *st = eval_status("HloModule m\nENTRY e {\n z = f32[] constant(1)\n i = s32[] constant(1)\n"
+                              " l = f32[2,2,3,2] broadcast(z), dimensions={}\n r = f32[2,2,2,2] broadcast(z), dimensions={}\n"
+                              " g = s32[3,2] broadcast(i), dimensions={}\n"
+                              " ROOT d = f32[2,2,3,2] ragged-dot(l, r, g), lhs_batch_dims={0}, rhs_batch_dims={1},"
+                              " lhs_contracting_dims={3}, rhs_contracting_dims={2}, lhs_ragged_dims={2}, rhs_group_dims={0}\n}\n");
+  ck_assert_ptr_nonnull(st);
+  ck_assert_msg(strstr(st->message, "group_sizes"), "%s", st->message);
+  hk_status_free(st);
+}
+END_TEST
+
 START_TEST(test_fft_known_answer_and_round_trips) {
   const char *mod =
       "HloModule m\nENTRY e {\n c = c64[6] constant({(0,0), (1,1), (2,2), (3,3), (4,4), (5,5)})\n"
@@ -1548,6 +1665,10 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_triangular_solve_every_form);
   tcase_add_test(t, test_ragged_dot_forms);
   tcase_add_test(t, test_ragged_dot_huge_group_sizes);
+  tcase_add_test(t, test_ragged_dot_group_rows_non_contracting);
+  tcase_add_test(t, test_ragged_dot_group_rows_contracting);
+  tcase_add_test(t, test_ragged_dot_group_rows_batch);
+  tcase_add_test(t, test_ragged_dot_group_rows_bad_shape);
   tcase_set_timeout(t, 60);
   tcase_add_test(t, test_integer_division_semantics);
   tcase_add_test(t, test_shifts_and_wrap);

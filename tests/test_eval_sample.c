@@ -529,6 +529,23 @@ START_TEST(test_ragged_dot_matches_dense) {
 }
 END_TEST
 
+/* Ragged dot with group sizes of rank > 1 (one row of sizes per batch /
+ * outer position), non-contracting and contracting (a contracting prefix
+ * dim walked inside the sum): a sample finds its own row. */
+START_TEST(test_ragged_dot_group_rows_match_dense) {
+  static const char *const bodies[] = {
+      "  l = f32[3,4,10] reshape(a)\n  rh = f32[2,3,10,2] reshape(a)\n  g = s32[3,2] constant({{1, 2}, {0, 4}, {3, 3}})\n"
+      "  ROOT d = f32[3,4,2] ragged-dot(l, rh, g), lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2},"
+      " rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={0}",
+      "  l = f32[2,3,2,10] reshape(a)\n  rh = f32[2,2,10,3] reshape(a)\n"
+      "  g = s32[2,2,2] constant({{{3, 5}, {10, 0}}, {{0, 4}, {6, 6}}})\n"
+      "  ROOT d = f32[2,2,3,3] ragged-dot(l, rh, g), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2,3},"
+      " rhs_contracting_dims={1,2}, lhs_ragged_dims={3}",
+  };
+  for (size_t i = 0; i < sizeof bodies / sizeof bodies[0]; i++) check_against_dense(bodies[i]);
+}
+END_TEST
+
 /* ---- the CLI ------------------------------------------------------------------------ */
 
 /* Runs `BUILD/hlokit ARGS` from the source root; *out gets stdout
@@ -706,6 +723,7 @@ static Suite *sample_suite(void) {
   tcase_add_test(t, test_batch_norm_and_host_moves_match_dense);
   tcase_add_test(t, test_solvers_match_dense);
   tcase_add_test(t, test_ragged_dot_matches_dense);
+  tcase_add_test(t, test_ragged_dot_group_rows_match_dense);
   tcase_add_test(t, test_ragged_all_to_all_equal);
   tcase_add_test(t, test_ragged_all_to_all_offset_overflow);
   tcase_add_test(t, test_unsupported_op_is_a_clean_error);

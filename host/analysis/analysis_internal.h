@@ -56,6 +56,13 @@ const char *ana_raw_attr(const hk_instr *i, const char *name);
 /* A verbatim "{a,b}" list attribute read into out (at most cap); the count. */
 int ana_raw_dims(const hk_instr *i, const char *name, int64_t *out, int cap);
 
+/* The lhs dims a ragged-dot's group_sizes of rank > 1 is indexed by, in
+ * order, before its group dim (XLA's [b..., x..., g]): the lhs batch dims
+ * (in batch mode only those listed before the ragged dim), then the
+ * contracting dims listed before a contracting ragged dim, or the
+ * non-contracting dims outer to a non-contracting one; the count. */
+int ana_ragged_dot_prefix(const hk_dot_dnums *dn, int64_t ragged, int lhs_rank, int64_t *dims);
+
 /* Number of operands XLA fixes for an opcode, or -1 when variadic. */
 int ana_opcode_arity(hk_opcode op);
 

@@ -75,13 +75,10 @@ static hk_status *apply_sparsity(ana_ctx *c, const hk_shape **l, const hk_shape 
   return NULL;
 }
 
-static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
-  const hk_shape *l = OPND(c, 0), *r = OPND(c, 1);
-  if (!hk_shape_is_array(l) || !hk_shape_is_array(r))
-    return ana_fail(c->i, "dot operands must be arrays");
-  HK_TRY(apply_sparsity(c, &l, &r));
-  hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
-  if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
+/* XLA's dot dimension-number checks (dot and ragged-dot): as many lhs as
+ * rhs dims of each kind, every list in range and disjoint, and paired
+ * dims of equal size. */
+static hk_status *check_dot_dnums(ana_ctx *c, const hk_shape *l, const hk_shape *r, hk_dot_dnums dn) {
   if (dn.lhs_batch.n != dn.rhs_batch.n)
     return ana_fail(c->i, "dot must have as many lhs as rhs batch dimensions");
   if (dn.lhs_contracting.n != dn.rhs_contracting.n)
@@ -100,6 +97,17 @@ static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
       return ana_fail(c->i, "batch dimension sizes differ: lhs %lld vs rhs %lld",
                       (long long)l->dims[dn.lhs_batch.v[k]],
                       (long long)r->dims[dn.rhs_batch.v[k]]);
+  return NULL;
+}
+
+static hk_status *infer_dot(ana_ctx *c, const hk_shape **out) {
+  const hk_shape *l = OPND(c, 0), *r = OPND(c, 1);
+  if (!hk_shape_is_array(l) || !hk_shape_is_array(r))
+    return ana_fail(c->i, "dot operands must be arrays");
+  HK_TRY(apply_sparsity(c, &l, &r));
+  hk_dot_dnums dn = {no_dims, no_dims, no_dims, no_dims};
+  if (c->i->attrs && c->i->attrs->dot) dn = *c->i->attrs->dot;
+  HK_TRY(check_dot_dnums(c, l, r, dn));
   hk_prim e;
   HK_TRY(dot_result_type(c, elem_of(l), elem_of(r), &e));
   int64_t dims[HK_MAX_RANK];
@@ -357,11 +365,43 @@ static hk_status *infer_scatter(ana_ctx *c, const hk_shape **out) {
 
 /* ---- ragged dot ----------------------------------------------------------- */
 
+int ana_ragged_dot_prefix(const hk_dot_dnums *dn, int64_t ragged, int lhs_rank, int64_t *dims) {
+  int n = 0;
+  bool batch = hk_i64s_has(dn->lhs_batch, ragged), contracting = hk_i64s_has(dn->lhs_contracting, ragged);
+  for (int k = 0; k < dn->lhs_batch.n && dn->lhs_batch.v[k] != ragged && n < HK_MAX_RANK; k++)
+    dims[n++] = dn->lhs_batch.v[k];
+  if (batch) return n;
+  if (contracting) {
+    for (int k = 0; k < dn->lhs_contracting.n && dn->lhs_contracting.v[k] != ragged && n < HK_MAX_RANK; k++)
+      dims[n++] = dn->lhs_contracting.v[k];
+    return n;
+  }
+  for (int d = 0; d < ragged && d < lhs_rank && n < HK_MAX_RANK; d++)
+    if (!hk_i64s_has(dn->lhs_batch, d) && !hk_i64s_has(dn->lhs_contracting, d)) dims[n++] = d;
+  return n;
+}
+
+/* group_sizes is [g] (the same sizes everywhere) or [prefix dims..., g]. */
+static hk_status *check_group_sizes(ana_ctx *c, const hk_shape *l, const hk_shape *gs, const hk_dot_dnums *dn,
+                                    int64_t ragged) {
+  if (gs->rank == 1) return NULL;
+  int64_t pre[HK_MAX_RANK];
+  int np = ana_ragged_dot_prefix(dn, ragged, l->rank, pre);
+  bool ok = gs->rank == np + 1;
+  for (int k = 0; ok && k < np; k++) ok = gs->dims[k] == l->dims[pre[k]];
+  if (ok) return NULL;
+  char want[HK_MAX_RANK * 24] = "";
+  for (int k = 0, o = 0; k < np; k++)
+    o += snprintf(want + o, sizeof want - (size_t)o, "%lld, ", (long long)l->dims[pre[k]]);
+  return ana_fail(c->i, "ragged-dot group_sizes of rank %d: expected [g] or [%sg] (XLA's [batch..., outer..., g])",
+                  gs->rank, want);
+}
+
 /* XLA's ragged dot: lhs_ragged_dims names one lhs dimension.  Ragged in a
  * non-contracting dimension: rhs has a group dimension that does not
  * appear in the result.  Ragged in a contracting dimension: the result
  * gains a leading group dimension.  Ragged in a batch dimension: the
- * result is the dot's. */
+ * result is the dot's.  group_sizes' last dim counts the groups. */
 static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
   const hk_shape *l = OPND(c, 0), *r = OPND(c, 1), *gs = OPND(c, 2);
   if (!hk_shape_is_array(l) || !hk_shape_is_array(r) || !hk_shape_is_array(gs) ||
@@ -375,6 +415,8 @@ static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
   int n_group = ana_raw_dims(c->i, "rhs_group_dims", group, 2);
   if (ragged[0] < 0 || ragged[0] >= l->rank)
     return ana_fail(c->i, "lhs ragged dimension %lld is out of range", (long long)ragged[0]);
+  HK_TRY(check_dot_dnums(c, l, r, dn));
+  HK_TRY(check_group_sizes(c, l, gs, &dn, ragged[0]));
   bool contracting = hk_i64s_has(dn.lhs_contracting, ragged[0]);
   bool batch = hk_i64s_has(dn.lhs_batch, ragged[0]);
   int64_t g = gs->dims[gs->rank - 1];
@@ -384,17 +426,12 @@ static hk_status *infer_ragged_dot(ana_ctx *c, const hk_shape **out) {
       return ana_fail(c->i, "ragged-dot with a %s ragged dimension takes no rhs_group_dims",
                       contracting ? "contracting" : "batch");
   } else {
-    if (n_group != 1 || group[0] < 0 || group[0] >= r->rank || r->dims[group[0]] != g)
-      return ana_fail(c->i, "ragged-dot needs one rhs group dimension of size %lld", (long long)g);
+    if (n_group != 1 || group[0] < 0 || group[0] >= r->rank || r->dims[group[0]] != g ||
+        hk_i64s_has(dn.rhs_batch, group[0]) || hk_i64s_has(dn.rhs_contracting, group[0]))
+      return ana_fail(c->i, "ragged-dot needs one rhs group dimension of size %lld, not batch or contracting",
+                      (long long)g);
     rhs_excluded = rg;
   }
-  HK_TRY(check_dim_list(c, "lhs_contracting_dims", dn.lhs_contracting, l->rank, dn.lhs_batch, false));
-  HK_TRY(check_dim_list(c, "rhs_contracting_dims", dn.rhs_contracting, r->rank, dn.rhs_batch, false));
-  if (dn.lhs_contracting.n != dn.rhs_contracting.n || dn.lhs_batch.n != dn.rhs_batch.n)
-    return ana_fail(c->i, "ragged-dot lhs and rhs dimension lists differ in length");
-  for (int k = 0; k < dn.lhs_contracting.n; k++)
-    if (l->dims[dn.lhs_contracting.v[k]] != r->dims[dn.rhs_contracting.v[k]])
-      return ana_fail(c->i, "contracting dimension sizes differ");
   hk_prim e;
   HK_TRY(dot_result_type(c, (hk_prim)l->elem, (hk_prim)r->elem, &e));
   int64_t dims[HK_MAX_RANK];

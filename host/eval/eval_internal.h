@@ -161,16 +161,21 @@ hk_status *hk_ragged_update_check(const hk_instr *ins, int64_t in_off, int64_t s
                                   int64_t in_rows, int64_t out_rows);
 /* ragged-dot (ragged_dot.c): the form read from the instruction, and a
  * kernel computing the result box at olo (out's dims) from operand boxes
- * at llo / rlo (the values' dims) and the groups' start offsets. */
+ * at llo / rlo (the values' dims) and the groups' start offsets.  Group
+ * sizes of rank > 1 hold one row of sizes per position of the lhs dims
+ * before their last dim; row_stride maps an lhs position to its row. */
 typedef enum { HK_RAGGED_NON_CONTRACTING, HK_RAGGED_CONTRACTING, HK_RAGGED_BATCH } hk_ragged_kind;
 typedef struct hk_ragged_dot {
   hk_dot_dnums dn;
   hk_ragged_kind kind;
-  int64_t ragged, group_dim, n_groups;   /* group_dim -1: none */
+  int64_t ragged, group_dim, n_groups, n_rows;   /* group_dim -1: none */
+  int64_t row_stride[HK_MAX_RANK];   /* per lhs dim: its stride in the sizes' rows (0: not an index) */
   int out_lhs[HK_MAX_RANK], out_rhs[HK_MAX_RANK];   /* result dim's source dims (-1: none) */
 } hk_ragged_dot;
 hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f);
-/* n_groups + 1 offsets: group k is [starts[k], starts[k+1]) (negative sizes count 0). */
+/* n_rows rows of n_groups + 1 offsets: group k of row w is
+ * [starts[w (n_groups + 1) + k], starts[w (n_groups + 1) + k + 1])
+ * (negative sizes count 0). */
 int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes);
 void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
                        const int64_t *rlo, const int64_t *starts, const int64_t *olo, hk_value *out);

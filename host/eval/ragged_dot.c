@@ -4,7 +4,8 @@
  * Ragged in a contracting dim: the result gains a leading group dim, each
  * group contracting only its own range.  Ragged in a batch dim: the dot,
  * each batch entry in its group.  Entries in no group (past the sizes'
- * sum) are zero.  Floats accumulate in double (complex in double complex),
+ * sum) are zero.  group_sizes [g] holds one set of sizes; [prefix..., g]
+ * one per position of the lhs dims ana_ragged_dot_prefix names.  Floats accumulate in double (complex in double complex),
  * integers in int64, rounded or wrapped once to the result type, like dot.
  * One kernel computes any box of the result from operand boxes, so the
  * sampled evaluator runs it on just what a sample reads. */
@@ -13,6 +14,32 @@
 #include "analysis/analysis_internal.h"
 #include "eval/cplx.h"
 #include "eval/eval_internal.h"
+
+static bool in_range(hk_i64s l, int rank) {
+  for (int k = 0; k < l.n; k++)
+    if (l.v[k] < 0 || l.v[k] >= rank) return false;
+  return true;
+}
+
+/* group_sizes [g] serves every lhs position (one row); [prefix..., g]
+ * gives each position of the prefix dims its own row of sizes. */
+static hk_status *group_rows(const hk_instr *ins, const hk_shape *l, const hk_shape *g, hk_ragged_dot *f) {
+  int64_t pre[HK_MAX_RANK];
+  int np = g->rank == 1 ? 0 : ana_ragged_dot_prefix(&f->dn, f->ragged, l->rank, pre);
+  if (g->rank != np + 1)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot group_sizes of rank %d, expected 1 or %d", g->rank,
+                         np + 1);
+  f->n_rows = 1;
+  for (int k = np - 1; k >= 0; k--) {
+    if (g->dims[k] != l->dims[pre[k]])
+      return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot group_sizes dim %d is %lld, lhs dim %lld is %lld", k,
+                           (long long)g->dims[k], (long long)pre[k], (long long)l->dims[pre[k]]);
+    f->row_stride[pre[k]] = f->n_rows;
+    f->n_rows *= g->dims[k];
+  }
+  f->n_groups = g->dims[g->rank - 1];
+  return NULL;
+}
 
 hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
   static const hk_dot_dnums none;
@@ -23,17 +50,18 @@ hk_status *hk_ragged_dot_form(const hk_instr *ins, hk_ragged_dot *f) {
     return hk_eval_error(ins, HK_INVALID_ARGUMENT, "ragged-dot needs one lhs_ragged_dims entry");
   int n_group = ana_raw_dims(ins, "rhs_group_dims", group, 2);
   const hk_shape *l = ins->operands[0]->shape, *r = ins->operands[1]->shape, *g = ins->operands[2]->shape;
-  if (g->rank != 1)
-    return hk_eval_error(ins, HK_UNIMPLEMENTED, "ragged-dot with group_sizes of rank %d (only rank 1)", g->rank);
   f->ragged = ragged[0];
   f->group_dim = n_group == 1 ? group[0] : -1;
-  f->n_groups = g->dims[0];
   f->kind = hk_i64s_has(f->dn.lhs_contracting, f->ragged) ? HK_RAGGED_CONTRACTING
             : hk_i64s_has(f->dn.lhs_batch, f->ragged)     ? HK_RAGGED_BATCH
                                                            : HK_RAGGED_NON_CONTRACTING;
   if (f->ragged < 0 || f->ragged >= l->rank || (f->kind == HK_RAGGED_NON_CONTRACTING) != (n_group == 1) ||
-      (n_group == 1 && (f->group_dim < 0 || f->group_dim >= r->rank)))
-    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad lhs_ragged_dims / rhs_group_dims");
+      (n_group == 1 && (f->group_dim < 0 || f->group_dim >= r->rank)) || g->rank < 1 ||
+      !in_range(f->dn.lhs_batch, l->rank) || !in_range(f->dn.lhs_contracting, l->rank) ||
+      !in_range(f->dn.rhs_batch, r->rank) || !in_range(f->dn.rhs_contracting, r->rank) ||
+      f->dn.lhs_batch.n != f->dn.rhs_batch.n || f->dn.lhs_contracting.n != f->dn.rhs_contracting.n)
+    return hk_eval_error(ins, HK_INVALID_ARGUMENT, "bad ragged-dot dimension numbers");
+  HK_TRY(group_rows(ins, l, g, f));
   /* where each result dim comes from: lhs dim, rhs dim (-1: none) */
   int n = 0;
   if (f->kind == HK_RAGGED_CONTRACTING) f->out_lhs[n] = f->out_rhs[n] = -1, n++;
@@ -100,46 +128,41 @@ static void add_line(const hk_value *l, int64_t a, int64_t sa, const hk_value *r
   }
 }
 
-/* One result element: the sum over the contracting dims (in group `grp`'s
- * range for a contracting ragged dim); a and b are the element's offsets
- * in the boxes with every contracting index at its box's start. */
-static void element(const hk_ragged_dot *f, const rd_box *L, const rd_box *R, const int64_t *starts, int64_t grp,
-                    int64_t a, int64_t b, acc_kind k, double complex *sum, int64_t *isum) {
-  const hk_i64s lc = f->dn.lhs_contracting, rc = f->dn.rhs_contracting;
-  int n = lc.n;
-  int64_t cnt[HK_MAX_RANK], pos[HK_MAX_RANK], sa[HK_MAX_RANK], sb[HK_MAX_RANK];
-  for (int c = 0; c < n; c++) {
-    int ld = (int)lc.v[c], rd = (int)rc.v[c];
-    int64_t lo = L->lo[ld], hi = L->lo[ld] + L->v->dims[ld];
-    if (f->kind == HK_RAGGED_CONTRACTING && ld == f->ragged) {
-      lo = starts[grp] > lo ? starts[grp] : lo;
-      hi = starts[grp + 1] < hi ? starts[grp + 1] : hi;
-    }
-    if (lo >= hi) return;
-    a += (lo - L->lo[ld]) * L->st[ld];
-    b += (lo - R->lo[rd]) * R->st[rd];
-    cnt[c] = hi - lo;
-    pos[c] = 0;
-    sa[c] = L->st[ld];
-    sb[c] = R->st[rd];
+/* One result element's operands: the boxes, the group and the element's
+ * row of group starts (its batch part; contracting prefix dims add theirs
+ * as the sum walks them). */
+typedef struct rd_elem {
+  const hk_ragged_dot *f;
+  const rd_box *L, *R;
+  const int64_t *starts;
+  int64_t grp;
+  acc_kind k;
+  double complex sum;
+  int64_t isum;
+} rd_elem;
+
+/* Adds contracting dims c.. to the sum, lhs / rhs at offsets a / b with
+ * dims before c at their positions (row: the row of sizes they give);
+ * the innermost dim is a line, a contracting ragged dim only its group's
+ * range. */
+static void contract(rd_elem *e, int c, int64_t a, int64_t b, int64_t row) {
+  const hk_ragged_dot *f = e->f;
+  int ld = (int)f->dn.lhs_contracting.v[c], rd = (int)f->dn.rhs_contracting.v[c];
+  const rd_box *L = e->L, *R = e->R;
+  int64_t lo = L->lo[ld], hi = L->lo[ld] + L->v->dims[ld];
+  if (f->kind == HK_RAGGED_CONTRACTING && ld == f->ragged) {
+    const int64_t *s = e->starts + row * (f->n_groups + 1);
+    lo = s[e->grp] > lo ? s[e->grp] : lo;
+    hi = s[e->grp + 1] < hi ? s[e->grp + 1] : hi;
   }
-  if (n == 0) {
-    add_line(L->v, a, 0, R->v, b, 0, 1, k, sum, isum);
+  if (lo >= hi) return;
+  a += (lo - L->lo[ld]) * L->st[ld];
+  b += (lo - R->lo[rd]) * R->st[rd];
+  if (c == f->dn.lhs_contracting.n - 1) {
+    add_line(L->v, a, L->st[ld], R->v, b, R->st[rd], hi - lo, e->k, &e->sum, &e->isum);
     return;
   }
-  for (;;) {   /* the innermost contracting dim as a line, the others as an odometer */
-    add_line(L->v, a, sa[n - 1], R->v, b, sb[n - 1], cnt[n - 1], k, sum, isum);
-    int c = n - 2;
-    for (; c >= 0; c--) {
-      a += sa[c];
-      b += sb[c];
-      if (++pos[c] < cnt[c]) break;
-      a -= cnt[c] * sa[c];
-      b -= cnt[c] * sb[c];
-      pos[c] = 0;
-    }
-    if (c < 0) return;
-  }
+  for (int64_t p = lo; p < hi; p++, a += L->st[ld], b += R->st[rd]) contract(e, c + 1, a, b, row + p * f->row_stride[ld]);
 }
 
 void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_t *llo, const hk_value *rhs,
@@ -155,19 +178,21 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
   memcpy(li, llo, sizeof(int64_t) * (size_t)lhs->rank);
   memcpy(ri, rlo, sizeof(int64_t) * (size_t)rhs->rank);
   for (int64_t o = 0; o < out->n; o++) {
-    int64_t grp = 0;
+    rd_elem el = {f, &L, &R, starts, 0, k, 0, 0};
+    int64_t row = 0;
     for (int d = 0; d < out->rank; d++) {
-      if (f->out_lhs[d] >= 0) li[f->out_lhs[d]] = idx[d];
+      if (f->out_lhs[d] >= 0) li[f->out_lhs[d]] = idx[d], row += idx[d] * f->row_stride[f->out_lhs[d]];
       if (f->out_rhs[d] >= 0) ri[f->out_rhs[d]] = idx[d];
-      if (f->out_lhs[d] < 0 && f->out_rhs[d] < 0) grp = idx[d];   /* the leading group dim */
+      if (f->out_lhs[d] < 0 && f->out_rhs[d] < 0) el.grp = idx[d];   /* the leading group dim */
     }
-    if (f->kind != HK_RAGGED_CONTRACTING) grp = group_of(starts, f->n_groups, li[f->ragged]);
-    if (f->group_dim >= 0) ri[f->group_dim] = grp;
-    double complex sum = 0;
-    int64_t isum = 0;
-    if (grp >= 0) element(f, &L, &R, starts, grp, offset_of(&L, li), offset_of(&R, ri), k, &sum, &isum);
-    if (k == ACC_INT) hk_value_set_i64(out, o, isum);
-    else hk_cplx_set(out, o, sum);
+    if (f->kind != HK_RAGGED_CONTRACTING)
+      el.grp = group_of(starts + row * (f->n_groups + 1), f->n_groups, li[f->ragged]);
+    if (f->group_dim >= 0) ri[f->group_dim] = el.grp;
+    int64_t a = offset_of(&L, li), b = offset_of(&R, ri);
+    if (el.grp >= 0 && f->dn.lhs_contracting.n == 0) add_line(lhs, a, 0, rhs, b, 0, 1, k, &el.sum, &el.isum);
+    else if (el.grp >= 0) contract(&el, 0, a, b, row);
+    if (k == ACC_INT) hk_value_set_i64(out, o, el.isum);
+    else hk_cplx_set(out, o, el.sum);
     for (int d = out->rank - 1; d >= 0; d--) {
       if (++idx[d] < olo[d] + out->dims[d]) break;
       idx[d] = olo[d];
@@ -176,12 +201,16 @@ void hk_ragged_dot_box(const hk_ragged_dot *f, const hk_value *lhs, const int64_
 }
 
 int64_t *hk_ragged_dot_starts(const hk_ragged_dot *f, const hk_value *sizes) {
-  int64_t *s = hk_check_alloc(malloc((size_t)(f->n_groups + 1) * sizeof *s));
-  s[0] = 0;
-  for (int64_t k = 0; k < f->n_groups; k++) {
-    int64_t g = hk_value_get_i64(sizes, k);
-    /* sizes are the program's data: saturate rather than overflow */
-    s[k + 1] = g <= 0 ? s[k] : g > INT64_MAX - s[k] ? INT64_MAX : s[k] + g;
+  int64_t w = f->n_groups + 1;
+  int64_t *s = hk_check_alloc(malloc((size_t)(f->n_rows > 0 ? f->n_rows * w : 1) * sizeof *s));
+  for (int64_t row = 0; row < f->n_rows; row++) {
+    int64_t *t = s + row * w;
+    t[0] = 0;
+    for (int64_t k = 0; k < f->n_groups; k++) {
+      int64_t g = hk_value_get_i64(sizes, row * f->n_groups + k);
+      /* sizes are the program's data: saturate rather than overflow */
+      t[k + 1] = g <= 0 ? t[k] : g > INT64_MAX - t[k] ? INT64_MAX : t[k] + g;
+    }
   }
   return s;
 }
