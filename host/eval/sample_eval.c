@@ -525,8 +525,9 @@ hk_status *se_eval(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const 
   }
   /* An entry parameter is a pure function of the global index, cheaper to
    * make again than to hold: a big box of one is not kept (a dot reading
-   * a weight in slices then never holds the whole weight). */
-  if (!(ins->opcode == HK_OP_PARAMETER && !f->parent && count > SE_REMAKE_ELEMENTS))
+   * a weight in slices then never holds the whole weight); nor is a big
+   * box read for one part of a dot (x->transient), read once. */
+  if (!((x->transient || (ins->opcode == HK_OP_PARAMETER && !f->parent)) && count > SE_REMAKE_ELEMENTS))
     memo_put(&x->memo, h, fid, ins, leaf, b, v);
   *out = v;
   return NULL;

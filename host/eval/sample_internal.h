@@ -96,6 +96,8 @@ typedef struct se_ctx {
   int64_t memo_limit;              /* bytes kept between samples */
   int64_t request_limit;           /* largest box one request may need (elements) */
   int64_t deadline_ns;             /* 0: none */
+  int transient;                   /* > 0: boxes above SE_REMAKE_ELEMENTS are not memoised
+                                      (a dot's parts: each read once) */
   uint32_t polls;
   se_groups *groups;
 } se_ctx;
