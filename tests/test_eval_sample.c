@@ -462,6 +462,21 @@ START_TEST(test_ops_match_dense) {
       "  jm = f32[40,4000] multiply(j1, k7b)\n  ja = f32[40,4000] add(jm, j0)\n  rr = f32[40,4000] cosine(ja)\n"
       "  d = f32[2,40] dot(l, rr), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n  z = f32[] constant(0)\n"
       "  ROOT r = f32[2] reduce(d, z), dimensions={1}, to_apply=add",
+      /* the same with a diamond chain of 16 levels under the parts' rhs:
+       * a box made twice within a part is made once (kept until the part
+       * ends), not 2^16 times */
+      "  j0 = f32[40,4000] iota(), iota_dimension=0\n  j1 = f32[40,4000] iota(), iota_dimension=1\n"
+      "  k7 = f32[] constant(0.37)\n  k7b = f32[40,4000] broadcast(k7), dimensions={}\n"
+      "  jm = f32[40,4000] multiply(j1, k7b)\n  ja = f32[40,4000] add(jm, j0)\n  c0 = f32[40,4000] cosine(ja)\n"
+      "  c1 = f32[40,4000] add(c0, c0)\n  c2 = f32[40,4000] add(c1, c1)\n  c3 = f32[40,4000] add(c2, c2)\n"
+      "  c4 = f32[40,4000] add(c3, c3)\n  c5 = f32[40,4000] add(c4, c4)\n  c6 = f32[40,4000] add(c5, c5)\n"
+      "  c7 = f32[40,4000] add(c6, c6)\n  c8 = f32[40,4000] add(c7, c7)\n  c9 = f32[40,4000] add(c8, c8)\n"
+      "  c10 = f32[40,4000] add(c9, c9)\n  c11 = f32[40,4000] add(c10, c10)\n  c12 = f32[40,4000] add(c11, c11)\n"
+      "  c13 = f32[40,4000] add(c12, c12)\n  c14 = f32[40,4000] add(c13, c13)\n  c15 = f32[40,4000] add(c14, c14)\n"
+      "  c16 = f32[40,4000] add(c15, c15)\n"
+      "  l = f32[2,4000] slice(c0), slice={[0:2], [0:4000]}\n"
+      "  d = f32[2,40] dot(l, c16), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[2] reduce(d, z), dimensions={1}, to_apply=add",
       "  ROOT s = f32[12,10] sort(a), dimensions={1}, to_apply=lt",
       "  ix = s32[6,1] iota(), iota_dimension=0\n  c2 = s32[] constant(2)\n  two = s32[6,1] broadcast(c2), dimensions={}\n"
       "  idx = s32[6,1] multiply(ix, two)\n"

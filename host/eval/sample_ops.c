@@ -345,9 +345,9 @@ static hk_status *dot_in_parts(se_ctx *x, se_frame *f, const hk_instr *ins, cons
     pb.lo[d] = b->lo[d] + lo;
     pb.n[d] = lo + step < b->n[d] ? step : b->n[d] - lo;
     hk_value *part = NULL;
-    x->transient++;
+    se_part_begin(x);
     st = dot_box(x, f, ins, &pb, &part);
-    x->transient--;
+    se_part_end(x);
     if (!st) se_copy_box(v, b, part, &pb);
     hk_value_release(part);
   }
