@@ -258,6 +258,45 @@ START_TEST(test_dot_large_blocked) {
 }
 END_TEST
 
+/* Thin dots (fewer rows than a register block: a sampled position's
+ * matrix-vector product) against a plain sum: an f32 rhs whose
+ * contracting dim follows its free one (read in place, transposed), one
+ * in [K][N] order, an f64 rhs (packed), a batch dim and K not a multiple
+ * of the vector width. */
+START_TEST(test_dot_thin_kernels) {
+  enum { B = 2, M = 3, K = 203, N = 37 };
+  static double av[B * M * K], bv[B * N * K];
+  for (int i = 0; i < B * M * K; i++) av[i] = (double)((i * 7) % 11) - 5 + 0.25;
+  for (int i = 0; i < B * N * K; i++) bv[i] = (double)((i * 5) % 13) - 6 + 0.5;
+  static const char *const rhs_forms[] = {
+      "f32[2,37,203] parameter(1)\n ROOT d = f32[2,3,37] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_batch_dims={0}, rhs_contracting_dims={2}",
+      "f32[2,203,37] parameter(1)\n ROOT d = f32[2,3,37] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_batch_dims={0}, rhs_contracting_dims={1}",
+      "f64[2,37,203] parameter(1)\n ROOT d = f64[2,3,37] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},"
+      " rhs_batch_dims={0}, rhs_contracting_dims={2}",
+  };
+  for (int form = 0; form < 3; form++) {
+    char mod[512];
+    snprintf(mod, sizeof mod, "HloModule m\nENTRY e {\n a = f32[2,3,203] parameter(0)\n b = %s\n}\n", rhs_forms[form]);
+    bool nk = form != 1;
+    hk_value *args[2] = {arr(HK_F32, 3, (int64_t[]){B, M, K}, av),
+                         arr(form == 2 ? HK_F64 : HK_F32, 3, nk ? (int64_t[]){B, N, K} : (int64_t[]){B, K, N}, bv)};
+    hk_value *r = eval_n(mod, 2, args);
+    for (int b = 0; b < B; b++)
+      for (int i = 0; i < M; i++)
+        for (int j = 0; j < N; j++) {
+          double s = 0;
+          for (int k = 0; k < K; k++)
+            s += av[(b * M + i) * K + k] * bv[nk ? (b * N + j) * K + k : (b * K + k) * N + j];
+          ck_assert_msg(hk_value_get_f64(r, (b * M + i) * N + j) == s, "form %d (%d,%d,%d): %g != %g", form, b, i, j,
+                        hk_value_get_f64(r, (b * M + i) * N + j), s);
+        }
+    hk_value_release(r);
+  }
+}
+END_TEST
+
 /* 2:4 sparse lhs: 8 stored values of a logical row of 16, placed by one
  * u16 of 2-bit positions (group 0: 0,3; 1: 1,2; 2: 0,1; 3: 2,3). */
 START_TEST(test_sparse_dot) {
@@ -1680,6 +1719,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_transpose_slice_concat_reverse_broadcast);
   tcase_add_test(t, test_dot_general);
   tcase_add_test(t, test_dot_large_blocked);
+  tcase_add_test(t, test_dot_thin_kernels);
   tcase_add_test(t, test_sparse_dot);
   tcase_add_test(t, test_convolution_windows);
   tcase_add_test(t, test_convolution_groups);

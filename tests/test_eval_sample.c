@@ -442,6 +442,41 @@ START_TEST(test_ops_match_dense) {
       "  ROOT c = f32[1,6,8,2] convolution(r, w), window={size=3x3 stride=2x1 pad=1_1x2_0 rhs_dilate=1x2}, dim_labels=b01f_01io->b01f",
       "  r = f32[1,12,10,1] reshape(a)\n  k9 = f32[9,2] slice(a), slice={[0:9], [0:2]}\n  w = f32[3,3,1,2] reshape(k9)\n"
       "  ROOT c = f32[1,12,8,2] convolution(r, w), window={size=3x3 stride=2x1 pad=1_1x0_0 lhs_dilate=2x1}, dim_labels=b01f_01io->b01f",
+      /* a dot in the guise of a padded, reversed (and dilated) convolution:
+       * a sampled output reads only the kernel taps that touch the input */
+      "  s2 = f32[2,10] slice(a), slice={[0:2], [0:10]}\n  x = f32[2,1,10] reshape(s2)\n"
+      "  k10 = f32[10,10] slice(a), slice={[2:12], [0:10]}\n  w = f32[5,10,2] reshape(k10)\n"
+      "  ROOT c = f32[2,5,2] convolution(x, w), window={size=5 pad=4_4 rhs_reversal=1}, dim_labels=b0f_0io->b0f",
+      "  s2 = f32[2,10] slice(a), slice={[0:2], [0:10]}\n  x = f32[2,1,10] reshape(s2)\n"
+      "  k10 = f32[10,10] slice(a), slice={[2:12], [0:10]}\n  w = f32[5,10,2] reshape(k10)\n"
+      "  ROOT c = f32[2,9,2] convolution(x, w), window={size=5 pad=8_8 rhs_dilate=2 rhs_reversal=1}, dim_labels=b0f_0io->b0f",
+      "  s3 = f32[2,10] slice(a), slice={[0:2], [0:10]}\n  x = f32[2,2,5] reshape(s3)\n"
+      "  k10 = f32[10,10] slice(a), slice={[2:12], [0:10]}\n  w = f32[5,5,4] reshape(k10)\n"
+      "  ROOT c = f32[2,7,4] convolution(x, w), window={size=5 stride=2 pad=7_6 lhs_dilate=3}, dim_labels=b0f_0io->b0f",
+      /* a reduce over a dot's free dim: the dot's box is computed in parts
+       * (operand boxes past 2^16 elements), an rhs read in place as [N][K] */
+      "  i0b = f32[2,4000] iota(), iota_dimension=1\n  i1b = f32[2,4000] iota(), iota_dimension=0\n"
+      "  lx = f32[2,4000] add(i0b, i1b)\n  l = f32[2,4000] sine(lx)\n"
+      "  j0 = f32[40,4000] iota(), iota_dimension=0\n  j1 = f32[40,4000] iota(), iota_dimension=1\n"
+      "  k7 = f32[] constant(0.37)\n  k7b = f32[40,4000] broadcast(k7), dimensions={}\n"
+      "  jm = f32[40,4000] multiply(j1, k7b)\n  ja = f32[40,4000] add(jm, j0)\n  rr = f32[40,4000] cosine(ja)\n"
+      "  d = f32[2,40] dot(l, rr), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[2] reduce(d, z), dimensions={1}, to_apply=add",
+      /* the same with a diamond chain of 16 levels under the parts' rhs:
+       * a box made twice within a part is made once (kept until the part
+       * ends), not 2^16 times */
+      "  j0 = f32[40,4000] iota(), iota_dimension=0\n  j1 = f32[40,4000] iota(), iota_dimension=1\n"
+      "  k7 = f32[] constant(0.37)\n  k7b = f32[40,4000] broadcast(k7), dimensions={}\n"
+      "  jm = f32[40,4000] multiply(j1, k7b)\n  ja = f32[40,4000] add(jm, j0)\n  c0 = f32[40,4000] cosine(ja)\n"
+      "  c1 = f32[40,4000] add(c0, c0)\n  c2 = f32[40,4000] add(c1, c1)\n  c3 = f32[40,4000] add(c2, c2)\n"
+      "  c4 = f32[40,4000] add(c3, c3)\n  c5 = f32[40,4000] add(c4, c4)\n  c6 = f32[40,4000] add(c5, c5)\n"
+      "  c7 = f32[40,4000] add(c6, c6)\n  c8 = f32[40,4000] add(c7, c7)\n  c9 = f32[40,4000] add(c8, c8)\n"
+      "  c10 = f32[40,4000] add(c9, c9)\n  c11 = f32[40,4000] add(c10, c10)\n  c12 = f32[40,4000] add(c11, c11)\n"
+      "  c13 = f32[40,4000] add(c12, c12)\n  c14 = f32[40,4000] add(c13, c13)\n  c15 = f32[40,4000] add(c14, c14)\n"
+      "  c16 = f32[40,4000] add(c15, c15)\n"
+      "  l = f32[2,4000] slice(c0), slice={[0:2], [0:4000]}\n"
+      "  d = f32[2,40] dot(l, c16), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n  z = f32[] constant(0)\n"
+      "  ROOT r = f32[2] reduce(d, z), dimensions={1}, to_apply=add",
       "  ROOT s = f32[12,10] sort(a), dimensions={1}, to_apply=lt",
       "  ix = s32[6,1] iota(), iota_dimension=0\n  c2 = s32[] constant(2)\n  two = s32[6,1] broadcast(c2), dimensions={}\n"
       "  idx = s32[6,1] multiply(ix, two)\n"

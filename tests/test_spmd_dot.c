@@ -733,6 +733,71 @@ START_TEST(after_report_names_each_full_rematerialization) {
 }
 END_TEST
 
+/* Total bytes of the operands of m's collectives (one device's share). */
+static int64_t collective_bytes(const hk_module *m) {
+  int64_t total = 0;
+  for (int32_t k = 0; k < m->n_computations; k++)
+    for (const hk_instr *i = m->computations[k]->first; i; i = i->next)
+      if (i->opcode == HK_OP_ALL_GATHER || i->opcode == HK_OP_ALL_REDUCE || i->opcode == HK_OP_ALL_TO_ALL ||
+          i->opcode == HK_OP_COLLECTIVE_PERMUTE || i->opcode == HK_OP_REDUCE_SCATTER)
+        total += operand_bytes(i);
+  return total;
+}
+
+/* 2-D dot partitionings on a 2x2 mesh (batch + contracting, rows +
+ * contracting, partially replicated operands, batch + non-contracting):
+ * the collectives chosen and their bytes, never more than XLA's plan
+ * (xla_bytes: the local-dot-then-all-reduce (+ permute) plan of
+ * dot_handler.cc, or its one gather), and the values. */
+START_TEST(two_d_dot_partitionings_by_bytes) {
+  static const struct {
+    const char *body;
+    int gathers, reduces, permutes;
+    int64_t bytes, xla_bytes;
+  } cases[] = {
+      /* batch x contracting on both sides, output batch-split and replicated
+       * over the contracting pair: gathering both contracting halves
+       * (16 KiB + 12 KiB) beats all-reducing the 48 KiB output */
+      {"  a = f32[8,64,32] parameter(0), sharding={devices=[2,1,2]<=[4]}\n"
+       "  b = f32[8,32,48] parameter(1), sharding={devices=[2,2,1]<=[4]}\n"
+       "  ROOT d = f32[8,64,48] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+       " rhs_contracting_dims={1}, sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n",
+       2, 0, 0, 4 * 64 * 16 * 4 + 4 * 16 * 48 * 4, 4 * 64 * 48 * 4},
+      /* a replicated over one mesh axis, contracting split over the other;
+       * b split on both: two gathers and one permute (8.5 KiB) against
+       * all-reduce + permute of the [64,24] output (12 KiB) */
+      {"  a = f32[64,32] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
+       "  b = f32[32,48] parameter(1), sharding={devices=[2,2]<=[4]}\n"
+       "  ROOT d = f32[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
+       " sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n",
+       2, 0, 1, 64 * 16 * 4 + 16 * 24 * 4 + 32 * 24 * 4, 2 * 64 * 24 * 4},
+      /* batch x rows on the lhs, batch x columns on the rhs, output batch x
+       * rows: the rhs columns gathered, as XLA does */
+      {"  a = f32[4,64,32] parameter(0), sharding={devices=[2,2,1]<=[4]}\n"
+       "  b = f32[4,32,48] parameter(1), sharding={devices=[2,1,2]<=[4]}\n"
+       "  ROOT d = f32[4,64,48] dot(a, b), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2},"
+       " rhs_contracting_dims={1}, sharding={devices=[2,2,1]<=[4]}\n",
+       1, 0, 0, 2 * 32 * 24 * 4, 2 * 32 * 24 * 4},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char text[2048];
+    snprintf(text, sizeof text, "HloModule m, num_partitions=4\n\nENTRY e {\n%s}\n", cases[k].body);
+    hk_module *g = hk_test_parse(text);
+    hk_module *m = partitioned(g, "allow_module_signature_change=true");
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), cases[k].gathers);
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER),
+                     cases[k].reduces);
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_COLLECTIVE_PERMUTE), cases[k].permutes);
+    ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+    ck_assert_int_eq(collective_bytes(m), cases[k].bytes);
+    ck_assert_int_le(collective_bytes(m), cases[k].xla_bytes);
+    spmd_check_same_values(g, m, 4);
+    hk_module_free(m);
+    hk_module_free(g);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_dot");
   TCase *t = tcase_create("windowed");
@@ -763,6 +828,7 @@ static Suite *suite(void) {
   tcase_add_test(c, reshard_to_partial_replication_moves_then_gathers);
   tcase_add_test(c, replicas_slice_before_they_permute);
   tcase_add_test(c, replicas_slice_the_dim_that_needs_no_permute);
+  tcase_add_test(c, two_d_dot_partitionings_by_bytes);
   suite_add_tcase(s, c);
   TCase *r = tcase_create("report");
   tcase_add_checked_fixture(r, setup, teardown);

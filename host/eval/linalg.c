@@ -36,13 +36,13 @@ static int64_t *dim_offsets(const hk_value *v, int n, const int64_t *dims, int64
   for (int i = 0; i < n; i++) c *= v->dims[dims[i]];
   int64_t *off = malloc((size_t)(c ? c : 1) * sizeof(int64_t));
   if (!off) hk_out_of_memory();
-  int64_t idx[HK_MAX_RANK] = {0};
+  int64_t idx[HK_MAX_RANK] = {0}, o = 0;
   for (int64_t k = 0; k < c; k++) {
-    int64_t o = 0;
-    for (int i = 0; i < n; i++) o += idx[i] * st[dims[i]];
     off[k] = o;
     for (int i = n - 1; i >= 0; i--) {
+      o += st[dims[i]];
       if (++idx[i] < v->dims[dims[i]]) break;
+      o -= idx[i] * st[dims[i]];
       idx[i] = 0;
     }
   }
@@ -69,11 +69,14 @@ static inline double elem_f64(const hk_value *v, int64_t i) {
 
 /* A packed operand: floats when every value of the source type is a
  * float (halving the memory of big operands), else doubles; read as
- * doubles.  off is the first element. */
+ * doubles.  off is the first element.  A right-hand matrix [K][N] with t
+ * set is held as [N][K] (an f32 operand whose contracting dims follow its
+ * free ones, read in place; pack_b then reads its rows contiguously). */
 typedef struct mat {
   const void *p;
   bool f32;
   int64_t off;
+  bool t;
 } mat;
 
 static inline double mat_at(mat m, int64_t i) {
@@ -103,27 +106,56 @@ static void *pack3(const hk_value *v, const int64_t *ob, int64_t nb, const int64
   return p;
 }
 
-/* True when the [B][R][C] order of pack3 is v's own row-major order. */
-static bool packed_in_place(const int64_t *ob, int64_t nb, const int64_t *orr, int64_t nr, const int64_t *oc,
-                            int64_t nc) {
-  for (int64_t b = 0; b < nb; b++)
-    if (ob[b] != b * nr * nc) return false;
-  for (int64_t r = 0; r < nr; r++)
-    if (orr[r] != r * nc) return false;
-  for (int64_t c = 0; c < nc; c++)
-    if (oc[c] != c) return false;
+/* A list of v's dims: a dot operand's batch, free or contracting ones. */
+typedef struct dimlist {
+  int n;
+  const int64_t *v;
+} dimlist;
+
+static int64_t dims_count(const hk_value *v, dimlist l) {
+  int64_t c = 1;
+  for (int i = 0; i < l.n; i++) c *= v->dims[l.v[i]];
+  return c;
+}
+
+/* True when the [a][b][c] order (every dim of v in one of the lists) is
+ * v's own row-major order: its dims longer than 1 come in increasing
+ * order. */
+static bool in_place(const hk_value *v, dimlist a, dimlist b, dimlist c) {
+  const dimlist ls[3] = {a, b, c};
+  int64_t last = -1;
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < ls[k].n; i++) {
+      int64_t d = ls[k].v[i];
+      if (v->dims[d] == 1) continue;
+      if (d < last) return false;
+      last = d;
+    }
   return true;
 }
 
-/* A dot operand as pack3 packs it; an f32 operand already in that order
- * is read in place (*owned false): no copy of a weight-sized operand per
- * dot and device. */
-static void *operand_matrix(const hk_value *v, const int64_t *ob, int64_t nb, const int64_t *orr, int64_t nr,
-                            const int64_t *oc, int64_t nc, acc_kind k, bool *f32, bool *owned) {
-  *owned = !(k == ACC_F64 && v->elem == HK_F32 && packed_in_place(ob, nb, orr, nr, oc, nc));
-  if (*owned) return pack3(v, ob, nb, orr, nr, oc, nc, k, f32);
-  *f32 = true;
-  return v->data;
+/* A dot operand as pack3 packs it into [B][R][C]; an f32 operand already
+ * in that order is read in place (*owned false): no copy of a
+ * weight-sized operand per dot and device.  With t given (the right-hand
+ * side), an f32 operand in [B][C][R] order is read in place too, *t set.
+ * The offset tables are made only for a copy. */
+static void *operand_matrix(const hk_value *v, dimlist lb, dimlist lr, dimlist lc, acc_kind k, bool *f32,
+                            bool *owned, bool *t) {
+  bool f32_acc = k == ACC_F64 && v->elem == HK_F32, straight = in_place(v, lb, lr, lc);
+  if (t) *t = f32_acc && !straight && in_place(v, lb, lc, lr);
+  *owned = !(f32_acc && ((t && *t) || straight));
+  if (!*owned) {
+    *f32 = true;
+    return v->data;
+  }
+  int64_t nb, nr, nc;
+  int64_t *ob = dim_offsets(v, lb.n, lb.v, &nb), *orr = dim_offsets(v, lr.n, lr.v, &nr);
+  int64_t *oc = dim_offsets(v, lc.n, lc.v, &nc);
+  void *p = pack3(v, ob, nb, orr, nr, oc, nc, k, f32);
+  free(ob);
+  free(orr);
+  free(oc);
+  return p;
 }
 
 enum { BLK_I = 64, BLK_K = 256, BLK_J = 512, MR = 4, NR = 4 };
@@ -142,8 +174,17 @@ static void pack_strips(mat M, int64_t ld, int64_t r0, int64_t nr, int64_t c0, i
 }
 
 /* B's block rows k0..k0+nk, columns j0..j0+nj as column strips:
- * P[strip][k][NR], zero past nj. */
-static void pack_b(mat B, int64_t N, int64_t k0, int64_t nk, int64_t j0, int64_t nj, double *P) {
+ * P[strip][k][NR], zero past nj.  A transposed B (t) is read along its
+ * rows, K apart. */
+static void pack_b(mat B, int64_t K, int64_t N, int64_t k0, int64_t nk, int64_t j0, int64_t nj, double *P) {
+  if (B.t) {
+    for (int64_t s = 0; s < nj; s += NR, P += nk * NR)
+      for (int c = 0; c < NR; c++) {
+        const float *row = (const float *)B.p + B.off + (j0 + s + c) * K + k0;
+        for (int64_t k = 0; k < nk; k++) P[k * NR + c] = s + c < nj ? (double)row[k] : 0.0;
+      }
+    return;
+  }
   for (int64_t s = 0; s < nj; s += NR)
     for (int64_t k = 0; k < nk; k++)
       for (int c = 0; c < NR; c++)
@@ -239,11 +280,109 @@ static bool use_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_c
 static bool use_avx2(void) { return __builtin_cpu_supports("avx2"); }
 #endif
 
+/* Row i of A (K long) as doubles into a. */
+static void row_f64(mat A, int64_t i, int64_t K, double *restrict a) {
+  if (A.f32) {
+    const float *p = (const float *)A.p + A.off + i * K;
+    for (int64_t k = 0; k < K; k++) a[k] = (double)p[k];
+  } else {
+    memcpy(a, (const double *)A.p + A.off + i * K, (size_t)K * sizeof(double));
+  }
+}
+
+/* Sum over k of a[k] * b[k]: four double sums. */
+static double dot_row(const double *restrict a, const float *restrict b, int64_t K) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t k = 0;
+  for (; k + 4 <= K; k += 4) {
+    s0 += a[k] * (double)b[k];
+    s1 += a[k + 1] * (double)b[k + 1];
+    s2 += a[k + 2] * (double)b[k + 2];
+    s3 += a[k + 3] * (double)b[k + 3];
+  }
+  for (; k < K; k++) s0 += a[k] * (double)b[k];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#ifdef HK_HAVE_AVX2_KERNEL
+/* dot_row with eight double sums in two AVX registers; fused
+ * multiply-adds only where products are exact in double (fma). */
+__attribute__((target("avx2,fma"))) static double dot_row_avx2(const double *restrict a, const float *restrict b,
+                                                               int64_t K, bool fma) {
+  __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8) {
+    __m256d b0 = _mm256_cvtps_pd(_mm_loadu_ps(b + k)), b1 = _mm256_cvtps_pd(_mm_loadu_ps(b + k + 4));
+    __m256d a0 = _mm256_loadu_pd(a + k), a1 = _mm256_loadu_pd(a + k + 4);
+    if (fma) {
+      s0 = _mm256_fmadd_pd(a0, b0, s0);
+      s1 = _mm256_fmadd_pd(a1, b1, s1);
+    } else {
+      s0 = _mm256_add_pd(s0, _mm256_mul_pd(a0, b0));
+      s1 = _mm256_add_pd(s1, _mm256_mul_pd(a1, b1));
+    }
+  }
+  double t[4];
+  _mm256_storeu_pd(t, _mm256_add_pd(s0, s1));
+  double s = (t[0] + t[1]) + (t[2] + t[3]);
+  for (; k < K; k++) s += a[k] * (double)b[k];
+  return s;
+}
+#endif
+
+/* C = A * B for fewer rows than a register block (a dot that is a
+ * matrix-vector product: a sampled position's row): no panels, B read
+ * once along its contiguous dim.  Transposed B: one dot product of two
+ * contiguous rows per element, four double sums; else rows of B added
+ * into C's row in contraction order. */
+static void matmul_thin(mat A, mat B, double *restrict C, int64_t M, int64_t K, int64_t N, bool exact) {
+#ifdef HK_HAVE_AVX2_KERNEL
+  bool avx2 = use_avx2(), fma = exact && use_fma();
+#else
+  (void)exact;
+#endif
+  double *a = malloc((size_t)(K ? K : 1) * sizeof(double));
+  if (!a) hk_out_of_memory();
+  memset(C, 0, (size_t)(M * N) * sizeof(double));
+  for (int64_t i = 0; i < M; i++) {
+    row_f64(A, i, K, a);
+    double *restrict c = C + i * N;
+    if (B.t) {
+      for (int64_t j = 0; j < N; j++) {
+        const float *b = (const float *)B.p + B.off + j * K;
+#ifdef HK_HAVE_AVX2_KERNEL
+        if (avx2) {
+          c[j] = dot_row_avx2(a, b, K, fma);
+          continue;
+        }
+#endif
+        c[j] = dot_row(a, b, K);
+      }
+      continue;
+    }
+    for (int64_t k = 0; k < K; k++) {
+      double x = a[k];
+      if (B.f32) {
+        const float *b = (const float *)B.p + B.off + k * N;
+        for (int64_t j = 0; j < N; j++) c[j] += x * (double)b[j];
+      } else {
+        const double *b = (const double *)B.p + B.off + k * N;
+        for (int64_t j = 0; j < N; j++) c[j] += x * b[j];
+      }
+    }
+  }
+  free(a);
+}
+
 /* C[M][N] = A[M][K] * B[K][N] in double: blocks of BLK_K contraction
  * steps, packed panels, register blocks (MR x NR, or 8 x NR with AVX2).
  * Every C element adds its blocks' partial sums in contraction order. */
 static void matmul_f64(mat A, mat B, double *restrict C, int64_t M, int64_t K, int64_t N,
                        bool exact_products) {
+  if (M < MR) {
+    matmul_thin(A, B, C, M, K, N, exact_products);
+    return;
+  }
   int mr = MR;
 #ifdef HK_HAVE_AVX2_KERNEL
   bool fma = exact_products && use_fma();
@@ -260,7 +399,7 @@ static void matmul_f64(mat A, mat B, double *restrict C, int64_t M, int64_t K, i
     int64_t nk = K - k0 < BLK_K ? K - k0 : BLK_K;
     for (int64_t j0 = 0; j0 < N; j0 += BLK_J) {
       int64_t nj = N - j0 < BLK_J ? N - j0 : BLK_J;
-      pack_b(B, N, k0, nk, j0, nj, Bp);
+      pack_b(B, K, N, k0, nk, j0, nj, Bp);
       for (int64_t i0 = 0; i0 < M; i0 += BLK_I) {
         int64_t ni = M - i0 < BLK_I ? M - i0 : BLK_I;
         pack_strips(A, K, i0, ni, k0, nk, mr, Ap);
@@ -420,13 +559,11 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
   int64_t lfree[HK_MAX_RANK], rfree[HK_MAX_RANK];
   int nlf = free_dims(l, dn->lhs_batch, dn->lhs_contracting, lfree);
   int nrf = free_dims(r, dn->rhs_batch, dn->rhs_contracting, rfree);
-  int64_t B, B2, M, N, K, K2;
-  int64_t *lb = dim_offsets(l, dn->lhs_batch.n, dn->lhs_batch.v, &B);
-  int64_t *lm = dim_offsets(l, nlf, lfree, &M);
-  int64_t *lk = dim_offsets(l, dn->lhs_contracting.n, dn->lhs_contracting.v, &K);
-  int64_t *rb = dim_offsets(r, dn->rhs_batch.n, dn->rhs_batch.v, &B2);
-  int64_t *rk = dim_offsets(r, dn->rhs_contracting.n, dn->rhs_contracting.v, &K2);
-  int64_t *rn = dim_offsets(r, nrf, rfree, &N);
+  dimlist lb = {(int)dn->lhs_batch.n, dn->lhs_batch.v}, lm = {nlf, lfree};
+  dimlist lk = {(int)dn->lhs_contracting.n, dn->lhs_contracting.v};
+  dimlist rb = {(int)dn->rhs_batch.n, dn->rhs_batch.v}, rn = {nrf, rfree};
+  dimlist rk = {(int)dn->rhs_contracting.n, dn->rhs_contracting.v};
+  int64_t B = dims_count(l, lb), M = dims_count(l, lm), K = dims_count(l, lk), N = dims_count(r, rn);
   hk_value *res = hk_value_for_shape_dims(ins->shape);
   hk_status *st = NULL;
   if (res->n != B * M * N) {
@@ -434,16 +571,16 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
                        (long long)res->n, (long long)(B * M * N));
   } else {
     acc_kind k = acc_of((hk_prim)res->elem, (hk_prim)l->elem, (hk_prim)r->elem);
-    bool exact = exact_products((hk_prim)l->elem, (hk_prim)r->elem), af32, bf32, a_own, b_own;
-    void *A = operand_matrix(l, lb, B, lm, M, lk, K, k, &af32, &a_own);
-    void *Bm = operand_matrix(r, rb, B, rk, K, rn, N, k, &bf32, &b_own);
+    bool exact = exact_products((hk_prim)l->elem, (hk_prim)r->elem), af32, bf32, a_own, b_own, bt;
+    void *A = operand_matrix(l, lb, lm, lk, k, &af32, &a_own, NULL);
+    void *Bm = operand_matrix(r, rb, rk, rn, k, &bf32, &b_own, &bt);
     void *C = malloc((size_t)(M * N > 0 ? M * N : 1) * 8);
     if (!C) hk_out_of_memory();
     for (int64_t b = 0; b < B && !st; b++) {
       for (int64_t i0 = 0; i0 < M && !st; i0 += 256) {
         int64_t rows = M - i0 < 256 ? M - i0 : 256, a0 = b * M * K + i0 * K, b0 = b * K * N;
         if (k == ACC_F64)
-          matmul_f64((mat){A, af32, a0}, (mat){Bm, bf32, b0}, (double *)C + i0 * N, rows, K, N, exact);
+          matmul_f64((mat){A, af32, a0, false}, (mat){Bm, bf32, b0, bt}, (double *)C + i0 * N, rows, K, N, exact);
         else
           matmul_int((const int64_t *)A + a0, (const int64_t *)Bm + b0, (int64_t *)C + i0 * N, rows, K, N);
         st = hk_eval_poll(d, ins);
@@ -454,7 +591,6 @@ static hk_status *dot_dense(hk_device_ctx *d, const hk_instr *ins, const hk_valu
     if (b_own) free(Bm);
     free(C);
   }
-  free(lb); free(lm); free(lk); free(rb); free(rk); free(rn);
   if (st) {
     hk_value_release(res);
     return st;
@@ -539,7 +675,7 @@ static void pack_ordered(const hk_value *v, const int64_t *order, int n, mat *ou
     else ((double *)p)[i] = elem_f64(v, off);
     step_index(n, dims, st, idx, &off);
   }
-  *out = (mat){p, f32, 0};
+  *out = (mat){p, f32, 0, false};
 }
 
 /* Writes p back in v's order, rounding once to v's type. */
@@ -705,11 +841,11 @@ static hk_status *im2col_run(hk_device_ctx *d, const hk_instr *ins, const im2col
   hk_status *st = NULL;
   for (int64_t fg = 0; fg < c->groups && !st; fg++) {
     double *Kg = kernel_as_is(c) ? NULL : group_kernel(c, fg);
-    mat Km = Kg ? (mat){Kg, false, 0} : c->K;
+    mat Km = Kg ? (mat){Kg, false, 0, false} : c->K;
     for (int64_t r0 = 0; r0 < R && !st; r0 += chunk) {
       int64_t rows = R - r0 < chunk ? R - r0 : chunk;
       fill_columns(c, fg, r0, rows, A);
-      matmul_f64((mat){A, false, 0}, Km, Cm, rows, c->KK, c->ocols, c->exact);
+      matmul_f64((mat){A, false, 0, false}, Km, Cm, rows, c->KK, c->ocols, c->exact);
       for (int64_t r = 0; r < rows; r++)
         memcpy(O + (r0 + r) * g->OZ + fg * c->ocols, Cm + r * c->ocols, (size_t)c->ocols * sizeof(double));
       st = hk_eval_poll(d, ins);

@@ -189,6 +189,25 @@ static void memo_clear(se_memo *m) {
   memset(m, 0, sizeof *m);
 }
 
+void se_part_begin(se_ctx *x) { x->transient++; }
+
+/* Drops every entry of m, keeping its table. */
+static void memo_empty(se_memo *m) {
+  if (!m->n) return;
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->e[i].hash) {
+      hk_value_release(m->e[i].v);
+      free(m->e[i].key);
+    }
+  memset(m->e, 0, m->cap * sizeof *m->e);
+  m->n = 0;
+  m->bytes = 0;
+}
+
+void se_part_end(se_ctx *x) {
+  if (--x->transient == 0) memo_empty(&x->part_memo);
+}
+
 void se_ctx_trim(se_ctx *x) {
   if (x->memo.bytes > x->memo_limit) memo_clear(&x->memo);
 }
@@ -274,6 +293,7 @@ hk_status *se_ctx_init(se_ctx *x, const hk_module *m, const hk_module *global, b
 
 void se_ctx_free(se_ctx *x) {
   memo_clear(&x->memo);
+  memo_clear(&x->part_memo);
   for (int64_t d = 0; x->entry && d < x->num_partitions * x->num_replicas; d++) frame_free(x->entry[d]);
   while (x->groups) {
     se_groups *g = x->groups;
@@ -497,6 +517,7 @@ hk_status *se_eval(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const 
   int64_t fid = memo_frame(f, ins);
   uint64_t h = request_hash(fid, ins, leaf, b);
   se_entry *e = memo_find(&x->memo, h, fid, ins, leaf, b);
+  if (!e && x->transient) e = memo_find(&x->part_memo, h, fid, ins, leaf, b);
   if (e) {
     *out = hk_value_retain(e->v);
     return NULL;
@@ -516,9 +537,10 @@ hk_status *se_eval(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const 
   }
   /* An entry parameter is a pure function of the global index, cheaper to
    * make again than to hold: a big box of one is not kept (a dot reading
-   * a weight in slices then never holds the whole weight). */
+   * a weight in slices then never holds the whole weight); a big box made
+   * for one part of a dot is kept only until the part ends. */
   if (!(ins->opcode == HK_OP_PARAMETER && !f->parent && count > SE_REMAKE_ELEMENTS))
-    memo_put(&x->memo, h, fid, ins, leaf, b, v);
+    memo_put(x->transient && count > SE_REMAKE_ELEMENTS ? &x->part_memo : &x->memo, h, fid, ins, leaf, b, v);
   *out = v;
   return NULL;
 }

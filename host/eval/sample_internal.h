@@ -96,6 +96,9 @@ typedef struct se_ctx {
   int64_t memo_limit;              /* bytes kept between samples */
   int64_t request_limit;           /* largest box one request may need (elements) */
   int64_t deadline_ns;             /* 0: none */
+  int transient;                   /* > 0: inside a dot's part (se_part_begin) */
+  se_memo part_memo;               /* boxes above SE_REMAKE_ELEMENTS made inside a part:
+                                      dropped when the part ends */
   uint32_t polls;
   se_groups *groups;
 } se_ctx;
@@ -136,6 +139,10 @@ hk_value *se_value_of_box(hk_prim elem, const se_box *b);
  * (covering db). */
 void se_copy_box(hk_value *dst, const se_box *db, const hk_value *src, const se_box *sb);
 hk_status *se_check_time(se_ctx *x, const hk_instr *ins);
+/* A dot's part (read once): big boxes made until the matching
+ * se_part_end are memoised only until then. */
+void se_part_begin(se_ctx *x);
+void se_part_end(se_ctx *x);
 /* acc[ai] = c(acc[ai], upd[ui]) with reducer c (kind: hk_reducer_kind_of(c),
  * fast for add/mul/max/min, else the computation is called). */
 hk_status *se_combine_elem(se_ctx *x, const hk_computation *c, hk_reducer_kind kind,

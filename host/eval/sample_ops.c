@@ -15,6 +15,50 @@ static uint64_t splitmix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
+/* f32 elements base .. base + n - 1 of a parameter's stream into o: the
+ * value of index i is splitmix(base + i) scaled to [-1, 1]. */
+static void random_f32_row(float *o, int64_t n, uint64_t base) {
+  for (int64_t j = 0; j < n; j++)
+    o[j] = (float)((double)(splitmix(base + (uint64_t)j) >> 11) * (2.0 / 9007199254740992.0) - 1);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HK_HAVE_AVX512_RANDOM 1
+/* random_f32_row eight elements at a time (64-bit multiplies and the
+ * unsigned conversion are AVX-512DQ's); the same values bit for bit. */
+__attribute__((target("avx512f,avx512dq"))) static void random_f32_row_avx512(float *o, int64_t n,
+                                                                              uint64_t base) {
+  const __m512i step = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i c0 = _mm512_set1_epi64((long long)0x9e3779b97f4a7c15ULL);
+  const __m512i c1 = _mm512_set1_epi64((long long)0xbf58476d1ce4e5b9ULL);
+  const __m512i c2 = _mm512_set1_epi64((long long)0x94d049bb133111ebULL);
+  const __m512d scale = _mm512_set1_pd(2.0 / 9007199254740992.0), one = _mm512_set1_pd(1.0);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    __m512i z = _mm512_add_epi64(_mm512_add_epi64(_mm512_set1_epi64((long long)(base + (uint64_t)j)), step), c0);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 30)), c1);
+    z = _mm512_mullo_epi64(_mm512_xor_si512(z, _mm512_srli_epi64(z, 27)), c2);
+    z = _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
+    __m512d u = _mm512_cvtepu64_pd(_mm512_srli_epi64(z, 11));
+    _mm256_storeu_ps(o + j, _mm512_cvtpd_ps(_mm512_sub_pd(_mm512_mul_pd(u, scale), one)));
+  }
+  random_f32_row(o + j, n - j, base + (uint64_t)j);
+}
+#endif
+
+/* The fill of entry parameters' f32 rows (CPU features read once by
+ * libgcc, before main). */
+static void fill_f32_row(float *o, int64_t n, uint64_t base) {
+#ifdef HK_HAVE_AVX512_RANDOM
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) {
+    random_f32_row_avx512(o, n, base);
+    return;
+  }
+#endif
+  random_f32_row(o, n, base);
+}
+
 /* Floats uniform in [-1, 1], signed ints in [-8, 8], unsigned in [0, 8],
  * pred random: the ranges hk_value_random uses. */
 static void random_element(hk_value *v, int64_t i, uint64_t u) {
@@ -74,9 +118,7 @@ hk_status *se_op_parameter_entry(se_ctx *x, se_frame *f, const hk_instr *ins, in
     int64_t n_in = !inside ? 0 : b->rank == 0 ? 1 : gs->dims[last] - g_last < row ? gs->dims[last] - g_last : row;
     lin += g_last;
     if (v->elem == HK_F32) {
-      float *o = (float *)v->data + i;
-      for (int64_t j = 0; j < n_in; j++)
-        o[j] = (float)((double)(splitmix(stream + (uint64_t)(lin + j)) >> 11) * (2.0 / 9007199254740992.0) - 1);
+      fill_f32_row((float *)v->data + i, n_in, stream + (uint64_t)lin);
     } else {
       for (int64_t j = 0; j < n_in; j++) random_element(v, i + j, splitmix(stream + (uint64_t)(lin + j)));
     }
@@ -263,10 +305,65 @@ static hk_status *dot_in_chunks(se_ctx *x, se_frame *f, const hk_instr *ins, con
   return st;
 }
 
+/* Operand boxes of a dot's parts stay within this many elements: a part's
+ * operands then stay in cache between being made and being multiplied. */
+enum { DOT_PART_ELEMENTS = 1 << 16 };
+
+/* The result dim to split b along so that the bigger operand's box of
+ * each part stays within DOT_PART_ELEMENTS (-1: none needed or none
+ * possible), and the part's extent along it.  The dim is a batch or free
+ * dim of the bigger operand (a free dim of the other one leaves the bigger
+ * box whole), the widest; each part is then an independent dot over
+ * whole contracting rows, computed and rounded exactly as the whole box. */
+static int dot_result_split(const hk_dot_dnums *dn, int lfree, const se_box *b, const se_box *lb,
+                            const se_box *rb, int64_t *step) {
+  int64_t nl = se_box_count(lb), nr = se_box_count(rb), big = nl > nr ? nl : nr;
+  if (big <= DOT_PART_ELEMENTS) return -1;
+  bool lhs_big = nl >= nr;
+  int nb = (int)dn->lhs_batch.n, rfree = b->rank - nb - lfree;
+  int lo_free = lhs_big ? nb : nb + lfree, n_free = lhs_big ? lfree : rfree, best = -1;
+  for (int d = 0; d < b->rank; d++) {
+    bool in_big = d < nb || (d >= lo_free && d < lo_free + n_free);
+    if (in_big && b->n[d] > 1 && (best < 0 || b->n[d] > b->n[best])) best = d;
+  }
+  if (best < 0) return -1;
+  int64_t per = big / b->n[best];
+  *step = per ? DOT_PART_ELEMENTS / per : b->n[best];
+  if (*step < 1) *step = 1;
+  return *step >= b->n[best] ? -1 : best;
+}
+
+static hk_status *dot_box(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b, hk_value **out);
+
+/* The dot over b as parts along result dim d, each copied into place. */
+static hk_status *dot_in_parts(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b, int d,
+                               int64_t step, hk_value **out) {
+  hk_value *v = se_value_of_box((hk_prim)ins->shape->elem, b);
+  hk_status *st = NULL;
+  for (int64_t lo = 0; lo < b->n[d] && !st; lo += step) {
+    se_box pb = *b;
+    pb.lo[d] = b->lo[d] + lo;
+    pb.n[d] = lo + step < b->n[d] ? step : b->n[d] - lo;
+    hk_value *part = NULL;
+    se_part_begin(x);
+    st = dot_box(x, f, ins, &pb, &part);
+    se_part_end(x);
+    if (!st) se_copy_box(v, b, part, &pb);
+    hk_value_release(part);
+  }
+  if (st) hk_value_release(v);
+  else *out = v;
+  return st;
+}
+
 hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, const se_box *b,
                      hk_value **out) {
   (void)leaf;
   if (ins->n_operands != 2) return hk_eval_error(ins, HK_UNIMPLEMENTED, "sparse dot");
+  return dot_box(x, f, ins, b, out);
+}
+
+static hk_status *dot_box(se_ctx *x, se_frame *f, const hk_instr *ins, const se_box *b, hk_value **out) {
   static const hk_dot_dnums empty;
   const hk_dot_dnums *dn = ins->attrs && ins->attrs->dot ? ins->attrs->dot : &empty;
   const hk_shape *ls = ins->operands[0]->shape, *rs = ins->operands[1]->shape;
@@ -274,6 +371,9 @@ hk_status *se_op_dot(se_ctx *x, se_frame *f, const hk_instr *ins, int leaf, cons
   se_box lb, rb;
   dot_operand_box(ls, dn->lhs_batch, dn->lhs_contracting, dn->lhs_batch.n, b, &lb);
   dot_operand_box(rs, dn->rhs_batch, dn->rhs_contracting, dn->rhs_batch.n + lfree, b, &rb);
+  int64_t pstep = 0;
+  int pd = dot_result_split(dn, lfree, b, &lb, &rb, &pstep);
+  if (pd >= 0) return dot_in_parts(x, f, ins, b, pd, pstep, out);
   int ld = 0, rd = 0;
   int64_t step = hk_prim_is_float((hk_prim)ins->shape->elem) ? dot_chunk_step(dn, &lb, &rb, &ld, &rd) : 0;
   if (step) return dot_in_chunks(x, f, ins, b, &lb, &rb, ld, rd, step, out);
@@ -309,6 +409,29 @@ static void window_range(const hk_window_dim *w, int64_t o0, int64_t n, int64_t 
   *cnt = p0 <= p1 ? p1 - p0 + 1 : 0;
   *shadow = *w;
   shadow->pad_lo = w->pad_lo - o0 * stride + *lo * bd;
+}
+
+/* Narrows shadow window dim w (re-based by window_range on an input
+ * range of cnt elements, outputs 0 .. n - 1) to the window positions that
+ * land on that input for some output, and the kernel's box along that dim
+ * (kernel dim of size ksize, box *klo, *kn) to the kernel elements those
+ * positions read (reversed windows read them from the far end).  A
+ * sampled output row then reads only the taps that touch it (a dot in
+ * the guise of a padded convolution reads one tap, not the whole kernel). */
+static void kernel_range(hk_window_dim *w, int64_t n, int64_t cnt, int64_t ksize, int64_t *klo, int64_t *kn) {
+  if (cnt <= 0 || n <= 0 || ksize <= 0) return;
+  int64_t stride = w->stride ? w->stride : 1, bd = w->base_dilation ? w->base_dilation : 1;
+  int64_t wd = w->window_dilation ? w->window_dilation : 1;
+  /* Position k touches the input when some o in [0, n) has
+   * 0 <= o * stride - pad_lo + k * wd <= (cnt - 1) * bd. */
+  int64_t k0 = ceil_div(w->pad_lo - (n - 1) * stride, wd), k1 = floor_div((cnt - 1) * bd + w->pad_lo, wd);
+  if (k0 < 0) k0 = 0;
+  if (k1 > ksize - 1) k1 = ksize - 1;
+  if (k0 > k1 || (k0 == 0 && k1 == ksize - 1)) return;
+  *klo += w->reversal ? ksize - 1 - k1 : k0;
+  *kn = k1 - k0 + 1;
+  w->pad_lo -= k0 * wd;
+  w->size = *kn;
 }
 
 static hk_window *shadow_window(se_ctx *x, const hk_window *w) {
@@ -366,6 +489,8 @@ hk_status *se_op_convolution(se_ctx *x, se_frame *f, const hk_instr *ins, int le
     int64_t od = dn->output_spatial[s], id = dn->input_spatial[s];
     window_range(&window->dims[s], wb.lo[od], wb.n[od], is->dims[id], &ib.lo[id], &ib.n[id],
                  (hk_window_dim *)&win->dims[s]);
+    int64_t kd = dn->kernel_spatial[s];
+    kernel_range((hk_window_dim *)&win->dims[s], wb.n[od], ib.n[id], ks->dims[kd], &kb.lo[kd], &kb.n[kd]);
   }
   hk_attrs sa = *at;
   sa.window = win;
