@@ -764,13 +764,14 @@ START_TEST(two_d_dot_partitionings_by_bytes) {
        " rhs_contracting_dims={1}, sharding={devices=[2,1,1,2]<=[4] last_tile_dim_replicate}\n",
        2, 0, 0, 4 * 64 * 16 * 4 + 4 * 16 * 48 * 4, 4 * 64 * 48 * 4},
       /* a replicated over one mesh axis, contracting split over the other;
-       * b split on both: two gathers and one permute (8.5 KiB) against
-       * all-reduce + permute of the [64,24] output (12 KiB) */
+       * b split on both: two gathers and one permute of b's [16,24] tile
+       * before its gather (7 KiB) against all-reduce + permute of the
+       * [64,24] output (12 KiB) */
       {"  a = f32[64,32] parameter(0), sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n"
        "  b = f32[32,48] parameter(1), sharding={devices=[2,2]<=[4]}\n"
        "  ROOT d = f32[64,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0},"
        " sharding={devices=[1,2,2]<=[4] last_tile_dim_replicate}\n",
-       2, 0, 1, 64 * 16 * 4 + 16 * 24 * 4 + 32 * 24 * 4, 2 * 64 * 24 * 4},
+       2, 0, 1, 64 * 16 * 4 + 16 * 24 * 4 + 16 * 24 * 4, 2 * 64 * 24 * 4},
       /* batch x rows on the lhs, batch x columns on the rhs, output batch x
        * rows: the rhs columns gathered, as XLA does */
       {"  a = f32[4,64,32] parameter(0), sharding={devices=[2,2,1]<=[4]}\n"
