@@ -179,18 +179,6 @@ void se_memo_store(se_ctx *x, const se_frame *f, const hk_instr *ins, int leaf, 
   if (!memo_find(&x->memo, h, fid, ins, leaf, b)) memo_put(&x->memo, h, fid, ins, leaf, b, v);
 }
 
-static void memo_clear(se_memo *m) {
-  for (size_t i = 0; i < m->cap; i++)
-    if (m->e[i].hash) {
-      hk_value_release(m->e[i].v);
-      free(m->e[i].key);
-    }
-  free(m->e);
-  memset(m, 0, sizeof *m);
-}
-
-void se_part_begin(se_ctx *x) { x->transient++; }
-
 /* Drops every entry of m, keeping its table. */
 static void memo_empty(se_memo *m) {
   if (!m->n) return;
@@ -203,6 +191,15 @@ static void memo_empty(se_memo *m) {
   m->n = 0;
   m->bytes = 0;
 }
+
+/* Drops every entry of m and its table. */
+static void memo_clear(se_memo *m) {
+  memo_empty(m);
+  free(m->e);
+  memset(m, 0, sizeof *m);
+}
+
+void se_part_begin(se_ctx *x) { x->transient++; }
 
 void se_part_end(se_ctx *x) {
   if (--x->transient == 0) memo_empty(&x->part_memo);
