@@ -476,11 +476,12 @@ static hk_status *conv_spatial(spmd_visitor *v, hk_instr *orig, bool *handled) {
  * on a tie the operand splitting the groups more. ---- */
 
 /* Dim maps of a grouped convolution: rhs dim -> lhs dim, lhs dim -> rhs
- * dim, lhs dim -> output dim, and the lhs dim holding the groups. */
+ * dim, lhs dim -> output dim, the lhs dim holding the groups and their
+ * count. */
 typedef struct group_maps {
   int64_t rhs_to_lhs[HK_MAX_RANK], lhs_to_rhs[HK_MAX_RANK], lhs_to_out[HK_MAX_RANK];
   int64_t out_to_lhs[HK_MAX_RANK];
-  int64_t lg;
+  int64_t lg, g;
 } group_maps;
 
 /* The maps, or false when the groups are not what the plans need. */
@@ -491,6 +492,7 @@ static bool group_maps_of(const hk_instr *orig, group_maps *gm) {
   int64_t bgc = groups_of(a->batch_group_count), fgc = groups_of(a->feature_group_count);
   bool batch = bgc > 1;
   int64_t g = batch ? bgc : fgc;
+  gm->g = g;
   gm->lg = batch ? cd->input_batch : cd->input_feature;
   int64_t lo = batch ? cd->input_feature : cd->input_batch;
   if (batch ? (lsh->dims[gm->lg] != g || rsh->dims[cd->kernel_output_feature] != g)
@@ -517,10 +519,10 @@ typedef struct group_plan {
  * holds them; to_lhs maps its dims to the lhs's, NULL: s is the lhs's)
  * does; false when that split does not divide the groups. */
 static bool group_plan_from(spmd_visitor *v, const group_maps *gm, const hk_sharding *s, int64_t gd,
-                            const int64_t *to_lhs, int64_t g, int r, group_plan *pl) {
+                            const int64_t *to_lhs, int r, group_plan *pl) {
   if (!hk_sharding_is_tiled(s) || s->n_subgroups || spmd_is_subgroup_manual(s)) return false;
   int64_t k = hk_sharding_dim_partitions(s, (int)gd);
-  if (k < 2 || g % k) return false;
+  if (k < 2 || gm->g % k) return false;
   int64_t others[HK_MAX_RANK];
   int n = 0;
   for (int d = 0; d < r; d++)
@@ -549,7 +551,6 @@ static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled)
   if ((hk_sharding_is_tiled(ls) && (ls->n_subgroups || spmd_is_subgroup_manual(ls))) ||
       (hk_sharding_is_tiled(rs) && (rs->n_subgroups || spmd_is_subgroup_manual(rs))))
     return NULL;
-  int64_t g = groups_of(a->batch_group_count) > 1 ? a->batch_group_count : a->feature_group_count;
   int r = orig->shape->rank;
   int64_t kl = parts(ls, gm.lg), kr = parts(rs, cd->kernel_output_feature);
   /* Candidates in tie order: the operand splitting the groups more, the
@@ -557,9 +558,9 @@ static hk_status *groups_aligned(spmd_visitor *v, hk_instr *orig, bool *handled)
   group_plan cand[3], *best = NULL;
   bool ok[3];
   int first = kl >= kr ? 0 : 1;
-  ok[first] = group_plan_from(v, &gm, ls, gm.lg, NULL, g, r, &cand[first]);
-  ok[1 - first] = group_plan_from(v, &gm, rs, cd->kernel_output_feature, gm.lhs_to_rhs, g, r, &cand[1 - first]);
-  ok[2] = group_plan_from(v, &gm, o, cd->output_feature, gm.lhs_to_out, g, r, &cand[2]);
+  ok[first] = group_plan_from(v, &gm, ls, gm.lg, NULL, r, &cand[first]);
+  ok[1 - first] = group_plan_from(v, &gm, rs, cd->kernel_output_feature, gm.lhs_to_rhs, r, &cand[1 - first]);
+  ok[2] = group_plan_from(v, &gm, o, cd->output_feature, gm.lhs_to_out, r, &cand[2]);
   int64_t best_cost = 0;
   for (int i = 0; i < 3; i++) {
     if (!ok[i]) continue;
