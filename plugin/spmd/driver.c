@@ -329,8 +329,12 @@ static void record_inputs_outputs_sharding(hk_module *m) {
 
 /* ---- phase C/D: flatten, partition ------------------------------------------------ */
 
+/* Runs the registry's pass `name` on m; *changed (when not NULL) says
+ * whether it changed m. */
 static hk_status *run_pass_changed(spmd_partitioner *p, const char *name, hk_module *m,
                                    const hk_exec_threads *threads, bool *changed) {
+  bool ignored;
+  if (!changed) changed = &ignored;
   *changed = false;
   if (!p->reg) return hk_error(HK_FAILED_PRECONDITION, "spmd-partitioning needs pass '%s'", name);
   hk_status *err = NULL;
@@ -516,9 +520,7 @@ static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_th
   /* Phase C */
   /* Flattening clones only computations called in a control-flow context:
    * when the module has none (the walk's notes hold), it has nothing to do. */
-  bool flattened_something = false;
-  if (!flat_by_notes(p, m))
-    HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, &flattened_something));
+  if (!flat_by_notes(p, m)) HK_TRY(run_pass_changed(p, "flatten-call-graph", m, threads, NULL));
   spmd_phase_done(&p->clock, "flatten call graph");
   hk_program_shape saved = hk_computation_program_shape(m->entry);
   p->next_channel_id =
