@@ -11,9 +11,7 @@
 
 #include "sdy.h"
 
-/* (N, {i...}) -> (0, {N, i...}) in an input_output_alias / buffer_donor
- * text (wrap), or back (!wrap: (0, {N, i...}) -> (N, {i...})); the rest is
- * copied.  The parser checked the text's form. */
+/* A decimal at *p (spaces around it skipped); false when none is there. */
 static bool parse_index(const char **p, long *out) {
   while (**p == ' ') (*p)++;
   char *end;
@@ -46,6 +44,9 @@ static bool renumber_pair(hk_buf *b, const char **p, bool wrap) {
   return true;
 }
 
+/* (N, {i...}) -> (0, {N, i...}) in an input_output_alias / buffer_donor
+ * text (wrap), or back (!wrap: (0, {N, i...}) -> (N, {i...})); the rest is
+ * copied.  The parser checked the text's form. */
 static const char *renumber(hk_module *m, const char *text, bool wrap) {
   hk_buf b;
   hk_buf_init(&b);
