@@ -78,19 +78,10 @@ static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char
   collect_leaves(i->shape, leaves, &n);
   hk_status *st = NULL;
   /* An empty tuple takes one sharding, as XLA's tuple HloSharding of an
-   * empty tuple has one element (a callback without results). */
-  if (tuple && n == 0 && pv.n == 1) {
-    const hk_shape *scalar = hk_shape_scalar(cx->m, HK_PRED);
-    st = convert_one(cx, &pv.v[0], scalar, n_manual, manual, &elems[0]);
-    if (!st) {
-      const hk_sharding *one = elems[0] ? elems[0] : hk_sharding_replicated(cx->m);
-      *out = hk_sharding_tuple(cx->m, 1, &one);
-    }
-    free(leaves);
-    free(elems);
-    sdy_per_value_free(&pv);
-    return st;
-  }
+   * empty tuple has one element (a callback without results): its one
+   * value read as a scalar's. */
+  bool empty = tuple && n == 0 && pv.n == 1;
+  if (empty) leaves[n++] = hk_shape_scalar(cx->m, HK_PRED);
   if (pv.n != n)
     st = hk_error(HK_INVALID_ARGUMENT, "%d shardings for %d values", pv.n, n);
   bool any = false;
@@ -99,7 +90,7 @@ static hk_status *sharding_for_instr(sdy_import_ctx *cx, hk_instr *i, const char
     if (!st) any |= elems[k] != NULL;
   }
   if (!st && any && !tuple) *out = elems[0];
-  if (!st && any && tuple) {
+  if (!st && (any || empty) && tuple) {
     for (int k = 0; k < n; k++)
       if (!elems[k]) elems[k] = hk_sharding_replicated(cx->m);
     *out = hk_sharding_tuple(cx->m, n, elems);
