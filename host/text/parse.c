@@ -779,6 +779,13 @@ static bool check_parameter_number(tx_parser *P, tx_pending *pi) {
  * not kept, the built one is; an outfeed without outfeed_shape takes its
  * operand's shape there. */
 static bool xla_built_shape(tx_parser *P, tx_pending *pi) {
+  switch (pi->op) {   /* the other opcodes keep their declared shape: no work on the hot path */
+    case HK_OP_SEND: case HK_OP_RECV: case HK_OP_RECV_DONE: case HK_OP_OUTFEED:
+    case HK_OP_SEND_DONE: case HK_OP_AFTER_ALL: case HK_OP_ADD_DEPENDENCY:
+      break;
+    default:
+      return true;
+  }
   hk_instr **ops = pending_operands(P, pi);
   int n = pi->n_operands;
   const hk_shape *el[3];
