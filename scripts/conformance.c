@@ -769,7 +769,8 @@ __attribute__((unused)) static int run_command(char *const argv[], char **out, i
 /* ---- suite: spmd ------------------------------------------------------------- */
 
 /* The case's SpmdPartitionerOptions as pass options (upstream test names
- * mapped to ours; the gather method's "PartitioningMethod::" prefix dropped). */
+ * mapped to ours; the gather and scatter methods' "PartitioningMethod::"
+ * prefix dropped). */
 static void spmd_pass_spec(json_object *c, char *out, size_t cap) {
   size_t n = (size_t)snprintf(out, cap, "spmd-partitioning{allow_module_signature_change=%s",
                               jbool(c, "allow_module_signature_change", true) ? "true" : "false");
@@ -778,8 +779,8 @@ static void spmd_pass_spec(json_object *c, char *out, size_t cap) {
     json_object_object_foreach(opts, key, val) {
       const char *name = key, *v = json_object_get_string(val);
       if (!strcmp(key, "choose_faster_windowed_einsum")) name = "choose_faster_windowed_einsum_over_mem";
-      if (!strcmp(key, "gather_method")) {
-        name = "gather_partition_method";
+      if (!strcmp(key, "gather_method") || !strcmp(key, "scatter_method")) {
+        name = key[0] == 'g' ? "gather_partition_method" : "scatter_partition_method";
         const char *colon = strrchr(v, ':');
         if (colon) v = colon + 1;
       }
