@@ -909,6 +909,9 @@ static bool has_split_dim(const hk_sharding *s, int rank) {
   return false;
 }
 
+static bool coarsen_first(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const hk_sharding *to, spmd_coarsening *c, int64_t *cost);
+
 static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                                 const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
   from = norm(v, from);
@@ -956,6 +959,10 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       return NULL;
     }
   }
+  spmd_coarsening c;
+  int64_t via;
+  if (coarsen_first(v, gs, from, to, &c, &via))
+    return reshard_array(v, spmd_coarsen(v, h, gs, from, &c), gs, c.inter, to, out);
   hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&
@@ -1005,8 +1012,9 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   return NULL;
 }
 
-int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                          const hk_sharding *to) {
+/* The price of reshard_array's paths other than coarsening first. */
+static int64_t direct_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                           const hk_sharding *to) {
   from = norm(v, from);
   to = norm(v, to);
   if (!hk_shape_is_array(gs) || hk_sharding_equivalent(from, to)) return 0;
@@ -1038,6 +1046,31 @@ int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
     if (moved >= 0 && moved < gather) gather = moved;
   }
   return cost + gather;
+}
+
+/* Whether merging tiles by grouped all-gathers first (then resharding
+ * what they leave) is cheaper than the direct paths; c the merges. */
+static bool coarsen_first(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const hk_sharding *to, spmd_coarsening *c, int64_t *cost) {
+  from = norm(v, from);
+  to = norm(v, to);
+  int64_t direct = direct_cost(v, gs, from, to);
+  *cost = direct;
+  if (!hk_shape_is_array(gs) || spmd_manual_factor(from) != 1 || spmd_manual_factor(to) != 1 ||
+      !spmd_coarsen_plan(v, gs, from, to, c))
+    return false;
+  int64_t via = spmd_coarsen_cost(v, gs, from, c) + direct_cost(v, gs, c->inter, to);
+  if (via >= direct) return false;
+  *cost = via;
+  return true;
+}
+
+int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const hk_sharding *to) {
+  spmd_coarsening c;
+  int64_t cost;
+  coarsen_first(v, gs, from, to, &c, &cost);
+  return cost;
 }
 
 hk_status *spmd_reshard_hlo(spmd_visitor *v, hk_instr *h, const hk_shape *gs,

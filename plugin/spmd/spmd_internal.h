@@ -451,6 +451,26 @@ hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
  * through the dot handler; *handled false when neither applies ---- */
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);
 
+/* ---- coarsen.c: tiles merged k at a time by grouped all-gathers ---- */
+typedef struct spmd_coarsening {
+  int n;                            /* dims merged, in order */
+  int dims[HK_MAX_RANK];
+  int64_t k[HK_MAX_RANK];           /* old tiles per new one */
+  const hk_sharding *inter;         /* the sharding after the merges */
+} spmd_coarsening;
+/* Whether every dim of `to` splits into a divisor of from's split (merged
+ * tiles aligned, uneven dims too) and some merged dim stays split; then
+ * c says the merges and the sharding they leave (its devices maybe in
+ * another order than to's). */
+bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                       const hk_sharding *to, spmd_coarsening *c);
+/* The merges' price by the cost hook. */
+int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                          const spmd_coarsening *c);
+/* The merges built on local value h: a value sharded as c->inter. */
+hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
+                       const spmd_coarsening *c);
+
 /* ---- gather_scatter.c ---- */
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig);
 hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig);
