@@ -1,7 +1,7 @@
 /* test_spmd_coarsen.c - Check tests of reshards that merge tiles (coarsen.c):
  * a dim split fp ways going to tp | fp ways is all-gathered within the
  * groups of fp / tp devices whose tiles merge, never made whole and sliced
- * again; each test asserts the collectives, their groups and bytes, and the
+ * again (uneven tiles realigned by a halo exchange first); each test asserts the collectives, their groups and bytes, and the
  * values against the global module. */
 #include "spmd_check.h"
 
@@ -74,15 +74,38 @@ START_TEST(uneven_dim_merges_when_tiles_line_up) {
 }
 END_TEST
 
-START_TEST(misaligned_uneven_dim_still_computes) {
-  /* 10 rows: tiles of 3 do not pair into tiles of 5; the general path
-   * stands, and the values are right. */
+START_TEST(misaligned_uneven_dim_realigns_by_halo) {
+  /* 10 rows in tiles of 3 to tiles of 5: a pair of old tiles holds 6, so
+   * the second pair's shards first shift their windows left by one (one
+   * collective-permute of the halo row), then pairs gather and keep 5. */
   const char *text =
       "HloModule m\nENTRY e {\n"
       "  p = f32[10,3] parameter(0), sharding={devices=[4,1]<=[4]}\n"
       "  ROOT c = f32[10,3] copy(p), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n}\n";
   hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  hk_test_expect_ops(p, {HK_OP_ALL_GATHER, 1}, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_TO_ALL, 0},
+                     {HK_OP_ALL_REDUCE, 0});
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 1 * 3 * 4);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_GATHER), 3 * 3 * 4);
   ck_assert(spmd_check_root_dims(p, 2, (const int64_t[]){5, 3}));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(tiles_past_the_data_realign_from_far_shards) {
+  /* XLA's TileToPartialReplicateHaloExchangeWithPadding: 2 rows over 8
+   * shards to 2 tiles replicated 4 ways; row 1 (shard 1) reaches the
+   * second group by a permute, no device holds the whole value. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[2,123] parameter(0), sharding={devices=[8,1]<=[8]}\n"
+      "  ROOT c = f32[2,123] copy(p), sharding={devices=[2,1,4]<=[8] last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  hk_test_expect_ops(p, {HK_OP_ALL_GATHER, 1}, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_TO_ALL, 0},
+                     {HK_OP_ALL_REDUCE, 0});
+  const hk_instr *ag = hk_test_last_op(p, HK_OP_ALL_GATHER);
+  ck_assert_int_eq(ag->attrs->replica_groups->n_groups, 2);
+  ck_assert(spmd_check_root_dims(p, 2, (const int64_t[]){1, 123}));
   hk_module_free(p);
 }
 END_TEST
@@ -134,7 +157,8 @@ static Suite *suite(void) {
   tcase_add_test(t, rows_merge_within_groups_of_four);
   tcase_add_test(t, merge_follows_the_device_order);
   tcase_add_test(t, uneven_dim_merges_when_tiles_line_up);
-  tcase_add_test(t, misaligned_uneven_dim_still_computes);
+  tcase_add_test(t, misaligned_uneven_dim_realigns_by_halo);
+  tcase_add_test(t, tiles_past_the_data_realign_from_far_shards);
   tcase_add_test(t, two_dims_merge_by_one_gather_each);
   tcase_add_test(t, dot_gathers_the_cheaper_operand_within_groups);
   suite_add_tcase(s, t);

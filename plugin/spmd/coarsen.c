@@ -3,16 +3,40 @@
  * consecutive old ones, by an all-gather within each group of k devices
  * that hold them (XLA's ReshardToPartialReplicateWithAllGather), not by
  * gathering the dim whole and slicing it again.  The k devices of a group
- * then hold the same tile: the factor k joins the replication. */
+ * then hold the same tile: the factor k joins the replication.  Where
+ * uneven tiles do not line up, a halo exchange first moves each old
+ * shard's window to where its part of the new tile begins. */
 #include "spmd_internal.h"
 
-/* Whether dim d of global size n can go from fp to tp tiles by merging k
- * consecutive tiles: the merged tiles line up with tp's (uneven dims: the
- * k old tiles fill exactly one new one, its padding at the end). */
-static bool dim_coarsens(int64_t n, int64_t fp, int64_t tp) {
-  if (tp >= fp || fp % tp) return false;
-  int64_t k = fp / tp;
-  return k * ((n + fp - 1) / fp) == (n + tp - 1) / tp;
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Whether dim d of global size n goes from fp to tp tiles by merging k =
+ * fp / tp consecutive ones. */
+static bool dim_coarsens(int64_t fp, int64_t tp) { return tp < fp && fp % tp == 0; }
+
+/* Uneven dims: k old tiles of F hold more than one new tile of T, so the
+ * merged tiles would not start where the new ones do.  Old shard i (in
+ * new tile t = i / k) first takes the window starting t (kF - T) earlier
+ * (XLA's TileToPartialReplicateHaloExchange): left halo that long, right
+ * edge dropped as much; NULL when the halos reach too far. */
+static hk_instr *realign(spmd_visitor *v, hk_instr *x, const hk_shape *gs, const hk_sharding *from,
+                         int d, int64_t k) {
+  int64_t fp = hk_sharding_dim_partitions(from, d), tp = fp / k, n = gs->dims[d];
+  int64_t F = ceil_div(n, fp), T = ceil_div(n, tp);
+  if (k * F == T) return x;
+  int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * fp));
+  if (!tab) hk_out_of_memory();
+  for (int64_t i = 0; i < fp; i++) {
+    tab[i] = (i / k) * (k * F - T);
+    tab[fp + i] = -tab[i];
+    tab[2 * fp + i] = F * i;
+  }
+  spmd_halo h = {.ring = {fp, -1, 0}, .left = tab, .right = tab + fp, .explicit_left = 0,
+                 .padded_full = F * fp, .base_dim = n, .shard_with_halo = F,
+                 .offset_on_padded = tab + 2 * fp, .mask = false};
+  x = spmd_exchange_halo_valid(v, x, from, d, &h, spmd_constant_scalar(v, (hk_prim)gs->elem, 0));
+  free(tab);
+  return x;
 }
 
 /* Devices of s (tiled, no subgroups) with data dim d's tiles merged k at
@@ -83,7 +107,7 @@ bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *f
     int64_t fp = hk_sharding_dim_partitions(from, d), tp = hk_sharding_dim_partitions(to, d);
     if (tp > fp) return false;
     if (tp == fp) continue;
-    if (!dim_coarsens(gs->dims[d], fp, tp)) return false;
+    if (!dim_coarsens(fp, tp)) return false;
     c->dims[c->n] = d;
     c->k[c->n++] = fp / tp;
     finer_kept = finer_kept || tp > 1;
@@ -99,8 +123,11 @@ int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
   int64_t cost = 0;
   const hk_sharding *cur = from;
   for (int i = 0; i < c->n; i++) {
-    cost += spmd_plan_cost(v->p, HK_COLL_ALL_GATHER,
-                           hk_shape_byte_size(spmd_local_shape(v, cur, gs)), c->k[i]);
+    int64_t n = gs->dims[c->dims[i]], fp = hk_sharding_dim_partitions(from, c->dims[i]);
+    int64_t local = hk_shape_byte_size(spmd_local_shape(v, cur, gs));
+    if (c->k[i] * ceil_div(n, fp) != ceil_div(n, fp / c->k[i]))   /* realigned first */
+      cost += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local, 2);
+    cost += spmd_plan_cost(v->p, HK_COLL_ALL_GATHER, local, c->k[i]);
     cur = coarsen_dim(v, cur, gs->rank, c->dims[i], c->k[i]);
   }
   return cost;
@@ -108,6 +135,8 @@ int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding
 
 hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
                        const spmd_coarsening *c) {
+  for (int i = 0; i < c->n && h; i++) h = realign(v, h, gs, from, c->dims[i], c->k[i]);
+  if (!h) return NULL;
   const hk_sharding *cur = from;
   const hk_spmd_collective_ops *co = &v->p->collectives;
   for (int i = 0; i < c->n; i++) {
@@ -121,6 +150,9 @@ hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const h
     v->p->collectives_emitted++;
     free(groups);
     cur = coarsen_dim(v, cur, gs->rank, d, k);
+    /* Realigned uneven dims hold k F >= T positions: the new tile's T. */
+    int64_t T = ceil_div(gs->dims[d], hk_sharding_dim_partitions(cur, d));
+    if (h->shape->dims[d] != T) h = spmd_slice_dim(v, h, d, 0, T);
   }
   return h;
 }

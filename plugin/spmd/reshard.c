@@ -961,8 +961,9 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   }
   spmd_coarsening c;
   int64_t via;
-  if (coarsen_first(v, gs, from, to, &c, &via))
-    return reshard_array(v, spmd_coarsen(v, h, gs, from, &c), gs, c.inter, to, out);
+  hk_instr *merged;
+  if (coarsen_first(v, gs, from, to, &c, &via) && (merged = spmd_coarsen(v, h, gs, from, &c)))
+    return reshard_array(v, merged, gs, c.inter, to, out);
   hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&

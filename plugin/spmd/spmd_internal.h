@@ -458,8 +458,8 @@ typedef struct spmd_coarsening {
   int64_t k[HK_MAX_RANK];           /* old tiles per new one */
   const hk_sharding *inter;         /* the sharding after the merges */
 } spmd_coarsening;
-/* Whether every dim of `to` splits into a divisor of from's split (merged
- * tiles aligned, uneven dims too) and some merged dim stays split; then
+/* Whether every dim of `to` splits into a divisor of from's split and
+ * some merged dim stays split; then
  * c says the merges and the sharding they leave (its devices maybe in
  * another order than to's). */
 bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
@@ -467,7 +467,8 @@ bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *f
 /* The merges' price by the cost hook. */
 int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
                           const spmd_coarsening *c);
-/* The merges built on local value h: a value sharded as c->inter. */
+/* The merges built on local value h: a value sharded as c->inter; NULL
+ * (nothing built) when uneven tiles need halos that reach too far. */
 hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
                        const spmd_coarsening *c);
 
