@@ -260,6 +260,36 @@ static hk_instr *reduce_scatter_into(spmd_visitor *v, hk_instr *orig, hk_instr *
   return rs;
 }
 
+/* A dim's role: batch (in both operands and the output), contracting, or
+ * non-contracting (one operand and the output). */
+enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
+
+static int dim_role(const dot_dims *dm, int side, int d) {
+  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
+  if (od < 0) return ROLE_CONTRACTING;
+  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
+}
+
+/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
+ * one role. */
+static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
+  int64_t n = 1;
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
+  return n;
+}
+
+/* The output's partitions along the dims operand `side` brings alone. */
+static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
+  int64_t n = 1;
+  for (int od = 0; od < dm->ro; od++) {
+    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
+    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
+  }
+  return n;
+}
+
 /* ---- windowed einsum: when and which operand rotates ---------------------- */
 
 /* XLA's size test: the operand that would be gathered (side >= 0) or the
@@ -345,7 +375,8 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
       users_share_reshard(v, orig, orig->operands[w], w ? p.rhs : p.lhs))
     return false;
   *out = (spmd_windowed_dot){.side = w, .dim = wd, .ring = ws, .ring_dim = wd,
-                             .ring_size = v->p->num_partitions, .out = o};
+                             .ring_size = v->p->num_partitions, .out = o,
+                             .lhs_sharding = w ? kv->sharding : ws, .rhs_sharding = w ? ws : kv->sharding};
   if (w_to_out[wd] >= 0) {
     /* A non-contracting dim (not batch): each step fills a slice. */
     if (out_from_k[w_to_out[wd]] >= 0) return false;
@@ -357,7 +388,11 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   int kd = w ? dm->lhs_contract_of_rhs[wd] : dm->rhs_contract_of_lhs[wd];
   if (kd < 0 || hk_sharding_dim_partitions(kv->sharding, kd) > 1) return false;
   out->kind = SPMD_WINDOW_CONTRACT;
-  out->other_dim = kd;
+  out->n_win = 1;
+  out->win_dims[0] = wd;
+  out->win_other[0] = kd;
+  out->win_parts[0] = out->ring_size;
+  out->rot_sharding = ws;
   return true;
 }
 
@@ -538,6 +573,165 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   return true;
 }
 
+/* ---- windows within groups (XLA's dot grouped on non-contracting dims) ---- */
+
+/* Operand `side` (sharding s) tiles each of its non-contracting dims as
+ * the output o tiles the dim it becomes, device for device. */
+static bool nc_tiles_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *s, int side,
+                           const hk_sharding *o) {
+  int64_t a[HK_MAX_RANK + 1], c[HK_MAX_RANK + 1];
+  const int *to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+  for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
+    if (!hk_sharding_tile_index(s, dev, a) || !hk_sharding_tile_index(o, dev, c)) return false;
+    for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+      if (dim_role(dm, side, d) == ROLE_NON_CONTRACTING && a[d] != c[to_out[d]]) return false;
+  }
+  return true;
+}
+
+/* The contract window within groups: operand w is split along its
+ * non-contracting dims exactly as the output (the groups, one per output
+ * tile of those dims) and along contracting dims (the ring within a
+ * group, row-major over them); the output is split along those dims and
+ * the other operand's non-contracting dims only.  The other operand is
+ * resharded as the output asks (whole contracting dims, replicated over
+ * the groups), as XLA reshards it before partitioning within groups. */
+static bool grouped_contract_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                  spmd_windowed_dot *out) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const int *w_to_out = w ? dm->rhs_to_out : dm->lhs_to_out;
+  const int *out_from_w = w ? dm->out_from_rhs : dm->out_from_lhs;
+  const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
+  if (dm->n_whole || !one_tile_per_partition(v, o) || !one_tile_per_partition(v, ws)) return false;
+  int n_c = 0, c_dims[HK_MAX_RANK], k_dims[HK_MAX_RANK];
+  int64_t groups = 1;
+  for (int d = 0; d < (w ? dm->rr : dm->rl); d++) {
+    int64_t parts = hk_sharding_dim_partitions(ws, d);
+    if (parts == 1) continue;
+    int role = dim_role(dm, w, d);
+    if (role == ROLE_BATCH) return false;
+    if (role == ROLE_NON_CONTRACTING) {
+      if (hk_sharding_dim_partitions(o, w_to_out[d]) != parts) return false;
+      groups *= parts;
+      continue;
+    }
+    int kd = w ? dm->lhs_contract_of_rhs[d] : dm->rhs_contract_of_lhs[d];
+    if (kd < 0) return false;
+    c_dims[n_c] = d;
+    k_dims[n_c++] = kd;
+  }
+  if (!n_c || groups == 1) return false;   /* no ring, or no groups (rotating_plan's case) */
+  for (int od = 0; od < dm->ro; od++)
+    if (hk_sharding_dim_partitions(o, od) > 1 && out_from_w[od] >= 0 && out_from_k[od] >= 0) return false;
+  if (output_non_contracting_partitions(dm, o, w) != groups || !nc_tiles_agree(v, dm, ws, w, o))
+    return false;
+  dot_plan p;
+  plan_output(v, dm, o, &p);
+  const hk_sharding *kept = w ? p.lhs : p.rhs;
+  if (!p.ok || !kept) return false;
+  int64_t ring_size = v->p->num_partitions / groups;
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_CONTRACT, .side = w,
+                             .ring = ring_of(v, ws, c_dims, n_c),
+                             .ring_dim = n_c == 1 ? c_dims[0] : ws->n_tile_dims - n_c,
+                             .ring_size = ring_size, .out = o,
+                             .lhs_sharding = w ? kept : ws, .rhs_sharding = w ? ws : kept,
+                             .n_win = n_c, .rot_sharding = ws};
+  for (int j = 0; j < n_c; j++) {
+    out->win_dims[j] = c_dims[j];
+    out->win_other[j] = k_dims[j];
+    out->win_parts[j] = hk_sharding_dim_partitions(ws, c_dims[j]);
+  }
+  return true;
+}
+
+/* XLA's size gate for a window within groups: the rotating operand's
+ * share of one group at least threshold_for_windowed_einsum_mib. */
+static bool grouped_worth_it(const spmd_visitor *v, const hk_instr *dot, const spmd_windowed_dot *w) {
+  const hk_spmd_options *o = &v->p->options;
+  if (!o->enable_windowed_einsum_for_all_gather) return false;
+  if (o->has_total_bytes_windowed_einsum_threshold)
+    return hk_spmd_should_enable_windowed_einsum_with_threshold(
+        o, dot->operands[0], dot->operands[1], o->threshold_for_windowed_einsum_mib);
+  int64_t groups = v->p->num_partitions / w->ring_size;
+  return hk_shape_byte_size(dot->operands[w->side]->shape) / groups >=
+         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+}
+
+/* The grouped plan for operand w as the rotating one, gated; the loop's
+ * trip count (0: none). */
+static int64_t grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                  spmd_windowed_dot *out) {
+  if (!grouped_contract_plan(v, orig, dm, w, out) || !grouped_worth_it(v, orig, out) ||
+      users_share_reshard(v, orig, orig->operands[1 - w], w ? out->lhs_sharding : out->rhs_sharding))
+    return 0;
+  return out->ring_size;
+}
+
+/* Which operand XLA groups the dot on when both match the output on their
+ * non-contracting dims (LhsIsBestMatchForNonContractingPartitioning,
+ * without a cost model): by default the one whose grouping replicates
+ * less of the other operand; with choose_faster_windowed_einsum_over_mem
+ * the one whose windowed loop within groups runs fewer iterations.  The
+ * matched operand rotates.  *it_l / *it_r: the iterations (0: no loop). */
+static bool lhs_is_best_match(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, bool may_l,
+                              bool may_r, int64_t it_l, int64_t it_r) {
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  int64_t lnc = role_partitions(dm, lc, 0, ROLE_NON_CONTRACTING);
+  int64_t rnc = role_partitions(dm, rc, 1, ROLE_NON_CONTRACTING);
+  if (may_l && may_r && v->p->options.choose_faster_windowed_einsum_over_mem)
+    return it_l && it_r ? it_l < it_r : it_l > 0;
+  int64_t lb = hk_shape_byte_size(spmd_local_shape(v, lc, orig->operands[0]->shape));
+  int64_t rb = hk_shape_byte_size(spmd_local_shape(v, rc, orig->operands[1]->shape));
+  return may_l && (!may_r || lnc * rb < rnc * lb);
+}
+
+/* XLA's PrioritizeContractingDimensionsPartitioning, without a cost
+ * model: with choose_faster_windowed_einsum_over_mem and the contracting
+ * dims split alike, grouping on them wins when the loops within
+ * non-contracting groups would run more iterations than the partitions
+ * left within a contracting group. */
+static bool contracting_grouping_first(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                       int64_t it_l, int64_t it_r) {
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  int64_t lk = role_partitions(dm, lc, 0, ROLE_CONTRACTING), rk = role_partitions(dm, rc, 1, ROLE_CONTRACTING);
+  if (!v->p->options.choose_faster_windowed_einsum_over_mem || lk != rk || lk < 2 || (!it_l && !it_r))
+    return false;
+  int64_t fewest = it_l && it_r ? (it_l < it_r ? it_l : it_r) : (it_l ? it_l : it_r);
+  return fewest > v->p->num_partitions / lk;
+}
+
+/* The window within groups XLA builds when no window over all devices
+ * applies: the dot grouped on the non-contracting dims of the operand
+ * that matches the output best, that operand rotating within a group. */
+static bool window_within_groups(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                 spmd_windowed_dot *out) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  if (!one_tile_per_partition(v, o) || !plain_tiled(lc) || !plain_tiled(rc) ||
+      !hk_sharding_is_tiled(lc) || !hk_sharding_is_tiled(rc))
+    return false;
+  /* XLA groups on batch dims first. */
+  if (role_partitions(dm, lc, 0, ROLE_BATCH) > 1 || role_partitions(dm, rc, 1, ROLE_BATCH) > 1)
+    return false;
+  int64_t lnc = role_partitions(dm, lc, 0, ROLE_NON_CONTRACTING);
+  int64_t rnc = role_partitions(dm, rc, 1, ROLE_NON_CONTRACTING);
+  bool may_l = lnc > 1 && lnc == output_non_contracting_partitions(dm, o, 0);
+  bool may_r = rnc > 1 && rnc == output_non_contracting_partitions(dm, o, 1);
+  if (!may_l && !may_r) return false;
+  spmd_windowed_dot wl, wr;
+  int64_t it_l = may_l ? grouped_iterations(v, orig, dm, 0, &wl) : 0;
+  int64_t it_r = may_r ? grouped_iterations(v, orig, dm, 1, &wr) : 0;
+  if (contracting_grouping_first(v, orig, dm, it_l, it_r)) return false;
+  bool lhs = lhs_is_best_match(v, orig, dm, may_l, may_r, it_l, it_r);
+  if (!(lhs ? it_l : it_r)) return false;
+  *out = lhs ? wl : wr;
+  return true;
+}
+
 /* Whether any window could pass windowed_worth_it: the cheap test first,
  * since most dots are far below the threshold. */
 static bool some_window_big_enough(const spmd_visitor *v, const hk_instr *dot) {
@@ -559,19 +753,31 @@ static bool windowed_disabled_by_user(const hk_instr *dot) {
   return false;
 }
 
-/* The windowed loop when a plan applies (rhs rotating first, as XLA). */
+static void local_contracting_windows(spmd_visitor *v, hk_instr *d, const dot_dims *dm);
+
+/* spmd_windowed_dot's fit_local for a convolution (ctx its dot_dims). */
+static void fit_local_windows(spmd_visitor *v, hk_instr *local, const void *ctx) {
+  local_contracting_windows(v, local, ctx);
+}
+
+/* The windowed loop when a plan applies (rhs rotating first, as XLA; then
+ * a window within groups). */
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
-  if (dm->n_spatial_contract || !some_window_big_enough(v, orig) || windowed_disabled_by_user(orig))
-    return NULL;
+  if (!some_window_big_enough(v, orig) || windowed_disabled_by_user(orig)) return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
-      !scatter_plan(v, orig, dm, &w))
+      !scatter_plan(v, orig, dm, &w) && !window_within_groups(v, orig, dm, &w))
     return NULL;
+  if (dm->n_spatial_contract) {   /* a convolution: its windows fit each local one */
+    w.fit_local = fit_local_windows;
+    w.fit_ctx = dm;
+  }
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  bool scatter = w.kind == SPMD_WINDOW_SCATTER;   /* its plan may realign an operand */
-  HK_TRY(spmd_reshard(v, lv, scatter ? w.lhs_sharding : lv->sharding, &w.lhs));
-  HK_TRY(spmd_reshard(v, rv, scatter ? w.rhs_sharding : rv->sharding, &w.rhs));
+  /* The plans' operand shardings: a scatter may realign one, a window
+   * within groups reshards the kept operand. */
+  HK_TRY(spmd_reshard(v, lv, w.lhs_sharding, &w.lhs));
+  HK_TRY(spmd_reshard(v, rv, w.rhs_sharding, &w.rhs));
   spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
   *handled = true;
   return NULL;
@@ -581,36 +787,6 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
 
 static const hk_sharding *implied_output(spmd_visitor *v, const dot_dims *dm,
                                          const hk_sharding *s, int side);
-
-/* A dim's role: batch (in both operands and the output), contracting, or
- * non-contracting (one operand and the output). */
-enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
-
-static int dim_role(const dot_dims *dm, int side, int d) {
-  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
-  if (od < 0) return ROLE_CONTRACTING;
-  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
-}
-
-/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
- * one role. */
-static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
-  int64_t n = 1;
-  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
-    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
-  return n;
-}
-
-/* The output's partitions along the dims operand `side` brings alone. */
-static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
-  int64_t n = 1;
-  for (int od = 0; od < dm->ro; od++) {
-    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
-    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
-    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
-  }
-  return n;
-}
 
 /* Operand `side` (sharding s) tiles exactly as the output o on the dims
  * they share, and o splits nothing else (XLA: s transposed to the output
