@@ -384,6 +384,47 @@ START_TEST(window_within_groups_of_a_dot_like_convolution) {
 }
 END_TEST
 
+START_TEST(window_within_contracting_groups_then_all_reduce) {
+  /* XLA's WindowedEinsumPreferNumberIterations2 made small: both operands
+   * split 4 ways along K (the groups, devices {2g, 2g+1}) and 2 along
+   * their non-contracting dim, the output's N split across the groups.
+   * choose_faster_windowed_einsum_over_mem: a loop within non-contracting
+   * groups would run 4 iterations, more than the 2 partitions of a
+   * contracting group, so XLA groups on K: rhs's N tiles ring round each
+   * pair (2 iterations), the partial sums are all-reduced over the 4
+   * groups, and the output's slice is cut locally. */
+  static const char text[] =
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4] parameter(0), sharding={devices=[4,2]<=[8]}\n"
+      "  rhs = f32[8,8] parameter(1), sharding={devices=[4,2]<=[8]}\n"
+      "  ROOT dot = f32[4,8] dot(lhs, rhs), lhs_contracting_dims={0}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[4,2]T(1,0)}\n}\n";
+  hk_module *g = hk_test_parse(text);
+  hk_module *m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                                "choose_faster_windowed_einsum_over_mem=true");
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 2);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, pairs), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 4 * 4);   /* one rhs tile f32[2,4] */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  hk_instr *ar = hk_test_last_op(m, HK_OP_ALL_REDUCE);
+  ck_assert_int_eq(operand_bytes(ar), 2 * 8 * 4);    /* the partial sums f32[2,8] */
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_ALL_REDUCE), 0);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
+  /* By default (memory footprint) XLA groups on lhs's M instead and
+   * windows its K tiles round groups of 4; rhs is gathered along K. */
+  g = hk_test_parse(text);
+  m = partitioned(g, windowed);
+  loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 4);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, odd_even), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
+}
+END_TEST
+
 START_TEST(loop_variants_need_a_ring_they_divide) {
   /* A ring of 2: bidirectional needs a multiple of 4, so it falls back to
    * unrolled when that is asked too, else to the rolled loop; a ring of 3
@@ -925,6 +966,7 @@ static Suite *suite(void) {
   tcase_add_test(t, window_within_groups_prefers_memory_footprint);
   tcase_add_test(t, window_within_groups_prefers_fewer_iterations);
   tcase_add_test(t, window_within_groups_of_a_dot_like_convolution);
+  tcase_add_test(t, window_within_contracting_groups_then_all_reduce);
   tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
   tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
   tcase_add_test(t, scatter_window_realigns_the_smaller_operand);

@@ -703,11 +703,85 @@ static bool contracting_grouping_first(spmd_visitor *v, hk_instr *orig, const do
   return fewest > v->p->num_partitions / lk;
 }
 
+/* Operands lc and rc split their contracting dims alike, device for
+ * device (the same contraction slice on every device). */
+static bool contracting_tiles_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *lc,
+                                    const hk_sharding *rc) {
+  int64_t a[HK_MAX_RANK + 1], b[HK_MAX_RANK + 1];
+  for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
+    if (!hk_sharding_tile_index(lc, dev, a) || !hk_sharding_tile_index(rc, dev, b)) return false;
+    for (int d = 0; d < dm->rl; d++) {
+      int r = dm->rhs_contract_of_lhs[d];
+      if (r >= 0 && (hk_sharding_dim_partitions(lc, d) != hk_sharding_dim_partitions(rc, r) || a[d] != b[r]))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* The gather window within contracting groups (XLA's dot grouped on its
+ * contracting dims, choose_faster_windowed_einsum_over_mem's path): both
+ * operands split alike along the contraction (the groups); within a
+ * group operand k is split along its non-contracting dims as the output,
+ * and operand w along one non-contracting dim that rotates round the
+ * group, filling slices of the partial sums, all-reduced over the groups
+ * after the loop.  *sum the plan whose result and reduce groups those are. */
+static bool contracting_groups_gather_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                           spmd_windowed_dot *out, dot_plan *sum) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  const hk_sharding *ws = w ? rc : lc, *ks = w ? lc : rc;
+  int64_t groups = role_partitions(dm, ws, w, ROLE_CONTRACTING);
+  if (dm->n_whole || !one_tile_per_partition(v, ws) || !one_tile_per_partition(v, ks) || groups < 2 ||
+      !contracting_tiles_agree(v, dm, lc, rc))
+    return false;
+  int64_t ring = v->p->num_partitions / groups;
+  int wd = -1;
+  for (int d = 0; d < (w ? dm->rr : dm->rl); d++) {
+    if (hk_sharding_dim_partitions(ws, d) == 1 || dim_role(dm, w, d) == ROLE_CONTRACTING) continue;
+    if (wd >= 0 || dim_role(dm, w, d) != ROLE_NON_CONTRACTING) return false;
+    wd = d;
+  }
+  if (wd < 0 || hk_sharding_dim_partitions(ws, wd) != ring ||
+      role_partitions(dm, ks, 1 - w, ROLE_BATCH) > 1 ||
+      role_partitions(dm, ks, 1 - w, ROLE_NON_CONTRACTING) != ring ||
+      output_non_contracting_partitions(dm, o, 1 - w) != ring || !nc_tiles_agree(v, dm, ks, 1 - w, o))
+    return false;
+  plan_operand(v, dm, ks, 1 - w, sum);
+  if (!sum->ok || !sum->out) return false;
+  const int *w_to_out = w ? dm->rhs_to_out : dm->lhs_to_out;
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_GATHER, .side = w, .dim = wd, .ring = ws,
+                             .ring_dim = wd, .ring_size = ring, .out = sum->out,
+                             .out_dim = w_to_out[wd], .lhs_sharding = lc, .rhs_sharding = rc};
+  return true;
+}
+
+/* The contracting-groups gather window (rhs rotating first, as XLA's
+ * inner configuration), gated on the rotating operand's share of a group. */
+static bool contracting_groups_window(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                      spmd_windowed_dot *out, dot_plan *sum) {
+  const hk_spmd_options *o = &v->p->options;
+  for (int w = 1; w >= 0; w--) {
+    if (!contracting_groups_gather_plan(v, orig, dm, w, out, sum)) continue;
+    int64_t groups = v->p->num_partitions / out->ring_size;
+    bool big = o->has_total_bytes_windowed_einsum_threshold
+                   ? hk_spmd_should_enable_windowed_einsum_with_threshold(
+                         o, orig->operands[0], orig->operands[1], o->threshold_for_windowed_einsum_mib)
+                   : hk_shape_byte_size(orig->operands[w]->shape) / groups >=
+                         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+    return big && o->enable_windowed_einsum_for_all_gather;
+  }
+  return false;
+}
+
 /* The window within groups XLA builds when no window over all devices
  * applies: the dot grouped on the non-contracting dims of the operand
- * that matches the output best, that operand rotating within a group. */
+ * that matches the output best, that operand rotating within a group;
+ * or, when XLA prioritizes grouping on the contracting dims, the gather
+ * window within those groups (*sum then the all-reduce after the loop). */
 static bool window_within_groups(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
-                                 spmd_windowed_dot *out) {
+                                 spmd_windowed_dot *out, dot_plan *sum) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
   const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
   const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
@@ -725,7 +799,8 @@ static bool window_within_groups(spmd_visitor *v, hk_instr *orig, const dot_dims
   spmd_windowed_dot wl, wr;
   int64_t it_l = may_l ? grouped_iterations(v, orig, dm, 0, &wl) : 0;
   int64_t it_r = may_r ? grouped_iterations(v, orig, dm, 1, &wr) : 0;
-  if (contracting_grouping_first(v, orig, dm, it_l, it_r)) return false;
+  if (contracting_grouping_first(v, orig, dm, it_l, it_r))
+    return contracting_groups_window(v, orig, dm, out, sum);
   bool lhs = lhs_is_best_match(v, orig, dm, may_l, may_r, it_l, it_r);
   if (!(lhs ? it_l : it_r)) return false;
   *out = lhs ? wl : wr;
@@ -754,6 +829,20 @@ static bool windowed_disabled_by_user(const hk_instr *dot) {
 }
 
 static void local_contracting_windows(spmd_visitor *v, hk_instr *d, const dot_dims *dm);
+static void zero_contracted_padding(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                    const dot_plan *p, hk_instr **ops);
+
+/* d, partial sums of plan p, all-reduced over p's contracting splits. */
+static hk_instr *all_reduce_partial_sums(spmd_visitor *v, hk_instr *orig, const dot_plan *p, hk_instr *d) {
+  int64_t n_groups, gsize;
+  int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  d = c->all_reduce(c->state, v->comp, d, spmd_reducer(v->m, (hk_prim)orig->shape->elem, HK_OP_ADD),
+                    n_groups, gsize, groups, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(groups);
+  return d;
+}
 
 /* spmd_windowed_dot's fit_local for a convolution (ctx its dot_dims). */
 static void fit_local_windows(spmd_visitor *v, hk_instr *local, const void *ctx) {
@@ -765,9 +854,10 @@ static void fit_local_windows(spmd_visitor *v, hk_instr *local, const void *ctx)
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
+  dot_plan sum = {0};
   if (!some_window_big_enough(v, orig) || windowed_disabled_by_user(orig)) return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
-      !scatter_plan(v, orig, dm, &w) && !window_within_groups(v, orig, dm, &w))
+      !scatter_plan(v, orig, dm, &w) && !window_within_groups(v, orig, dm, &w, &sum))
     return NULL;
   if (dm->n_spatial_contract) {   /* a convolution: its windows fit each local one */
     w.fit_local = fit_local_windows;
@@ -778,7 +868,16 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
    * within groups reshards the kept operand. */
   HK_TRY(spmd_reshard(v, lv, w.lhs_sharding, &w.lhs));
   HK_TRY(spmd_reshard(v, rv, w.rhs_sharding, &w.rhs));
-  spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
+  if (!sum.ok) {
+    spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
+    *handled = true;
+    return NULL;
+  }
+  hk_instr *ops[2] = {w.lhs, w.rhs};   /* partial sums over contracting groups */
+  zero_contracted_padding(v, orig, dm, &sum, ops);
+  w.lhs = ops[0];
+  w.rhs = ops[1];
+  spmd_set(v, orig, all_reduce_partial_sums(v, orig, &sum, spmd_emit_windowed_dot(v, orig, &w)), sum.out);
   *handled = true;
   return NULL;
 }
