@@ -331,6 +331,20 @@ START_TEST(window_within_groups_prefers_memory_footprint) {
   /* lhs f32[2,2,4] tiles, gathered to f32[2,4,4] */
   ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 2 * 2 * 4 * 4);
   check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+  /* Unrolled (two steps an iteration) and bidirectional (both ways round
+   * each group's ring) loops within the groups too. */
+  g = hk_test_parse(grouped_dot);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "unroll_windowed_einsum=true");
+  ck_assert_int_eq(loop_increment(the_loop(m)), 2);
+  ck_assert_int_eq(permutes_within(the_loop(m)->called[1], 8, odd_even), 2);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+  g = hk_test_parse(grouped_dot);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "bidirectional_windowed_einsum=true");
+  ck_assert_int_eq(loop_bound(the_loop(m)), 2);
+  ck_assert_int_eq(permutes_within(the_loop(m)->called[1], 8, odd_even), 4);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
 }
 END_TEST
 

@@ -1,4 +1,6 @@
-/* dot.c - the dot handler: XLA's windowed einsum when its gate says so,
+/* dot.c - the dot handler: XLA's windowed einsum when its gate says so
+ * (over all devices, or within groups of the dot grouped on
+ * non-contracting or contracting dims),
  * then XLA's base-case rules (fully tiled shardings), else the cheapest of
  * three plans - operands resharded to match the output's tiling (batch /
  * non-contracting dims), or the lhs (rhs) kept as it is with the other
@@ -646,7 +648,8 @@ static bool grouped_contract_plan(spmd_visitor *v, hk_instr *orig, const dot_dim
 }
 
 /* XLA's size gate for a window within groups: the rotating operand's
- * share of one group at least threshold_for_windowed_einsum_mib. */
+ * share of one group (the ring w->ring_size devices hold it) at least
+ * threshold_for_windowed_einsum_mib. */
 static bool grouped_worth_it(const spmd_visitor *v, const hk_instr *dot, const spmd_windowed_dot *w) {
   const hk_spmd_options *o = &v->p->options;
   if (!o->enable_windowed_einsum_for_all_gather) return false;
@@ -658,12 +661,19 @@ static bool grouped_worth_it(const spmd_visitor *v, const hk_instr *dot, const s
          o->threshold_for_windowed_einsum_mib * 1024 * 1024;
 }
 
+/* The sharding the dot asks of operand `side` (matched to the output). */
+static const hk_sharding *output_matched(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int side) {
+  dot_plan p;
+  plan_output(v, dm, spmd_sharding_of(v, orig), &p);
+  return side ? p.rhs : p.lhs;
+}
+
 /* The grouped plan for operand w as the rotating one, gated; the loop's
  * trip count (0: none). */
 static int64_t grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
                                   spmd_windowed_dot *out) {
   if (!grouped_contract_plan(v, orig, dm, w, out) || !grouped_worth_it(v, orig, out) ||
-      users_share_reshard(v, orig, orig->operands[1 - w], w ? out->lhs_sharding : out->rhs_sharding))
+      users_share_reshard(v, orig, orig->operands[w], output_matched(v, orig, dm, w)))
     return 0;
   return out->ring_size;
 }
@@ -761,17 +771,10 @@ static bool contracting_groups_gather_plan(spmd_visitor *v, hk_instr *orig, cons
  * inner configuration), gated on the rotating operand's share of a group. */
 static bool contracting_groups_window(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                       spmd_windowed_dot *out, dot_plan *sum) {
-  const hk_spmd_options *o = &v->p->options;
-  for (int w = 1; w >= 0; w--) {
-    if (!contracting_groups_gather_plan(v, orig, dm, w, out, sum)) continue;
-    int64_t groups = v->p->num_partitions / out->ring_size;
-    bool big = o->has_total_bytes_windowed_einsum_threshold
-                   ? hk_spmd_should_enable_windowed_einsum_with_threshold(
-                         o, orig->operands[0], orig->operands[1], o->threshold_for_windowed_einsum_mib)
-                   : hk_shape_byte_size(orig->operands[w]->shape) / groups >=
-                         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
-    return big && o->enable_windowed_einsum_for_all_gather;
-  }
+  for (int w = 1; w >= 0; w--)
+    if (contracting_groups_gather_plan(v, orig, dm, w, out, sum))
+      return grouped_worth_it(v, orig, out) &&
+             !users_share_reshard(v, orig, orig->operands[w], output_matched(v, orig, dm, w));
   return false;
 }
 
