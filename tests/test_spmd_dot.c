@@ -427,14 +427,31 @@ START_TEST(window_within_contracting_groups_then_all_reduce) {
   ck_assert_int_eq(operand_bytes(ar), 2 * 8 * 4);    /* the partial sums f32[2,8] */
   ck_assert_int_eq(count_in(loop->called[1], HK_OP_ALL_REDUCE), 0);
   check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
-  /* By default (memory footprint) XLA groups on lhs's M instead and
-   * windows its K tiles round groups of 4; rhs is gathered along K. */
-  g = hk_test_parse(text);
-  m = partitioned(g, windowed);
-  loop = the_loop(m);
+}
+END_TEST
+
+START_TEST(window_within_groups_scatters_when_the_other_keeps_its_contraction) {
+  /* The module above without choose_faster_windowed_einsum_over_mem: XLA
+   * groups on lhs's M (devices {d : d % 2 fixed}); the groups tell rhs's
+   * N tiles apart, so rhs is replicated along N there and keeps its K
+   * split: both split 4 ways along K within a group, XLA's reduce-scatter
+   * configuration - the partial sums (f32[2,2] tiles of the output) ring
+   * round each group of 4, no all-reduce. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4] parameter(0), sharding={devices=[4,2]<=[8]}\n"
+      "  rhs = f32[8,8] parameter(1), sharding={devices=[4,2]<=[8]}\n"
+      "  ROOT dot = f32[4,8] dot(lhs, rhs), lhs_contracting_dims={0}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[4,2]T(1,0)}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
   ck_assert_int_eq(loop_bound(loop), 4);
   ck_assert_int_eq(permutes_within(loop->called[1], 8, odd_even), 1);
-  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 2 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);   /* rhs along N */
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 2 * 4 * 4);
   check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
 }
 END_TEST
@@ -981,6 +998,7 @@ static Suite *suite(void) {
   tcase_add_test(t, window_within_groups_prefers_fewer_iterations);
   tcase_add_test(t, window_within_groups_of_a_dot_like_convolution);
   tcase_add_test(t, window_within_contracting_groups_then_all_reduce);
+  tcase_add_test(t, window_within_groups_scatters_when_the_other_keeps_its_contraction);
   tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
   tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
   tcase_add_test(t, scatter_window_realigns_the_smaller_operand);

@@ -535,11 +535,9 @@ static const hk_sharding *moved_split(spmd_visitor *v, const hk_sharding *s, int
  * its other dims split as the local dot makes them (the devices differing
  * only along the ring form one, a subgroup when k < N, as XLA's
  * partitioning of the dot within groups reaches it). */
-static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
-                         spmd_windowed_dot *out) {
+static bool scatter_plan_for(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                             const hk_sharding *l, const hk_sharding *r, spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  const hk_sharding *l = lv->sharding, *r = rv->sharding;
   if (dm->n_whole || !plain_tiled(o) || !hk_sharding_is_tiled(o) || o->replicate_on_last_tile_dim ||
       hk_sharding_num_tiles(o) != v->p->num_partitions || !plain_tiled(l) || !plain_tiled(r) ||
       !hk_sharding_is_tiled(l) || !hk_sharding_is_tiled(r))
@@ -575,6 +573,12 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   return true;
 }
 
+/* The scatter window for the operands as they are. */
+static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, spmd_windowed_dot *out) {
+  return scatter_plan_for(v, orig, dm, spmd_lookup(v, orig->operands[0])->sharding,
+                          spmd_lookup(v, orig->operands[1])->sharding, out);
+}
+
 /* ---- windows within groups (XLA's dot grouped on non-contracting dims) ---- */
 
 /* Operand `side` (sharding s) tiles each of its non-contracting dims as
@@ -591,13 +595,138 @@ static bool nc_tiles_agree(spmd_visitor *v, const dot_dims *dm, const hk_shardin
   return true;
 }
 
+/* The output group of each device: its output tile along the dims that
+ * operand w's non-contracting dims become, row-major (malloc'ed). */
+static int64_t *output_groups_of(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o, int w) {
+  int64_t n = v->p->num_partitions, c[HK_MAX_RANK + 1];
+  int64_t *g = malloc(sizeof *g * (size_t)n);
+  if (!g) hk_out_of_memory();
+  const int *out_from_w = w ? dm->out_from_rhs : dm->out_from_lhs;
+  const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
+  for (int64_t dev = 0; dev < n; dev++) {
+    g[dev] = 0;
+    if (!hk_sharding_tile_index(o, dev, c)) continue;
+    for (int od = 0; od < dm->ro; od++)
+      if (out_from_w[od] >= 0 && out_from_k[od] < 0) g[dev] = g[dev] * hk_sharding_dim_partitions(o, od) + c[od];
+  }
+  return g;
+}
+
+/* Whether tile dim t of s is the same on every device of each group. */
+static bool constant_in_groups(spmd_visitor *v, const hk_sharding *s, int t, const int64_t *group,
+                               int64_t n_groups) {
+  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK + 1];
+  int64_t *first = malloc(sizeof *first * (size_t)n_groups);
+  if (!first) hk_out_of_memory();
+  for (int64_t k = 0; k < n_groups; k++) first[k] = -1;
+  bool ok = true;
+  for (int64_t dev = 0; dev < n && ok; dev++) {
+    ok = hk_sharding_tile_index(s, dev, idx) && group[dev] < n_groups;
+    if (ok && first[group[dev]] < 0) first[group[dev]] = idx[t];
+    else if (ok) ok = first[group[dev]] == idx[t];
+  }
+  free(first);
+  return ok;
+}
+
+/* The dims along which XLA replicates the other operand k (sharding ks)
+ * when the dot is grouped on operand w's non-contracting dims
+ * (GetNonContractingPartitionGroupedShardingForOtherOperand, for a tiled
+ * ks without replication): the dims the groups already tell apart, else
+ * its contracting dims when they split like the groups and its
+ * non-contracting dims like the output (if both would do, when k is no
+ * bigger than an output tile), else its non-contracting dims when those
+ * split like the groups and the contractions alike.  Sets in[d] for each;
+ * false when none. */
+static bool other_group_dims(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                             int64_t groups, bool *in) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  int k = 1 - w, rank = k ? dm->rr : dm->rl;
+  memset(in, 0, sizeof(bool) * (size_t)rank);
+  if (!plain_tiled(ks) || !hk_sharding_is_tiled(ks) || ks->replicate_on_last_tile_dim) return false;
+  int64_t *group = output_groups_of(v, dm, o, w), found = 1;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(ks, d) > 1 && constant_in_groups(v, ks, d, group, groups)) {
+      in[d] = true;
+      found *= hk_sharding_dim_partitions(ks, d);
+    }
+  free(group);
+  if (found == groups) return true;
+  int64_t kc = role_partitions(dm, ks, k, ROLE_CONTRACTING), knc = role_partitions(dm, ks, k, ROLE_NON_CONTRACTING);
+  bool contracting = kc == groups && knc == output_non_contracting_partitions(dm, o, k);
+  bool non_contracting = groups == knc && role_partitions(dm, ws, w, ROLE_CONTRACTING) == kc;
+  if (contracting && non_contracting &&
+      hk_shape_byte_size(orig->operands[k]->shape) > hk_shape_byte_size(spmd_local_shape(v, o, orig->shape)))
+    contracting = false;
+  if (!contracting && !non_contracting) return false;
+  for (int d = 0; d < rank; d++)
+    in[d] = hk_sharding_dim_partitions(ks, d) > 1 &&
+            dim_role(dm, k, d) == (contracting ? ROLE_CONTRACTING : ROLE_NON_CONTRACTING);
+  return true;
+}
+
+/* The other operand k within the groups (replicated along in[]) splits
+ * as the output does there: its non-contracting and batch dims as the
+ * output dims they become, its contraction whole. */
+static bool other_matches_output_in_groups(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int k,
+                                           const bool *in) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[k])->sharding;
+  const int *to_out = k ? dm->rhs_to_out : dm->lhs_to_out;
+  for (int d = 0; d < (k ? dm->rr : dm->rl); d++) {
+    int64_t have = in[d] ? 1 : hk_sharding_dim_partitions(ks, d);
+    if (have != (to_out[d] >= 0 ? hk_sharding_dim_partitions(o, to_out[d]) : 1)) return false;
+  }
+  return true;
+}
+
+/* How many iterations XLA estimates a window within the groups of the
+ * dot grouped on operand w's non-contracting dims would run (0: none),
+ * as EstimateWindowedEinsumIterationsForNonContractingPartitioning:
+ * XLA's windowed-einsum configuration on the groups - the other operand
+ * windowed against w matched to the output, w windowed (its contraction)
+ * against the other matched to the output, or both windowed along the
+ * contraction with the result split - with the partition counts it
+ * passes and the gates on the operand or result sizes it passes. */
+static int64_t xla_grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w) {
+  const hk_spmd_options *opt = &v->p->options;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  int k = 1 - w;
+  int64_t wnc = role_partitions(dm, ws, w, ROLE_NON_CONTRACTING), n = v->p->num_partitions / wnc;
+  bool in[HK_MAX_RANK];
+  if (!other_group_dims(v, orig, dm, w, wnc, in)) return 0;
+  int64_t wc = role_partitions(dm, ws, w, ROLE_CONTRACTING), wb = role_partitions(dm, ws, w, ROLE_BATCH);
+  int64_t kc = role_partitions(dm, ks, k, ROLE_CONTRACTING), knc = role_partitions(dm, ks, k, ROLE_NON_CONTRACTING);
+  int64_t kb = role_partitions(dm, ks, k, ROLE_BATCH);
+  int64_t out_w = output_non_contracting_partitions(dm, o, w), out_k = output_non_contracting_partitions(dm, o, k);
+  int64_t t = opt->threshold_for_windowed_einsum_mib * 1024 * 1024;
+  bool ag = opt->enable_windowed_einsum_for_all_gather;
+  /* The other operand windowed: w within a group matched to the output
+   * (nothing but batch dims split, as the output's). */
+  if (ag && out_w == n && wc == 1 && hk_shape_byte_size(orig->operands[k]->shape) >= t &&
+      (kc == n || knc == n || kb == n))
+    return n;
+  if (ag && out_k == n && other_matches_output_in_groups(v, orig, dm, k, in) &&
+      hk_shape_byte_size(orig->operands[w]->shape) / wnc >= t && (wc == n || wb == n))
+    return n;
+  if (opt->enable_windowed_einsum_for_reduce_scatter && wc == kc && wc == n && (out_w == n || out_k == n) &&
+      hk_shape_byte_size(orig->shape) / wnc >= t)
+    return n;
+  return 0;
+}
+
 /* The contract window within groups: operand w is split along its
  * non-contracting dims exactly as the output (the groups, one per output
  * tile of those dims) and along contracting dims (the ring within a
  * group, row-major over them); the output is split along those dims and
  * the other operand's non-contracting dims only.  The other operand is
  * resharded as the output asks (whole contracting dims, replicated over
- * the groups), as XLA reshards it before partitioning within groups. */
+ * the groups), when that is how XLA reshards it before partitioning
+ * within groups (other_matches_output_in_groups). */
 static bool grouped_contract_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
                                   spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
@@ -626,7 +755,9 @@ static bool grouped_contract_plan(spmd_visitor *v, hk_instr *orig, const dot_dim
   if (!n_c || groups == 1) return false;   /* no ring, or no groups (rotating_plan's case) */
   for (int od = 0; od < dm->ro; od++)
     if (hk_sharding_dim_partitions(o, od) > 1 && out_from_w[od] >= 0 && out_from_k[od] >= 0) return false;
-  if (output_non_contracting_partitions(dm, o, w) != groups || !nc_tiles_agree(v, dm, ws, w, o))
+  bool in[HK_MAX_RANK];
+  if (output_non_contracting_partitions(dm, o, w) != groups || !nc_tiles_agree(v, dm, ws, w, o) ||
+      !other_group_dims(v, orig, dm, w, groups, in) || !other_matches_output_in_groups(v, orig, dm, 1 - w, in))
     return false;
   dot_plan p;
   plan_output(v, dm, o, &p);
@@ -668,7 +799,7 @@ static const hk_sharding *output_matched(spmd_visitor *v, hk_instr *orig, const 
   return side ? p.rhs : p.lhs;
 }
 
-/* The grouped plan for operand w as the rotating one, gated; the loop's
+/* The contract window within groups for operand w, gated; the loop's
  * trip count (0: none). */
 static int64_t grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
                                   spmd_windowed_dot *out) {
@@ -678,12 +809,35 @@ static int64_t grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dim
   return out->ring_size;
 }
 
+/* The scatter window within the groups of the dot grouped on operand w's
+ * non-contracting dims: the other operand replicated along
+ * other_group_dims (one all-gather, as XLA's grouping), then both split
+ * along the contraction within each group and the partial sums ringing
+ * round it - XLA's reduce-scatter configuration on the groups. */
+static bool grouped_scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                 spmd_windowed_dot *out) {
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  int64_t groups = role_partitions(dm, ws, w, ROLE_NON_CONTRACTING), dims[HK_MAX_RANK];
+  bool in[HK_MAX_RANK];
+  if (!v->p->options.enable_windowed_einsum_for_reduce_scatter ||
+      hk_shape_byte_size(orig->shape) / groups < v->p->options.threshold_for_windowed_einsum_mib * 1024 * 1024 ||
+      !other_group_dims(v, orig, dm, w, groups, in))
+    return false;
+  int n = 0;
+  for (int d = 0; d < (w ? dm->rl : dm->rr); d++)
+    if (in[d]) dims[n++] = d;
+  const hk_sharding *kept = spmd_replicate_dims(v, ks, n, dims);
+  return scatter_plan_for(v, orig, dm, w ? kept : ws, w ? ws : kept, out) &&
+         out->ring_size == v->p->num_partitions / groups;
+}
+
 /* Which operand XLA groups the dot on when both match the output on their
  * non-contracting dims (LhsIsBestMatchForNonContractingPartitioning,
  * without a cost model): by default the one whose grouping replicates
  * less of the other operand; with choose_faster_windowed_einsum_over_mem
  * the one whose windowed loop within groups runs fewer iterations.  The
- * matched operand rotates.  *it_l / *it_r: the iterations (0: no loop). */
+ * iterations it_l / it_r are XLA's estimates (0: no loop). */
 static bool lhs_is_best_match(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, bool may_l,
                               bool may_r, int64_t it_l, int64_t it_r) {
   const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
@@ -799,15 +953,17 @@ static bool window_within_groups(spmd_visitor *v, hk_instr *orig, const dot_dims
   bool may_l = lnc > 1 && lnc == output_non_contracting_partitions(dm, o, 0);
   bool may_r = rnc > 1 && rnc == output_non_contracting_partitions(dm, o, 1);
   if (!may_l && !may_r) return false;
-  spmd_windowed_dot wl, wr;
-  int64_t it_l = may_l ? grouped_iterations(v, orig, dm, 0, &wl) : 0;
-  int64_t it_r = may_r ? grouped_iterations(v, orig, dm, 1, &wr) : 0;
+  /* XLA's estimates choose the grouping; within it, the matched operand's
+   * contraction rotates when the other operand is matched to the output
+   * there, else the partial sums do (XLA's configurations in that order;
+   * its third, the other operand rotating, is not built here). */
+  int64_t it_l = may_l ? xla_grouped_iterations(v, orig, dm, 0) : 0;
+  int64_t it_r = may_r ? xla_grouped_iterations(v, orig, dm, 1) : 0;
   if (contracting_grouping_first(v, orig, dm, it_l, it_r))
     return contracting_groups_window(v, orig, dm, out, sum);
-  bool lhs = lhs_is_best_match(v, orig, dm, may_l, may_r, it_l, it_r);
-  if (!(lhs ? it_l : it_r)) return false;
-  *out = lhs ? wl : wr;
-  return true;
+  int w = lhs_is_best_match(v, orig, dm, may_l, may_r, it_l, it_r) ? 0 : 1;
+  if (!(w ? may_r : may_l)) return false;
+  return grouped_iterations(v, orig, dm, w, out) || grouped_scatter_plan(v, orig, dm, w, out);
 }
 
 /* Whether any window could pass windowed_worth_it: the cheap test first,
