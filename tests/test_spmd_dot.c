@@ -279,6 +279,183 @@ START_TEST(unrolled_and_bidirectional_scatter_window) {
 }
 END_TEST
 
+/* Every collective-permute of c sends within the groups `group` tells
+ * apart (group(a) == group(b)), one pair per device; how many there are. */
+static int permutes_within(const hk_computation *c, int64_t n, int64_t (*group)(int64_t)) {
+  int found = 0;
+  for (const hk_instr *i = c->first; i; i = i->next) {
+    if (i->opcode != HK_OP_COLLECTIVE_PERMUTE) continue;
+    ck_assert_int_eq(i->attrs->n_source_target_pairs, n);
+    for (int k = 0; k < n; k++) {
+      hk_pair pr = i->attrs->source_target_pairs[k];
+      ck_assert_int_ne(pr.a, pr.b);
+      ck_assert_int_eq(group(pr.a), group(pr.b));
+    }
+    found++;
+  }
+  return found;
+}
+
+static int64_t odd_even(int64_t d) { return d % 2; }
+static int64_t pairs(int64_t d) { return d / 2; }
+
+/* A dot like XLA's WindowedEinsumPreferMemoryFootprint made small: lhs
+ * [M, K1, K2] split 4 (M) x 2 (K1), rhs [K1, K2, N] split 2 x 2 x 2, the
+ * output [M, N] 4 x 2.  Both operands match the output on their
+ * non-contracting dims, so XLA groups the dot on one and windows the
+ * contraction within each group. */
+static const char grouped_dot[] =
+    "HloModule m, num_partitions=8\n\nENTRY e {\n"
+    "  lhs = f32[8,4,4] parameter(0), sharding={devices=[4,2,1]<=[8]}\n"
+    "  r0 = f32[4,4,6] parameter(1), sharding={devices=[2,2,2]<=[8]}\n"
+    "  rhs = f32[4,4,6] exponential(r0), sharding={devices=[2,2,2]<=[8]}\n"
+    "  ROOT dot = f32[8,6] dot(lhs, rhs), lhs_contracting_dims={1,2}, rhs_contracting_dims={0,1},"
+    " sharding={devices=[4,2]<=[8]}\n}\n";
+
+START_TEST(window_within_groups_prefers_memory_footprint) {
+  /* By default the operand whose grouping replicates less of the other
+   * (rhs: 4 x 48 bytes of rhs against 2 x 64 of lhs would be more, so rhs
+   * is matched) rotates: rhs's contraction tiles K1 x K2 ring round the 4
+   * devices of one N column {d : d % 2 fixed}; lhs is gathered along K1
+   * once, before the loop (its only all-gather); no all-reduce. */
+  hk_module *g = hk_test_parse(grouped_dot);
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 4);
+  ck_assert_int_eq(loop_increment(loop), 1);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, odd_even), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 2 * 3 * 4);   /* one rhs tile f32[2,2,3] */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 0);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_ALL_GATHER), 0);
+  /* lhs f32[2,2,4] tiles, gathered to f32[2,4,4] */
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 2 * 2 * 4 * 4);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+  /* Unrolled (two steps an iteration) and bidirectional (both ways round
+   * each group's ring) loops within the groups too. */
+  g = hk_test_parse(grouped_dot);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "unroll_windowed_einsum=true");
+  ck_assert_int_eq(loop_increment(the_loop(m)), 2);
+  ck_assert_int_eq(permutes_within(the_loop(m)->called[1], 8, odd_even), 2);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+  g = hk_test_parse(grouped_dot);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "bidirectional_windowed_einsum=true");
+  ck_assert_int_eq(loop_bound(the_loop(m)), 2);
+  ck_assert_int_eq(permutes_within(the_loop(m)->called[1], 8, odd_even), 4);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+}
+END_TEST
+
+START_TEST(window_within_groups_prefers_fewer_iterations) {
+  /* choose_faster_windowed_einsum_over_mem: the grouping whose loop runs
+   * fewer iterations - lhs matched (groups of 2 along M), its K1 tiles
+   * ring round each pair {2k, 2k+1}: 2 iterations; rhs is gathered along
+   * its contraction before the loop. */
+  hk_module *g = hk_test_parse(grouped_dot);
+  hk_module *m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                                "choose_faster_windowed_einsum_over_mem=true");
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 2);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, pairs), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 2 * 4 * 4);   /* one lhs tile f32[2,2,4] */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 0);
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_ALL_GATHER), 0);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 3});
+}
+END_TEST
+
+START_TEST(window_within_groups_of_a_dot_like_convolution) {
+  /* XLA's WindowedEinsumPreferMemoryFootprint convolution, small: its
+   * spatial dims are dot dims (two contracting, one lhs and two rhs
+   * non-contracting); each local convolution in the loop has its windows
+   * refitted to the rotating rhs tile.  Default: rhs rotates round groups
+   * of 4 (4 iterations); faster: lhs round pairs (2). */
+  static const char conv[] =
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,2,4,4,6,1,1] parameter(0), sharding={devices=[4,1,2,1,1,1,1]<=[8]}\n"
+      "  r0 = f32[4,4,6,4,3,5,1] parameter(1), sharding={devices=[2,2,1,2,1,1,1]<=[8]}\n"
+      "  rhs = f32[4,4,6,4,3,5,1] exponential(r0), sharding={devices=[2,2,1,2,1,1,1]<=[8]}\n"
+      "  ROOT conv = f32[8,2,4,3,5,1,1] convolution(lhs, rhs),"
+      " window={size=1x4x3x4x4 pad=0_0x3_3x2_2x0_0x0_0 rhs_reversal=0x1x1x0x0},"
+      " dim_labels=0b34f12_34i12o0->0b12f34, sharding={devices=[4,1,2,1,1,1,1]<=[8]}\n}\n";
+  hk_module *g = hk_test_parse(conv);
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 4);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, odd_even), 1);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 0);
+  check_root_and_values(g, m, 8, 7, (int64_t[]){2, 2, 2, 3, 5, 1, 1});
+  g = hk_test_parse(conv);
+  m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                     "choose_faster_windowed_einsum_over_mem=true");
+  loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 2);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, pairs), 1);
+  check_root_and_values(g, m, 8, 7, (int64_t[]){2, 2, 2, 3, 5, 1, 1});
+}
+END_TEST
+
+START_TEST(window_within_contracting_groups_then_all_reduce) {
+  /* XLA's WindowedEinsumPreferNumberIterations2 made small: both operands
+   * split 4 ways along K (the groups, devices {2g, 2g+1}) and 2 along
+   * their non-contracting dim, the output's N split across the groups.
+   * choose_faster_windowed_einsum_over_mem: a loop within non-contracting
+   * groups would run 4 iterations, more than the 2 partitions of a
+   * contracting group, so XLA groups on K: rhs's N tiles ring round each
+   * pair (2 iterations), the partial sums are all-reduced over the 4
+   * groups, and the output's slice is cut locally. */
+  static const char text[] =
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4] parameter(0), sharding={devices=[4,2]<=[8]}\n"
+      "  rhs = f32[8,8] parameter(1), sharding={devices=[4,2]<=[8]}\n"
+      "  ROOT dot = f32[4,8] dot(lhs, rhs), lhs_contracting_dims={0}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[4,2]T(1,0)}\n}\n";
+  hk_module *g = hk_test_parse(text);
+  hk_module *m = partitioned(g, "allow_module_signature_change=true threshold_for_windowed_einsum_mib=0 "
+                                "choose_faster_windowed_einsum_over_mem=true");
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 2);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, pairs), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 4 * 4);   /* one rhs tile f32[2,4] */
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER) + hk_test_count_op(m, HK_OP_ALL_TO_ALL), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE), 1);
+  hk_instr *ar = hk_test_last_op(m, HK_OP_ALL_REDUCE);
+  ck_assert_int_eq(operand_bytes(ar), 2 * 8 * 4);    /* the partial sums f32[2,8] */
+  ck_assert_int_eq(count_in(loop->called[1], HK_OP_ALL_REDUCE), 0);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
+}
+END_TEST
+
+START_TEST(window_within_groups_scatters_when_the_other_keeps_its_contraction) {
+  /* The module above without choose_faster_windowed_einsum_over_mem: XLA
+   * groups on lhs's M (devices {d : d % 2 fixed}); the groups tell rhs's
+   * N tiles apart, so rhs is replicated along N there and keeps its K
+   * split: both split 4 ways along K within a group, XLA's reduce-scatter
+   * configuration - the partial sums (f32[2,2] tiles of the output) ring
+   * round each group of 4, no all-reduce. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=8\n\nENTRY e {\n"
+      "  lhs = f32[8,4] parameter(0), sharding={devices=[4,2]<=[8]}\n"
+      "  rhs = f32[8,8] parameter(1), sharding={devices=[4,2]<=[8]}\n"
+      "  ROOT dot = f32[4,8] dot(lhs, rhs), lhs_contracting_dims={0}, rhs_contracting_dims={0},"
+      " sharding={devices=[2,4]<=[4,2]T(1,0)}\n}\n");
+  hk_module *m = partitioned(g, windowed);
+  hk_instr *loop = the_loop(m);
+  ck_assert_int_eq(loop_bound(loop), 4);
+  ck_assert_int_eq(permutes_within(loop->called[1], 8, odd_even), 1);
+  hk_instr *cp = hk_test_last_op(m, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(operand_bytes(cp), 2 * 2 * 4);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_REDUCE) + hk_test_count_op(m, HK_OP_REDUCE_SCATTER), 0);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 1);   /* rhs along N */
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), 2 * 4 * 4);
+  check_root_and_values(g, m, 8, 2, (int64_t[]){2, 2});
+}
+END_TEST
+
 START_TEST(loop_variants_need_a_ring_they_divide) {
   /* A ring of 2: bidirectional needs a multiple of 4, so it falls back to
    * unrolled when that is asked too, else to the rolled loop; a ring of 3
@@ -817,6 +994,11 @@ static Suite *suite(void) {
   tcase_add_test(t, unrolled_and_bidirectional_contract_window);
   tcase_add_test(t, unrolled_and_bidirectional_scatter_window);
   tcase_add_test(t, loop_variants_need_a_ring_they_divide);
+  tcase_add_test(t, window_within_groups_prefers_memory_footprint);
+  tcase_add_test(t, window_within_groups_prefers_fewer_iterations);
+  tcase_add_test(t, window_within_groups_of_a_dot_like_convolution);
+  tcase_add_test(t, window_within_contracting_groups_then_all_reduce);
+  tcase_add_test(t, window_within_groups_scatters_when_the_other_keeps_its_contraction);
   tcase_add_test(t, bidirectional_scatter_rings_within_subgroups);
   tcase_add_test(t, reshape_past_a_size_one_dim_stays_local);
   tcase_add_test(t, scatter_window_realigns_the_smaller_operand);

@@ -1,4 +1,6 @@
-/* dot.c - the dot handler: XLA's windowed einsum when its gate says so,
+/* dot.c - the dot handler: XLA's windowed einsum when its gate says so
+ * (over all devices, or within groups of the dot grouped on
+ * non-contracting or contracting dims),
  * then XLA's base-case rules (fully tiled shardings), else the cheapest of
  * three plans - operands resharded to match the output's tiling (batch /
  * non-contracting dims), or the lhs (rhs) kept as it is with the other
@@ -260,6 +262,36 @@ static hk_instr *reduce_scatter_into(spmd_visitor *v, hk_instr *orig, hk_instr *
   return rs;
 }
 
+/* A dim's role: batch (in both operands and the output), contracting, or
+ * non-contracting (one operand and the output). */
+enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
+
+static int dim_role(const dot_dims *dm, int side, int d) {
+  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
+  if (od < 0) return ROLE_CONTRACTING;
+  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
+}
+
+/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
+ * one role. */
+static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
+  int64_t n = 1;
+  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
+  return n;
+}
+
+/* The output's partitions along the dims operand `side` brings alone. */
+static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
+  int64_t n = 1;
+  for (int od = 0; od < dm->ro; od++) {
+    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
+    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
+    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
+  }
+  return n;
+}
+
 /* ---- windowed einsum: when and which operand rotates ---------------------- */
 
 /* XLA's size test: the operand that would be gathered (side >= 0) or the
@@ -345,7 +377,8 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
       users_share_reshard(v, orig, orig->operands[w], w ? p.rhs : p.lhs))
     return false;
   *out = (spmd_windowed_dot){.side = w, .dim = wd, .ring = ws, .ring_dim = wd,
-                             .ring_size = v->p->num_partitions, .out = o};
+                             .ring_size = v->p->num_partitions, .out = o,
+                             .lhs_sharding = w ? kv->sharding : ws, .rhs_sharding = w ? ws : kv->sharding};
   if (w_to_out[wd] >= 0) {
     /* A non-contracting dim (not batch): each step fills a slice. */
     if (out_from_k[w_to_out[wd]] >= 0) return false;
@@ -357,7 +390,11 @@ static bool rotating_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, i
   int kd = w ? dm->lhs_contract_of_rhs[wd] : dm->rhs_contract_of_lhs[wd];
   if (kd < 0 || hk_sharding_dim_partitions(kv->sharding, kd) > 1) return false;
   out->kind = SPMD_WINDOW_CONTRACT;
-  out->other_dim = kd;
+  out->n_win = 1;
+  out->win_dims[0] = wd;
+  out->win_other[0] = kd;
+  out->win_parts[0] = out->ring_size;
+  out->rot_sharding = ws;
   return true;
 }
 
@@ -498,11 +535,9 @@ static const hk_sharding *moved_split(spmd_visitor *v, const hk_sharding *s, int
  * its other dims split as the local dot makes them (the devices differing
  * only along the ring form one, a subgroup when k < N, as XLA's
  * partitioning of the dot within groups reaches it). */
-static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
-                         spmd_windowed_dot *out) {
+static bool scatter_plan_for(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                             const hk_sharding *l, const hk_sharding *r, spmd_windowed_dot *out) {
   const hk_sharding *o = spmd_sharding_of(v, orig);
-  spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  const hk_sharding *l = lv->sharding, *r = rv->sharding;
   if (dm->n_whole || !plain_tiled(o) || !hk_sharding_is_tiled(o) || o->replicate_on_last_tile_dim ||
       hk_sharding_num_tiles(o) != v->p->num_partitions || !plain_tiled(l) || !plain_tiled(r) ||
       !hk_sharding_is_tiled(l) || !hk_sharding_is_tiled(r))
@@ -538,6 +573,399 @@ static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
   return true;
 }
 
+/* The scatter window for the operands as they are. */
+static bool scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, spmd_windowed_dot *out) {
+  return scatter_plan_for(v, orig, dm, spmd_lookup(v, orig->operands[0])->sharding,
+                          spmd_lookup(v, orig->operands[1])->sharding, out);
+}
+
+/* ---- windows within groups (XLA's dot grouped on non-contracting dims) ---- */
+
+/* Operand `side` (sharding s) tiles each of its non-contracting dims as
+ * the output o tiles the dim it becomes, device for device. */
+static bool nc_tiles_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *s, int side,
+                           const hk_sharding *o) {
+  int64_t a[HK_MAX_RANK + 1], c[HK_MAX_RANK + 1];
+  const int *to_out = side ? dm->rhs_to_out : dm->lhs_to_out;
+  for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
+    if (!hk_sharding_tile_index(s, dev, a) || !hk_sharding_tile_index(o, dev, c)) return false;
+    for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
+      if (dim_role(dm, side, d) == ROLE_NON_CONTRACTING && a[d] != c[to_out[d]]) return false;
+  }
+  return true;
+}
+
+/* The output group of each device: its output tile along the dims that
+ * operand w's non-contracting dims become, row-major (malloc'ed). */
+static int64_t *output_groups_of(spmd_visitor *v, const dot_dims *dm, const hk_sharding *o, int w) {
+  int64_t n = v->p->num_partitions, c[HK_MAX_RANK + 1];
+  int64_t *g = malloc(sizeof *g * (size_t)n);
+  if (!g) hk_out_of_memory();
+  const int *out_from_w = w ? dm->out_from_rhs : dm->out_from_lhs;
+  const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
+  for (int64_t dev = 0; dev < n; dev++) {
+    g[dev] = 0;
+    if (!hk_sharding_tile_index(o, dev, c)) continue;
+    for (int od = 0; od < dm->ro; od++)
+      if (out_from_w[od] >= 0 && out_from_k[od] < 0) g[dev] = g[dev] * hk_sharding_dim_partitions(o, od) + c[od];
+  }
+  return g;
+}
+
+/* Whether tile dim t of s is the same on every device of each group. */
+static bool constant_in_groups(spmd_visitor *v, const hk_sharding *s, int t, const int64_t *group,
+                               int64_t n_groups) {
+  int64_t n = v->p->num_partitions, idx[HK_MAX_RANK + 1];
+  int64_t *first = malloc(sizeof *first * (size_t)n_groups);
+  if (!first) hk_out_of_memory();
+  for (int64_t k = 0; k < n_groups; k++) first[k] = -1;
+  bool ok = true;
+  for (int64_t dev = 0; dev < n && ok; dev++) {
+    ok = hk_sharding_tile_index(s, dev, idx) && group[dev] < n_groups;
+    if (ok && first[group[dev]] < 0) first[group[dev]] = idx[t];
+    else if (ok) ok = first[group[dev]] == idx[t];
+  }
+  free(first);
+  return ok;
+}
+
+/* The dims along which XLA replicates the other operand k (sharding ks)
+ * when the dot is grouped on operand w's non-contracting dims
+ * (GetNonContractingPartitionGroupedShardingForOtherOperand, for a tiled
+ * ks without replication): the dims the groups already tell apart, else
+ * its contracting dims when they split like the groups and its
+ * non-contracting dims like the output (if both would do, when k is no
+ * bigger than an output tile), else its non-contracting dims when those
+ * split like the groups and the contractions alike.  Sets in[d] for each;
+ * false when none. */
+static bool other_group_dims(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                             int64_t groups, bool *in) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  int k = 1 - w, rank = k ? dm->rr : dm->rl;
+  memset(in, 0, sizeof(bool) * (size_t)rank);
+  if (!plain_tiled(ks) || !hk_sharding_is_tiled(ks) || ks->replicate_on_last_tile_dim) return false;
+  int64_t *group = output_groups_of(v, dm, o, w), found = 1;
+  for (int d = 0; d < rank; d++)
+    if (hk_sharding_dim_partitions(ks, d) > 1 && constant_in_groups(v, ks, d, group, groups)) {
+      in[d] = true;
+      found *= hk_sharding_dim_partitions(ks, d);
+    }
+  free(group);
+  if (found == groups) return true;
+  int64_t kc = role_partitions(dm, ks, k, ROLE_CONTRACTING), knc = role_partitions(dm, ks, k, ROLE_NON_CONTRACTING);
+  bool contracting = kc == groups && knc == output_non_contracting_partitions(dm, o, k);
+  bool non_contracting = groups == knc && role_partitions(dm, ws, w, ROLE_CONTRACTING) == kc;
+  if (contracting && non_contracting &&
+      hk_shape_byte_size(orig->operands[k]->shape) > hk_shape_byte_size(spmd_local_shape(v, o, orig->shape)))
+    contracting = false;
+  if (!contracting && !non_contracting) return false;
+  for (int d = 0; d < rank; d++)
+    in[d] = hk_sharding_dim_partitions(ks, d) > 1 &&
+            dim_role(dm, k, d) == (contracting ? ROLE_CONTRACTING : ROLE_NON_CONTRACTING);
+  return true;
+}
+
+/* The other operand k within the groups (replicated along in[]) splits
+ * as the output does there: its non-contracting and batch dims as the
+ * output dims they become, its contraction whole. */
+static bool other_matches_output_in_groups(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int k,
+                                           const bool *in) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[k])->sharding;
+  const int *to_out = k ? dm->rhs_to_out : dm->lhs_to_out;
+  for (int d = 0; d < (k ? dm->rr : dm->rl); d++) {
+    int64_t have = in[d] ? 1 : hk_sharding_dim_partitions(ks, d);
+    if (have != (to_out[d] >= 0 ? hk_sharding_dim_partitions(o, to_out[d]) : 1)) return false;
+  }
+  return true;
+}
+
+/* How many iterations XLA estimates a window within the groups of the
+ * dot grouped on operand w's non-contracting dims would run (0: none),
+ * as EstimateWindowedEinsumIterationsForNonContractingPartitioning:
+ * XLA's windowed-einsum configuration on the groups - the other operand
+ * windowed against w matched to the output, w windowed (its contraction)
+ * against the other matched to the output, or both windowed along the
+ * contraction with the result split - with the partition counts it
+ * passes and the gates on the operand or result sizes it passes. */
+static int64_t xla_grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w) {
+  const hk_spmd_options *opt = &v->p->options;
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  int k = 1 - w;
+  int64_t wnc = role_partitions(dm, ws, w, ROLE_NON_CONTRACTING), n = v->p->num_partitions / wnc;
+  bool in[HK_MAX_RANK];
+  if (!other_group_dims(v, orig, dm, w, wnc, in)) return 0;
+  int64_t wc = role_partitions(dm, ws, w, ROLE_CONTRACTING), wb = role_partitions(dm, ws, w, ROLE_BATCH);
+  int64_t kc = role_partitions(dm, ks, k, ROLE_CONTRACTING), knc = role_partitions(dm, ks, k, ROLE_NON_CONTRACTING);
+  int64_t kb = role_partitions(dm, ks, k, ROLE_BATCH);
+  int64_t out_w = output_non_contracting_partitions(dm, o, w), out_k = output_non_contracting_partitions(dm, o, k);
+  int64_t t = opt->threshold_for_windowed_einsum_mib * 1024 * 1024;
+  bool ag = opt->enable_windowed_einsum_for_all_gather;
+  /* The other operand windowed: w within a group matched to the output
+   * (nothing but batch dims split, as the output's). */
+  if (ag && out_w == n && wc == 1 && hk_shape_byte_size(orig->operands[k]->shape) >= t &&
+      (kc == n || knc == n || kb == n))
+    return n;
+  if (ag && out_k == n && other_matches_output_in_groups(v, orig, dm, k, in) &&
+      hk_shape_byte_size(orig->operands[w]->shape) / wnc >= t && (wc == n || wb == n))
+    return n;
+  if (opt->enable_windowed_einsum_for_reduce_scatter && wc == kc && wc == n && (out_w == n || out_k == n) &&
+      hk_shape_byte_size(orig->shape) / wnc >= t)
+    return n;
+  return 0;
+}
+
+/* The contract window within groups: operand w is split along its
+ * non-contracting dims exactly as the output (the groups, one per output
+ * tile of those dims) and along contracting dims (the ring within a
+ * group, row-major over them); the output is split along those dims and
+ * the other operand's non-contracting dims only.  The other operand is
+ * resharded as the output asks (whole contracting dims, replicated over
+ * the groups), when that is how XLA reshards it before partitioning
+ * within groups (other_matches_output_in_groups). */
+static bool grouped_contract_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                  spmd_windowed_dot *out) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const int *w_to_out = w ? dm->rhs_to_out : dm->lhs_to_out;
+  const int *out_from_w = w ? dm->out_from_rhs : dm->out_from_lhs;
+  const int *out_from_k = w ? dm->out_from_lhs : dm->out_from_rhs;
+  if (dm->n_whole || !one_tile_per_partition(v, o) || !one_tile_per_partition(v, ws)) return false;
+  int n_c = 0, c_dims[HK_MAX_RANK], k_dims[HK_MAX_RANK];
+  int64_t groups = 1;
+  for (int d = 0; d < (w ? dm->rr : dm->rl); d++) {
+    int64_t parts = hk_sharding_dim_partitions(ws, d);
+    if (parts == 1) continue;
+    int role = dim_role(dm, w, d);
+    if (role == ROLE_BATCH) return false;
+    if (role == ROLE_NON_CONTRACTING) {
+      if (hk_sharding_dim_partitions(o, w_to_out[d]) != parts) return false;
+      groups *= parts;
+      continue;
+    }
+    int kd = w ? dm->lhs_contract_of_rhs[d] : dm->rhs_contract_of_lhs[d];
+    if (kd < 0) return false;
+    c_dims[n_c] = d;
+    k_dims[n_c++] = kd;
+  }
+  if (!n_c || groups == 1) return false;   /* no ring, or no groups (rotating_plan's case) */
+  for (int od = 0; od < dm->ro; od++)
+    if (hk_sharding_dim_partitions(o, od) > 1 && out_from_w[od] >= 0 && out_from_k[od] >= 0) return false;
+  bool in[HK_MAX_RANK];
+  if (output_non_contracting_partitions(dm, o, w) != groups || !nc_tiles_agree(v, dm, ws, w, o) ||
+      !other_group_dims(v, orig, dm, w, groups, in) || !other_matches_output_in_groups(v, orig, dm, 1 - w, in))
+    return false;
+  dot_plan p;
+  plan_output(v, dm, o, &p);
+  const hk_sharding *kept = w ? p.lhs : p.rhs;
+  if (!p.ok || !kept) return false;
+  int64_t ring_size = v->p->num_partitions / groups;
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_CONTRACT, .side = w,
+                             .ring = ring_of(v, ws, c_dims, n_c),
+                             .ring_dim = n_c == 1 ? c_dims[0] : ws->n_tile_dims - n_c,
+                             .ring_size = ring_size, .out = o,
+                             .lhs_sharding = w ? kept : ws, .rhs_sharding = w ? ws : kept,
+                             .n_win = n_c, .rot_sharding = ws};
+  for (int j = 0; j < n_c; j++) {
+    out->win_dims[j] = c_dims[j];
+    out->win_other[j] = k_dims[j];
+    out->win_parts[j] = hk_sharding_dim_partitions(ws, c_dims[j]);
+  }
+  return true;
+}
+
+/* XLA's size gate for a window within groups: the rotating operand's
+ * share of one group (the ring w->ring_size devices hold it) at least
+ * threshold_for_windowed_einsum_mib. */
+static bool grouped_worth_it(const spmd_visitor *v, const hk_instr *dot, const spmd_windowed_dot *w) {
+  const hk_spmd_options *o = &v->p->options;
+  if (!o->enable_windowed_einsum_for_all_gather) return false;
+  if (o->has_total_bytes_windowed_einsum_threshold)
+    return hk_spmd_should_enable_windowed_einsum_with_threshold(
+        o, dot->operands[0], dot->operands[1], o->threshold_for_windowed_einsum_mib);
+  int64_t groups = v->p->num_partitions / w->ring_size;
+  return hk_shape_byte_size(dot->operands[w->side]->shape) / groups >=
+         o->threshold_for_windowed_einsum_mib * 1024 * 1024;
+}
+
+/* The sharding the dot asks of operand `side` (matched to the output). */
+static const hk_sharding *output_matched(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int side) {
+  dot_plan p;
+  plan_output(v, dm, spmd_sharding_of(v, orig), &p);
+  return side ? p.rhs : p.lhs;
+}
+
+/* The contract window within groups for operand w, gated; the loop's
+ * trip count (0: none). */
+static int64_t grouped_iterations(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                  spmd_windowed_dot *out) {
+  if (!grouped_contract_plan(v, orig, dm, w, out) || !grouped_worth_it(v, orig, out) ||
+      users_share_reshard(v, orig, orig->operands[w], output_matched(v, orig, dm, w)))
+    return 0;
+  return out->ring_size;
+}
+
+/* The scatter window within the groups of the dot grouped on operand w's
+ * non-contracting dims: the other operand replicated along
+ * other_group_dims (one all-gather, as XLA's grouping), then both split
+ * along the contraction within each group and the partial sums ringing
+ * round it - XLA's reduce-scatter configuration on the groups. */
+static bool grouped_scatter_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                 spmd_windowed_dot *out) {
+  const hk_sharding *ws = spmd_lookup(v, orig->operands[w])->sharding;
+  const hk_sharding *ks = spmd_lookup(v, orig->operands[1 - w])->sharding;
+  int64_t groups = role_partitions(dm, ws, w, ROLE_NON_CONTRACTING), dims[HK_MAX_RANK];
+  bool in[HK_MAX_RANK];
+  if (!v->p->options.enable_windowed_einsum_for_reduce_scatter ||
+      hk_shape_byte_size(orig->shape) / groups < v->p->options.threshold_for_windowed_einsum_mib * 1024 * 1024 ||
+      !other_group_dims(v, orig, dm, w, groups, in))
+    return false;
+  int n = 0;
+  for (int d = 0; d < (w ? dm->rl : dm->rr); d++)
+    if (in[d]) dims[n++] = d;
+  const hk_sharding *kept = spmd_replicate_dims(v, ks, n, dims);
+  return scatter_plan_for(v, orig, dm, w ? kept : ws, w ? ws : kept, out) &&
+         out->ring_size == v->p->num_partitions / groups;
+}
+
+/* Which operand XLA groups the dot on when both match the output on their
+ * non-contracting dims (LhsIsBestMatchForNonContractingPartitioning,
+ * without a cost model): by default the one whose grouping replicates
+ * less of the other operand; with choose_faster_windowed_einsum_over_mem
+ * the one whose windowed loop within groups runs fewer iterations.  The
+ * iterations it_l / it_r are XLA's estimates (0: no loop). */
+static bool lhs_is_best_match(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, bool may_l,
+                              bool may_r, int64_t it_l, int64_t it_r) {
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  int64_t lnc = role_partitions(dm, lc, 0, ROLE_NON_CONTRACTING);
+  int64_t rnc = role_partitions(dm, rc, 1, ROLE_NON_CONTRACTING);
+  if (may_l && may_r && v->p->options.choose_faster_windowed_einsum_over_mem)
+    return it_l && it_r ? it_l < it_r : it_l > 0;
+  int64_t lb = hk_shape_byte_size(spmd_local_shape(v, lc, orig->operands[0]->shape));
+  int64_t rb = hk_shape_byte_size(spmd_local_shape(v, rc, orig->operands[1]->shape));
+  return may_l && (!may_r || lnc * rb < rnc * lb);
+}
+
+/* XLA's PrioritizeContractingDimensionsPartitioning, without a cost
+ * model: with choose_faster_windowed_einsum_over_mem and the contracting
+ * dims split alike, grouping on them wins when the loops within
+ * non-contracting groups would run more iterations than the partitions
+ * left within a contracting group. */
+static bool contracting_grouping_first(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                       int64_t it_l, int64_t it_r) {
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  int64_t lk = role_partitions(dm, lc, 0, ROLE_CONTRACTING), rk = role_partitions(dm, rc, 1, ROLE_CONTRACTING);
+  if (!v->p->options.choose_faster_windowed_einsum_over_mem || lk != rk || lk < 2 || (!it_l && !it_r))
+    return false;
+  int64_t fewest = it_l && it_r ? (it_l < it_r ? it_l : it_r) : (it_l ? it_l : it_r);
+  return fewest > v->p->num_partitions / lk;
+}
+
+/* Operands lc and rc split their contracting dims alike, device for
+ * device (the same contraction slice on every device). */
+static bool contracting_tiles_agree(spmd_visitor *v, const dot_dims *dm, const hk_sharding *lc,
+                                    const hk_sharding *rc) {
+  int64_t a[HK_MAX_RANK + 1], b[HK_MAX_RANK + 1];
+  for (int64_t dev = 0; dev < v->p->num_partitions; dev++) {
+    if (!hk_sharding_tile_index(lc, dev, a) || !hk_sharding_tile_index(rc, dev, b)) return false;
+    for (int d = 0; d < dm->rl; d++) {
+      int r = dm->rhs_contract_of_lhs[d];
+      if (r >= 0 && (hk_sharding_dim_partitions(lc, d) != hk_sharding_dim_partitions(rc, r) || a[d] != b[r]))
+        return false;
+    }
+  }
+  return true;
+}
+
+/* The gather window within contracting groups (XLA's dot grouped on its
+ * contracting dims, choose_faster_windowed_einsum_over_mem's path): both
+ * operands split alike along the contraction (the groups); within a
+ * group operand k is split along its non-contracting dims as the output,
+ * and operand w along one non-contracting dim that rotates round the
+ * group, filling slices of the partial sums, all-reduced over the groups
+ * after the loop.  *sum the plan whose result and reduce groups those are. */
+static bool contracting_groups_gather_plan(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, int w,
+                                           spmd_windowed_dot *out, dot_plan *sum) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  const hk_sharding *ws = w ? rc : lc, *ks = w ? lc : rc;
+  int64_t groups = role_partitions(dm, ws, w, ROLE_CONTRACTING);
+  if (dm->n_whole || !one_tile_per_partition(v, ws) || !one_tile_per_partition(v, ks) || groups < 2 ||
+      !contracting_tiles_agree(v, dm, lc, rc))
+    return false;
+  int64_t ring = v->p->num_partitions / groups;
+  int wd = -1;
+  for (int d = 0; d < (w ? dm->rr : dm->rl); d++) {
+    if (hk_sharding_dim_partitions(ws, d) == 1 || dim_role(dm, w, d) == ROLE_CONTRACTING) continue;
+    if (wd >= 0 || dim_role(dm, w, d) != ROLE_NON_CONTRACTING) return false;
+    wd = d;
+  }
+  if (wd < 0 || hk_sharding_dim_partitions(ws, wd) != ring ||
+      role_partitions(dm, ks, 1 - w, ROLE_BATCH) > 1 ||
+      role_partitions(dm, ks, 1 - w, ROLE_NON_CONTRACTING) != ring ||
+      output_non_contracting_partitions(dm, o, 1 - w) != ring || !nc_tiles_agree(v, dm, ks, 1 - w, o))
+    return false;
+  plan_operand(v, dm, ks, 1 - w, sum);
+  if (!sum->ok || !sum->out) return false;
+  const int *w_to_out = w ? dm->rhs_to_out : dm->lhs_to_out;
+  *out = (spmd_windowed_dot){.kind = SPMD_WINDOW_GATHER, .side = w, .dim = wd, .ring = ws,
+                             .ring_dim = wd, .ring_size = ring, .out = sum->out,
+                             .out_dim = w_to_out[wd], .lhs_sharding = lc, .rhs_sharding = rc};
+  return true;
+}
+
+/* The contracting-groups gather window (rhs rotating first, as XLA's
+ * inner configuration), gated on the rotating operand's share of a group. */
+static bool contracting_groups_window(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                      spmd_windowed_dot *out, dot_plan *sum) {
+  for (int w = 1; w >= 0; w--)
+    if (contracting_groups_gather_plan(v, orig, dm, w, out, sum))
+      return grouped_worth_it(v, orig, out) &&
+             !users_share_reshard(v, orig, orig->operands[w], output_matched(v, orig, dm, w));
+  return false;
+}
+
+/* The window within groups XLA builds when no window over all devices
+ * applies: the dot grouped on the non-contracting dims of the operand
+ * that matches the output best, that operand rotating within a group;
+ * or, when XLA prioritizes grouping on the contracting dims, the gather
+ * window within those groups (*sum then the all-reduce after the loop). */
+static bool window_within_groups(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                 spmd_windowed_dot *out, dot_plan *sum) {
+  const hk_sharding *o = spmd_sharding_of(v, orig);
+  const hk_sharding *lc = spmd_lookup(v, orig->operands[0])->sharding;
+  const hk_sharding *rc = spmd_lookup(v, orig->operands[1])->sharding;
+  if (!one_tile_per_partition(v, o) || !plain_tiled(lc) || !plain_tiled(rc) ||
+      !hk_sharding_is_tiled(lc) || !hk_sharding_is_tiled(rc))
+    return false;
+  /* XLA groups on batch dims first. */
+  if (role_partitions(dm, lc, 0, ROLE_BATCH) > 1 || role_partitions(dm, rc, 1, ROLE_BATCH) > 1)
+    return false;
+  int64_t lnc = role_partitions(dm, lc, 0, ROLE_NON_CONTRACTING);
+  int64_t rnc = role_partitions(dm, rc, 1, ROLE_NON_CONTRACTING);
+  bool may_l = lnc > 1 && lnc == output_non_contracting_partitions(dm, o, 0);
+  bool may_r = rnc > 1 && rnc == output_non_contracting_partitions(dm, o, 1);
+  if (!may_l && !may_r) return false;
+  /* XLA's estimates choose the grouping; within it, the matched operand's
+   * contraction rotates when the other operand is matched to the output
+   * there, else the partial sums do (XLA's configurations in that order;
+   * its third, the other operand rotating, is not built here). */
+  int64_t it_l = may_l ? xla_grouped_iterations(v, orig, dm, 0) : 0;
+  int64_t it_r = may_r ? xla_grouped_iterations(v, orig, dm, 1) : 0;
+  if (contracting_grouping_first(v, orig, dm, it_l, it_r))
+    return contracting_groups_window(v, orig, dm, out, sum);
+  int w = lhs_is_best_match(v, orig, dm, may_l, may_r, it_l, it_r) ? 0 : 1;
+  if (!(w ? may_r : may_l)) return false;
+  return grouped_iterations(v, orig, dm, w, out) || grouped_scatter_plan(v, orig, dm, w, out);
+}
+
 /* Whether any window could pass windowed_worth_it: the cheap test first,
  * since most dots are far below the threshold. */
 static bool some_window_big_enough(const spmd_visitor *v, const hk_instr *dot) {
@@ -559,20 +987,56 @@ static bool windowed_disabled_by_user(const hk_instr *dot) {
   return false;
 }
 
-/* The windowed loop when a plan applies (rhs rotating first, as XLA). */
+static void local_contracting_windows(spmd_visitor *v, hk_instr *d, const dot_dims *dm);
+static void zero_contracted_padding(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
+                                    const dot_plan *p, hk_instr **ops);
+
+/* d, partial sums of plan p, all-reduced over p's contracting splits. */
+static hk_instr *all_reduce_partial_sums(spmd_visitor *v, hk_instr *orig, const dot_plan *p, hk_instr *d) {
+  int64_t n_groups, gsize;
+  int64_t *groups = spmd_groups(v, p->driver, p->n_reduce, p->reduce_dims, &n_groups, &gsize);
+  const hk_spmd_collective_ops *c = &v->p->collectives;
+  d = c->all_reduce(c->state, v->comp, d, spmd_reducer(v->m, (hk_prim)orig->shape->elem, HK_OP_ADD),
+                    n_groups, gsize, groups, &v->p->next_channel_id);
+  v->p->collectives_emitted++;
+  free(groups);
+  return d;
+}
+
+/* spmd_windowed_dot's fit_local for a convolution (ctx its dot_dims). */
+static void fit_local_windows(spmd_visitor *v, hk_instr *local, const void *ctx) {
+  local_contracting_windows(v, local, ctx);
+}
+
+/* The windowed loop when a plan applies (rhs rotating first, as XLA; then
+ * a window within groups). */
 static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *dm,
                                bool *handled) {
   spmd_windowed_dot w;
-  if (dm->n_spatial_contract || !some_window_big_enough(v, orig) || windowed_disabled_by_user(orig))
-    return NULL;
+  dot_plan sum = {0};
+  if (!some_window_big_enough(v, orig) || windowed_disabled_by_user(orig)) return NULL;
   if (!rotating_plan(v, orig, dm, 1, &w) && !rotating_plan(v, orig, dm, 0, &w) &&
-      !scatter_plan(v, orig, dm, &w))
+      !scatter_plan(v, orig, dm, &w) && !window_within_groups(v, orig, dm, &w, &sum))
     return NULL;
+  if (dm->n_spatial_contract) {   /* a convolution: its windows fit each local one */
+    w.fit_local = fit_local_windows;
+    w.fit_ctx = dm;
+  }
   spmd_value *lv = spmd_lookup(v, orig->operands[0]), *rv = spmd_lookup(v, orig->operands[1]);
-  bool scatter = w.kind == SPMD_WINDOW_SCATTER;   /* its plan may realign an operand */
-  HK_TRY(spmd_reshard(v, lv, scatter ? w.lhs_sharding : lv->sharding, &w.lhs));
-  HK_TRY(spmd_reshard(v, rv, scatter ? w.rhs_sharding : rv->sharding, &w.rhs));
-  spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
+  /* The plans' operand shardings: a scatter may realign one, a window
+   * within groups reshards the kept operand. */
+  HK_TRY(spmd_reshard(v, lv, w.lhs_sharding, &w.lhs));
+  HK_TRY(spmd_reshard(v, rv, w.rhs_sharding, &w.rhs));
+  if (!sum.ok) {
+    spmd_set(v, orig, spmd_emit_windowed_dot(v, orig, &w), w.out);
+    *handled = true;
+    return NULL;
+  }
+  hk_instr *ops[2] = {w.lhs, w.rhs};   /* partial sums over contracting groups */
+  zero_contracted_padding(v, orig, dm, &sum, ops);
+  w.lhs = ops[0];
+  w.rhs = ops[1];
+  spmd_set(v, orig, all_reduce_partial_sums(v, orig, &sum, spmd_emit_windowed_dot(v, orig, &w)), sum.out);
   *handled = true;
   return NULL;
 }
@@ -581,36 +1045,6 @@ static hk_status *try_windowed(spmd_visitor *v, hk_instr *orig, const dot_dims *
 
 static const hk_sharding *implied_output(spmd_visitor *v, const dot_dims *dm,
                                          const hk_sharding *s, int side);
-
-/* A dim's role: batch (in both operands and the output), contracting, or
- * non-contracting (one operand and the output). */
-enum { ROLE_BATCH, ROLE_CONTRACTING, ROLE_NON_CONTRACTING };
-
-static int dim_role(const dot_dims *dm, int side, int d) {
-  int od = side ? dm->rhs_to_out[d] : dm->lhs_to_out[d];
-  if (od < 0) return ROLE_CONTRACTING;
-  return (side ? dm->out_from_lhs[od] : dm->out_from_rhs[od]) >= 0 ? ROLE_BATCH : ROLE_NON_CONTRACTING;
-}
-
-/* XLA's GetPartitionsForDims: the partitions of operand `side`'s dims of
- * one role. */
-static int64_t role_partitions(const dot_dims *dm, const hk_sharding *s, int side, int role) {
-  int64_t n = 1;
-  for (int d = 0; d < (side ? dm->rr : dm->rl); d++)
-    if (dim_role(dm, side, d) == role) n *= hk_sharding_dim_partitions(s, d);
-  return n;
-}
-
-/* The output's partitions along the dims operand `side` brings alone. */
-static int64_t output_non_contracting_partitions(const dot_dims *dm, const hk_sharding *o, int side) {
-  int64_t n = 1;
-  for (int od = 0; od < dm->ro; od++) {
-    int own = side ? dm->out_from_rhs[od] : dm->out_from_lhs[od];
-    int other = side ? dm->out_from_lhs[od] : dm->out_from_rhs[od];
-    if (own >= 0 && other < 0) n *= hk_sharding_dim_partitions(o, od);
-  }
-  return n;
-}
 
 /* Operand `side` (sharding s) tiles exactly as the output o on the dims
  * they share, and o splits nothing else (XLA: s transposed to the output

@@ -237,12 +237,12 @@ hk_status *spmd_handle_conv(spmd_visitor *v, hk_instr *orig, bool *handled);
 /* A dot computed by a loop around a ring of devices (see the file). */
 typedef enum spmd_window_kind {
   SPMD_WINDOW_GATHER,              /* operand `side` rotates; dim -> result dim out_dim */
-  SPMD_WINDOW_CONTRACT,            /* operand `side` rotates; dim contracting, other_dim its partner */
+  SPMD_WINDOW_CONTRACT,            /* operand `side` rotates along contracting dims win_dims */
   SPMD_WINDOW_SCATTER,             /* the result rotates; operand `side`'s dim -> out_dim */
 } spmd_window_kind;
 typedef struct spmd_windowed_dot {
   spmd_window_kind kind;
-  int side, dim, out_dim, other_dim;
+  int side, dim, out_dim;
   hk_instr *lhs, *rhs;                  /* local operands */
   const hk_sharding *ring;              /* its tiles along ring_dim order the ring */
   int ring_dim;
@@ -254,10 +254,18 @@ typedef struct spmd_windowed_dot {
   int lhs_contract, rhs_contract;
   /* Scatter: the ring runs along n_win dims of the result (win_out, split
    * win_parts ways, row-major; their product is ring_size), the dims
-   * win_dims of operand `side` they come from. */
+   * win_dims of operand `side` they come from.  Contract: the rotating
+   * operand's contracting dims win_dims (split win_parts ways, row-major
+   * along the ring), win_other their partners in the kept operand;
+   * rot_sharding the rotating operand's sharding (its padding zeroed). */
   int n_win;
-  int win_dims[HK_MAX_RANK], win_out[HK_MAX_RANK];
+  int win_dims[HK_MAX_RANK], win_out[HK_MAX_RANK], win_other[HK_MAX_RANK];
   int64_t win_parts[HK_MAX_RANK];
+  const hk_sharding *rot_sharding;
+  /* Called on each local dot/convolution the loop builds (a convolution's
+   * windows refitted to its local operands); NULL: nothing to do. */
+  void (*fit_local)(spmd_visitor *v, hk_instr *local, const void *ctx);
+  const void *fit_ctx;
 } spmd_windowed_dot;
 /* The loop; returns the partitioned result (local shape under w->out). */
 hk_instr *spmd_emit_windowed_dot(spmd_visitor *v, hk_instr *orig, const spmd_windowed_dot *w);

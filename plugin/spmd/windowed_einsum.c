@@ -3,8 +3,10 @@
  * one big collective.  Gather: an operand sharded along a non-contracting
  * dim passes its shards round; each step fills that shard's slice of the
  * result (replaces an all-gather of the operand).  Contract: the same with
- * a contracting dim; each step multiplies the matching slice of the other
- * operand and accumulates.  Scatter: both operands sharded along the
+ * contracting dims (one or several, their tiles row-major along the ring;
+ * the ring a subgroup when the rotating operand is also split along
+ * non-contracting dims, XLA's windows within groups); each step
+ * multiplies the matching slice of the other operand and accumulates.  Scatter: both operands sharded along the
  * contracting dim and the result sharded; slices of the result travel round
  * the ring, each device adding its partial sum (replaces a reduce-scatter of
  * a result-sized buffer).  Each device holds one shard at a time.  Uneven
@@ -110,14 +112,15 @@ static hk_instr *ring_tile(hk_computation *c, const spmd_windowed_dot *w, hk_ins
   return binary(c, HK_OP_REMAINDER, t, s32_constant(c, n));
 }
 
-/* The rows along the ring's dim one step covers: ceil(dim / N). */
+/* Gather: the rows along the ring's dim one step covers: ceil(dim / N). */
 static int64_t window_chunk(const hk_instr *orig, const spmd_windowed_dot *w) {
   int64_t n = w->ring_size, d = orig->operands[w->side]->shape->dims[w->dim];
   return (d + n - 1) / n;
 }
 
-/* Scatter: the rows one step covers along window dim j of operand side. */
-static int64_t scatter_chunk(const hk_instr *orig, const spmd_windowed_dot *w, int j) {
+/* Scatter / contract: the rows one step covers along window dim j of
+ * operand side. */
+static int64_t win_chunk(const hk_instr *orig, const spmd_windowed_dot *w, int j) {
   int64_t n = w->win_parts[j], d = orig->operands[w->side]->shape->dims[w->win_dims[j]];
   return (d + n - 1) / n;
 }
@@ -139,15 +142,19 @@ static void prepare_operands(spmd_visitor *v, hk_instr *orig, const spmd_windowe
     case SPMD_WINDOW_GATHER:
       break;
     case SPMD_WINDOW_CONTRACT:
-      in[w->side] = spmd_zero_padding(v, w->ring, orig->operands[w->side]->shape, w->dim, in[w->side]);
-      in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->other_dim, window_chunk(orig, w) * w->ring_size);
+      for (int j = 0; j < w->n_win; j++) {
+        in[w->side] = spmd_zero_padding(v, w->rot_sharding, orig->operands[w->side]->shape,
+                                        w->win_dims[j], in[w->side]);
+        in[1 - w->side] = pad_dim_to(v, in[1 - w->side], w->win_other[j],
+                                     win_chunk(orig, w, j) * w->win_parts[j]);
+      }
       break;
     case SPMD_WINDOW_SCATTER:
     default:
       in[0] = spmd_zero_padding(v, w->lhs_sharding, orig->operands[0]->shape, w->lhs_contract, in[0]);
       in[1] = spmd_zero_padding(v, w->rhs_sharding, orig->operands[1]->shape, w->rhs_contract, in[1]);
       for (int j = 0; j < w->n_win; j++)
-        in[w->side] = pad_dim_to(v, in[w->side], w->win_dims[j], scatter_chunk(orig, w, j) * w->win_parts[j]);
+        in[w->side] = pad_dim_to(v, in[w->side], w->win_dims[j], win_chunk(orig, w, j) * w->win_parts[j]);
       break;
   }
 }
@@ -173,6 +180,28 @@ static bool has_extra(loop_mode mode, const spmd_windowed_dot *w) {
   return mode == LOOP_BIDIRECTIONAL || (mode == LOOP_UNROLLED && w->kind == SPMD_WINDOW_SCATTER);
 }
 
+/* The local dot (or convolution) of ops, shaped `shape`, in c. */
+static hk_instr *local_dot(spmd_visitor *v, hk_computation *c, hk_instr *orig,
+                           const spmd_windowed_dot *w, const hk_shape *shape, hk_instr **ops) {
+  hk_instr *d = hk_instr_clone(c, orig, shape, 2, ops, NULL);
+  if (w->fit_local) w->fit_local(v, d, w->fit_ctx);
+  return d;
+}
+
+/* Scatter / contract: the offsets along the n_win window dims of ring
+ * tile `tile` (row-major over win_parts) and the rows each covers. */
+static void window_offsets(hk_computation *c, hk_instr *orig, const spmd_windowed_dot *w,
+                           hk_instr *tile, int64_t *chunks, hk_instr **offsets) {
+  int64_t stride = w->ring_size;
+  for (int j = 0; j < w->n_win; j++) {
+    stride /= w->win_parts[j];
+    hk_instr *coord = binary(c, HK_OP_REMAINDER, binary(c, HK_OP_DIVIDE, tile, s32_constant(c, stride)),
+                             s32_constant(c, w->win_parts[j]));
+    chunks[j] = win_chunk(orig, w, j);
+    offsets[j] = binary(c, HK_OP_MULTIPLY, coord, s32_constant(c, chunks[j]));
+  }
+}
+
 /* Gather / contract: acc after the step where the rotating operand's
  * shard is x and holds `tile`. */
 static hk_instr *gather_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
@@ -181,17 +210,20 @@ static hk_instr *gather_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
   const hk_shape *acc_shape = acc->shape;
   hk_instr *ops[2] = {in[0], in[1]};
   ops[w->side] = x;
+  if (w->kind == SPMD_WINDOW_CONTRACT) {
+    int64_t chunks[HK_MAX_RANK];
+    hk_instr *offsets[HK_MAX_RANK];
+    window_offsets(c, orig, w, tile, chunks, offsets);
+    ops[1 - w->side] = window_of(v, c, in[1 - w->side], w->n_win, w->win_other, chunks, offsets);
+    return binary(c, HK_OP_ADD, acc, local_dot(v, c, orig, w, acc_shape, ops));
+  }
   int64_t chunk = window_chunk(orig, w);
   hk_instr *offset = binary(c, HK_OP_MULTIPLY, tile, s32_constant(c, chunk));
-  if (w->kind == SPMD_WINDOW_CONTRACT) {
-    ops[1 - w->side] = window_of(v, c, in[1 - w->side], 1, &w->other_dim, &chunk, &offset);
-    return binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc_shape, 2, ops, NULL));
-  }
   int64_t dims[HK_MAX_RANK];
   memcpy(dims, acc_shape->dims, sizeof(int64_t) * (size_t)acc_shape->rank);
   dims[w->out_dim] = chunk;
-  hk_instr *prod = hk_instr_clone(c, orig, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims),
-                                  2, ops, NULL);
+  hk_instr *prod = local_dot(v, c, orig, w, hk_shape_with_dims(v->m, acc_shape, acc_shape->rank, dims),
+                             ops);
   hk_instr *dus_ops[2 + HK_MAX_RANK] = {acc, prod};
   hk_instr *zero = s32_constant(c, 0);
   for (int d = 0; d < acc_shape->rank; d++) dus_ops[2 + d] = d == w->out_dim ? offset : zero;
@@ -203,18 +235,12 @@ static hk_instr *gather_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
 static hk_instr *scatter_step(spmd_visitor *v, hk_computation *c, hk_instr *orig,
                               const spmd_windowed_dot *w, hk_instr *const in[2], hk_instr *tile,
                               hk_instr *acc) {
-  int64_t chunks[HK_MAX_RANK], stride = w->ring_size;
+  int64_t chunks[HK_MAX_RANK];
   hk_instr *offsets[HK_MAX_RANK];
-  for (int j = 0; j < w->n_win; j++) {
-    stride /= w->win_parts[j];
-    hk_instr *coord = binary(c, HK_OP_REMAINDER, binary(c, HK_OP_DIVIDE, tile, s32_constant(c, stride)),
-                             s32_constant(c, w->win_parts[j]));
-    chunks[j] = scatter_chunk(orig, w, j);
-    offsets[j] = binary(c, HK_OP_MULTIPLY, coord, s32_constant(c, chunks[j]));
-  }
+  window_offsets(c, orig, w, tile, chunks, offsets);
   hk_instr *ops[2] = {in[0], in[1]};
   ops[w->side] = window_of(v, c, in[w->side], w->n_win, w->win_dims, chunks, offsets);
-  return binary(c, HK_OP_ADD, acc, hk_instr_clone(c, orig, acc->shape, 2, ops, NULL));
+  return binary(c, HK_OP_ADD, acc, local_dot(v, c, orig, w, acc->shape, ops));
 }
 
 /* Scatter, one iteration.  Rolled: the buffer moves one tile up the ring
