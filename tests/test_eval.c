@@ -607,6 +607,49 @@ START_TEST(test_sort_stable_multi_operand) {
 }
 END_TEST
 
+/* A JAX-style total-order comparator (the float's bits as a signed key,
+ * negatives flipped; ties by index) and a lexicographic TOTALORDER one run
+ * as compiled scalar programs with per-type kernels: NaNs of either sign
+ * and -0 must land where the total order puts them. */
+START_TEST(test_sort_total_order_comparator_program) {
+  const char *jax =
+      "HloModule m\n"
+      "gt {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+      " ba = s32[] bitcast-convert(a)\n z = s32[] constant(0)\n na = pred[] compare(ba, z), direction=LT\n"
+      " m = u32[] constant(2147483647)\n ua = u32[] bitcast-convert(a)\n sa = u32[] subtract(m, ua)\n"
+      " ka0 = s32[] bitcast-convert(sa)\n ka = s32[] select(na, ka0, ba)\n"
+      " bb = s32[] bitcast-convert(b)\n nb = pred[] compare(bb, z), direction=LT\n"
+      " ub = u32[] bitcast-convert(b)\n sb = u32[] subtract(m, ub)\n kb0 = s32[] bitcast-convert(sb)\n"
+      " kb = s32[] select(nb, kb0, bb)\n g = pred[] compare(ka, kb), direction=GT\n"
+      " h = pred[] compare(kb, ka), direction=GT\n tie = pred[] compare(g, h), direction=EQ\n"
+      " li = pred[] compare(i, j), direction=LT\n ROOT r = pred[] select(tie, li, g)\n}\n"
+      "ENTRY e {\n k = f32[9] parameter(0)\n v = s32[9] iota(), iota_dimension=0\n"
+      " ROOT s = (f32[9], s32[9]) sort(k, v), dimensions={0}, is_stable=true, to_apply=gt\n}\n";
+  hk_value *a[1] = {vec(HK_F32, 9, (double[]){NAN, 1, -0.0, 0, -NAN, -INFINITY, 1, -1, INFINITY})};
+  hk_value *r = eval_n(jax, 1, a);
+  expect_ints(r->elems[1], 9, (int64_t[]){0, 8, 1, 6, 3, 2, 7, 5, 4});
+  expect_vals(r->elems[0], 9, (double[]){NAN, INFINITY, 1, 1, 0, 0, -1, -INFINITY, NAN});
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 0)) && signbit(hk_value_get_f64(r->elems[0], 8)));
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 4)) && signbit(hk_value_get_f64(r->elems[0], 5)));
+  hk_value_release(r);
+  /* ascending by the total order, ties (equal bits) by index */
+  const char *lex =
+      "HloModule m\n"
+      "lt {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+      " eq = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
+      " lt0 = pred[] compare(a, b), direction=LT, type=TOTALORDER\n li = pred[] compare(i, j), direction=LT\n"
+      " ROOT r = pred[] select(eq, li, lt0)\n}\n"
+      "ENTRY e {\n k = f32[8] parameter(0)\n v = s32[8] iota(), iota_dimension=0\n"
+      " ROOT s = (f32[8], s32[8]) sort(k, v), dimensions={0}, is_stable=true, to_apply=lt\n}\n";
+  hk_value *b[1] = {vec(HK_F32, 8, (double[]){NAN, 0, -NAN, -0.0, 1, NAN, -0.0, -INFINITY})};
+  r = eval_n(lex, 1, b);
+  expect_ints(r->elems[1], 8, (int64_t[]){2, 7, 3, 6, 1, 4, 0, 5});
+  ck_assert(signbit(hk_value_get_f64(r->elems[0], 0)) && signbit(hk_value_get_f64(r->elems[0], 2)));
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 4)));
+  hk_value_release(r);
+}
+END_TEST
+
 /* Comparators, map bodies and select-and-scatter selectors run as compiled
  * scalar programs: convert, bitcast-convert, unsigned arithmetic, select,
  * clamp and constants must give the evaluator's elementwise answers. */
@@ -1731,6 +1774,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_gather_clamps);
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
+  tcase_add_test(t, test_sort_total_order_comparator_program);
   tcase_add_test(t, test_scalar_programs);
   tcase_add_test(t, test_topk_selection);
   tcase_add_test(t, test_while_conditional_call);
