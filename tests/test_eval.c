@@ -650,6 +650,64 @@ START_TEST(test_sort_total_order_comparator_program) {
 }
 END_TEST
 
+/* map(x, y) with a one-op body runs the scalar program's per-type kernel;
+ * the same op on the arrays runs the elementwise code: every element of the
+ * two must have the same bits, for each kernel type and op. */
+static void expect_map_matches_elementwise(hk_prim p, const char *op, const char *res, const double *x,
+                                           const double *y, int64_t n) {
+  const char *t = hk_prim_name(p);
+  char mod[1024];
+  snprintf(mod, sizeof mod,
+           "HloModule m\nf {\n a = %s[] parameter(0)\n b = %s[] parameter(1)\n ROOT r = %s[] %s\n}\n"
+           "ENTRY e {\n x = %s[%lld] parameter(0)\n y = %s[%lld] parameter(1)\n"
+           " m = %s[%lld] map(x, y), dimensions={0}, to_apply=f\n a = %s[%lld] copy(x)\n b = %s[%lld] copy(y)\n"
+           " r = %s[%lld] %s\n ROOT t = (%s[%lld], %s[%lld]) tuple(m, r)\n}\n",
+           t, t, res, op, t, (long long)n, t, (long long)n, res, (long long)n, t, (long long)n, t, (long long)n,
+           res, (long long)n, op, res, (long long)n, res, (long long)n);
+  hk_value *args[2] = {vec(p, n, x), vec(p, n, y)};
+  hk_value *r = eval_n(mod, 2, args);
+  ck_assert_int_eq(r->elems[0]->nbytes, r->elems[1]->nbytes);
+  ck_assert_msg(!memcmp(r->elems[0]->data, r->elems[1]->data, (size_t)r->elems[0]->nbytes), "%s %s", t, op);
+  hk_value_release(r);
+}
+
+START_TEST(test_scalar_program_kernels_match_elementwise) {
+  static const char *arith[] = {"add(a, b)", "subtract(a, b)", "multiply(a, b)", "divide(a, b)",
+                                "remainder(a, b)", "maximum(a, b)", "minimum(a, b)", "power(a, b)",
+                                "negate(a)", "abs(a)", "sign(a)", "clamp(b, a, b)"};
+  static const char *ints[] = {"and(a, b)", "or(a, b)", "xor(a, b)", "shift-left(a, b)",
+                               "shift-right-arithmetic(a, b)", "shift-right-logical(a, b)", "not(a)",
+                               "popcnt(a)", "count-leading-zeros(a)"};
+  static const char *floats[] = {"atan2(a, b)", "floor(a)", "sqrt(a)", "exponential(a)",
+                                 "round-nearest-even(a)"};
+  static const char *dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  const double xi[8] = {-128, 127, 0, -1, 5, 3, 64, -7}, yi[8] = {-1, 2, 0, 3, -5, 0, 7, 9};
+  const double xf[8] = {NAN, 1.5, -0.0, 0, -INFINITY, 3, -2.5, 1e30}, yf[8] = {1, NAN, 0, -0.0, 2, -INFINITY, 0.5, 1e-30};
+  const hk_prim types[] = {HK_S8, HK_S16, HK_S32, HK_S64, HK_U8, HK_U16, HK_U32, HK_U64, HK_F32, HK_F64};
+  char op[96];
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+    hk_prim p = types[k];
+    bool fl = hk_prim_is_float(p);
+    const double *x = fl ? xf : xi, *y = fl ? yf : yi;
+    for (size_t j = 0; j < sizeof arith / sizeof *arith; j++)
+      expect_map_matches_elementwise(p, arith[j], hk_prim_name(p), x, y, 8);
+    for (size_t j = 0; j < (fl ? sizeof floats / sizeof *floats : sizeof ints / sizeof *ints); j++)
+      expect_map_matches_elementwise(p, fl ? floats[j] : ints[j], hk_prim_name(p), x, y, 8);
+    for (int d = 0; d < 6; d++)
+      for (int total = 0; total <= 1; total++) {
+        snprintf(op, sizeof op, "compare(a, b), direction=%s%s", dirs[d],
+                 total ? (fl ? ", type=TOTALORDER" : hk_prim_is_signed_int(p) ? ", type=UNSIGNED" : "") : "");
+        expect_map_matches_elementwise(p, op, "pred", x, y, 8);
+      }
+  }
+  const double xp[4] = {0, 1, 0, 1}, yp[4] = {0, 0, 1, 1};
+  static const char *preds[] = {"and(a, b)", "or(a, b)", "xor(a, b)", "not(a)", "compare(a, b), direction=LT",
+                                "compare(a, b), direction=EQ", "compare(a, b), direction=GE"};
+  for (size_t j = 0; j < sizeof preds / sizeof *preds; j++)
+    expect_map_matches_elementwise(HK_PRED, preds[j], "pred", xp, yp, 4);
+}
+END_TEST
+
 /* Comparators, map bodies and select-and-scatter selectors run as compiled
  * scalar programs: convert, bitcast-convert, unsigned arithmetic, select,
  * clamp and constants must give the evaluator's elementwise answers. */
@@ -1775,6 +1833,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
   tcase_add_test(t, test_sort_total_order_comparator_program);
+  tcase_add_test(t, test_scalar_program_kernels_match_elementwise);
   tcase_add_test(t, test_scalar_programs);
   tcase_add_test(t, test_topk_selection);
   tcase_add_test(t, test_while_conditional_call);
