@@ -607,6 +607,107 @@ START_TEST(test_sort_stable_multi_operand) {
 }
 END_TEST
 
+/* A JAX-style total-order comparator (the float's bits as a signed key,
+ * negatives flipped; ties by index) and a lexicographic TOTALORDER one run
+ * as compiled scalar programs with per-type kernels: NaNs of either sign
+ * and -0 must land where the total order puts them. */
+START_TEST(test_sort_total_order_comparator_program) {
+  const char *jax =
+      "HloModule m\n"
+      "gt {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+      " ba = s32[] bitcast-convert(a)\n z = s32[] constant(0)\n na = pred[] compare(ba, z), direction=LT\n"
+      " m = u32[] constant(2147483647)\n ua = u32[] bitcast-convert(a)\n sa = u32[] subtract(m, ua)\n"
+      " ka0 = s32[] bitcast-convert(sa)\n ka = s32[] select(na, ka0, ba)\n"
+      " bb = s32[] bitcast-convert(b)\n nb = pred[] compare(bb, z), direction=LT\n"
+      " ub = u32[] bitcast-convert(b)\n sb = u32[] subtract(m, ub)\n kb0 = s32[] bitcast-convert(sb)\n"
+      " kb = s32[] select(nb, kb0, bb)\n g = pred[] compare(ka, kb), direction=GT\n"
+      " h = pred[] compare(kb, ka), direction=GT\n tie = pred[] compare(g, h), direction=EQ\n"
+      " li = pred[] compare(i, j), direction=LT\n ROOT r = pred[] select(tie, li, g)\n}\n"
+      "ENTRY e {\n k = f32[9] parameter(0)\n v = s32[9] iota(), iota_dimension=0\n"
+      " ROOT s = (f32[9], s32[9]) sort(k, v), dimensions={0}, is_stable=true, to_apply=gt\n}\n";
+  hk_value *a[1] = {vec(HK_F32, 9, (double[]){NAN, 1, -0.0, 0, -NAN, -INFINITY, 1, -1, INFINITY})};
+  hk_value *r = eval_n(jax, 1, a);
+  expect_ints(r->elems[1], 9, (int64_t[]){0, 8, 1, 6, 3, 2, 7, 5, 4});
+  expect_vals(r->elems[0], 9, (double[]){NAN, INFINITY, 1, 1, 0, 0, -1, -INFINITY, NAN});
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 0)) && signbit(hk_value_get_f64(r->elems[0], 8)));
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 4)) && signbit(hk_value_get_f64(r->elems[0], 5)));
+  hk_value_release(r);
+  /* ascending by the total order, ties (equal bits) by index */
+  const char *lex =
+      "HloModule m\n"
+      "lt {\n a = f32[] parameter(0)\n b = f32[] parameter(1)\n i = s32[] parameter(2)\n j = s32[] parameter(3)\n"
+      " eq = pred[] compare(a, b), direction=EQ, type=TOTALORDER\n"
+      " lt0 = pred[] compare(a, b), direction=LT, type=TOTALORDER\n li = pred[] compare(i, j), direction=LT\n"
+      " ROOT r = pred[] select(eq, li, lt0)\n}\n"
+      "ENTRY e {\n k = f32[8] parameter(0)\n v = s32[8] iota(), iota_dimension=0\n"
+      " ROOT s = (f32[8], s32[8]) sort(k, v), dimensions={0}, is_stable=true, to_apply=lt\n}\n";
+  hk_value *b[1] = {vec(HK_F32, 8, (double[]){NAN, 0, -NAN, -0.0, 1, NAN, -0.0, -INFINITY})};
+  r = eval_n(lex, 1, b);
+  expect_ints(r->elems[1], 8, (int64_t[]){2, 7, 3, 6, 1, 4, 0, 5});
+  ck_assert(signbit(hk_value_get_f64(r->elems[0], 0)) && signbit(hk_value_get_f64(r->elems[0], 2)));
+  ck_assert(!signbit(hk_value_get_f64(r->elems[0], 4)));
+  hk_value_release(r);
+}
+END_TEST
+
+/* map(x, y) with a one-op body runs the scalar program's per-type kernel;
+ * the same op on the arrays runs the elementwise code: every element of the
+ * two must have the same bits, for each kernel type and op. */
+static void expect_map_matches_elementwise(hk_prim p, const char *op, const char *res, const double *x,
+                                           const double *y, int64_t n) {
+  const char *t = hk_prim_name(p);
+  char mod[1024];
+  snprintf(mod, sizeof mod,
+           "HloModule m\nf {\n a = %s[] parameter(0)\n b = %s[] parameter(1)\n ROOT r = %s[] %s\n}\n"
+           "ENTRY e {\n x = %s[%lld] parameter(0)\n y = %s[%lld] parameter(1)\n"
+           " m = %s[%lld] map(x, y), dimensions={0}, to_apply=f\n a = %s[%lld] copy(x)\n b = %s[%lld] copy(y)\n"
+           " r = %s[%lld] %s\n ROOT t = (%s[%lld], %s[%lld]) tuple(m, r)\n}\n",
+           t, t, res, op, t, (long long)n, t, (long long)n, res, (long long)n, t, (long long)n, t, (long long)n,
+           res, (long long)n, op, res, (long long)n, res, (long long)n);
+  hk_value *args[2] = {vec(p, n, x), vec(p, n, y)};
+  hk_value *r = eval_n(mod, 2, args);
+  ck_assert_int_eq(r->elems[0]->nbytes, r->elems[1]->nbytes);
+  ck_assert_msg(!memcmp(r->elems[0]->data, r->elems[1]->data, (size_t)r->elems[0]->nbytes), "%s %s", t, op);
+  hk_value_release(r);
+}
+
+START_TEST(test_scalar_program_kernels_match_elementwise) {
+  static const char *arith[] = {"add(a, b)", "subtract(a, b)", "multiply(a, b)", "divide(a, b)",
+                                "remainder(a, b)", "maximum(a, b)", "minimum(a, b)", "power(a, b)",
+                                "negate(a)", "abs(a)", "sign(a)", "clamp(b, a, b)"};
+  static const char *ints[] = {"and(a, b)", "or(a, b)", "xor(a, b)", "shift-left(a, b)",
+                               "shift-right-arithmetic(a, b)", "shift-right-logical(a, b)", "not(a)",
+                               "popcnt(a)", "count-leading-zeros(a)"};
+  static const char *floats[] = {"atan2(a, b)", "floor(a)", "sqrt(a)", "exponential(a)",
+                                 "round-nearest-even(a)"};
+  static const char *dirs[] = {"EQ", "NE", "LT", "LE", "GT", "GE"};
+  const double xi[8] = {-128, 127, 0, -1, 5, 3, 64, -7}, yi[8] = {-1, 2, 0, 3, -5, 0, 7, 9};
+  const double xf[8] = {NAN, 1.5, -0.0, 0, -INFINITY, 3, -2.5, 1e30}, yf[8] = {1, NAN, 0, -0.0, 2, -INFINITY, 0.5, 1e-30};
+  const hk_prim types[] = {HK_S8, HK_S16, HK_S32, HK_S64, HK_U8, HK_U16, HK_U32, HK_U64, HK_F32, HK_F64};
+  char op[96];
+  for (size_t k = 0; k < sizeof types / sizeof *types; k++) {
+    hk_prim p = types[k];
+    bool fl = hk_prim_is_float(p);
+    const double *x = fl ? xf : xi, *y = fl ? yf : yi;
+    for (size_t j = 0; j < sizeof arith / sizeof *arith; j++)
+      expect_map_matches_elementwise(p, arith[j], hk_prim_name(p), x, y, 8);
+    for (size_t j = 0; j < (fl ? sizeof floats / sizeof *floats : sizeof ints / sizeof *ints); j++)
+      expect_map_matches_elementwise(p, fl ? floats[j] : ints[j], hk_prim_name(p), x, y, 8);
+    for (int d = 0; d < 6; d++)
+      for (int total = 0; total <= 1; total++) {
+        snprintf(op, sizeof op, "compare(a, b), direction=%s%s", dirs[d],
+                 total ? (fl ? ", type=TOTALORDER" : hk_prim_is_signed_int(p) ? ", type=UNSIGNED" : "") : "");
+        expect_map_matches_elementwise(p, op, "pred", x, y, 8);
+      }
+  }
+  const double xp[4] = {0, 1, 0, 1}, yp[4] = {0, 0, 1, 1};
+  static const char *preds[] = {"and(a, b)", "or(a, b)", "xor(a, b)", "not(a)", "compare(a, b), direction=LT",
+                                "compare(a, b), direction=EQ", "compare(a, b), direction=GE"};
+  for (size_t j = 0; j < sizeof preds / sizeof *preds; j++)
+    expect_map_matches_elementwise(HK_PRED, preds[j], "pred", xp, yp, 4);
+}
+END_TEST
+
 /* Comparators, map bodies and select-and-scatter selectors run as compiled
  * scalar programs: convert, bitcast-convert, unsigned arithmetic, select,
  * clamp and constants must give the evaluator's elementwise answers. */
@@ -1731,6 +1832,8 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_gather_clamps);
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
+  tcase_add_test(t, test_sort_total_order_comparator_program);
+  tcase_add_test(t, test_scalar_program_kernels_match_elementwise);
   tcase_add_test(t, test_scalar_programs);
   tcase_add_test(t, test_topk_selection);
   tcase_add_test(t, test_while_conditional_call);

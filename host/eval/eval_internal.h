@@ -229,8 +229,9 @@ void hk_scalar_prog_run(hk_scalar_prog *p);
 int hk_scalar_prog_n_results(const hk_scalar_prog *p);
 /* Stores result k into element i of v (v has the result's type). */
 void hk_scalar_prog_get_result(const hk_scalar_prog *p, int k, hk_value *v, int64_t i);
-/* Result k as a truth value (pred results). */
-bool hk_scalar_prog_result_true(const hk_scalar_prog *p, int k);
+/* A comparator over n operands: arguments 2k and 2k + 1 from elements i
+ * and j of ops[k] (of the arguments' types), run; result 0's truth. */
+bool hk_scalar_prog_compare(hk_scalar_prog *p, hk_value *const *ops, int n, int64_t i, int64_t j);
 /* Element types of result k and of argument k. */
 hk_prim hk_scalar_prog_result_type(const hk_scalar_prog *p, int k);
 hk_prim hk_scalar_prog_arg_type(const hk_scalar_prog *p, int k);

@@ -369,10 +369,8 @@ static hk_status *select_keep(hk_device_ctx *d, const hk_computation *sel, hk_sc
     }
   }
   if (prog) {
-    hk_scalar_prog_set_arg(prog, 0, a, ia);
-    hk_scalar_prog_set_arg(prog, 1, a, ib);
-    hk_scalar_prog_run(prog);
-    *keep = hk_scalar_prog_result_true(prog, 0);
+    hk_value *ops[1] = {(hk_value *)a};
+    *keep = hk_scalar_prog_compare(prog, ops, 1, ia, ib);
     return NULL;
   }
   hk_value *args[2] = {scalar_at(a, ia), scalar_at(a, ib)};

@@ -59,18 +59,10 @@ static bool fast_less(const sort_ctx *c, int64_t x, int64_t y) {
   return c->fast_dir == HK_CMP_LT ? r < 0 : r > 0;
 }
 
-static bool prog_less(sort_ctx *c, int64_t x, int64_t y) {
-  for (int k = 0; k < c->N; k++) {
-    hk_scalar_prog_set_arg(c->prog, 2 * k, c->ops[k], c->base + x * c->stride);
-    hk_scalar_prog_set_arg(c->prog, 2 * k + 1, c->ops[k], c->base + y * c->stride);
-  }
-  hk_scalar_prog_run(c->prog);
-  return hk_scalar_prog_result_true(c->prog, 0);
-}
-
 static bool generic_less(sort_ctx *c, int64_t x, int64_t y) {
   if (c->err) return false;
-  if (c->prog) return prog_less(c, x, y);
+  if (c->prog)
+    return hk_scalar_prog_compare(c->prog, c->ops, c->N, c->base + x * c->stride, c->base + y * c->stride);
   hk_value *args[32];
   for (int k = 0; k < c->N; k++) {
     args[2 * k] = scalar_at(c->ops[k], c->base + x * c->stride);
