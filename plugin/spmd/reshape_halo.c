@@ -83,6 +83,12 @@ hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled) 
   if (!aligned || a < 0 || major_size(in, a) != major_size(out, b)) return NULL;
   int64_t A = in->dims[a], B = out->dims[b], k = hk_sharding_dim_partitions(s, b);
   if (A == 0 || B == 0 || (A % B && B % A)) return NULL;
+  /* With several dims tiled, only when the input is (nearly) aligned
+   * already: a reshard that gathers first would make the halos moot. */
+  if (spmd_only_tiled_dim(val->sharding, in->rank) < 0 &&
+      spmd_value_reshard_cost(v, val, aligned) >
+          spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, hk_shape_byte_size(val->hlo->shape), 2))
+    return NULL;
   hk_instr *x;
   HK_TRY(spmd_reshard(v, val, aligned, &x));
   const hk_shape *ls = spmd_local_shape(v, s, out);
