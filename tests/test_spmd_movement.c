@@ -320,6 +320,101 @@ START_TEST(reshard_permutes_before_gathering) {
 }
 END_TEST
 
+START_TEST(reshape_halo_with_another_dim_tiled) {
+  /* Dim 0 splits alike on both sides (a local reshape); dim 1's 10 rows
+   * over 4 (shards of 3) become [5,2] over 4 (2 x 2 rows): each shard's
+   * rows come by one collective-permute within its dim-0 group, of
+   * [3,3,4] f32 tiles. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[6,10,4] parameter(0), sharding={devices=[2,4,1]<=[8]}\n"
+      "  ROOT r = f32[6,5,2,4] reshape(x), sharding={devices=[2,4,1,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_halos_only(p, 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 1);
+  const hk_instr *cp = first_of(p, HK_OP_COLLECTIVE_PERMUTE);
+  ck_assert_int_eq(hk_shape_byte_size(cp->shape), 3 * 3 * 4 * 4);
+  for (int64_t k = 0; k < cp->attrs->n_source_target_pairs; k++)   /* within a dim-0 half */
+    ck_assert_int_eq(cp->attrs->source_target_pairs[k].a / 4, cp->attrs->source_target_pairs[k].b / 4);
+  int64_t root[4] = {3, 2, 2, 4};
+  ck_assert(spmd_check_root_dims(p, 4, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_halo_three_neighbours_partially_replicated) {
+  /* 14 rows over 4 (shards of 4) split as [2,7] with the 2 over 4: shard
+   * 1 holds rows [7, 14), from shards 1, 2 and 3 (XLA's
+   * ReshapePartialHaloExchange with another shape): three
+   * collective-permutes, dims 0 and 2 local, replicas kept. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,14,4] parameter(0), sharding={devices=[2,4,1,2]<=[16] last_tile_dim_replicate}\n"
+      "  ROOT r = f32[2,2,2,7,4] reshape(x), sharding={devices=[2,1,4,1,1,2]<=[16] last_tile_dim_replicate}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 16, NULL);
+  assert_halos_only(p, 3);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 3);
+  ck_assert_int_le(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 2 * 4 * 4 * 4 * 3);
+  int64_t root[5] = {1, 2, 1, 7, 4};
+  ck_assert(spmd_check_root_dims(p, 5, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(reshape_merge_halo_with_another_dim_tiled) {
+  /* [5,2] over 4 (2 x 2 rows a shard) merge to 10 over 4 (shards of 3);
+   * dim 0 splits alike on both sides: halos only. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[4,5,2,6] parameter(0), sharding={devices=[2,4,1,1]<=[8]}\n"
+      "  ROOT r = f32[4,10,6] reshape(x), sharding={devices=[2,4,1]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  assert_halos_only(p, 1);
+  int64_t root[3] = {2, 3, 6};
+  ck_assert(spmd_check_root_dims(p, 3, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_all_to_all_then_slice) {
+  /* [1,2,4] last_tile_dim_replicate to [2,4]: the 2 partitions move to
+   * dim 0 by one all-to-all within pairs (of the [8,4] tile), then each
+   * device slices its quarter of dim 1 (XLA's
+   * ReshardPartialReplicateWithAllToAll): no all-gather. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[8,8] parameter(0), sharding={devices=[1,2,4]<=[8] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[8,8] copy(p), sharding={devices=[2,4]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  hk_test_expect_ops(p, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 0},
+                     {HK_OP_ALL_REDUCE, 0});
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_TO_ALL), 8 * 4 * 4);
+  const hk_instr *a2a = first_of(p, HK_OP_ALL_TO_ALL);
+  const hk_replica_groups *g = a2a->attrs->replica_groups;
+  ck_assert_int_eq(g->n_groups, 4);
+  ck_assert_int_eq(g->group_start[1] - g->group_start[0], 2);
+  int64_t root[2] = {4, 2};
+  ck_assert(spmd_check_root_dims(p, 2, root));
+  hk_module_free(p);
+}
+END_TEST
+
+START_TEST(partial_to_tiled_uneven_all_to_all_then_slice) {
+  /* 7 rows and 10 columns: the rows padded to 8 for the all-to-all, the
+   * columns (whole after it) padded to 12 and sliced 3 ways. */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  p = f32[7,10] parameter(0), sharding={devices=[1,2,3]<=[6] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[7,10] copy(p), sharding={devices=[2,3]<=[6]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 6, NULL);
+  hk_test_expect_ops(p, {HK_OP_ALL_TO_ALL, 1}, {HK_OP_ALL_GATHER, 0}, {HK_OP_COLLECTIVE_PERMUTE, 0},
+                     {HK_OP_ALL_REDUCE, 0});
+  int64_t root[2] = {4, 4};
+  ck_assert(spmd_check_root_dims(p, 2, root));
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -338,6 +433,11 @@ static Suite *suite(void) {
   tcase_add_test(t, reshape_split_uneven_by_halo);
   tcase_add_test(t, reshape_merge_uneven_by_left_halo);
   tcase_add_test(t, reshape_merge_uneven_four_ways);
+  tcase_add_test(t, reshape_halo_with_another_dim_tiled);
+  tcase_add_test(t, reshape_halo_three_neighbours_partially_replicated);
+  tcase_add_test(t, reshape_merge_halo_with_another_dim_tiled);
+  tcase_add_test(t, partial_to_tiled_all_to_all_then_slice);
+  tcase_add_test(t, partial_to_tiled_uneven_all_to_all_then_slice);
   tcase_add_test(t, rebuild_iota_times_broadcast_instead_of_all_to_all);
   tcase_add_test(t, rebuild_uneven_iota_and_replicated_operand);
   tcase_add_test(t, rebuild_zero_broadcast_under_dynamic_update_slice);

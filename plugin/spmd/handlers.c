@@ -149,10 +149,16 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
 /* The input sharding under which a local reshape yields the output's
  * tiling: reshape groups (input dims <-> output dims of equal product) may
  * be partitioned only on their major output dim, by a count dividing the
- * major input dim too (size-1 dims skipped).  NULL when there is none. */
-static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
-                                                   const hk_shape *out, const hk_sharding *o) {
+ * major input dim too (size-1 dims skipped).  NULL when there is none.
+ * With halo non-NULL one group may have a count that divides neither
+ * (its rows then misalign: reshape_halo.c exchanges halos): halo[0] and
+ * halo[1] are set to its major input and output dims, -1 when no group
+ * needed it. */
+const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
+                                                 const hk_shape *out, const hk_sharding *o,
+                                                 int *halo) {
   int ri = in->rank, ro = out->rank, i = 0, j = 0, ng = 0;
+  if (halo) halo[0] = halo[1] = -1;
   if (!hk_sharding_is_tiled(o) || o->n_subgroups) return NULL;
   int gsz[HK_MAX_RANK + 1], gbuf[HK_MAX_RANK + 1][HK_MAX_RANK + 1];
   const int *groups[HK_MAX_RANK + 1];
@@ -181,7 +187,13 @@ static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_sha
       if (oj != major_j && hk_sharding_dim_partitions(o, oj) > 1) return NULL;
     if (j > j0) {
       int64_t k = hk_sharding_dim_partitions(o, major_j);
-      if (k > 1 && (i == i0 || out->dims[major_j] % k || in->dims[major_i] % k)) return NULL;
+      if (k > 1 && i > i0 && (out->dims[major_j] % k || in->dims[major_i] % k) && halo &&
+          halo[0] < 0) {
+        halo[0] = major_i;
+        halo[1] = major_j;
+      } else if (k > 1 && (i == i0 || out->dims[major_j] % k || in->dims[major_i] % k)) {
+        return NULL;
+      }
       i0 = major_i;
       if (i > i0)
         for (int oj = j0; oj < j; oj++) gbuf[i0][gsz[i0]++] = oj;
@@ -208,14 +220,15 @@ static const hk_sharding *reshape_operand_sharding(spmd_visitor *v, const hk_sha
 static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   const hk_sharding *in_s =
-      reshape_operand_sharding(v, orig->operands[0]->shape, orig->shape, s);
+      spmd_reshape_operand_sharding(v, orig->operands[0]->shape, orig->shape, s, NULL);
   if (!in_s) {
     /* No operand tiling gives the output's: reshape the operand as it is
      * tiled, and let the result be resharded (an all-to-all, say). */
     spmd_value *val = spmd_lookup(v, orig->operands[0]);
     const hk_sharding *out_s =
         val && val->sharding && is_tiled_plain(val->sharding)
-            ? reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, val->sharding)
+            ? spmd_reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, val->sharding,
+                                            NULL)
             : NULL;
     if (!out_s) {
       bool handled = false;

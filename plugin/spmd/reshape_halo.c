@@ -1,8 +1,9 @@
 /* reshape_halo.c - XLA's shard_reshape for a reshape that splits or merges
- * the one partitioned dim where uneven shards misalign the data: input
- * and output each tiled on one dim (after dims of equal total size), the
- * same number of tiles, and the output dim a multiple or a divisor of the
- * input's.  Split: the input is given each output shard's rows by halo
+ * a partitioned dim where uneven shards misalign the data: one reshape
+ * group of input and output misaligned (the other groups partitioned as a
+ * local reshape needs, XLA's recursive grouping), its major dims after
+ * dims of equal total size, the same number of tiles, and the output dim
+ * a multiple or a divisor of the input's.  Split: the input is given each output shard's rows by halo
  * exchange (a size-1 window padded to the output's padded extent), then
  * reshaped locally.  Merge: the shard is reshaped locally first, then the
  * result's rows realigned by halo exchange (a window with negative
@@ -72,17 +73,22 @@ hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled) 
       spmd_is_subgroup_manual(val->sharding) || !hk_shape_is_array(out) ||
       hk_sharding_num_tiles(s) != hk_sharding_num_tiles(val->sharding))
     return NULL;
-  int a = spmd_only_tiled_dim(val->sharding, in->rank), b = spmd_only_tiled_dim(s, out->rank);
-  if (a < 0 || b < 0 || major_size(in, a) != major_size(out, b)) return NULL;
+  /* The input tiled in the output's device order: the dims of the other
+   * reshape groups as the local reshape needs them (XLA groups the
+   * devices on them and partitions the rest within each group), the one
+   * misaligned group's input dim a by the output dim b's tiles. */
+  int halo[2];
+  const hk_sharding *aligned = spmd_reshape_operand_sharding(v, in, out, s, halo);
+  int a = halo[0], b = halo[1];
+  if (!aligned || a < 0 || major_size(in, a) != major_size(out, b)) return NULL;
   int64_t A = in->dims[a], B = out->dims[b], k = hk_sharding_dim_partitions(s, b);
   if (A == 0 || B == 0 || (A % B && B % A)) return NULL;
-  /* The input tiled in the output's device order. */
-  int64_t tdims[HK_MAX_RANK + 1];
-  int nt = in->rank + (s->replicate_on_last_tile_dim ? 1 : 0);
-  for (int i = 0; i < in->rank; i++) tdims[i] = i == a ? k : 1;
-  if (s->replicate_on_last_tile_dim) tdims[in->rank] = s->tile_dims[s->n_tile_dims - 1];
-  const hk_sharding *aligned = spmd_canonical(
-      v->p, v->m, hk_sharding_tiled(v->m, nt, tdims, s->devices, s->replicate_on_last_tile_dim));
+  /* With several dims tiled, only when the input is (nearly) aligned
+   * already: a reshard that gathers first would make the halos moot. */
+  if (spmd_only_tiled_dim(val->sharding, in->rank) < 0 &&
+      spmd_value_reshard_cost(v, val, aligned) >
+          spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, hk_shape_byte_size(val->hlo->shape), 2))
+    return NULL;
   hk_instr *x;
   HK_TRY(spmd_reshard(v, val, aligned, &x));
   const hk_shape *ls = spmd_local_shape(v, s, out);

@@ -761,6 +761,10 @@ static int64_t general_path_cost(spmd_visitor *v, const hk_shape *gs, const hk_s
   return c;
 }
 
+static void emit_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to, const a2a_plan *pl,
+                            hk_instr **out, hk_status **err);
+
 /* The all-to-all plan when it applies and costs no more than gathering;
  * *err set if the reshard after the moves fails. */
 static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
@@ -770,22 +774,30 @@ static bool try_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   if (!best_all_to_all(v, gs, from, to, &pl) ||
       all_to_all_cost(v, gs, from, to, &pl) > general_path_cost(v, gs, from, to))
     return false;
+  emit_all_to_all(v, h, gs, from, to, &pl, out, err);
+  return true;
+}
+
+/* The plan pl (best_all_to_all's) built: its slices, its all-to-alls, and
+ * a permute when the devices end out of `to`'s order. */
+static void emit_all_to_all(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to, const a2a_plan *pl,
+                            hk_instr **out, hk_status **err) {
   const hk_sharding *cur = from;
-  for (int k = 0; k < pl.ns; k++) {   /* free: each replica keeps its piece */
-    const hk_sharding *next = after_move(v, cur, pl.slices[k]);
-    int b = pl.slices[k].b;
+  for (int k = 0; k < pl->ns; k++) {   /* free: each replica keeps its piece */
+    const hk_sharding *next = after_move(v, cur, pl->slices[k]);
+    int b = pl->slices[k].b;
     h = slice_dims(v, h, gs, next, 1, &b);
     cur = next;
   }
-  for (int k = 0; k < pl.n; k++) {
-    h = emit_move(v, h, gs, cur, pl.moves[k]);
-    cur = after_move(v, cur, pl.moves[k]);
+  for (int k = 0; k < pl->n; k++) {
+    h = emit_move(v, h, gs, cur, pl->moves[k]);
+    cur = after_move(v, cur, pl->moves[k]);
   }
   /* The same counts and replication: a permutation always exists; should
    * it not, the general reshard finishes the job. */
   if (hk_sharding_equivalent(cur, to)) *out = h;
   else if (!try_permute(v, h, gs, cur, to, out)) *err = spmd_reshard_hlo(v, h, gs, cur, to, out);
-  return true;
 }
 
 /* ---- one factor moved, then gathers ------------------------------------------ */
@@ -902,6 +914,118 @@ static hk_instr *slice_nested(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   return ds;
 }
 
+/* ---- all-to-all, then a local slice ------------------------------------------ */
+
+/* `to` with a factor f[d] of each data dim's partitions (the minor part of
+ * its tile index) turned into replication: every device's tile under `to`
+ * lies in its tile under the result, so a local slice goes on from it;
+ * NULL when to's tile array is not data dims plus replication. */
+static const hk_sharding *coarsened(spmd_visitor *v, const hk_sharding *to, int rank,
+                                    const int64_t *f) {
+  int nt = to->n_tile_dims;
+  bool repl = to->replicate_on_last_tile_dim;
+  if (to->kind != HK_SHARDING_TILED || to->n_subgroups || nt != rank + (repl ? 1 : 0)) return NULL;
+  int64_t dims[HK_MAX_RANK + 1], total = 1, c[HK_MAX_RANK + 1];
+  for (int i = 0; i < nt; i++) total *= to->tile_dims[i];
+  dims[rank] = repl ? to->tile_dims[rank] : 1;
+  for (int d = 0; d < rank; d++) {
+    dims[d] = to->tile_dims[d] / f[d];
+    dims[rank] *= f[d];
+  }
+  int64_t *devs = malloc(sizeof *devs * (size_t)total);
+  if (!devs) hk_out_of_memory();
+  for (int64_t lin = 0; lin < total; lin++) {
+    int64_t x = lin, at = 0, r = 0;
+    for (int i = nt - 1; i >= 0; i--) {
+      c[i] = x % to->tile_dims[i];
+      x /= to->tile_dims[i];
+    }
+    for (int d = 0; d < rank; d++) {
+      at = at * dims[d] + c[d] / f[d];
+      r = r * f[d] + c[d] % f[d];
+    }
+    if (repl) r = r * to->tile_dims[rank] + c[rank];
+    devs[at * dims[rank] + r] = to->devices[lin];
+  }
+  const hk_sharding *t = hk_sharding_tiled(v->m, rank + 1, dims, devs, true);
+  free(devs);
+  return hk_sharding_canonical(v->m, t);
+}
+
+/* The price of the local slice from `mid` to `to` (nested): free, or the
+ * halos uneven sizes need first. */
+static int64_t nested_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *mid,
+                           const hk_sharding *to) {
+  if (nested_sizes_agree(gs, mid, to)) return 0;
+  return spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, mid, gs), 2);
+}
+
+typedef struct slice_after_plan {
+  const hk_sharding *mid;          /* reached by all-to-all, `to` cut from it */
+  a2a_plan pl;
+  int64_t cost;                    /* -1: none */
+} slice_after_plan;
+
+/* Tries every split f of the replication `from` has and `to` has not
+ * (f[d] dividing to's partitions of dim d) from dim d on. */
+static void search_coarsened(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                             const hk_sharding *to, int64_t *f, int d, int64_t left,
+                             slice_after_plan *best) {
+  if (d == gs->rank) {
+    const hk_sharding *mid = left == 1 ? coarsened(v, to, gs->rank, f) : NULL;
+    a2a_plan pl;
+    if (!mid || !nests_in(v, gs, mid, to) || !best_all_to_all(v, gs, from, mid, &pl)) return;
+    int64_t c = all_to_all_cost(v, gs, from, mid, &pl) + nested_cost(v, gs, mid, to);
+    if (best->cost < 0 || c < best->cost) *best = (slice_after_plan){mid, pl, c};
+    return;
+  }
+  int64_t t = hk_sharding_dim_partitions(to, d);
+  for (int64_t k = 1; k <= t && k <= left; k++)
+    if (t % k == 0 && left % k == 0) {
+      f[d] = k;
+      search_coarsened(v, gs, from, to, f, d + 1, left / k, best);
+    }
+  f[d] = 1;
+}
+
+/* When `from` replicates more than `to` and no all-to-all plan reaches
+ * `to` itself: all-to-alls to `to` with some of its partitions replicated
+ * instead, then a local slice of to's tile (XLA's
+ * ReshardPartialReplicateWithAllToAll: [1,2,3] last_tile_dim_replicate to
+ * [2,3] moves the 2 to dim 0 and slices dim 1 three ways). */
+static slice_after_plan plan_slice_after(spmd_visitor *v, const hk_shape *gs,
+                                         const hk_sharding *from, const hk_sharding *to) {
+  slice_after_plan best = {.cost = -1};
+  if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
+      to->n_subgroups || spmd_manual_factor(from) != 1 || spmd_manual_factor(to) != 1)
+    return best;
+  int64_t rf = hk_sharding_replication_factor(from), rt = hk_sharding_replication_factor(to);
+  if (rf <= rt || rf % rt || gs->rank > HK_MAX_RANK) return best;
+  int64_t f[HK_MAX_RANK];
+  search_coarsened(v, gs, from, to, f, 0, rf / rt, &best);
+  return best;
+}
+
+/* The plan above when it costs no more than gathering or moving a factor
+ * first. */
+static bool try_slice_after(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                            const hk_sharding *from, const hk_sharding *to, hk_instr **out,
+                            hk_status **err) {
+  slice_after_plan sp = plan_slice_after(v, gs, from, to);
+  if (sp.cost < 0) return false;
+  factor_move mv;
+  int64_t than = general_path_cost(v, gs, from, to), moved = move_first_cost(v, gs, from, to, &mv);
+  if (moved >= 0 && moved < than) than = moved;
+  if (sp.cost > than) return false;
+  hk_instr *mid;
+  emit_all_to_all(v, h, gs, from, sp.mid, &sp.pl, &mid, err);
+  if (*err) return true;
+  hk_instr *aligned = spmd_align_nested(v, mid, gs, sp.mid, to);
+  if (aligned) *out = slice_nested(v, aligned, gs, sp.mid, to);
+  else *err = spmd_reshard_hlo(v, mid, gs, sp.mid, to, out);
+  return true;
+}
+
 /* Whether s splits some data dim (a value under it is not whole anywhere). */
 static bool has_split_dim(const hk_sharding *s, int rank) {
   for (int d = 0; s->kind == HK_SHARDING_TILED && d < rank; d++)
@@ -968,7 +1092,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&
       (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err) ||
-       try_move_first(v, h, gs, from, to, out, &err)))
+       try_slice_after(v, h, gs, from, to, out, &err) || try_move_first(v, h, gs, from, to, out, &err)))
     return err;
   /* to is tiled: gather the dims whose partitioning changes, then slice. */
   const hk_sharding *orig_from = from;
@@ -1045,6 +1169,8 @@ static int64_t direct_cost(spmd_visitor *v, const hk_shape *gs, const hk_shardin
     factor_move mv;
     int64_t moved = move_first_cost(v, gs, from, to, &mv);
     if (moved >= 0 && moved < gather) gather = moved;
+    slice_after_plan sp = plan_slice_after(v, gs, from, to);
+    if (sp.cost >= 0 && sp.cost < gather) gather = sp.cost;
   }
   return cost + gather;
 }

@@ -454,6 +454,13 @@ hk_status *spmd_handle_concatenate(spmd_visitor *v, hk_instr *orig, bool *handle
 /* ---- reshape_halo.c: a reshape splitting or merging the one partitioned
  * dim of uneven shards, by halo exchange; *handled false otherwise ---- */
 hk_status *spmd_reshape_by_halo(spmd_visitor *v, hk_instr *orig, bool *handled);
+/* (handlers.c) The input sharding under which a local reshape of `in` to
+ * `out` yields o's tiling, NULL if none; with halo non-NULL one reshape
+ * group may misalign (uneven counts), its major input / output dims put in
+ * halo[0], halo[1] (-1 when none did). */
+const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
+                                                 const hk_shape *out, const hk_sharding *o,
+                                                 int *halo);
 
 /* ---- conv.c: convolutions, spatially partitioned ones here, the rest
  * through the dot handler; *handled false when neither applies ---- */
