@@ -75,6 +75,35 @@ START_TEST(sort_topk_uneven) {
 }
 END_TEST
 
+START_TEST(sort_topk_sharded_readers_read_the_candidates) {
+  /* XLA's SortTopKPropagateBaseShape, small: the sort and its readers
+   * sharded along the sort dim like the input.  The readers slice the
+   * replicated candidates (8 = 2 partitions x 4), not a whole sort: two
+   * all-gathers of the local first 4 and nothing else (the replicated
+   * root is read straight off the candidates). */
+  char text[4096];
+  snprintf(text, sizeof text, "%s",
+           "HloModule m\n" NAN_SAFE_GT
+           "ENTRY e {\n"
+           "  x = f32[2,64] parameter(0), sharding={devices=[1,2]0,1}\n"
+           "  i = s32[2,64] iota(), iota_dimension=1, sharding={devices=[1,2]0,1}\n"
+           "  s = (f32[2,64], s32[2,64]) sort(x, i), dimensions={1}, is_stable=true, to_apply=gt,"
+           " sharding={{devices=[1,2]0,1}, {devices=[1,2]0,1}}\n"
+           "  v = f32[2,64] get-tuple-element(s), index=0, sharding={devices=[1,2]0,1}\n"
+           "  sv = f32[2,4] slice(v), slice={[0:2], [0:4]}, sharding={devices=[1,2]0,1}\n"
+           "  j = s32[2,64] get-tuple-element(s), index=1, sharding={replicated}\n"
+           "  sj = s32[2,4] slice(j), slice={[0:2], [0:4]}, sharding={devices=[1,2]0,1}\n"
+           "  ROOT t = (f32[2,4], s32[2,4]) tuple(sv, sj), sharding={{replicated}, {replicated}}\n"
+           "}\n");
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_SORT), 2);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL) + hk_test_count_op(p, HK_OP_COLLECTIVE_PERMUTE), 0);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_GATHER), 2 * (2 * 4 * 4));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(sort_not_topk_unchanged) {
   /* A slice that does not start at 0 is no TopK: the sort goes the usual
    * way (its dim made whole), no second sort. */
@@ -124,6 +153,7 @@ static Suite *suite(void) {
   tcase_set_timeout(t, 60);
   tcase_add_test(t, sort_topk_even);
   tcase_add_test(t, sort_topk_uneven);
+  tcase_add_test(t, sort_topk_sharded_readers_read_the_candidates);
   tcase_add_test(t, sort_not_topk_unchanged);
   tcase_add_test(t, topk_custom_call_uneven);
   suite_add_tcase(s, t);

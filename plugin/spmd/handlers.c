@@ -477,7 +477,9 @@ static hk_status *handle_gte(spmd_visitor *v, hk_instr *orig) {
                     : NULL;
   hk_instr *op = val->hlo;
   hk_instr *g = spmd_clone(v, orig, op->shape->tuple[idx], 1, &op);
-  spmd_set(v, orig, g, es);
+  /* The element's global shape is the tuple value's (a TopK sort's is
+   * its shrunk candidates). */
+  spmd_set(v, orig, g, es)->base_shape = val->base_shape->tuple[idx];
   return NULL;
 }
 

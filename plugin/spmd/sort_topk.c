@@ -63,17 +63,14 @@ static bool is_nan_safe_gt(const hk_computation *c) {
 
 /* ---- the pattern ---------------------------------------------------------------- */
 
-static bool replicated_or_none(const hk_instr *i) {
-  return !i->sharding || hk_sharding_is_replicated(i->sharding);
-}
-
-/* k when orig is a TopK sort to partition so; 0 otherwise.  Beyond XLA's
- * test, the sort's readers (get-tuple-elements, each read by its slice
- * alone) must be replicated: they then read the shrunk sort as they
- * would the whole. */
+/* k when orig is a TopK sort to partition so; 0 otherwise (XLA's
+ * GetKValueInTopKWhenPartitionSortDim): the sort's readers are
+ * get-tuple-elements, each read by a slice of the first k along the sort
+ * dim alone.  They read the shrunk sort, whose global shape the value
+ * records. */
 static int64_t topk_k(spmd_visitor *v, const hk_instr *orig) {
   if (orig->n_operands != 2 || orig->n_called != 1 || orig->n_dims != 1 ||
-      !is_nan_safe_gt(orig->called[0]) || !replicated_or_none(orig))
+      !is_nan_safe_gt(orig->called[0]))
     return 0;
   const hk_instr *data = orig->operands[0], *iota = orig->operands[1];
   int64_t sd = orig->dims[0];
@@ -85,10 +82,9 @@ static int64_t topk_k(spmd_visitor *v, const hk_instr *orig) {
   int64_t k = 0;
   for (int u = 0; u < orig->n_users; u++) {
     const hk_instr *g = orig->users[u];
-    if (g->opcode != HK_OP_GET_TUPLE_ELEMENT || g->n_users != 1 || !replicated_or_none(g)) return 0;
+    if (g->opcode != HK_OP_GET_TUPLE_ELEMENT || g->n_users != 1) return 0;
     const hk_instr *sl = g->users[0];
-    if (sl->opcode != HK_OP_SLICE || !sl->attrs || sl->attrs->n_slice != data->shape->rank ||
-        !replicated_or_none(sl))
+    if (sl->opcode != HK_OP_SLICE || !sl->attrs || sl->attrs->n_slice != data->shape->rank)
       return 0;
     for (int d = 0; d < data->shape->rank; d++) {
       hk_slice_dim s = sl->attrs->slice[d];
@@ -167,6 +163,10 @@ hk_status *spmd_handle_sort_topk(spmd_visitor *v, hk_instr *orig, bool *handled)
   hk_instr *vals = gathered_first_k(v, local, 0, s, sd, k);
   hk_instr *ids = gathered_first_k(v, local, 1, s, sd, k);
   hk_instr *final = sort_of(v, orig, vals, ids, true);
-  spmd_set(v, orig, final, spmd_replicated_like(v, spmd_sharding_of(v, orig), orig->shape));
+  /* Replicated candidates: the value's global shape is theirs, k per
+   * partition along the sort dim; the sort's own sharding is the
+   * readers' business (they reshard from this). */
+  spmd_set(v, orig, final, spmd_replicated_like(v, spmd_sharding_of(v, orig), final->shape))->base_shape =
+      final->shape;
   return NULL;
 }
