@@ -8,8 +8,6 @@
  * shard's window to where its part of the new tile begins. */
 #include "spmd_internal.h"
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 /* Whether dim d of global size n goes from fp to tp tiles by merging k =
  * fp / tp consecutive ones. */
 static bool dim_coarsens(int64_t fp, int64_t tp) { return tp < fp && fp % tp == 0; }
@@ -22,7 +20,7 @@ static bool dim_coarsens(int64_t fp, int64_t tp) { return tp < fp && fp % tp == 
 static hk_instr *realign(spmd_visitor *v, hk_instr *x, const hk_shape *gs, const hk_sharding *from,
                          int d, int64_t k) {
   int64_t fp = hk_sharding_dim_partitions(from, d), tp = fp / k, n = gs->dims[d];
-  int64_t F = ceil_div(n, fp), T = ceil_div(n, tp);
+  int64_t F = spmd_ceil_div(n, fp), T = spmd_ceil_div(n, tp);
   if (k * F == T) return x;
   int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * fp));
   if (!tab) hk_out_of_memory();
@@ -103,55 +101,51 @@ bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *f
     return false;
   bool finer_kept = false;   /* some merged dim stays split: else a plain gather */
   const hk_sharding *cur = from;
+  c->steps[0] = from;
   for (int d = 0; d < gs->rank; d++) {
     int64_t fp = hk_sharding_dim_partitions(from, d), tp = hk_sharding_dim_partitions(to, d);
     if (tp > fp) return false;
     if (tp == fp) continue;
     if (!dim_coarsens(fp, tp)) return false;
-    c->dims[c->n] = d;
-    c->k[c->n++] = fp / tp;
-    finer_kept = finer_kept || tp > 1;
     if (cur->kind != HK_SHARDING_TILED) return false;
-    cur = coarsen_dim(v, cur, gs->rank, d, fp / tp);
+    c->dims[c->n] = d;
+    c->k[c->n] = fp / tp;
+    finer_kept = finer_kept || tp > 1;
+    cur = c->steps[++c->n] = coarsen_dim(v, cur, gs->rank, d, fp / tp);
   }
   c->inter = cur;
   return finer_kept;
 }
 
-int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                          const spmd_coarsening *c) {
+int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const spmd_coarsening *c) {
   int64_t cost = 0;
-  const hk_sharding *cur = from;
   for (int i = 0; i < c->n; i++) {
-    int64_t n = gs->dims[c->dims[i]], fp = hk_sharding_dim_partitions(from, c->dims[i]);
-    int64_t local = hk_shape_byte_size(spmd_local_shape(v, cur, gs));
-    if (c->k[i] * ceil_div(n, fp) != ceil_div(n, fp / c->k[i]))   /* realigned first */
+    int64_t n = gs->dims[c->dims[i]], fp = hk_sharding_dim_partitions(c->steps[0], c->dims[i]);
+    int64_t local = hk_shape_byte_size(spmd_local_shape(v, c->steps[i], gs));
+    if (c->k[i] * spmd_ceil_div(n, fp) != spmd_ceil_div(n, fp / c->k[i]))   /* realigned first */
       cost += spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local, 2);
     cost += spmd_plan_cost(v->p, HK_COLL_ALL_GATHER, local, c->k[i]);
-    cur = coarsen_dim(v, cur, gs->rank, c->dims[i], c->k[i]);
   }
   return cost;
 }
 
-hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
-                       const spmd_coarsening *c) {
+hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const spmd_coarsening *c) {
+  const hk_sharding *from = c->steps[0];
   for (int i = 0; i < c->n && h; i++) h = realign(v, h, gs, from, c->dims[i], c->k[i]);
   if (!h) return NULL;
-  const hk_sharding *cur = from;
   const hk_spmd_collective_ops *co = &v->p->collectives;
   for (int i = 0; i < c->n; i++) {
     int d = c->dims[i];
     int64_t k = c->k[i], n_groups, dims[HK_MAX_RANK];
-    int64_t *groups = merge_groups(cur, gs->rank, d, k, &n_groups);
+    int64_t *groups = merge_groups(c->steps[i], gs->rank, d, k, &n_groups);
     for (int j = 0; j < h->shape->rank; j++) dims[j] = h->shape->dims[j];
     dims[d] *= k;
     const hk_shape *rs = hk_shape_with_dims(v->m, h->shape, h->shape->rank, dims);
     h = co->all_gather(co->state, v->comp, h, rs, d, n_groups, k, groups, &v->p->next_channel_id);
     v->p->collectives_emitted++;
     free(groups);
-    cur = coarsen_dim(v, cur, gs->rank, d, k);
     /* Realigned uneven dims hold k F >= T positions: the new tile's T. */
-    int64_t T = ceil_div(gs->dims[d], hk_sharding_dim_partitions(cur, d));
+    int64_t T = spmd_ceil_div(gs->dims[d], hk_sharding_dim_partitions(c->steps[i + 1], d));
     if (h->shape->dims[d] != T) h = spmd_slice_dim(v, h, d, 0, T);
   }
   return h;

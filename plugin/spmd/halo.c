@@ -35,7 +35,6 @@ hk_instr *spmd_slice_dim(spmd_visitor *v, hk_instr *h, int64_t dim, int64_t star
   return sl;
 }
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* Piece [start, limit) of x along d, x itself when that is all of it. */
 static hk_instr *piece_of(spmd_visitor *v, hk_instr *x, int64_t d, int64_t start, int64_t limit) {
@@ -141,12 +140,12 @@ static hk_instr *exchange_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *
   if (s <= 0 || (max_left + max_right + s >= s * n && (max_left > s || max_right > s))) return NULL;
   int64_t left_bound = -max_in(h->left, 0, n), right_bound = s + max_in(h->right, 0, n);
   if (left_bound >= right_bound) return NULL;
-  int cap = (int)(ceil_div(max_left > 0 ? max_left : 0, s) + ceil_div(max_right > 0 ? max_right : 0, s) + 1);
+  int cap = (int)(spmd_ceil_div(max_left > 0 ? max_left : 0, s) + spmd_ceil_div(max_right > 0 ? max_right : 0, s) + 1);
   hk_instr **pieces = malloc(sizeof(hk_instr *) * (size_t)cap);
   if (!pieces) hk_out_of_memory();
   int np = 0;
   /* Left halos, the farthest neighbour's first. */
-  for (int64_t i = ceil_div(max_left, s) - 1; i >= 0 && (-i - 1) * s < right_bound; i--) {
+  for (int64_t i = spmd_ceil_div(max_left, s) - 1; i >= 0 && (-i - 1) * s < right_bound; i--) {
     int64_t with_skips = max_left - s * i < s ? max_left - s * i : s;
     int64_t right_skips = -i * s - right_bound > 0 ? -i * s - right_bound : 0;
     hk_instr *src = piece_of(v, x, d, s - with_skips, s - right_skips);
@@ -156,7 +155,7 @@ static hk_instr *exchange_halo(spmd_visitor *v, hk_instr *x, const hk_sharding *
     pieces[np++] = piece_of(v, x, d, left_bound > 0 ? left_bound : 0, right_bound < s ? right_bound : s);
   int64_t skipped = left_bound - s > 0 ? left_bound - s : 0;
   if (skipped > (max_right > 0 ? max_right : 0)) skipped = max_right > 0 ? max_right : 0;
-  for (int64_t i = skipped / s; i < ceil_div(max_right, s); i++) {
+  for (int64_t i = skipped / s; i < spmd_ceil_div(max_right, s); i++) {
     int64_t with_skips = max_right - s * i < s ? max_right - s * i : s;
     int64_t left_skips = left_bound - (i + 1) * s > 0 ? left_bound - (i + 1) * s : 0;
     hk_instr *src = piece_of(v, x, d, left_skips, with_skips);
@@ -452,7 +451,7 @@ static hk_instr *rotate_with_padding(spmd_visitor *v, hk_instr *x, const hk_shar
   if (!pieces) hk_out_of_memory();
   int np = 0;
   while (cur < t) {
-    int64_t distance = ceil_div(amount - cur, t);
+    int64_t distance = spmd_ceil_div(amount - cur, t);
     int64_t offset = distance * t - amount + cur;
     int64_t size = t - offset < t - cur ? t - offset : t - cur;
     hk_instr *piece = piece_of(v, x, dim, offset, offset + size);
@@ -470,7 +469,7 @@ static hk_instr *rotate_with_padding(spmd_visitor *v, hk_instr *x, const hk_shar
 static hk_instr *rotate_sharded(spmd_visitor *v, hk_instr *x, const hk_sharding *s, int64_t dim,
                                 int64_t amount, const hk_shape *gs) {
   int64_t full = gs->dims[dim], t = x->shape->dims[dim];
-  int64_t n = ceil_div(full, t), right_pad = n * t - full;
+  int64_t n = spmd_ceil_div(full, t), right_pad = n * t - full;
   hk_instr *r0 = rotate_with_padding(v, x, s, dim, amount, n);
   if (!right_pad) return r0;
   hk_instr *r1 = rotate_with_padding(v, x, s, dim, (amount + right_pad) % (t * n), n);
@@ -519,7 +518,7 @@ hk_instr *spmd_align_nested(spmd_visitor *v, hk_instr *x, const hk_shape *gs,
     /* Source shard i holds [S i, S (i + 1)); the t / f target tiles cut
      * from it cover [D i, D (i + 1)): its left edge dropped, the right
      * one filled from the shards after it. */
-    int64_t S = ceil_div(gs->dims[d], f), D = t / f * ceil_div(gs->dims[d], t);
+    int64_t S = spmd_ceil_div(gs->dims[d], f), D = t / f * spmd_ceil_div(gs->dims[d], t);
     if (S == D) continue;
     if (!zero) zero = spmd_constant_scalar(v, (hk_prim)gs->elem, 0);
     int64_t *tab = malloc(sizeof(int64_t) * (size_t)(3 * f));

@@ -1034,7 +1034,8 @@ static bool has_split_dim(const hk_sharding *s, int rank) {
 }
 
 static bool coarsen_first(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                          const hk_sharding *to, spmd_coarsening *c, int64_t *cost);
+                          const hk_sharding *to, int64_t direct, spmd_coarsening *c,
+                          int64_t *cost);
 
 static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                                 const hk_sharding *from, const hk_sharding *to, hk_instr **out) {
@@ -1086,7 +1087,7 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   spmd_coarsening c;
   int64_t via;
   hk_instr *merged;
-  if (coarsen_first(v, gs, from, to, &c, &via) && (merged = spmd_coarsen(v, h, gs, from, &c)))
+  if (coarsen_first(v, gs, from, to, -1, &c, &via) && (merged = spmd_coarsen(v, h, gs, &c)))
     return reshard_array(v, merged, gs, c.inter, to, out);
   hk_status *err = NULL;
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
@@ -1176,17 +1177,19 @@ static int64_t direct_cost(spmd_visitor *v, const hk_shape *gs, const hk_shardin
 }
 
 /* Whether merging tiles by grouped all-gathers first (then resharding
- * what they leave) is cheaper than the direct paths; c the merges. */
+ * what they leave) is cheaper than the direct paths; c the merges, *cost
+ * the cheaper price.  from and to are normalized.  direct is the direct
+ * paths' price when known, else -1: it is priced only when a merge plan
+ * exists, so reshards that cannot merge pay nothing for asking. */
 static bool coarsen_first(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                          const hk_sharding *to, spmd_coarsening *c, int64_t *cost) {
-  from = norm(v, from);
-  to = norm(v, to);
-  int64_t direct = direct_cost(v, gs, from, to);
+                          const hk_sharding *to, int64_t direct, spmd_coarsening *c,
+                          int64_t *cost) {
   *cost = direct;
   if (!hk_shape_is_array(gs) || spmd_manual_factor(from) != 1 || spmd_manual_factor(to) != 1 ||
       !spmd_coarsen_plan(v, gs, from, to, c))
     return false;
-  int64_t via = spmd_coarsen_cost(v, gs, from, c) + direct_cost(v, gs, c->inter, to);
+  if (direct < 0) *cost = direct = direct_cost(v, gs, from, to);
+  int64_t via = spmd_coarsen_cost(v, gs, c) + direct_cost(v, gs, c->inter, to);
   if (via >= direct) return false;
   *cost = via;
   return true;
@@ -1194,9 +1197,11 @@ static bool coarsen_first(spmd_visitor *v, const hk_shape *gs, const hk_sharding
 
 int64_t spmd_reshard_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
                           const hk_sharding *to) {
+  from = norm(v, from);
+  to = norm(v, to);
   spmd_coarsening c;
   int64_t cost;
-  coarsen_first(v, gs, from, to, &c, &cost);
+  coarsen_first(v, gs, from, to, direct_cost(v, gs, from, to), &c, &cost);
   return cost;
 }
 

@@ -466,12 +466,16 @@ const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape
  * through the dot handler; *handled false when neither applies ---- */
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);
 
+/* (a + b - 1) / b: a dim of a elements over b shards, the tile size. */
+static inline int64_t spmd_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 /* ---- coarsen.c: tiles merged k at a time by grouped all-gathers ---- */
 typedef struct spmd_coarsening {
   int n;                            /* dims merged, in order */
   int dims[HK_MAX_RANK];
   int64_t k[HK_MAX_RANK];           /* old tiles per new one */
-  const hk_sharding *inter;         /* the sharding after the merges */
+  const hk_sharding *steps[HK_MAX_RANK + 1];   /* from, then after each merge */
+  const hk_sharding *inter;         /* the sharding after the merges (steps[n]) */
 } spmd_coarsening;
 /* Whether every dim of `to` splits into a divisor of from's split and
  * some merged dim stays split; then
@@ -480,12 +484,10 @@ typedef struct spmd_coarsening {
 bool spmd_coarsen_plan(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
                        const hk_sharding *to, spmd_coarsening *c);
 /* The merges' price by the cost hook. */
-int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
-                          const spmd_coarsening *c);
+int64_t spmd_coarsen_cost(spmd_visitor *v, const hk_shape *gs, const spmd_coarsening *c);
 /* The merges built on local value h: a value sharded as c->inter; NULL
  * (nothing built) when uneven tiles need halos that reach too far. */
-hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const hk_sharding *from,
-                       const spmd_coarsening *c);
+hk_instr *spmd_coarsen(spmd_visitor *v, hk_instr *h, const hk_shape *gs, const spmd_coarsening *c);
 
 /* ---- gather_scatter.c ---- */
 hk_status *spmd_handle_gather(spmd_visitor *v, hk_instr *orig);

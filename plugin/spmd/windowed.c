@@ -9,7 +9,6 @@
  * pads and slices its window out of the whole. */
 #include "spmd_internal.h"
 
-static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /* MultiplyAddDivide: (j * mul + add) / div, truncating as XLA does. */
 typedef struct mad {
@@ -77,7 +76,7 @@ static void trim_right(wstate *w, int i, int64_t wc, int64_t full, hk_window_dim
   const hk_window_dim *wd = &w->wd[i];
   int64_t base = w->val->base_shape->dims[i], k = p->count;
   if (!(wc < k && wd->window_dilation == 1 && wd->base_dilation == 1)) return;
-  int64_t useful = ceil_div(base + wd->pad_hi, p->in_shard);
+  int64_t useful = spmd_ceil_div(base + wd->pad_hi, p->in_shard);
   if (useful >= k) return;
   p->count = useful > wc ? useful : wc;
   if (p->count == 1) {
@@ -173,7 +172,7 @@ static bool plan_windowed_dim(wstate *w, int i, const hk_shape *cur) {
   int64_t full = 1 + (base - 1) * wd->base_dilation + wd->pad_hi + wd->pad_lo;
   if (full < dilated || wd->reversal || base == 0) return false;
   int64_t wc = (full - dilated) / wd->stride + 1;
-  int64_t pswc = ceil_div(wc, p->count);
+  int64_t pswc = spmd_ceil_div(wc, p->count);
   p->in_shard = cur->dims[i];
   if (p->in_shard <= 0) return false;
   trim_right(w, i, wc, full, swd);
@@ -209,7 +208,7 @@ static bool plan_dims(wstate *w, const hk_shape *cur) {
     if (k == 1) continue;
     if (trivial_dim(&w->wd[i])) {
       p->leave = true;
-      p->shard = ceil_div(base, k);
+      p->shard = spmd_ceil_div(base, k);
       p->padded = p->shard * k;
       p->offset = tile_table(p, k, (mad){p->shard, 0, 1});
       continue;
@@ -311,7 +310,7 @@ static hk_instr *exchange_all(wstate *w, hk_instr *x) {
   for (int d = 0; d < w->rank; d++) {
     const wplan *p = &w->p[d];
     if (p->count == 1 || p->leave) continue;
-    int64_t s = ceil_div(p->hx_base, p->count);
+    int64_t s = spmd_ceil_div(p->hx_base, p->count);
     int64_t *left = malloc(sizeof(int64_t) * (size_t)p->count * 2);
     if (!left) hk_out_of_memory();
     int64_t *right = left + p->count;
