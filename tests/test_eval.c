@@ -550,6 +550,22 @@ START_TEST(test_gather_clamps) {
 }
 END_TEST
 
+/* XLA's shape inference lets paired batching dims differ in size (the
+ * fuzzer found one reading past the operand): the batch coordinate past
+ * the operand's dim is clamped as a start index is. */
+START_TEST(test_gather_clamps_batch_coordinates) {
+  const char *mod =
+      "HloModule m\nENTRY e {\n x = s32[2,3] iota(), iota_dimension=0\n y = s32[2,3] iota(), iota_dimension=1\n"
+      " three = s32[] constant(3)\n b = s32[2,3] broadcast(three), dimensions={}\n m = s32[2,3] multiply(x, b)\n"
+      " o = s32[2,3] add(m, y)\n idx = s32[3,1] constant({{0}, {1}, {2}})\n"
+      " ROOT g = s32[3] gather(o, idx), offset_dims={}, collapsed_slice_dims={1}, start_index_map={1},"
+      " operand_batching_dims={0}, start_indices_batching_dims={0}, index_vector_dim=1, slice_sizes={1,1}\n}\n";
+  hk_value *r = eval_n(mod, 0, NULL);
+  expect_ints(r, 3, (int64_t[]){0, 4, 5});
+  hk_value_release(r);
+}
+END_TEST
+
 START_TEST(test_scatter_skips_out_of_bounds) {
   const char *mod =
       "HloModule m\n"
@@ -1830,6 +1846,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(t, test_reduce_window);
   tcase_add_test(t, test_select_and_scatter);
   tcase_add_test(t, test_gather_clamps);
+  tcase_add_test(t, test_gather_clamps_batch_coordinates);
   tcase_add_test(t, test_scatter_skips_out_of_bounds);
   tcase_add_test(t, test_sort_stable_multi_operand);
   tcase_add_test(t, test_sort_total_order_comparator_program);

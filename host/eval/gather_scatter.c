@@ -78,8 +78,12 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
     /* a size-0 slice (allowed on collapsed dims) still reads in bounds */
     for (int k = 0; k < a->rank; k++)
       start[k] = clamp64(start[k], 0, a->dims[k] - (ss[k] > 0 ? ss[k] : 1));
-    for (int k = 0; k < g->operand_batching_dims.n; k++)
-      start[g->operand_batching_dims.v[k]] = batch_coord(&ir, gb, g->start_indices_batching_dims.v[k]);
+    /* XLA's shape inference does not compare the sizes of paired batching
+     * dims: a batch coordinate past the operand's is clamped like a start */
+    for (int k = 0; k < g->operand_batching_dims.n; k++) {
+      int64_t od = g->operand_batching_dims.v[k];
+      start[od] = clamp64(batch_coord(&ir, gb, g->start_indices_batching_dims.v[k]), 0, a->dims[od] - 1);
+    }
     int64_t off = 0;
     for (int k = 0; k < a->rank; k++) off += start[k] * ast[k];
     for (int k = 0; k < g->offset_dims.n; k++) off += o[g->offset_dims.v[k]] * ast[offmap[k]];
