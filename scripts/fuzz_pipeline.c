@@ -159,11 +159,14 @@ static bool integral_leaves(const hk_value *v) {
 /* A module whose values depend on the device that computes them has no
  * one right answer: rng draws from the device, the instruction and how
  * often it ran (a sharded rng draws other numbers, as in XLA, where rng is
- * nondeterministic), and partition-id / replica-id name the device. */
+ * nondeterministic), partition-id / replica-id name the device, and a
+ * collective in the global program spans other devices once partitioned
+ * (its channel makes it cross-partition). */
 static bool depends_on_the_device(const hk_module *m) {
   for (int32_t c = 0; c < m->n_computations; c++)
     for (const hk_instr *i = m->computations[c]->first; i; i = i->next)
-      if (i->opcode == HK_OP_RNG || i->opcode == HK_OP_PARTITION_ID || i->opcode == HK_OP_REPLICA_ID)
+      if (i->opcode == HK_OP_RNG || i->opcode == HK_OP_PARTITION_ID || i->opcode == HK_OP_REPLICA_ID ||
+          hk_opcode_is_collective((hk_opcode)i->opcode))
         return true;
   return false;
 }
