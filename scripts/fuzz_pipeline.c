@@ -247,7 +247,17 @@ static void evaluate(const hk_module *g, const hk_module *p, int64_t parts) {
   hk_value **in = calloc((size_t)np + 1, sizeof *in);
   for (int k = 0; k < np; k++) in[k] = hk_value_random(g->entry->params[k]->shape, 7, (uint64_t)k);
   hk_value *gres = NULL, *pres_all = NULL;
-  hk_status *st = hk_eval_module(g, in, np, &gres, &limits, NULL);
+  /* A custom call the evaluator does not know runs as an opaque function
+   * of its operands' whole values, which a shard does not hold: such a
+   * module is evaluated (for coverage) but not compared. */
+  hk_eval_options known = limits;
+  known.opaque_custom_calls = false;
+  hk_status *st = hk_eval_module(g, in, np, &gres, &known, NULL);
+  bool opaque = st && st->code == HK_UNIMPLEMENTED;
+  if (opaque) {
+    hk_status_free(st);
+    st = hk_eval_module(g, in, np, &gres, &limits, NULL);
+  }
   hk_value ***dev = calloc((size_t)parts, sizeof *dev);
   hk_value **res = calloc((size_t)parts, sizeof *res);
   for (int64_t d = 0; d < parts && !st; d++) {
@@ -263,7 +273,7 @@ static void evaluate(const hk_module *g, const hk_module *p, int64_t parts) {
     hk_compare_result r;
     hk_value_compare(gres, pres_all, -1, -1, &r);
     const char *abort_on = getenv("HK_FUZZ_ABORT_ON_DIFF");
-    bool compared = abort_on && (integral_leaves(gres) || strcmp(abort_on, "all") == 0);
+    bool compared = abort_on && !opaque && (integral_leaves(gres) || strcmp(abort_on, "all") == 0);
     if (!r.equal && compared && !depends_on_the_device(g) && reduces_from_identities(g) &&
         batching_dims_match(g)) {
       fprintf(stderr, "fuzz_pipeline: partitioned program differs: %s\n", r.message ? r.message : "values");
