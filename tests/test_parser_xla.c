@@ -1001,6 +1001,19 @@ START_TEST(test_newer_forms_refused) {
 }
 END_TEST
 
+/* An -update or -done of async sugar keeps its own origin= (XLA prints it
+ * on each op of the chain); the -start's goes with the wrapped op. */
+START_TEST(test_async_sugar_origin) {
+  const char *text = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+                     "  s = ((s32[], s32[]), s32[], s32[]) add-start(a, b), origin={{\"v3\"}}\n"
+                     "  u = ((s32[], s32[]), s32[], s32[]) add-update(s), origin={{\"v3\"}}\n"
+                     "  ROOT d = s32[] add-done(u), origin={{\"v3\" {0}}}\n}\n";
+  const char *want[] = {"add-start(a, b), origin={{\"v3\"}}\n", "add-update(s), origin={{\"v3\"}}\n",
+                        "add-done(u), origin={{\"v3\" {0}}}\n"};
+  expect_roundtrip(text, want, 3);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -1049,6 +1062,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_module_recovery_and_debug_tables);
   tcase_add_test(tc, test_async_output_aliasing);
   tcase_add_test(tc, test_newer_forms_refused);
+  tcase_add_test(tc, test_async_sugar_origin);
   suite_add_tcase(s, tc);
   return s;
 }

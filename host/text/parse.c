@@ -805,6 +805,22 @@ static bool mark_async_computation(tx_parser *P, tx_pending *pi, hk_computation 
   return true;
 }
 
+/* The raw attributes an -update/-done of async sugar keeps itself (there
+ * is no wrapped op to take them): its origin, and an update's
+ * output_to_operand_aliasing. */
+static void keep_own_raw(tx_parser *P, hk_instr *i, const tx_pending *pi) {
+  hk_raw_attr own[4];
+  int n = 0;
+  for (int k = 0; k < pi->n_raw && n < 4; k++)
+    if (!strcmp(pi->raw[k].name, "origin") ||
+        (pi->async_kind == HK_OP_ASYNC_UPDATE && !strcmp(pi->raw[k].name, "output_to_operand_aliasing")))
+      own[n++] = pi->raw[k];
+  if (!n) return;
+  hk_attrs *a = hk_instr_attrs(i);
+  a->n_raw = n;
+  a->raw = hk_memdup(P->m, own, sizeof *own * (size_t)n);
+}
+
 static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   hk_instr **ops = pending_operands(P, pi);
   char nb[300];
@@ -844,13 +860,7 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
   hk_instr *i = hk_instr_new(c, (hk_opcode)pi->async_kind, pi->shape, 1, ops, name);
   if (w) hk_instr_set_called(i, 1, &w);
   apply_attrs(P, i, pi, true, false);
-  /* an update's output_to_operand_aliasing is its own (there is no wrapped op to take it) */
-  for (int k = 0; k < pi->n_raw; k++)
-    if (pi->async_kind == HK_OP_ASYNC_UPDATE && !strcmp(pi->raw[k].name, "output_to_operand_aliasing")) {
-      hk_attrs *a = hk_instr_attrs(i);
-      a->n_raw = 1;
-      a->raw = hk_memdup(P->m, &pi->raw[k], sizeof pi->raw[k]);
-    }
+  keep_own_raw(P, i, pi);
   *out = i;
   return true;
 }
