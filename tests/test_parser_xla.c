@@ -1011,6 +1011,17 @@ START_TEST(test_async_sugar_origin) {
   const char *want[] = {"add-start(a, b), origin={{\"v3\"}}\n", "add-update(s), origin={{\"v3\"}}\n",
                         "add-done(u), origin={{\"v3\" {0}}}\n"};
   expect_roundtrip(text, want, 3);
+  /* the start's statistics and origin print among its other common
+   * attributes, in XLA's order (they were ahead of them all) */
+  const char *t2 = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+                   "  s = ((s32[], s32[]), s32[], s32[]) add-start(a, b), backend_config=\"x\", "
+                   "metadata={op_name=\"n\"}, frontend_attributes={k=\"v\"}, "
+                   "statistics={visualizing_index=1,stat-1=33}, origin={{\"v\"}}, sharding={replicated}\n"
+                   "  ROOT d = s32[] add-done(s)\n}\n";
+  const char *want2[] = {"add-start(a, b), sharding={replicated}, frontend_attributes={k=\"v\"}, "
+                         "statistics={visualizing_index=1,stat-1=33}, origin={{\"v\"}}, metadata={op_name=\"n\"}, "
+                         "backend_config=\"x\"\n"};
+  expect_roundtrip(t2, want2, 1);
 }
 END_TEST
 

@@ -697,8 +697,10 @@ static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
       if (wrapped) {
         extra_pieces(pr, wrapped);
         called_pieces(pr, wrapped);
-        generic_pieces(pr, wrapped);
         flush_pieces(pr, out);
+        /* the wrapped op's raw generic ones (statistics, origin) are the
+         * start's own in XLA: they print in rank among the start's */
+        generic_pieces(pr, wrapped);
       } else {
         called_pieces(pr, i);
       }
