@@ -814,6 +814,217 @@ START_TEST(test_shapes_xla_builds) {
 }
 END_TEST
 
+/* text parses; its short print holds every line of want, and that print
+ * parses and prints again the same. */
+static void expect_roundtrip(const char *text, const char *const *want, size_t n) {
+  hk_module *m = hk_test_parse(text);
+  char *out = hk_module_to_string(m, HK_PRINT_SHORT);
+  for (size_t k = 0; k < n; k++) ck_assert_msg(strstr(out, want[k]), "want \"%s\" in:\n%s", want[k], out);
+  hk_module *again = hk_test_parse(out);
+  char *out2 = hk_module_to_string(again, HK_PRINT_SHORT);
+  ck_assert_str_eq(out, out2);
+  free(out2);
+  free(out);
+  hk_module_free(again);
+  hk_module_free(m);
+}
+
+/* p#0 and p#1#0 (XLA's compact get-tuple-element operands): one
+ * get-tuple-element per prefix, made at its first use, named with '_',
+ * used again after; a non-tuple or an index out of range is an error at
+ * the operand, as is a declared shape that is not the element's. */
+START_TEST(test_compact_tuple_access) {
+  const char *text = "HloModule m\n\nENTRY e {\n  p = (f32[4], (f32[2], s32[])) parameter(0)\n"
+                     "  a = f32[4] negate(p#0)\n  b = f32[2] negate(%p#1#0)\n"
+                     "  ROOT t = (f32[4], f32[2], f32[2]) tuple(a, b, f32[2] p#1#0)\n}\n";
+  const char *want[] = {
+      "  p_0 = f32[4]{0} get-tuple-element(p), index=0\n  a = f32[4]{0} negate(p_0)\n",
+      "  p_1 = (f32[2]{0}, s32[]) get-tuple-element(p), index=1\n"
+      "  p_1_0 = f32[2]{0} get-tuple-element(p_1), index=0\n  b = f32[2]{0} negate(p_1_0)\n",
+      "  ROOT t = (f32[4]{0}, f32[2]{0}, f32[2]{0}) tuple(a, b, p_1_0)\n",
+  };
+  expect_roundtrip(text, want, sizeof want / sizeof *want);
+  const char *head = "HloModule m\n\nENTRY e {\n  p = (f32[4], f32[2]) parameter(0)\n  ROOT a = f32[4] negate(";
+  char t[256];
+  snprintf(t, sizeof t, "%sp#2)\n}\n", head);
+  expect_error(t, "t:5:26:", "GTE index 2 out of bounds for shape: (f32[4], f32[2])");
+  snprintf(t, sizeof t, "%sp#0#1)\n}\n", head);
+  expect_error(t, "t:5:26:", "GTE operand must be tuple, but has shape: f32[4]");
+  snprintf(t, sizeof t, "%sf32[2] p#0)\n}\n", head);
+  expect_error(t, "t:5:26:", "operand shape f32[2] does not match instruction shape f32[4]");
+  snprintf(t, sizeof t, "%sp#x)\n}\n", head);
+  expect_error(t, "t:5:28:", "expects integer");
+}
+END_TEST
+
+/* convolution's convolution_kind (unset prints nothing), sparsity_config
+ * and block_scaling_config (their lhs/rhs sub-attributes checked, kept as
+ * written) print after the dimension numbers, in XLA's order. */
+START_TEST(test_convolution_newer_attributes) {
+  const char *head = "HloModule m\n\nENTRY e {\n  a = f32[1,4,4,1] parameter(0)\n  b = f32[1,1,1,1] parameter(1)\n"
+                     "  ROOT c = f32[1,4,4,1] convolution(a, b), ";
+  char t[512];
+  snprintf(t, sizeof t, "%sblock_scaling_config={rhs={zero_idx=2 steps=1x1x2} lhs={scale_idx=0}}, "
+           "convolution_kind=dgrad, sparsity_config={rhs={idx=1 stride=2 sparsity=2x4}}, "
+           "operand_precision={high,default}, window={size=1x1}, dim_labels=b01f_01io->b01f\n}\n", head);
+  const char *want[] = {"convolution(a, b), window={size=1x1}, dim_labels=b01f_01io->b01f, convolution_kind=dgrad, "
+                        "operand_precision={high,default}, sparsity_config={rhs={idx=1 stride=2 sparsity=2x4}}, "
+                        "block_scaling_config={rhs={zero_idx=2 steps=1x1x2} lhs={scale_idx=0}}\n"};
+  expect_roundtrip(t, want, 1);
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, convolution_kind=unset\n}\n", head);
+  expect_print_has(t, HK_PRINT_SHORT, "convolution(a, b), dim_labels=b01f_01io->b01f\n");
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, convolution_kind=bogus\n}\n", head);
+  expect_error(t, "t:6:89:", "expects convolution kind but sees: bogus");
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, sparsity_config={lhs={sparsity=2 dimension=1}}\n}\n", head);
+  expect_error(t, "t:6:103:", "expects 'num_non_zero:block_size'");
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, sparsity_config={lhs={sparsity=2x4, dimension=1}}\n}\n", head);
+  expect_error(t, "t:6:106:", "expects attribute name");
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, block_scaling_config={mid={}}\n}\n", head);
+  expect_error(t, "t:6:94:", "unknown attribute");
+  snprintf(t, sizeof t, "%sdim_labels=b01f_01io->b01f, block_scaling_config={rhs={zero_idx=2 steps=q}}\n}\n", head);
+  expect_error(t, "t:6:116:", "expects steps in form NxMxK");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[8] parameter(0)\n  ROOT n = f32[8] negate(p), convolution_kind=fprop\n}\n",
+               "t:5:30:", "unexpected attribute \"convolution_kind\"");
+}
+END_TEST
+
+/* mode= on all-reduce, all-reduce-start and reduce-scatter: XLA reads it
+ * and keeps nothing, so it prints nothing; its value is checked. */
+START_TEST(test_collective_group_mode) {
+  const char *head = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+                     "  ROOT s = f32[] add(a, b)\n}\n\nENTRY e {\n  p = f32[4] parameter(0)\n";
+  char t[512];
+  snprintf(t, sizeof t, "%s  ROOT c = f32[4] all-reduce(p), replica_groups={}, to_apply=add, mode=cross_replica\n}\n", head);
+  const char *want[] = {"  ROOT c = f32[4]{0} all-reduce(p), replica_groups={}, to_apply=add\n"};
+  expect_roundtrip(t, want, 1);
+  snprintf(t, sizeof t, "%s  ROOT c = f32[2] reduce-scatter(p), channel_id=1, replica_groups={{0,1}}, "
+           "use_global_device_ids=true, dimensions={0}, to_apply=add, mode=flattened_id\n}\n", head);
+  expect_print_has(t, HK_PRINT_SHORT, "dimensions={0}, to_apply=add\n");
+  snprintf(t, sizeof t, "%s  ROOT c = f32[4] all-reduce(p), to_apply=add, mode=sideways\n}\n", head);
+  expect_error(t, "t:11:53:", "expects collective op group mode but sees: sideways");
+  snprintf(t, sizeof t, "%s  ROOT c = f32[4] negate(p), mode=cross_replica\n}\n", head);
+  expect_error(t, "t:11:30:", "unexpected attribute \"mode\"");
+}
+END_TEST
+
+/* origin= in newer XLA's forms: {[synthetic_call]}, a tuple tree of
+ * original arrays and a call hierarchy; checked, kept as written. */
+START_TEST(test_origin_forms) {
+  const char *text = "HloModule m\n\nENTRY e {\n  p = (f32[4], f32[2]) parameter(0), origin={({\"p\" {0}}, {\"q\"}), [\"call.1/call.2\"]}\n"
+                     "  g = f32[4] get-tuple-element(p), index=0, origin={{}}\n"
+                     "  ROOT c = f32[4] copy(g), origin={[synthetic_call]}\n}\n";
+  const char *want[] = {"parameter(0), origin={({\"p\" {0}}, {\"q\"}), [\"call.1/call.2\"]}\n",
+                        "index=0, origin={{}}\n", "copy(g), origin={[synthetic_call]}\n"};
+  expect_roundtrip(text, want, sizeof want / sizeof *want);
+  const char *head = "HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0), origin=";
+  char t[256];
+  snprintf(t, sizeof t, "%s{[bogus]}\n}\n", head);
+  expect_error(t, "t:4:37:", "Expects 'synthetic_call' after '[' for a synthetic_call value.");
+  snprintf(t, sizeof t, "%s{{\"p\"}, [\"a\"], [\"b\"]}\n}\n", head);
+  expect_error(t, "t:4:50:", "Duplicate call_hierarchy in original_value.");
+  snprintf(t, sizeof t, "%s{{\"p\"} 7}\n}\n", head);
+  expect_error(t, "t:4:42:", "Expects a tuple tree of original arrays in original_value field.");
+  snprintf(t, sizeof t, "%s{{\"p\" 3}}\n}\n", head);
+  expect_error(t, "t:4:41:", "Expects '} at end of OriginalArray'");
+}
+END_TEST
+
+/* The module's origin_recovery_table (entries one after another, the
+ * recovery module's text checked by parsing it) and debug_attributes:
+ * checked, printed as written. */
+START_TEST(test_module_recovery_and_debug_tables) {
+  const char *body = "\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] copy(p)\n}\n";
+  const char *ort = "origin_recovery_table={{\"a\"} : {\"b\" {1}}, \"HloModule r\\n\\nENTRY e {\\n  ROOT p = f32[4] parameter(0)\\n}\\n\"\n"
+                    "  {\"c\"}: {\"d\"}}";
+  const char *dbg = "debug_attributes={{\"p\"}: {log_mode=fusion_debugger, callback_id=3}, "
+                    "{\"c\" {0}}: ({partitioned=true}, {op_id=7, log_mode=default})}";
+  char t[1024], w1[512], w2[512];
+  snprintf(t, sizeof t, "HloModule m, %s, %s%s", ort, dbg, body);
+  snprintf(w1, sizeof w1, ", %s", ort);
+  snprintf(w2, sizeof w2, ", %s", dbg);
+  const char *want[] = {w1, w2};
+  expect_roundtrip(t, want, 2);
+  snprintf(t, sizeof t, "HloModule m, origin_recovery_table={{\"a\"} {\"b\"}}%s", body);
+  expect_error(t, "t:1:43:", "Expected format: <original_array>: <original_array>, <HloModule>");
+  snprintf(t, sizeof t, "HloModule m, origin_recovery_table={{\"a\"} : {\"b\"}, \"HloModule r ENTRY {\"}%s", body);
+  expect_error(t, "t:1:52:", "the recovery module does not parse: <recovery module>:1:19:");
+  snprintf(t, sizeof t, "HloModule m, debug_attributes={{\"p\"}: {log_mode=nope}}%s", body);
+  expect_error(t, "t:1:49:", "Invalid debug_log_mode value: nope");
+  snprintf(t, sizeof t, "HloModule m, debug_attributes={{\"p\"}: {colour=1}}%s", body);
+  expect_error(t, "t:1:40:", "Unknown debug attribute: colour");
+  snprintf(t, sizeof t, "HloModule m, debug_attributes={{\"p\"} {op_id=1}}%s", body);
+  expect_error(t, "t:1:38:", "Expects ':' in debug_attributes entry");
+}
+END_TEST
+
+/* async-start and async-update take output_to_operand_aliasing (XLA since
+ * 2025); it prints after the operands of the -start/-update sugar and
+ * reads back there; async-done takes none. */
+START_TEST(test_async_output_aliasing) {
+  const char *head = "HloModule m\n\nc {\n  x = f32[4] parameter(0)\n  ROOT n = f32[4] negate(x)\n}\n\n"
+                     "ENTRY e {\n  p = f32[4] parameter(0)\n";
+  char t[512];
+  snprintf(t, sizeof t, "%s  s = ((f32[4]), f32[4], u32[]) async-start(p), calls=c, output_to_operand_aliasing={{}: (0, {})}\n"
+           "  u = ((f32[4]), f32[4], u32[]) async-update(s), output_to_operand_aliasing={{}: (0, {})}\n"
+           "  ROOT d = f32[4] async-done(u)\n}\n", head);
+  const char *want[] = {"negate-start(p), output_to_operand_aliasing={{}: (0, {})}\n",
+                        "negate-update(s), output_to_operand_aliasing={{}: (0, {})}\n", "negate-done(u)\n"};
+  expect_roundtrip(t, want, 3);
+  snprintf(t, sizeof t, "%s  s = ((f32[4]), f32[4], u32[]) async-start(p), calls=c\n"
+           "  ROOT d = f32[4] async-done(s), output_to_operand_aliasing={{}: (0, {})}\n}\n", head);
+  expect_error(t, "t:11:34:", "unexpected attribute \"output_to_operand_aliasing\"");
+}
+END_TEST
+
+/* What newer XLA writes that hlokit cannot hold (its ABI has no form for
+ * it) is refused at its place, saying so: named shardings, mesh replica
+ * groups, buffer shapes, and the opcodes hlokit's list lacks. */
+START_TEST(test_newer_forms_refused) {
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4,8] parameter(0), sharding={mesh[\"x\"=2,\"y\"=2], [{\"x\"}, {}]}\n"
+               "  ROOT c = f32[4,8] copy(p)\n}\n",
+               "t:4:40:", "named shardings (mesh[...], newer XLA) are not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={maximal_mesh[device_id=0]}\n"
+               "  ROOT c = f32[4] copy(p)\n}\n",
+               "t:4:38:", "named shardings (mesh[...], newer XLA) are not supported");
+  expect_error("HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+               "ENTRY e {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] all-reduce(p), channel_id=1, "
+               "replica_groups=mesh[\"x\"=2,\"y\"=2]{\"x\"}, use_global_device_ids=true, to_apply=add\n}\n",
+               "t:11:63:", "mesh replica groups (replica_groups=mesh[...], newer XLA) are not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = b(f32[4]) parameter(0)\n  ROOT c = b(f32[4]) copy(p)\n}\n",
+               "t:4:7:", "buffer shapes b(...) (newer XLA) are not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT s = f32[4] scan(p), dimensions={0}, num_carries=0\n}\n",
+               "t:5:19:", "opcode scan (newer XLA) is not supported: hlokit's opcode list has no scan");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT s = f32[4] acosh(p)\n}\n",
+               "t:5:19:", "opcode acosh (newer XLA) is not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT s = f32[4] frobnicate(p)\n}\n",
+               "t:5:19:", "unknown opcode: frobnicate");
+}
+END_TEST
+
+/* An -update or -done of async sugar keeps its own origin= (XLA prints it
+ * on each op of the chain); the -start's goes with the wrapped op. */
+START_TEST(test_async_sugar_origin) {
+  const char *text = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+                     "  s = ((s32[], s32[]), s32[], s32[]) add-start(a, b), origin={{\"v3\"}}\n"
+                     "  u = ((s32[], s32[]), s32[], s32[]) add-update(s), origin={{\"v3\"}}\n"
+                     "  ROOT d = s32[] add-done(u), origin={{\"v3\" {0}}}\n}\n";
+  const char *want[] = {"add-start(a, b), origin={{\"v3\"}}\n", "add-update(s), origin={{\"v3\"}}\n",
+                        "add-done(u), origin={{\"v3\" {0}}}\n"};
+  expect_roundtrip(text, want, 3);
+  /* the start's statistics and origin print among its other common
+   * attributes, in XLA's order (they were ahead of them all) */
+  const char *t2 = "HloModule m\n\nENTRY e {\n  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n"
+                   "  s = ((s32[], s32[]), s32[], s32[]) add-start(a, b), backend_config=\"x\", "
+                   "metadata={op_name=\"n\"}, frontend_attributes={k=\"v\"}, "
+                   "statistics={visualizing_index=1,stat-1=33}, origin={{\"v\"}}, sharding={replicated}\n"
+                   "  ROOT d = s32[] add-done(s)\n}\n";
+  const char *want2[] = {"add-start(a, b), sharding={replicated}, frontend_attributes={k=\"v\"}, "
+                         "statistics={visualizing_index=1,stat-1=33}, origin={{\"v\"}}, metadata={op_name=\"n\"}, "
+                         "backend_config=\"x\"\n"};
+  expect_roundtrip(t2, want2, 1);
+}
+END_TEST
+
 static Suite *parser_xla_suite(void) {
   Suite *s = suite_create("parser_xla");
   TCase *tc = tcase_create("core");
@@ -855,6 +1066,14 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_topk_is_stable);
   tcase_add_test(tc, test_shapes_xla_builds);
   tcase_add_test(tc, test_collective_broadcast_dynamic_root);
+  tcase_add_test(tc, test_compact_tuple_access);
+  tcase_add_test(tc, test_convolution_newer_attributes);
+  tcase_add_test(tc, test_collective_group_mode);
+  tcase_add_test(tc, test_origin_forms);
+  tcase_add_test(tc, test_module_recovery_and_debug_tables);
+  tcase_add_test(tc, test_async_output_aliasing);
+  tcase_add_test(tc, test_newer_forms_refused);
+  tcase_add_test(tc, test_async_sugar_origin);
   suite_add_tcase(s, tc);
   return s;
 }

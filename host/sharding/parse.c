@@ -202,6 +202,10 @@ static hk_status *parse_single_item(hk_cursor *c, hk_module *m, single *s) {
   if (eat_attr(c, "metadata")) return parse_metadata_attr(c, m, s);
   if (eat_attr(c, "last_tile_dims")) return parse_subgroup_types(c, s);
   if (hk_cur_peek(c) == 0) return hk_cur_error(c, "expected '}' to end sharding attribute");
+  size_t at = c->i;
+  if (hk_cur_eat_word(c, "mesh") || hk_cur_eat_word(c, "maximal_mesh"))
+    return hk_cur_error_at(at, "named shardings (mesh[...], newer XLA) are not supported: "
+                               "hlokit's sharding has no mesh form");
   return hk_cur_error(c, "unexpected token in sharding: expected replicated, manual, maximal, unknown, "
                          "device=, devices=, last_tile_dim_replicate, last_tile_dims=, shard_as, "
                          "shard_like or metadata=");

@@ -13,22 +13,22 @@ static const char *const kCommon[] = {
 /* Every opcode-specific attribute name XLA's parser knows (sorted, for
  * bsearch).  Like XLA, a name outside every list is an error. */
 static const char *const kKnown[] = {
-    "algorithm", "api_version", "async_execution_thread", "batch_group_count", "body",
+    "algorithm", "api_version", "async_execution_thread", "batch_group_count", "block_scaling_config", "body",
     "branch_computations", "called_computations", "calls", "channel_id",
-    "collapsed_slice_dims", "condition", "constrain_layout", "cross_program_prefetch_index",
+    "collapsed_slice_dims", "condition", "constrain_layout", "convolution_kind", "cross_program_prefetch_index",
     "custom_call_has_side_effect", "custom_call_schedule", "custom_call_target", "delta",
     "dim_labels", "dimensions", "distribution", "domain", "dynamic_slice_sizes", "epsilon",
     "exponent_bits", "false_computation", "feature_group_count", "feature_index",
     "fft_length", "fft_type", "has_dynamic_root", "index", "index_vector_dim", "indices_are_sorted",
     "infeed_config", "inferred_dimension", "input_batching_dims", "inserted_window_dims", "iota_dimension",
     "is_composite", "is_host_transfer", "is_stable", "k", "kind", "largest", "left_side",
-    "lhs_batch_dims", "lhs_contracting_dims", "lhs_ragged_dims", "literal", "lower", "mantissa_bits",
+    "lhs_batch_dims", "lhs_contracting_dims", "lhs_ragged_dims", "literal", "lower", "mantissa_bits", "mode",
     "offset_dims", "operand_batching_dims", "operand_layout_constraints",
     "operand_precision", "outfeed_config", "outfeed_shape", "output_to_operand_aliasing",
     "padding", "padding_type", "parameter_replication", "replica_groups", "rhs_batch_dims",
     "rhs_contracting_dims", "rhs_group_dims", "scatter", "scatter_dims_to_operand_dims",
     "scatter_indices_batching_dims", "schedule", "select", "slice", "slice_sizes",
-    "source_target_pairs", "sparsity", "start_index_map", "start_indices_batching_dims",
+    "source_target_pairs", "sparsity", "sparsity_config", "start_index_map", "start_indices_batching_dims",
     "to_apply", "transpose_a", "true_computation", "type", "unique_indices",
     "unit_diagonal", "update_window_dims", "use_global_device_ids", "window",
 };
@@ -61,15 +61,17 @@ static const char *allowed_for(hk_opcode op) {
     case HK_OP_ALL_GATHER: case HK_OP_ALL_GATHER_START:
       return "replica_groups,constrain_layout,channel_id,dimensions,use_global_device_ids";
     case HK_OP_ALL_REDUCE: case HK_OP_ALL_REDUCE_START: case HK_OP_REDUCE_SCATTER:
-      return "replica_groups,to_apply,channel_id,constrain_layout,use_global_device_ids,dimensions";
+      return "replica_groups,to_apply,channel_id,constrain_layout,use_global_device_ids,dimensions,"
+             "mode"; /* mode: read and dropped, as XLA does */
     case HK_OP_ALL_TO_ALL: return "replica_groups,constrain_layout,channel_id,dimensions";
     case HK_OP_RAGGED_ALL_TO_ALL: return "replica_groups,channel_id,constrain_layout";
     case HK_OP_COLLECTIVE_BROADCAST: /* has_dynamic_root: XLA since 2026 */
       return "replica_groups,channel_id,constrain_layout,has_dynamic_root";
     case HK_OP_COLLECTIVE_PERMUTE: case HK_OP_COLLECTIVE_PERMUTE_START:
       return "source_target_pairs,channel_id,slice_sizes";
-    case HK_OP_ASYNC_START: case HK_OP_ASYNC_UPDATE: case HK_OP_ASYNC_DONE:
-      return "calls,async_execution_thread";
+    case HK_OP_ASYNC_START: case HK_OP_ASYNC_UPDATE:
+      return "calls,async_execution_thread,output_to_operand_aliasing";
+    case HK_OP_ASYNC_DONE: return "calls,async_execution_thread";
     case HK_OP_COPY_START: return "cross_program_prefetch_index";
     case HK_OP_REDUCE: return "dimensions,to_apply";
     case HK_OP_REVERSE: case HK_OP_TRANSPOSE: case HK_OP_BROADCAST: case HK_OP_CONCATENATE:
@@ -84,7 +86,8 @@ static const char *allowed_for(hk_opcode op) {
       return "channel_id,is_host_transfer";
     case HK_OP_REDUCE_WINDOW: return "window,to_apply";
     case HK_OP_CONVOLUTION:
-      return "window,dim_labels,feature_group_count,batch_group_count,operand_precision";
+      return "window,dim_labels,feature_group_count,batch_group_count,operand_precision,"
+             "algorithm,convolution_kind,sparsity_config,block_scaling_config";
     case HK_OP_FFT: return "fft_type,fft_length";
     case HK_OP_TRIANGULAR_SOLVE: return "left_side,lower,unit_diagonal,transpose_a";
     case HK_OP_CHOLESKY: return "lower";
@@ -160,7 +163,8 @@ bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len) 
     name_ref k = {s, len};
     return bsearch(&k, kKnown, sizeof kKnown / sizeof *kKnown, sizeof *kKnown, cmp_name) != NULL;
   }
-  return async_sugar && len == 22 && memcmp(s, "async_execution_thread", 22) == 0;
+  return async_sugar && ((len == 22 && memcmp(s, "async_execution_thread", 22) == 0) ||
+                         (len == 26 && memcmp(s, "output_to_operand_aliasing", 26) == 0));
 }
 
 /* A written channel_id=0 (kept raw, the field staying 0). */

@@ -152,6 +152,16 @@ static bool parse_opcode(tx_parser *P, tx_pending *pi) {
       }
     }
   }
+  if (l == 1 && *s == 'b' && P->p < P->end && *P->p == '(')
+    return tx_error_at(P, pi->op_at, "buffer shapes b(...) (newer XLA) are not supported: "
+                                     "hlokit's shapes have no buffer kind");
+  /* opcodes newer XLA has and hlokit's opcode list (its ABI) does not */
+  static const char *const kNewer[] = {"acos", "acosh", "asin", "asinh", "atanh",
+                                       "collective-reduce", "scaled-dot", "scan"};
+  for (size_t k = 0; k < sizeof kNewer / sizeof *kNewer; k++)
+    if (strlen(kNewer[k]) == l && !memcmp(kNewer[k], s, l))
+      return tx_error_at(P, pi->op_at, "opcode %s (newer XLA) is not supported: hlokit's opcode list has no %s",
+                         kNewer[k], kNewer[k]);
   return tx_error_at(P, pi->op_at, "unknown opcode: %.*s", (int)l, s);
 }
 
@@ -257,6 +267,83 @@ static bool at_nested_instr(tx_parser *P, const char *after) {
   return q < P->end && *q == '(';
 }
 
+/* name#i#j...: XLA's compact get-tuple-element operand.  Each prefix
+ * (p#0, then p#0#1) is one get-tuple-element of the computation, made at
+ * its first use, named with '_' for '#', and found again by its text. */
+static bool compact_gte(tx_parser *P, hk_computation *c, const char *s, const char *at,
+                        hk_instr **io) {
+  hk_instr *cur = *io;
+  while (P->p < P->end && *P->p == '#') {
+    P->p++;
+    int64_t idx;
+    if (!tx_int(P, &idx)) return tx_error_at(P, P->p, "expects integer");
+    if (!hk_shape_is_tuple(cur->shape) || idx < 0 || idx >= cur->shape->n_tuple) {
+      char *h = tx_human_shape(cur->shape);
+      if (!hk_shape_is_tuple(cur->shape))
+        tx_error_at(P, at, "GTE operand must be tuple, but has shape: %s", h);
+      else
+        tx_error_at(P, at, "GTE index %lld out of bounds for shape: %s", (long long)idx, h);
+      free(h);
+      return false;
+    }
+    size_t kl = (size_t)(P->p - s);
+    hk_instr *g = tx_lookup(P, s, kl);
+    if (!g) {
+      char *nm = hk_check_alloc(malloc(kl + 1));
+      for (size_t k = 0; k < kl; k++) nm[k] = s[k] == '#' ? '_' : s[k];
+      nm[kl] = 0;
+      g = hk_instr_new(c, HK_OP_GET_TUPLE_ELEMENT, cur->shape->tuple[idx], 1, &cur, nm);
+      free(nm);
+      hk_instr_attrs(g)->tuple_index = idx;
+      define_name(P, g, s, kl);
+    }
+    cur = g;
+  }
+  *io = cur;
+  return true;
+}
+
+/* Where the operand whose name ends at e starts: after the '(' or ','
+ * before it at its own nesting depth (a shape's layout and tuple hold
+ * commas), blanks skipped. */
+static const char *operand_start(const tx_parser *P, const char *e) {
+  int depth = 0;
+  const char *b = e;
+  for (; b > P->src; b--) {
+    char ch = b[-1];
+    if (ch == ')' || ch == '}' || ch == ']') depth++;
+    else if ((ch == '(' || ch == '{' || ch == '[') && depth) depth--;
+    else if ((ch == '(' || ch == ',') && !depth) break;
+  }
+  while (b < e && (*b == ' ' || *b == '\t' || *b == '\r' || *b == '\n')) b++;
+  return b;
+}
+
+/* The operand just read (the last on the operand stack) went on with
+ * #i...: it becomes the element, checked against the shape written before
+ * it.  Found from the text again: this is no common form.  True when a
+ * ',' follows (more operands). */
+__attribute__((noinline, cold)) static bool gte_suffix(tx_parser *P, hk_computation *c) {
+  hk_instr **slot = (hk_instr **)&P->opstack.v[P->opstack.n - 1];
+  /* the base's name as written ends at the '#': back to the blank, '%' or
+   * shape closer before it (no name holds one) */
+  const char *hash = P->p, *s = hash, *at = operand_start(P, hash);
+  while (s > at && !strchr(" \t\r\n%]})", s[-1])) s--;
+  const hk_shape *os = NULL;
+  P->p = at;
+  bool ok = !tx_at_shape(P) || tx_parse_shape(P, &os);
+  P->p = hash;
+  ok = ok && compact_gte(P, c, s, at, slot);
+  if (ok && os && !hk_shape_compatible(os, (*slot)->shape)) {
+    char *x = tx_human_shape(os), *y = tx_human_shape((*slot)->shape);
+    ok = tx_error_at(P, at, "operand shape %s does not match instruction shape %s", x, y);
+    free(x);
+    free(y);
+  }
+  if (!ok) P->p = P->end; /* the operand list cannot close after the error */
+  return ok && tx_accept(P, ',');
+}
+
 static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
   tx_skip(P);
   const char *at = P->p;
@@ -288,13 +375,15 @@ static bool parse_operand(tx_parser *P, hk_computation *c, hk_instr **out) {
     hk_instr *i = tx_lookup(P, s, l);
     if (!i) {
       if (P->single_instr) {
-        if (!os) return tx_error_at(P, at, "Operand had no shape in HLO text");
+        if (!os || (P->p < P->end && *P->p == '#'))
+          return tx_error_at(P, at, "Operand had no shape in HLO text");
         *out = auto_parameter(P, c, os, s, l);
         return true;
       }
       return tx_error_at(P, s, "instruction does not exist: %.*s", (int)l, s);
     }
-    if (os && !hk_shape_compatible(os, i->shape)) {
+    /* name#i: the declared shape is the element's (parse_operands) */
+    if (os && !hk_shape_compatible(os, i->shape) && !(P->p < P->end && *P->p == '#')) {
       char *a = hk_shape_to_string(os), *b = hk_shape_to_string(i->shape);
       tx_error_at(P, at,
                   "The declared operand shape %s is not compatible with the shape of the "
@@ -325,7 +414,7 @@ static bool parse_operands(tx_parser *P, hk_computation *c, tx_pending *pi) {
     if (!parse_operand(P, c, &o)) return false;
     tx_vec_push(&P->opstack, o);
     pi->n_operands++;
-  } while (tx_accept(P, ','));
+  } while (tx_accept(P, ',') || (P->p < P->end && *P->p == '#' && gte_suffix(P, c)));
   return tx_expect(P, ')', "at the end of operands");
 }
 
@@ -716,6 +805,22 @@ static bool mark_async_computation(tx_parser *P, tx_pending *pi, hk_computation 
   return true;
 }
 
+/* The raw attributes an -update/-done of async sugar keeps itself (there
+ * is no wrapped op to take them): its origin, and an update's
+ * output_to_operand_aliasing. */
+static void keep_own_raw(tx_parser *P, hk_instr *i, const tx_pending *pi) {
+  hk_raw_attr own[4];
+  int n = 0;
+  for (int k = 0; k < pi->n_raw && n < 4; k++)
+    if (!strcmp(pi->raw[k].name, "origin") ||
+        (pi->async_kind == HK_OP_ASYNC_UPDATE && !strcmp(pi->raw[k].name, "output_to_operand_aliasing")))
+      own[n++] = pi->raw[k];
+  if (!n) return;
+  hk_attrs *a = hk_instr_attrs(i);
+  a->n_raw = n;
+  a->raw = hk_memdup(P->m, own, sizeof *own * (size_t)n);
+}
+
 static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, hk_instr **out) {
   hk_instr **ops = pending_operands(P, pi);
   char nb[300];
@@ -755,6 +860,7 @@ static bool build_async_sugar(tx_parser *P, hk_computation *c, tx_pending *pi, h
   hk_instr *i = hk_instr_new(c, (hk_opcode)pi->async_kind, pi->shape, 1, ops, name);
   if (w) hk_instr_set_called(i, 1, &w);
   apply_attrs(P, i, pi, true, false);
+  keep_own_raw(P, i, pi);
   *out = i;
   return true;
 }
@@ -1318,6 +1424,11 @@ static bool parse_header_attr(tx_parser *P, const char *n, size_t nl, const char
     if (!parse_alias_like(P, true, &raw)) return false;
   } else if (ISN("buffer_donor")) {
     if (!parse_alias_like(P, false, &raw)) return false;
+  } else if (ISN("origin_recovery_table") || ISN("debug_attributes")) {
+    const char *st = (tx_skip(P), P->p);
+    if (!(ISN("debug_attributes") ? tx_check_debug_attributes(P) : tx_check_recovery_table(P)))
+      return false;
+    raw = tx_intern(P, st, (size_t)(P->p - st));
   } else {
     const char *v;
     size_t vl;

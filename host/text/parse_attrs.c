@@ -31,6 +31,18 @@ void tx_default_outfeed_shape(tx_parser *P, tx_pending *pi, const hk_shape *s) {
   hk_buf_free(&b);
 }
 
+/* A value whose grammar check reads it, kept verbatim. */
+static bool parse_checked_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len,
+                              bool (*check)(tx_parser *)) {
+  const char *st = (tx_skip(P), P->p);
+  if (!check(P)) return false;
+  add_raw(P, pi, name, len, st, (size_t)(P->p - st));
+  return true;
+}
+
+static bool check_sparsity(tx_parser *P) { return tx_check_operand_configs(P, true); }
+static bool check_block_scaling(tx_parser *P) { return tx_check_operand_configs(P, false); }
+
 static bool parse_raw(tx_parser *P, tx_pending *pi, const char *name, size_t len) {
   const char *v;
   size_t vl;
@@ -147,7 +159,7 @@ bool tx_parse_kv_list(tx_parser *P, int32_t *n_out, const hk_kv **out) {
 
 /* ---- window / dim_labels / padding ---------------------------------------- */
 
-static bool parse_x_list(tx_parser *P, int64_t *vals, int *n, char sep_inner, int per,
+bool tx_x_list(tx_parser *P, int64_t *vals, int *n, char sep_inner, int per,
                          const char *what) {
   /* a x-separated list of items, each `per` integers joined by sep_inner */
   int k = 0;
@@ -202,7 +214,7 @@ static bool parse_window(tx_parser *P, tx_pending *pi) {
     if (*counts[f] >= 0)
       return tx_error_at(P, (tx_skip(P), P->p), "sub-attribute '%s=' already exists",
                          f == 4 ? "rls_dilate" : names[f]);   /* (XLA's spelling) */
-    if (!parse_x_list(P, vals[f], counts[f], f == 2 ? '_' : 'x', f == 2 ? 2 : 1, names[f]))
+    if (!tx_x_list(P, vals[f], counts[f], f == 2 ? '_' : 'x', f == 2 ? 2 : 1, names[f]))
       return false;
   }
   int n = ns < 0 ? 0 : ns;
@@ -471,6 +483,10 @@ static bool parse_replica_groups(tx_parser *P, const hk_replica_groups **out) {
     *out = g;
     return true;
   }
+  const char *at_mesh = (tx_skip(P), P->p);
+  if (tx_peek(P) == 'm' && (tx_accept_word(P, "mesh") || tx_accept_word(P, "maximal_mesh")))
+    return tx_error_at(P, at_mesh, "mesh replica groups (replica_groups=mesh[...], newer XLA) are "
+                                   "not supported: hlokit's replica groups have no mesh form");
   if (!tx_expect(P, '{', "at the start of replica groups")) return false;
   tx_vec starts = {0};
   size_t n_ids = 0, cap = 0;
@@ -597,6 +613,23 @@ static bool parse_enum_word(tx_parser *P, tx_pending *pi, const char *allowed, b
     if (*a) a++;
   }
   return tx_error_at(P, at, "expects %s but sees: %.*s", what, (int)l, s);
+}
+
+/* convolution_kind=fprop|dgrad|wgrad (unset, the default, prints nothing). */
+static bool parse_conv_kind(tx_parser *P, tx_pending *pi) {
+  const char *k;
+  if (!parse_enum_word(P, pi, "fprop,wgrad,dgrad,unset", false, "convolution kind", &k))
+    return false;
+  if (strcmp(k, "unset")) add_raw(P, pi, "convolution_kind", 16, k, strlen(k));
+  return true;
+}
+
+/* mode= of all-reduce, all-reduce-start and reduce-scatter: XLA reads it
+ * and keeps nothing (a rolled back attribute), so nothing prints. */
+static bool parse_group_mode(tx_parser *P, tx_pending *pi) {
+  const char *m;
+  return parse_enum_word(P, pi, "cross_replica,cross_partition,cross_replica_and_partition,flattened_id",
+                         false, "collective op group mode", &m);
 }
 
 static bool parse_cmp_dir(tx_parser *P, tx_pending *pi) {
@@ -746,7 +779,7 @@ bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out) {
 }
 
 /* `name=` (XLA's attribute-name token) at the cursor: the name, cursor after '='. */
-static bool attr_name(tx_parser *P, const char **s, size_t *l) {
+bool tx_attr_name(tx_parser *P, const char **s, size_t *l) {
   const char *save = P->p, *after;
   if (tx_peek_ident(P, s, l, &after) && *s == P->p) {
     const char *q = after;
@@ -784,7 +817,7 @@ static bool parse_tolerance(tx_parser *P) {
     const char *n;
     size_t nl;
     tx_skip(P);
-    if (!attr_name(P, &n, &nl)) return false;
+    if (!tx_attr_name(P, &n, &nl)) return false;
     if (!((nl == 4 && (!memcmp(n, "ulps", 4) || !memcmp(n, "rtol", 4) || !memcmp(n, "atol", 4)))))
       return tx_error_at(P, (tx_skip(P), P->p), "invalid attribute name: %.*s", (int)nl, n);
     double v;
@@ -805,7 +838,7 @@ static bool parse_result_accuracy(tx_parser *P, tx_pending *pi) {
   const char *n;
   size_t nl;
   tx_skip(P);
-  if (!attr_name(P, &n, &nl)) return false;
+  if (!tx_attr_name(P, &n, &nl)) return false;
   if (nl == 4 && !memcmp(n, "mode", 4)) {
     const char *m;
     size_t ml;
@@ -898,6 +931,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
         return true;
       }
       if (IS("body")) return tx_computation_ref(P, &pi->body);
+      if (IS("block_scaling_config")) return parse_checked_raw(P, pi, name, len, check_block_scaling);
       if (IS("batch_group_count")) return parse_int_attr(P, pi, &a->batch_group_count);
       if (IS("branch_computations")) return parse_comp_list(P, pi, true);
       break;
@@ -929,6 +963,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       if (IS("collapsed_slice_dims")) return tx_int_list(P, '{', '}', &gather_of(P, pi)->collapsed_slice_dims);
       if (IS("constrain_layout")) return parse_bool_attr(P, pi, &a->constrain_layout);
       if (IS("control-predecessors")) return parse_ctrl(P, pi);
+      if (IS("convolution_kind")) return parse_conv_kind(P, pi);
       break;
     case 'd':
       if (IS("dimensions")) {
@@ -1006,6 +1041,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
     case 'm':
       if (IS("metadata")) return parse_metadata(P, pi);
       if (IS("mantissa_bits")) return parse_int_attr(P, pi, &a->mantissa_bits);
+      if (IS("mode")) return parse_group_mode(P, pi);
       break;
     case 'o':
       if (IS("offset_dims")) return tx_int_list(P, '{', '}', &gather_of(P, pi)->offset_dims);
@@ -1017,7 +1053,10 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
       if (IS("operand_layout_constraints")) return check_operand_layouts(P, pi, at);
       /* an original value names the instruction's leaves, so XLA reads it
        * against the shape written before the opcode (none is inferred yet) */
-      if (IS("origin") && !pi->shape) return tx_error_at(P, (tx_skip(P), P->p), "expects instruction shape");
+      if (IS("origin")) {
+        if (!pi->shape) return tx_error_at(P, (tx_skip(P), P->p), "expects instruction shape");
+        return parse_checked_raw(P, pi, name, len, tx_check_origin);
+      }
       break;
     case 'p':
       if (IS("padding") && op == HK_OP_PAD) return parse_padding(P, pi);
@@ -1038,6 +1077,7 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
     case 's':
       if (IS("sharding")) return tx_parse_sharding_value(P, &pi->sharding);
       if (IS("slice")) return parse_slice(P, pi);
+      if (IS("sparsity_config")) return parse_checked_raw(P, pi, name, len, check_sparsity);
       if (IS("slice_sizes") && op == HK_OP_GATHER) {
         pi->has_attrs = true;
         return tx_int_list(P, '{', '}', &a->gather_slice_sizes);

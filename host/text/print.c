@@ -198,7 +198,8 @@ static int raw_rank(const char *name, hk_opcode op) {
       {"unit_diagonal", 64},   {"transpose_a", 64},      {"literal", 72},
       {"operand_layout_constraints", 73},                {"output_to_operand_aliasing", 74},
       {"schedule", 75},        {"statistics", 730},      {"origin", 735},
-      {"channel_id", 5},
+      {"channel_id", 5},       {"convolution_kind", 25}, {"sparsity_config", 32},
+      {"block_scaling_config", 33},
   };
   (void)op;
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
@@ -684,6 +685,10 @@ static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
   print_operands(pr, i, out);
   tx_put(out, ")", 1);
   if (is_async_op(op)) {
+    /* the async op's own output_to_operand_aliasing, before the wrapped op's attributes */
+    for (int k = 0; i->attrs && k < i->attrs->n_raw; k++)
+      if (!strcmp(i->attrs->raw[k].name, "output_to_operand_aliasing"))
+        PIECE(1, hk_buf_printf(b, "output_to_operand_aliasing=%s", i->attrs->raw[k].value));
     if (op == HK_OP_ASYNC_START) {
       const char *t = i->attrs ? i->attrs->async_execution_thread : NULL;
       if (t && strcmp(t, "main") != 0)
@@ -692,8 +697,10 @@ static void print_instr_line(printer *pr, const hk_instr *i, hk_buf *out) {
       if (wrapped) {
         extra_pieces(pr, wrapped);
         called_pieces(pr, wrapped);
-        generic_pieces(pr, wrapped);
         flush_pieces(pr, out);
+        /* the wrapped op's raw generic ones (statistics, origin) are the
+         * start's own in XLA: they print in rank among the start's */
+        generic_pieces(pr, wrapped);
       } else {
         called_pieces(pr, i);
       }

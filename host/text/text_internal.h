@@ -211,6 +211,17 @@ bool tx_parse_attr(tx_parser *P, tx_pending *pi, const char *name, size_t len,
 bool tx_parse_sharding_value(tx_parser *P, const hk_sharding **out);
 bool tx_parse_kv_list(tx_parser *P, int32_t *n_out, const hk_kv **out);
 bool tx_parse_bool_list(tx_parser *P, int32_t *n, const bool **out);
+/* `name=` at the cursor: the name, the cursor after '='. */
+bool tx_attr_name(tx_parser *P, const char **s, size_t *l);
+/* x-separated items of `per` integers joined by sep_inner (1x2, 0_0x1_1). */
+bool tx_x_list(tx_parser *P, int64_t *vals, int *n, char sep_inner, int per, const char *what);
+
+/* values newer XLA writes, checked and kept verbatim (newer_attrs.c) */
+bool tx_check_origin(tx_parser *P);
+/* sparsity_config= (sparsity) or block_scaling_config= of a convolution. */
+bool tx_check_operand_configs(tx_parser *P, bool sparsity);
+bool tx_check_recovery_table(tx_parser *P);
+bool tx_check_debug_attributes(tx_parser *P);
 
 /* attribute rules (attr_rules.c) */
 bool tx_attr_allowed(hk_opcode op, bool async_sugar, const char *s, size_t len);
