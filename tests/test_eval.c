@@ -1518,6 +1518,37 @@ START_TEST(test_shard_and_unshard) {
 }
 END_TEST
 
+/* A tuple sharding is flat over the leaves (XLA's): in ((a, b), c) the
+ * sharding of c is the third, not the second (the pipeline fuzzer found c
+ * read by b's sharding). */
+START_TEST(test_shard_nested_tuple_by_leaves) {
+  hk_module *m = parse("HloModule m\nENTRY e {\n ROOT p = ((f32[2], f32[2]), f32[4]) parameter(0)\n}\n");
+  const hk_sharding *s = NULL;
+  const char *txt = "{{replicated}, {replicated}, {devices=[2]0,1}}";
+  size_t used = 0;
+  ck_assert_ok(hk_sharding_parse(m, txt, strlen(txt), &s, &used));
+  const hk_shape *gs = m->entry->params[0]->shape;
+  const hk_shape *two = hk_shape_array(m, HK_F32, 1, (int64_t[]){2});
+  const hk_shape *inner = hk_shape_tuple(m, 2, (const hk_shape *[]){two, two});
+  const hk_shape *ls = hk_shape_tuple(m, 2, (const hk_shape *[]){inner, two});
+  hk_value *ab[2] = {vec(HK_F32, 2, (double[]){1, 2}), vec(HK_F32, 2, (double[]){3, 4})};
+  hk_value *top[2] = {hk_value_new_tuple(2, ab), vec(HK_F32, 4, (double[]){5, 6, 7, 8})};
+  hk_value *g = hk_value_new_tuple(2, top), *pieces[2];
+  for (int d = 0; d < 2; d++) ck_assert_ok(hk_value_shard(g, s, gs, d, ls, &pieces[d]));
+  expect_vals(pieces[1]->elems[1], 2, (double[]){7, 8});
+  expect_vals(pieces[1]->elems[0]->elems[1], 2, (double[]){3, 4});
+  hk_value *back = NULL;
+  char *dis = NULL;
+  ck_assert_ok(hk_value_unshard(pieces, 2, s, gs, &back, &dis));
+  ck_assert_msg(!dis, "%s", dis);
+  expect_vals(back->elems[1], 4, (double[]){5, 6, 7, 8});
+  hk_value_release(back);
+  release_all(pieces, 2);
+  hk_value_release(g);
+  hk_module_free(m);
+}
+END_TEST
+
 START_TEST(test_compare_tolerances) {
   hk_value *a = vec(HK_F32, 3, (double[]){1, NAN, 100}), *b = vec(HK_F32, 3, (double[]){1.000001, NAN, 100.001});
   hk_compare_result r;
@@ -1875,6 +1906,7 @@ static Suite *eval_suite(void) {
   tcase_add_test(c, test_collectives_in_a_loop);
   tcase_add_test(c, test_mismatched_collective_fails_cleanly);
   tcase_add_test(c, test_shard_and_unshard);
+  tcase_add_test(c, test_shard_nested_tuple_by_leaves);
   suite_add_tcase(s, c);
   TCase *k = tcase_create("cli");
   tcase_set_timeout(k, 60);

@@ -9,6 +9,15 @@ static bool whole_value(const hk_sharding *s) {
          s->kind == HK_SHARDING_UNKNOWN || s->kind == HK_SHARDING_MAXIMAL;
 }
 
+/* The sharding of a tuple's element whose leaves start at leaf `first`
+ * (depth-first): a tuple sharding is flat over the leaves, as XLA's, so a
+ * nested element keeps the whole list and its own first leaf; a non-tuple
+ * sharding applies to every leaf. */
+static const hk_sharding *leaf_sharding(const hk_sharding *s, int64_t first, const hk_shape *elem) {
+  if (!s || s->kind != HK_SHARDING_TUPLE || hk_shape_is_tuple(elem)) return s;
+  return first < s->n_elems ? s->elems[first] : s;
+}
+
 /* Copies the box [goff, goff+dims) of g (clipped to g) into l at 0. */
 static void copy_box(const hk_value *g, hk_value *l, const int64_t *goff) {
   int es = hk_esize(g->elem);
@@ -31,19 +40,31 @@ static void copy_box(const hk_value *g, hk_value *l, const int64_t *goff) {
   }
 }
 
+static hk_status *shard_from(const hk_value *global, const hk_sharding *s, int64_t first_leaf,
+                             const hk_shape *global_shape, int64_t device, const hk_shape *local,
+                             hk_value **out);
+
 hk_status *hk_value_shard(const hk_value *global, const hk_sharding *s,
                           const hk_shape *global_shape, int64_t device,
                           const hk_shape *local, hk_value **out) {
+  return shard_from(global, s, 0, global_shape, device, local, out);
+}
+
+/* hk_value_shard of a value whose leaves start at leaf first_leaf of s. */
+static hk_status *shard_from(const hk_value *global, const hk_sharding *s, int64_t first_leaf,
+                             const hk_shape *global_shape, int64_t device, const hk_shape *local,
+                             hk_value **out) {
+  s = leaf_sharding(s, first_leaf, global_shape);
   if (global->elem == HK_TUPLE) {
     if (local->elem != HK_TUPLE || local->n_tuple != global->n_elems ||
         global_shape->elem != HK_TUPLE || global_shape->n_tuple != global->n_elems)
       return hk_error(HK_INVALID_ARGUMENT, "tuple value does not match the partitioned shape");
     hk_value **e = calloc((size_t)(global->n_elems ? global->n_elems : 1), sizeof(hk_value *));
     if (!e) hk_out_of_memory();
-    for (int i = 0; i < global->n_elems; i++) {
-      const hk_sharding *si = s && s->kind == HK_SHARDING_TUPLE && i < s->n_elems ? s->elems[i] : s;
-      hk_status *st = hk_value_shard(global->elems[i], si, global_shape->tuple[i], device,
-                                     local->tuple[i], &e[i]);
+    int64_t leaf = first_leaf;
+    for (int i = 0; i < global->n_elems; leaf += hk_shape_leaf_count(global_shape->tuple[i++])) {
+      hk_status *st = shard_from(global->elems[i], s, leaf, global_shape->tuple[i], device,
+                                 local->tuple[i], &e[i]);
       if (st) {
         for (int j = 0; j < i; j++) hk_value_release(e[j]);
         free(e);
@@ -187,8 +208,10 @@ static hk_status *unshard_array(unshard_ctx *c, hk_value *const *pd, const hk_sh
   return NULL;
 }
 
+/* Gathers a value whose leaves start at leaf first_leaf of s. */
 static hk_status *unshard(unshard_ctx *c, hk_value *const *pd, const hk_sharding *s,
-                          const hk_shape *gs, hk_value **out) {
+                          int64_t first_leaf, const hk_shape *gs, hk_value **out) {
+  s = leaf_sharding(s, first_leaf, gs);
   if (gs->elem != HK_TUPLE) {
     if (!hk_prim_is_array((hk_prim)gs->elem)) {
       *out = hk_value_new_token();
@@ -204,10 +227,10 @@ static hk_status *unshard(unshard_ctx *c, hk_value *const *pd, const hk_sharding
   hk_value **col = calloc((size_t)c->n, sizeof(hk_value *));
   if (!e || !col) hk_out_of_memory();
   hk_status *st = NULL;
-  for (int i = 0; i < n && !st; i++) {
+  int64_t leaf = first_leaf;
+  for (int i = 0; i < n && !st; leaf += hk_shape_leaf_count(gs->tuple[i++])) {
     for (int64_t d = 0; d < c->n; d++) col[d] = pd[d]->elems[i];
-    const hk_sharding *si = s && s->kind == HK_SHARDING_TUPLE && i < s->n_elems ? s->elems[i] : s;
-    st = unshard(c, col, si, gs->tuple[i], &e[i]);
+    st = unshard(c, col, s, leaf, gs->tuple[i], &e[i]);
   }
   free(col);
   if (st) {
@@ -225,7 +248,7 @@ hk_status *hk_value_unshard(hk_value *const *per_device, int64_t n_devices,
                             hk_value **out, char **disagree) {
   if (disagree) *disagree = NULL;
   unshard_ctx c = {disagree, n_devices};
-  return unshard(&c, per_device, s, global_shape, out);
+  return unshard(&c, per_device, s, 0, global_shape, out);
 }
 
 /* ---- the entry contract of a partitioned program ------------------------------ */
