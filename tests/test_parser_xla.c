@@ -1062,6 +1062,32 @@ START_TEST(test_named_shardings) {
 }
 END_TEST
 
+/* The same meshes and shardings as test_sdy's xla_export_known_answers
+ * (XLA's convertToHloSharding answers for #sdy.sharding), written as named
+ * shardings: both conversions place every tile on the same devices. */
+START_TEST(test_named_agrees_with_shardy_answers) {
+  static const char *const cases[][3] = {
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{'axis_2'}, {'axis_0', 'axis_1'}]}", "{devices=[4,8]<=[8,4]T(1,0)}"},
+      {"f32[8,16]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{'axis_1'}, {'axis_2'}]}",
+       "{devices=[4,4,2]<=[2,16]T(1,0) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{}, {'axis_0', 'axis_2'}]}",
+       "{devices=[1,8,4]<=[2,4,4]T(0,2,1) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['x'=8,'y'=4], [{'y'}, {'x':(2)2}]}", "{devices=[4,2,4]<=[2,2,2,4]T(3,1,0,2) last_tile_dim_replicate}"},
+      {"f32[8,16]", "{mesh['x'=8,'y'=4], [{'x':(1)2}, {'x':(2)4}]}", "{devices=[2,4,4]<=[32] last_tile_dim_replicate}"},
+      {"f32[8,16]", "{mesh['x'=8,'y'=4], [{'x':(1)2, 'x':(4)2}, {}]}",
+       "{devices=[4,1,8]<=[2,2,2,4]T(0,2,1,3) last_tile_dim_replicate}"},
+      {"f32[16,32]", "{mesh['a'=2,'b'=2,'c'=2,'d'=2], [{'b', ?}, {?}]}", "{devices=[2,1,8]<=[2,2,4]T(1,0,2) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{'axis_2'}, {'axis_0', 'axis_1'}]}",
+       "{devices=[2,4]0,4,1,5,2,6,3,7}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{}, {'axis_0', 'axis_2'}]}",
+       "{devices=[1,4,2]0,4,2,6,1,5,3,7 last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{'axis_1','axis_0'}, {}]}",
+       "{devices=[4,1,2]0,2,1,3,4,6,5,7 last_tile_dim_replicate}"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) expect_named(cases[k][0], cases[k][1], cases[k][2]);
+}
+END_TEST
+
 /* Named sharding errors, at their place, in XLA's words where it has them. */
 START_TEST(test_named_sharding_errors) {
   const char *head = "HloModule m\n\nENTRY e {\n  ROOT p = f32[4,8] parameter(0), sharding=";
@@ -1184,6 +1210,7 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_async_output_aliasing);
   tcase_add_test(tc, test_newer_forms_refused);
   tcase_add_test(tc, test_named_shardings);
+  tcase_add_test(tc, test_named_agrees_with_shardy_answers);
   tcase_add_test(tc, test_named_sharding_errors);
   tcase_add_test(tc, test_mesh_replica_groups);
   tcase_add_test(tc, test_async_sugar_origin);
