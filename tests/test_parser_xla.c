@@ -977,19 +977,12 @@ START_TEST(test_async_output_aliasing) {
 END_TEST
 
 /* What newer XLA writes that hlokit cannot hold (its ABI has no form for
- * it) is refused at its place, saying so: named shardings, mesh replica
- * groups, buffer shapes, and the opcodes hlokit's list lacks. */
+ * it) is refused at its place, saying so: buffer shapes, the opcodes
+ * hlokit's list lacks, and an unreduced reduction other than sum. */
 START_TEST(test_newer_forms_refused) {
-  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4,8] parameter(0), sharding={mesh[\"x\"=2,\"y\"=2], [{\"x\"}, {}]}\n"
-               "  ROOT c = f32[4,8] copy(p)\n}\n",
-               "t:4:40:", "named shardings (mesh[...], newer XLA) are not supported");
-  expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0), sharding={maximal_mesh[device_id=0]}\n"
-               "  ROOT c = f32[4] copy(p)\n}\n",
-               "t:4:38:", "named shardings (mesh[...], newer XLA) are not supported");
-  expect_error("HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
-               "ENTRY e {\n  p = f32[4] parameter(0)\n  ROOT c = f32[4] all-reduce(p), channel_id=1, "
-               "replica_groups=mesh[\"x\"=2,\"y\"=2]{\"x\"}, use_global_device_ids=true, to_apply=add\n}\n",
-               "t:11:63:", "mesh replica groups (replica_groups=mesh[...], newer XLA) are not supported");
+  expect_error("HloModule m\n\nENTRY e {\n  p = f32[] parameter(0), sharding={mesh['x'=2,'y'=2], [], unreduced=max{'x'}}\n"
+               "  ROOT c = f32[] copy(p)\n}\n",
+               "t:4:70:", "unreduced=max/min (newer XLA) is not supported");
   expect_error("HloModule m\n\nENTRY e {\n  p = b(f32[4]) parameter(0)\n  ROOT c = b(f32[4]) copy(p)\n}\n",
                "t:4:7:", "buffer shapes b(...) (newer XLA) are not supported");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT s = f32[4] scan(p), dimensions={0}, num_carries=0\n}\n",
@@ -998,6 +991,149 @@ START_TEST(test_newer_forms_refused) {
                "t:5:19:", "opcode acosh (newer XLA) is not supported");
   expect_error("HloModule m\n\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT s = f32[4] frobnicate(p)\n}\n",
                "t:5:19:", "unknown opcode: frobnicate");
+}
+END_TEST
+
+/* A parameter of `shape` with sharding `named` prints `want` (XLA's
+ * V3ToV2Sharding of it, in classic form). */
+static void expect_named(const char *shape, const char *named, const char *want) {
+  char t[2048], w[1024];
+  snprintf(t, sizeof t, "HloModule m\n\nENTRY e {\n  ROOT p = %s parameter(0), sharding=%s\n}\n", shape, named);
+  snprintf(w, sizeof w, "sharding=%s\n", want);
+  expect_print_has(t, HK_PRINT_LONG, w);
+}
+
+/* Named (mesh) shardings of newer XLA, the forms of hlo_parser_test.cc's
+ * ParseNamedSharding* tests, each converted as HloSharding::V3ToV2Sharding
+ * does: sharded axes in dim order, then manual, unreduced, and the rest of
+ * the mesh as one replicated subgroup, over the mesh's reshaped devices. */
+START_TEST(test_named_shardings) {
+  const char *m4 = "{mesh['a'=2,'b'=4,'c'=3,'d'=8], ";
+  char t[512];
+#define NAMED(shape, rest, want) (snprintf(t, sizeof t, "%s%s", m4, rest), expect_named(shape, t, want))
+  NAMED("f32[8,6]", "[{'a'}, {'b'}]}", "{devices=[2,4,24]<=[192] last_tile_dim_replicate}");
+  NAMED("f32[8,6]", "[{'a'}, {'c', 'b'}]}", "{devices=[2,12,8]<=[2,4,3,8]T(0,2,1,3) last_tile_dim_replicate}");
+  NAMED("f32[8,6]", "[{'b', 'a'}, {'c', 'd', ?}]}", "{devices=[8,24]<=[2,4,24]T(1,0,2)}");
+  NAMED("f32[8,6]", "[{'a'}, {'b':(2)2}]}", "{devices=[2,2,48]<=[2,2,2,24]T(0,2,1,3) last_tile_dim_replicate}");
+  NAMED("f32[8,6]", "[{'b':(2)2}, {'d':(4)2, 'c'}]}",
+        "{devices=[2,6,16]<=[4,2,3,4,2]T(1,4,2,0,3) last_tile_dim_replicate}");
+  NAMED("f32[8,6]", "[{}, {'b'}], unreduced={'d':(4)2}}",
+        "{devices=[1,4,2,24]<=[2,4,12,2]T(1,3,0,2) last_tile_dims={unreduced, replicated}}");
+  NAMED("f32[8]", "[{'a'}], manual={'d':(4)2}}", "{devices=[2,2,48]<=[2,48,2]T(0,2,1) last_tile_dims={manual, replicated}}");
+  NAMED("f32[8]", "[{'a'}], replicated={'c'}, unreduced={'d':(4)2}, manual={'b':(2)2}, "
+                  "metadata={{op_name=\"foo\"}, {op_name=\"bar\"}}}",
+        "{devices=[2,2,2,24]<=[2,2,2,12,2]T(0,2,4,1,3) last_tile_dims={manual, unreduced, replicated} "
+        "metadata={{op_name=\"foo\"}, {op_name=\"bar\"}}}");
+#undef NAMED
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4,'c'=4,'d'=2], device_ids=([4,16]T(1,0)), [{'a'}]}",
+               "{devices=[2,32]<=[4,2,8]T(1,0,2) last_tile_dim_replicate}");
+  /* a device list stays a list: mesh [[0,2],[1,3]], x sharded */
+  expect_named("f32[8]", "{mesh['x'=2,'y'=2], device_ids=(0,2,1,3), [{'x'}]}",
+               "{devices=[2,2]0,2,1,3 last_tile_dim_replicate}");
+  expect_named("f32[8]", "{mesh['x'=2,'y'=2], device_ids=(3,1,2,0), [{'y'}]}",
+               "{devices=[2,2]2,3,0,1 last_tile_dim_replicate}");
+  expect_named("f32[8]", "{mesh[], replicated}", "{replicated}");
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4], replicated}", "{replicated}");
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4], [{'a'}], replicated={'b'}}", "{devices=[2,4]<=[8] last_tile_dim_replicate}");
+  expect_named("f32[8]", "{maximal_mesh[device_id=5]}", "{maximal device=5}");
+  expect_named("f32[8,6]", "{mesh['a.b'=2,'<axis> def'=4,'z/w'=2], [{'a.b'}, {'<axis> def':(2)2, 'z/w'}]}",
+               "{devices=[2,4,2]<=[2,2,4]T(0,2,1) last_tile_dim_replicate}");
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4], unreduced}", "{unreduced}");
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4], manual}", "{manual}");
+  expect_named("f32[8]", "{mesh['a'=2,'b'=4], replicated, metadata={{op_name=\"foo\"}}}",
+               "{replicated metadata={op_name=\"foo\"}}");
+  expect_named("f32[8,6]", "{mesh['x'=2,'y'=2], [{'y'}, {}], manual={'x'}}",
+               "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dims={manual}}");
+  expect_named("f32[]", "{mesh['x'=2,'y'=2], [], unreduced=sum{'x'}}",
+               "{devices=[2,2]<=[4] last_tile_dims={unreduced, replicated}}");
+  expect_named("f32[8]", "{mesh[\"x\"=2,\"y\"=2], [{\"1\"}]}", "{devices=[2,2]<=[2,2]T(1,0) last_tile_dim_replicate}");
+  expect_named("(f32[8,6], f32[8,6], f32[8,6], f32[8,6])",
+               "{{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'d', 'c'}, {'a', 'b'}]}, {mesh['a'=2,'b'=4,'c'=3,'d'=8], replicated}, "
+               "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'d':(2)2, 'b'}, {'a', ?}], unreduced={'c'}}, "
+               "{mesh['a'=2,'b'=4,'c'=3,'d'=8], [{'d', 'c'}, {'a', 'b'}], metadata={{op_name=\"foo\"}, {op_name=\"bar\"}}}}",
+               "{{devices=[24,8]<=[8,3,8]T(2,1,0)}, {replicated}, "
+               "{devices=[8,2,3,4]<=[2,4,6,2,2]T(3,1,0,2,4) last_tile_dims={unreduced, replicated}}, "
+               "{devices=[24,8]<=[8,3,8]T(2,1,0) metadata={{op_name=\"foo\"}, {op_name=\"bar\"}}}}");
+  expect_named("(f32[8], f32[8], f32[8], f32[8])",
+               "{{replicated}, {mesh['a'=2,'b'=4], replicated}, {maximal device=5}, {maximal_mesh[device_id=5]}}",
+               "{{replicated}, {replicated}, {maximal device=5}, {maximal device=5}}");
+  expect_named("(f32[8,6], f32[8])", "{{mesh['a'=2,'b'=2], [{'a'}, {}]}, {devices=[2,2]<=[4] last_tile_dim_replicate}}",
+               "{{devices=[2,1,2]<=[4] last_tile_dim_replicate}, {devices=[2,2]<=[4] last_tile_dim_replicate}}");
+}
+END_TEST
+
+/* The same meshes and shardings as test_sdy's xla_export_known_answers
+ * (XLA's convertToHloSharding answers for #sdy.sharding), written as named
+ * shardings: both conversions place every tile on the same devices. */
+START_TEST(test_named_agrees_with_shardy_answers) {
+  static const char *const cases[][3] = {
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{'axis_2'}, {'axis_0', 'axis_1'}]}", "{devices=[4,8]<=[8,4]T(1,0)}"},
+      {"f32[8,16]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{'axis_1'}, {'axis_2'}]}",
+       "{devices=[4,4,2]<=[2,16]T(1,0) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=4,'axis_2'=4], [{}, {'axis_0', 'axis_2'}]}",
+       "{devices=[1,8,4]<=[2,4,4]T(0,2,1) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['x'=8,'y'=4], [{'y'}, {'x':(2)2}]}", "{devices=[4,2,4]<=[2,2,2,4]T(3,1,0,2) last_tile_dim_replicate}"},
+      {"f32[8,16]", "{mesh['x'=8,'y'=4], [{'x':(1)2}, {'x':(2)4}]}", "{devices=[2,4,4]<=[32] last_tile_dim_replicate}"},
+      {"f32[8,16]", "{mesh['x'=8,'y'=4], [{'x':(1)2, 'x':(4)2}, {}]}",
+       "{devices=[4,1,8]<=[2,2,2,4]T(0,2,1,3) last_tile_dim_replicate}"},
+      {"f32[16,32]", "{mesh['a'=2,'b'=2,'c'=2,'d'=2], [{'b', ?}, {?}]}", "{devices=[2,1,8]<=[2,2,4]T(1,0,2) last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{'axis_2'}, {'axis_0', 'axis_1'}]}",
+       "{devices=[2,4]0,4,1,5,2,6,3,7}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{}, {'axis_0', 'axis_2'}]}",
+       "{devices=[1,4,2]0,4,2,6,1,5,3,7 last_tile_dim_replicate}"},
+      {"f32[8,8]", "{mesh['axis_0'=2,'axis_1'=2,'axis_2'=2], device_ids=(0,2,4,6,1,3,5,7), [{'axis_1','axis_0'}, {}]}",
+       "{devices=[4,1,2]0,2,1,3,4,6,5,7 last_tile_dim_replicate}"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) expect_named(cases[k][0], cases[k][1], cases[k][2]);
+}
+END_TEST
+
+/* Named sharding errors, at their place, in XLA's words where it has them. */
+START_TEST(test_named_sharding_errors) {
+  const char *head = "HloModule m\n\nENTRY e {\n  ROOT p = f32[4,8] parameter(0), sharding=";
+  char t[512];
+#define BAD(sh, where, what) (snprintf(t, sizeof t, "%s%s\n}\n", head, sh), expect_error(t, where, what))
+  BAD("{mesh['x'=2,'y'=2], [{'q'}, {}]}", "t:4:66:", "axis 'q' is not a valid axis name or index in mesh mesh['x'=2,'y'=2]");
+  BAD("{mesh['x'=2,'y'=2], [{'2'}, {}]}", "t:4:66:", "axis index 2 is out of bounds for mesh mesh['x'=2,'y'=2] which has 2 axes");
+  BAD("{mesh['x'=2,'y'=2], device_ids=(0,1,2), [{'x'}, {}]}", "t:4:82:",
+      "Expected 4 device_ids based on mesh axes, but got 3");
+  BAD("{mesh['x'=2,'y'=2], device_ids=([8]), [{'x'}, {}]}", "t:4:80:",
+      "mesh device_ids iota size 8 does not match the product of the mesh axis sizes 4");
+  BAD("{mesh['x'=2,'y'=2], device_ids=(0,1,1,3), [{'x'}, {}]}", "t:4:45:", "Device ids must be a permutation");
+  BAD("{mesh['x'=2,'x'=2], [{'x'}, {}]}", "t:4:45:", "Mesh has duplicate axis names.");
+  BAD("{mesh['x'=2,'y'=2], [{'x'}, {'x'}]}", "t:4:73:", "axis 'x' overlaps another use of it");
+  BAD("{mesh['x'=4,'y'=2], [{'x':(1)3}, {}]}", "t:4:66:", "Pre-size and size must divide the full axis size.");
+  BAD("{mesh['x'=4,'y'=2], [{'x':(1)4}, {}]}", "t:4:66:", "Sub-axis size must be strictly less than the full axis size.");
+  BAD("{mesh['x'=2,'y'=2], [{'x', ?, 'y'}, {}]}", "t:4:74:", "Saw axis ref after '?'");
+  BAD("{mesh['x'=2,'y'=2], [{'x'}, {}], foo={'y'}}", "t:4:77:", "unknown attribute in named sharding");
+  BAD("{maximal_mesh[device=1]}", "t:4:58:", "expected device_id= attribute in maximal_mesh");
+#undef BAD
+}
+END_TEST
+
+/* Mesh replica groups (MeshAxesReplicaGroupList) as XLA flattens them: the
+ * grouped axes (sub-axes split out) transposed minor, the rest in mesh order. */
+START_TEST(test_mesh_replica_groups) {
+  const char *head = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n"
+                     "ENTRY e {\n  p = f32[8] parameter(0)\n  ROOT c = f32[8] all-reduce(p), channel_id=1, replica_groups=";
+  const char *tail = ", use_global_device_ids=true, to_apply=add\n}\n";
+  static const char *const cases[][2] = {
+      {"mesh['x'=8] {'x'}", "replica_groups=[1,8]<=[8],"},
+      {"mesh['axis_0'=2,'axis_1'=2] {'axis_1'}", "replica_groups=[2,2]<=[4],"},
+      {"mesh['axis_0'=2,'axis_1'=2] {'axis_0'}", "replica_groups=[2,2]<=[2,2]T(1,0),"},
+      {"mesh['a'=8,'b'=2] {'a':(2)2, 'b'}", "replica_groups=[4,4]<=[2,2,2,2]T(0,2,1,3),"},
+      {"mesh['a'=8] {'a':(4)2, 'a':(1)2}", "replica_groups=[2,4]<=[2,4]T(1,0),"},
+      {"mesh['x'=2,'y'=2], device_ids=(0,2,1,3) {'y'}", "replica_groups={{0,2},{1,3}},"},
+  };
+  char t[1024];
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    snprintf(t, sizeof t, "%s%s%s", head, cases[k][0], tail);
+    expect_print_has(t, HK_PRINT_LONG, cases[k][1]);
+  }
+  snprintf(t, sizeof t, "%s%s%s", head, "mesh['x'=8] {'y'}", tail);
+  expect_error(t, "t:11:76:", "axis 'y' is not a valid axis name or index in mesh mesh['x'=8]");
+  snprintf(t, sizeof t, "%s%s%s", head, "mesh['x'=2,'y'=2], device_ids=(0,1) {'y'}", tail);
+  expect_error(t, "t:11:99:", "Expected 4 device_ids based on mesh axes, but got 2");
 }
 END_TEST
 
@@ -1073,6 +1209,10 @@ static Suite *parser_xla_suite(void) {
   tcase_add_test(tc, test_module_recovery_and_debug_tables);
   tcase_add_test(tc, test_async_output_aliasing);
   tcase_add_test(tc, test_newer_forms_refused);
+  tcase_add_test(tc, test_named_shardings);
+  tcase_add_test(tc, test_named_agrees_with_shardy_answers);
+  tcase_add_test(tc, test_named_sharding_errors);
+  tcase_add_test(tc, test_mesh_replica_groups);
   tcase_add_test(tc, test_async_sugar_origin);
   suite_add_tcase(s, tc);
   return s;

@@ -4,6 +4,7 @@
 
 #include "ir/intern.h"
 #include "sharding/lex.h"
+#include "sharding/named.h"
 #include "sharding/sharding_impl.h"
 
 /* Largest tile assignment we expand (devices). */
@@ -117,33 +118,37 @@ static hk_status *parse_tile_assignment(hk_cursor *c, single *s) {
   return NULL;
 }
 
-static hk_status *push_metadata(hk_cursor *c, hk_module *m, single *s) {
-  if (s->n_metadata == s->cap_metadata) {
-    int nc = s->cap_metadata ? s->cap_metadata * 2 : 2;
-    hk_metadata *nm = realloc(s->metadata, sizeof(hk_metadata) * (size_t)nc);
+static hk_status *push_metadata(hk_cursor *c, hk_module *m, hk_metadata **arr, int *n, int *cap) {
+  if (*n == *cap) {
+    int nc = *cap ? *cap * 2 : 2;
+    hk_metadata *nm = realloc(*arr, sizeof(hk_metadata) * (size_t)nc);
     if (!nm) return hk_cur_error(c, "out of memory");
-    s->metadata = nm;
-    s->cap_metadata = nc;
+    *arr = nm;
+    *cap = nc;
   }
-  HK_TRY(hk_metadata_parse_cursor(c, m, &s->metadata[s->n_metadata]));
-  s->n_metadata++;
+  HK_TRY(hk_metadata_parse_cursor(c, m, &(*arr)[*n]));
+  (*n)++;
   return NULL;
 }
 
-/* metadata={...} or metadata={{...}, {...}} */
-static hk_status *parse_metadata_attr(hk_cursor *c, hk_module *m, single *s) {
+hk_status *hk_metadata_list_parse(hk_cursor *c, hk_module *m, hk_metadata **arr, int *n, int *cap) {
   if (hk_cur_peek(c) != '{') return hk_cur_error(c, "expected '{' to start metadata");
   size_t save = c->i;
   c->i++;
   if (hk_cur_peek(c) != '{') {
     c->i = save;
-    return push_metadata(c, m, s);
+    return push_metadata(c, m, arr, n, cap);
   }
   do {
-    HK_TRY(push_metadata(c, m, s));
+    HK_TRY(push_metadata(c, m, arr, n, cap));
   } while (hk_cur_eat(c, ','));
   if (!hk_cur_eat(c, '}')) return hk_cur_error(c, "expected '}' to end metadata list");
   return NULL;
+}
+
+/* metadata={...} or metadata={{...}, {...}} */
+static hk_status *parse_metadata_attr(hk_cursor *c, hk_module *m, single *s) {
+  return hk_metadata_list_parse(c, m, &s->metadata, &s->n_metadata, &s->cap_metadata);
 }
 
 /* last_tile_dims={manual, replicated, ...} */
@@ -202,10 +207,6 @@ static hk_status *parse_single_item(hk_cursor *c, hk_module *m, single *s) {
   if (eat_attr(c, "metadata")) return parse_metadata_attr(c, m, s);
   if (eat_attr(c, "last_tile_dims")) return parse_subgroup_types(c, s);
   if (hk_cur_peek(c) == 0) return hk_cur_error(c, "expected '}' to end sharding attribute");
-  size_t at = c->i;
-  if (hk_cur_eat_word(c, "mesh") || hk_cur_eat_word(c, "maximal_mesh"))
-    return hk_cur_error_at(at, "named shardings (mesh[...], newer XLA) are not supported: "
-                               "hlokit's sharding has no mesh form");
   return hk_cur_error(c, "unexpected token in sharding: expected replicated, manual, maximal, unknown, "
                          "device=, devices=, last_tile_dim_replicate, last_tile_dims=, shard_as, "
                          "shard_like or metadata=");
@@ -291,6 +292,7 @@ static hk_status *build_single(hk_cursor *c, size_t at, single *s, hk_sharding *
 
 /* A single (non-tuple) sharding; the '{' is already consumed at `at`. */
 static hk_status *parse_single_body(hk_cursor *c, hk_module *m, size_t at, const hk_sharding **out) {
+  if (hk_named_sharding_next(c)) return hk_named_sharding_parse(c, m, at, out);
   single s;
   memset(&s, 0, sizeof s);
   hk_status *st = NULL;
@@ -367,8 +369,8 @@ static size_t sharding_extent(const char *t, size_t n) {
   int depth = 0;
   for (size_t i = 0; i < n; i++) {
     char ch = t[i];
-    if (ch == '"') {
-      for (i++; i < n && t[i] != '"'; i++)
+    if (ch == '"' || ch == '\'') {   /* '...': a mesh axis name */
+      for (i++; i < n && t[i] != ch; i++)
         if (t[i] == '\\') i++;
       if (i >= n) return 0;
     } else if (ch == '/' && i + 1 < n && t[i + 1] == '*') {

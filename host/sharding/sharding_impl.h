@@ -68,6 +68,8 @@ void hk_sharding_format(const hk_sharding *s, hk_buf *out);
 /* Metadata parsing at a cursor (offsets relative to the cursor's text). */
 struct hk_cursor;
 hk_status *hk_metadata_parse_cursor(struct hk_cursor *c, hk_module *m, hk_metadata *out);
+/* metadata={...} or {{...}, ...} appended to *arr (malloc'ed; *n used, *cap room) (parse.c). */
+hk_status *hk_metadata_list_parse(struct hk_cursor *c, hk_module *m, hk_metadata **arr, int *n, int *cap);
 
 /* Interning with a recursion guard for the semantic form (intern.c). */
 const hk_sharding *hk_sharding_intern_depth(hk_module *m, const hk_sharding *tmpl, int depth);

@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "sharding/metadata.h"
+#include "sharding/named.h"
 #include "text/text_internal.h"
 
 #define IS(lit) (len == sizeof(lit) - 1 && memcmp(name, lit, len) == 0)
@@ -483,10 +484,14 @@ static bool parse_replica_groups(tx_parser *P, const hk_replica_groups **out) {
     *out = g;
     return true;
   }
-  const char *at_mesh = (tx_skip(P), P->p);
-  if (tx_peek(P) == 'm' && (tx_accept_word(P, "mesh") || tx_accept_word(P, "maximal_mesh")))
-    return tx_error_at(P, at_mesh, "mesh replica groups (replica_groups=mesh[...], newer XLA) are "
-                                   "not supported: hlokit's replica groups have no mesh form");
+  if (tx_peek(P) == 'm') {   /* newer XLA: mesh['x'=2,...] {'x'} */
+    const char *base = (tx_skip(P), P->p);
+    size_t used = 0;
+    hk_status *st = hk_mesh_replica_groups_parse(P->m, base, (size_t)(P->end - base), out, &used);
+    if (st) return offset_error(P, base, st);
+    P->p = base + used;
+    return true;
+  }
   if (!tx_expect(P, '{', "at the start of replica groups")) return false;
   tx_vec starts = {0};
   size_t n_ids = 0, cap = 0;
