@@ -156,7 +156,7 @@ START_TEST(test_version_nodes_follow_the_minors) {
       {"hk_eval_spmd_devices", 4}, {"hk_plugin_load", 4},
       {"hk_print_module_stream", 5}, {"hk_parse_replica_groups", 5},
       {"hk_instr_has_channel_id", 6}, {"hk_computation_list_is_topological", 6},
-      {"hk_metadata_equal", 6}, {"hk_module_changes", 7},
+      {"hk_metadata_equal", 6}, {"hk_module_changes", 7}, {"hk_sharding_from_mesh", 8},
   };
   for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
     int found = -1;

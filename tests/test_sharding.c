@@ -702,6 +702,52 @@ START_TEST(test_conformance_shardings) {
 }
 END_TEST
 
+/* hk_sharding_from_mesh directly: a sub-axis on a mesh with device ids, the
+ * same mesh in iota order, a maximal mesh, and refs that form no sharding. */
+static const hk_sharding *from_mesh(const hk_mesh *mesh, int rank, const hk_mesh_axis_refs *dims,
+                                    hk_status **st) {
+  hk_mesh_sharding s = {.rank = rank, .dims = dims};
+  return hk_sharding_from_mesh(M, mesh, &s, st);
+}
+
+START_TEST(test_from_mesh) {
+  const int64_t sizes[] = {4, 2}, ids[] = {7, 6, 5, 4, 3, 2, 1, 0};
+  const hk_mesh_axis_ref xs = {0, 2, 2}, y = {1, 1, 0};
+  const hk_mesh_axis_refs dims[] = {{1, &xs}, {1, &y}};
+  hk_mesh mesh = {2, sizes, ids, NULL};
+  hk_status *st = NULL;
+  const hk_sharding *s = from_mesh(&mesh, 2, dims, &st);
+  ck_assert_ok(st);
+  assert_prints(s, "{devices=[2,2,2]3,7,2,6,1,5,0,4 last_tile_dim_replicate}");
+  ck_assert(hk_sharding_equivalent(s, hk_sharding_canonical(M, P("{mesh['x'=4,'y'=2], "
+      "device_ids=(7,6,5,4,3,2,1,0), [{'x':(2)2}, {'y'}]}"))));
+  mesh.devices = NULL;
+  s = from_mesh(&mesh, 2, dims, &st);
+  ck_assert_ok(st);
+  assert_prints(s, "{devices=[2,2,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  const int64_t one[] = {5};
+  hk_mesh maximal = {0, NULL, one, NULL};
+  assert_prints(from_mesh(&maximal, 0, NULL, &st), "{maximal device=5}");
+  ck_assert_ok(st);
+  /* x whole and its sub-axis overlap; x:(1)2 and x:(3)2 of a 6 do not nest;
+   * axis 2 is not in the mesh; x:(1)4 is all of x. */
+  const int64_t six[] = {6, 2};
+  const hk_mesh_axis_ref bad[][2] = {{{0, 1, 0}, {0, 2, 2}}, {{0, 1, 2}, {0, 3, 2}},
+                                     {{2, 1, 0}, {1, 1, 0}}, {{0, 1, 4}, {1, 1, 0}}};
+  const char *why[] = {"used twice", "cannot coexist", "out of range", "not a sub-axis"};
+  for (int k = 0; k < 4; k++) {
+    hk_mesh mk = {2, k == 1 ? six : sizes, NULL, NULL};
+    const hk_mesh_axis_refs d[] = {{1, &bad[k][0]}, {1, &bad[k][1]}};
+    ck_assert_ptr_null(from_mesh(&mk, 2, d, &st));
+    ck_assert_ptr_nonnull(st);
+    ck_assert_int_eq(st->code, HK_INVALID_ARGUMENT);
+    ck_assert_msg(strstr(st->message, why[k]), "%d: %s", k, st->message);
+    hk_status_free(st);
+    st = NULL;
+  }
+}
+END_TEST
+
 static Suite *sharding_suite(void) {
   Suite *s = suite_create("sharding");
   TCase *tc = tcase_create("core");
@@ -725,6 +771,7 @@ static Suite *sharding_suite(void) {
   tcase_add_test(tc, test_validate);
   tcase_add_test(tc, test_metadata);
   tcase_add_test(tc, test_conformance_shardings);
+  tcase_add_test(tc, test_from_mesh);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -11,7 +11,7 @@
 #define HLOKIT_HLOKIT_H
 
 #define HK_ABI_MAJOR 1
-#define HK_ABI_MINOR 7
+#define HK_ABI_MINOR 8
 #define HK_ABI_VERSION ((uint32_t)((HK_ABI_MAJOR << 16) | HK_ABI_MINOR))
 #define HK_VERSION_STRING "0.1.0"
 

@@ -252,6 +252,52 @@ bool hk_sharding_tile_limit(const hk_sharding *s, const hk_shape *shape,
  * explicit device list), interned in the same module as s. */
 const hk_sharding *hk_sharding_semantic(const hk_sharding *s);
 
+/* ---- mesh (named) shardings (1.8) ---------------------------------------
+ * A sharding over a mesh of named axes (newer XLA's NamedSharding, Shardy's
+ * #sdy.sharding), axes given by index.  A ref names a whole axis (size 0)
+ * or its sub-axis :(pre_size)size: the size-long slice whose major part,
+ * of pre_size, comes before it (pre_size >= 1, size > 1, pre_size * size
+ * dividing the axis, size < the axis). */
+typedef struct hk_mesh {
+  int32_t n_axes;
+  const int64_t *axis_sizes;       /* n_axes entries, each > 0 */
+  /* The devices in mesh order (prod(axis_sizes) ids; with no axes, one id:
+   * a maximal sharding), or else the same ids as an iota, or both NULL
+   * for iota order.  Taken as given (hk_sharding_validate checks them). */
+  const int64_t *devices;
+  const hk_iota *device_iota;
+} hk_mesh;
+
+typedef struct hk_mesh_axis_ref {
+  int32_t axis;                    /* index into the mesh's axes */
+  int64_t pre_size, size;          /* size 0: the whole axis */
+} hk_mesh_axis_ref;
+
+typedef struct hk_mesh_axis_refs {
+  int32_t n;
+  const hk_mesh_axis_ref *refs;
+} hk_mesh_axis_refs;
+
+typedef struct hk_mesh_sharding {
+  int32_t rank;                    /* data dims, < HK_MAX_RANK - 3 */
+  const hk_mesh_axis_refs *dims;   /* rank lists, major to minor */
+  hk_mesh_axis_refs replicated, unreduced, manual;
+} hk_mesh_sharding;
+
+/* The classic sharding of s over mesh, by XLA's rule (HloSharding::
+ * V3ToV2Sharding, Shardy's export): the axes, cut into the sub-axes the
+ * refs use, are the reshape dims of the mesh's device order; the dims'
+ * axes come first, then a manual subgroup dim, an unreduced one, and the
+ * axes left over as a replicated one; the result is canonical
+ * (hk_sharding_canonical), in iota form unless the mesh's devices are a
+ * list (or an iota whose transposition is none).  No axes: maximal on the
+ * one device, else {replicated}.  NULL and *status (HK_INVALID_ARGUMENT)
+ * when the refs do not form a sharding: an axis out of range, a bad
+ * sub-axis, two refs overlapping, sub-axes of one axis that do not nest,
+ * too many dims or sub-axes. */
+const hk_sharding *hk_sharding_from_mesh(struct hk_module *m, const hk_mesh *mesh,
+                                         const hk_mesh_sharding *s, hk_status **status);
+
 /* ---- algebra (XLA's hlo_sharding_util basics) --------------------------
  * Results are normalised as XLA's Subgroup/PartialTile do, keep s's
  * metadata and shard group, and stay in iota form when s was one and the

@@ -3,9 +3,9 @@
  * ParseCollectiveDeviceListBase) and converts them to hlokit's classic forms
  * by XLA's own rules: HloSharding::V3ToV2Sharding (hlo_sharding.cc) for
  * shardings, MeshAxesReplicaGroupList::flattened_replica_groups
- * (replica_group.cc) for replica groups.  The sharding rule is the one
- * plugin/sdy/to_hlo.c applies to #sdy.sharding; that plugin sees only the
- * ABI, so this is the host's own copy for the parser. */
+ * (replica_group.cc) for replica groups.  The sharding rule is
+ * hk_sharding_from_mesh (mesh.c), the one plugin/sdy applies to
+ * #sdy.sharding; here are the parser's checks, at their tokens. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,7 +25,10 @@ typedef struct nm_mesh {
   bool maximal;
   int64_t device;                /* maximal */
   int64_t *devices;              /* malloc'ed; NULL = iota order */
-  bool devices_from_iota;        /* device_ids=([..]T(..)) */
+  bool devices_from_iota;        /* device_ids=([..]T(..)): */
+  int n_rdims;
+  int64_t rdims[HK_MAX_RANK];
+  int32_t perm[HK_MAX_RANK];
   size_t at, end;                /* its text, for messages */
 } nm_mesh;
 
@@ -103,8 +106,8 @@ static hk_status *check_mesh(nm_mesh *mesh) {
 
 /* device_ids=([r..]T(p..)): the mesh's devices as a transposed iota. */
 static hk_status *mesh_iota_ids(hk_cursor *c, nm_mesh *mesh) {
-  int64_t rdims[HK_MAX_RANK];
-  int32_t perm[HK_MAX_RANK];
+  int64_t *rdims = mesh->rdims;
+  int32_t *perm = mesh->perm;
   int nr = 0;
   c->i++;
   do {
@@ -142,6 +145,7 @@ static hk_status *mesh_iota_ids(hk_cursor *c, nm_mesh *mesh) {
   if (!mesh->devices) hk_out_of_memory();
   hk_iota_expand_raw(nr, rdims, perm, mesh->devices);
   mesh->devices_from_iota = true;
+  mesh->n_rdims = nr;
   return NULL;
 }
 
@@ -306,166 +310,73 @@ static hk_status *check_disjoint(const nm_mesh *mesh, const nm_ref *const *all, 
   return NULL;
 }
 
-/* ---- conversion (V3ToV2Sharding) ---------------------------------------- */
+/* ---- conversion (hk_sharding_from_mesh, mesh.c) --------------------------- */
 
-typedef struct piece {
-  int axis;
-  int64_t lo, hi;
-} piece;
+/* The ABI's view of the mesh and of the refs (storage for all of them). */
+typedef struct abi_view {
+  hk_mesh mesh;
+  hk_iota ids;
+  hk_mesh_sharding s;
+  hk_mesh_axis_refs dims[HK_MAX_RANK];
+  hk_mesh_axis_ref refs[(HK_MAX_RANK + 3) * NM_MAX_REFS];
+  int n_refs;
+} abi_view;
 
-/* The mesh's axes cut at every sub-axis boundary (XLA's GetOrderedAxisRefs),
- * in mesh order, minor pieces of an axis after its major ones. */
-static hk_status *ordered_pieces(const nm_mesh *mesh, const nm_ref *const *all, int n, piece *out, int *np) {
-  *np = 0;
-  for (int a = 0; a < mesh->n_axes; a++) {
-    int64_t cuts[2 + 2 * HK_MAX_RANK * 2];
-    int nc = 0;
-    cuts[nc++] = 1;
-    cuts[nc++] = mesh->size[a];
-    for (int k = 0; k < n && nc + 2 <= (int)(sizeof cuts / sizeof cuts[0]); k++)
-      if (all[k]->axis == a && all[k]->sub) cuts[nc++] = all[k]->pre, cuts[nc++] = all[k]->pre * all[k]->size;
-    for (int i = 1; i < nc; i++)
-      for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
-        int64_t t = cuts[j];
-        cuts[j] = cuts[j - 1];
-        cuts[j - 1] = t;
-      }
-    int u = 1;
-    for (int i = 1; i < nc; i++)
-      if (cuts[i] != cuts[u - 1]) cuts[u++] = cuts[i];
-    if (u == 1) cuts[u++] = cuts[0];
-    for (int i = 0; i + 1 < u; i++) {
-      if (cuts[i + 1] % cuts[i])
-        return hk_cur_error_at(mesh->at, "sub-axes of axis '%.*s' cannot coexist", (int)mesh->name_len[a],
-                               mesh->name[a]);
-      if (*np == HK_MAX_RANK) return hk_cur_error_at(mesh->at, "mesh has too many sub-axes");
-      out[(*np)++] = (piece){a, cuts[i], cuts[i + 1]};
-    }
-  }
-  return NULL;
-}
-
-static int find_piece(const nm_mesh *mesh, const piece *p, int np, const nm_ref *r) {
-  int64_t lo, hi;
-  ref_range(mesh, r, &lo, &hi);
-  for (int k = 0; k < np; k++)
-    if (p[k].axis == r->axis && p[k].lo == lo && p[k].hi == hi) return k;
-  return -1;
-}
-
-/* Devices of the mesh arranged as rdims, transposed by perm, flattened. */
-static int64_t *transposed_devices(const nm_mesh *mesh, int nr, const int64_t *rdims, const int32_t *perm) {
-  int64_t *out = malloc(sizeof(int64_t) * (size_t)mesh->total);
-  if (!out) hk_out_of_memory();
-  hk_iota_expand_raw(nr, rdims, perm, out);
-  if (mesh->devices)
-    for (int64_t k = 0; k < mesh->total; k++) out[k] = mesh->devices[out[k]];
+static hk_mesh_axis_refs abi_refs(abi_view *v, const nm_refs *l) {
+  hk_mesh_axis_refs out = {l->n, v->refs + v->n_refs};
+  for (int k = 0; k < l->n; k++)
+    v->refs[v->n_refs++] =
+        (hk_mesh_axis_ref){l->r[k].axis, l->r[k].sub ? l->r[k].pre : 1, l->r[k].sub ? l->r[k].size : 0};
   return out;
 }
 
-typedef struct tiling {
-  int nt, ntypes, np;
-  int64_t tile[HK_MAX_RANK];
-  uint8_t types[3];
-  int64_t rdims[HK_MAX_RANK];
-  int32_t perm[HK_MAX_RANK];
-} tiling;
-
-/* One subgroup dim made of the given axes, placed at *pos onwards. */
-static void add_group(tiling *t, const nm_mesh *mesh, const piece *p, const nm_refs *l, int *pos_of, int *pos,
-                      uint8_t type) {
-  if (!l->n) return;
-  int64_t size = 1;
-  for (int k = 0; k < l->n; k++) {
-    int q = find_piece(mesh, p, t->np, &l->r[k]);
-    size *= p[q].hi / p[q].lo;
-    pos_of[q] = (*pos)++;
-  }
-  t->tile[t->nt++] = size;
-  t->types[t->ntypes++] = type;
+static void abi_mesh(abi_view *v, const nm_mesh *mesh) {
+  v->mesh = (hk_mesh){mesh->n_axes, mesh->size, NULL, NULL};
+  if (mesh->maximal) v->mesh.devices = &mesh->device;
+  else if (mesh->devices_from_iota) v->ids = (hk_iota){1, &mesh->total, mesh->n_rdims, mesh->rdims, mesh->perm},
+                                    v->mesh.device_iota = &v->ids;
+  else v->mesh.devices = mesh->devices;
 }
 
-static hk_status *build_tiling(const nm_mesh *mesh, const nm_sharding *s, const nm_ref *const *all, int n,
-                               tiling *t) {
-  piece p[HK_MAX_RANK];
-  int pos_of[HK_MAX_RANK], pos = 0;
-  memset(t, 0, sizeof *t);
-  HK_TRY(ordered_pieces(mesh, all, n, p, &t->np));
-  for (int k = 0; k < t->np; k++) pos_of[k] = -1;
-  if (s->rank + 3 > HK_MAX_RANK - 1) return hk_cur_error_at(mesh->at, "too many dimensions in named sharding");
-  for (int d = 0; d < s->rank; d++) {
-    t->tile[t->nt] = 1;
-    for (int k = 0; k < s->dims[d].n; k++) {
-      int q = find_piece(mesh, p, t->np, &s->dims[d].r[k]);
-      t->tile[t->nt] *= p[q].hi / p[q].lo;
-      pos_of[q] = pos++;
-    }
-    t->nt++;
-  }
-  add_group(t, mesh, p, &s->manual, pos_of, &pos, HK_SUBGROUP_MANUAL);
-  add_group(t, mesh, p, &s->unreduced, pos_of, &pos, HK_SUBGROUP_UNREDUCED);
-  int64_t replicated = 1;
-  for (int k = 0; k < t->np; k++) {
-    t->rdims[k] = p[k].hi / p[k].lo;
-    if (pos_of[k] < 0) replicated *= t->rdims[k], pos_of[k] = pos++;
-    t->perm[pos_of[k]] = k;
-  }
-  if (replicated > 1) {
-    t->tile[t->nt++] = replicated;
-    t->types[t->ntypes++] = HK_SUBGROUP_REPLICATED;
-  }
-  return NULL;
+/* s over mesh by hk_sharding_from_mesh; its errors at the mesh. */
+static hk_status *from_mesh(hk_module *m, const nm_mesh *mesh, const nm_sharding *s, const hk_sharding **out) {
+  abi_view *v = calloc(1, sizeof *v);
+  if (!v) hk_out_of_memory();
+  abi_mesh(v, mesh);
+  for (int d = 0; d < s->rank; d++) v->dims[d] = abi_refs(v, &s->dims[d]);
+  v->s = (hk_mesh_sharding){s->rank, v->dims, abi_refs(v, &s->replicated), abi_refs(v, &s->unreduced),
+                            abi_refs(v, &s->manual)};
+  hk_status *st = NULL;
+  *out = hk_sharding_from_mesh(m, &v->mesh, &v->s, &st);
+  free(v);
+  if (!st) return NULL;
+  hk_status *e = hk_cur_error_at(mesh->at, "%s", st->message);
+  hk_status_free(st);
+  return e;
 }
 
-static int collect_refs(const nm_sharding *s, const nm_ref **all) {
+/* XLA's parser checks that no two refs overlap, at the ref. */
+static hk_status *check_refs_disjoint(const nm_mesh *mesh, const nm_sharding *s) {
+  const nm_ref **all = malloc(sizeof *all * (HK_MAX_RANK + 3) * NM_MAX_REFS);
+  if (!all) hk_out_of_memory();
   int n = 0;
   for (int d = 0; d < s->rank; d++)
     for (int k = 0; k < s->dims[d].n; k++) all[n++] = &s->dims[d].r[k];
   const nm_refs *lists[3] = {&s->replicated, &s->unreduced, &s->manual};
   for (int j = 0; j < 3; j++)
     for (int k = 0; k < lists[j]->n; k++) all[n++] = &lists[j]->r[k];
-  return n;
+  hk_status *st = check_disjoint(mesh, all, n);
+  free(all);
+  return st;
 }
 
-static bool is_replicated(const nm_sharding *s) {
-  for (int d = 0; d < s->rank; d++)
-    if (s->dims[d].n) return false;
-  return !s->unreduced.n && !s->manual.n;
-}
-
-/* The tiled form of s over mesh, as a template interned and canonicalised. */
-static hk_status *to_tiled(hk_module *m, const nm_mesh *mesh, const nm_sharding *s, hk_sharding *t,
-                           const hk_sharding **out) {
-  const nm_ref *all[(HK_MAX_RANK + 3) * NM_MAX_REFS];
-  int n = collect_refs(s, all);
-  HK_TRY(check_disjoint(mesh, all, n));
-  if (is_replicated(s)) {
-    t->kind = HK_SHARDING_REPLICATED;
-    *out = hk_sharding_intern(m, t);
-    return NULL;
-  }
-  tiling g;
-  HK_TRY(build_tiling(mesh, s, all, n, &g));
-  hk_iota iota = {g.nt, g.tile, g.np, g.rdims, g.perm};
-  int64_t rd[HK_MAX_RANK];
-  int32_t pm[HK_MAX_RANK];
-  int64_t *devs = NULL;
-  t->kind = HK_SHARDING_TILED;
-  t->n_tile_dims = g.nt;
-  t->tile_dims = g.tile;
-  t->n_subgroups = g.ntypes;
-  t->subgroups = g.types;
-  if (mesh->devices) {
-    devs = transposed_devices(mesh, g.np, g.rdims, g.perm);
-    int nr = mesh->devices_from_iota ? hk_iota_detect(mesh->total, devs, rd, pm) : 0;
-    if (nr) iota = (hk_iota){g.nt, g.tile, nr, rd, pm}, t->iota = &iota;
-    else t->devices = devs;
-  } else {
-    t->iota = &iota;
-  }
-  *out = hk_sharding_canonical(m, hk_sharding_intern(m, t));
-  free(devs);
-  return NULL;
+/* s with its metadata. */
+static const hk_sharding *with_metadata(hk_module *m, const hk_sharding *r, const nm_sharding *s) {
+  if (!s->n_metadata) return r;
+  hk_sharding t = *r;
+  t.n_metadata = s->n_metadata;
+  t.metadata = s->metadata;
+  return hk_sharding_intern(m, &t);
 }
 
 /* ---- the sharding's text ------------------------------------------------- */
@@ -561,17 +472,9 @@ hk_status *hk_named_sharding_parse(hk_cursor *c, hk_module *m, size_t at, const 
   hk_status *st = parse_mesh(c, &mesh);
   if (!st) st = parse_named_body(c, m, &mesh, s);
   if (!st && !hk_cur_eat(c, '}')) st = hk_cur_error(c, "expected '}' to end sharding attribute");
-  hk_sharding t;
-  memset(&t, 0, sizeof t);
-  t.n_metadata = s->n_metadata;
-  t.metadata = s->metadata;
-  if (!st && mesh.maximal) {
-    t.kind = HK_SHARDING_MAXIMAL;
-    t.device = mesh.device;
-    *out = hk_sharding_intern(m, &t);
-  } else if (!st) {
-    st = to_tiled(m, &mesh, s, &t, out);
-  }
+  if (!st) st = check_refs_disjoint(&mesh, s);
+  if (!st) st = from_mesh(m, &mesh, s, out);
+  if (!st) *out = with_metadata(m, *out, s);
   (void)at;
   free(mesh.devices);
   free(s->metadata);
@@ -580,6 +483,16 @@ hk_status *hk_named_sharding_parse(hk_cursor *c, hk_module *m, size_t at, const 
 }
 
 /* ---- mesh replica groups (MeshAxesReplicaGroupList) ----------------------- */
+
+/* Devices of the mesh arranged as rdims, transposed by perm, flattened. */
+static int64_t *transposed_devices(const nm_mesh *mesh, int nr, const int64_t *rdims, const int32_t *perm) {
+  int64_t *out = malloc(sizeof(int64_t) * (size_t)mesh->total);
+  if (!out) hk_out_of_memory();
+  hk_iota_expand_raw(nr, rdims, perm, out);
+  if (mesh->devices)
+    for (int64_t k = 0; k < mesh->total; k++) out[k] = mesh->devices[out[k]];
+  return out;
+}
 
 /* The refs on one mesh axis split the axis into reshape dims; the ones the
  * refs name are grouped (in the order the refs list them). */
@@ -635,14 +548,19 @@ static hk_status *groups_layout(hk_cursor *c, const nm_mesh *mesh, const nm_refs
   return NULL;
 }
 
-static hk_status *check_group_refs(hk_cursor *c, const nm_mesh *mesh, const nm_refs *l, int64_t *per) {
+static hk_status *check_group_refs(hk_cursor *c, hk_module *m, const nm_mesh *mesh, const nm_refs *l, int64_t *per) {
   const nm_ref *all[NM_MAX_REFS];
   *per = 1;
   for (int k = 0; k < l->n; k++) all[k] = &l->r[k], *per *= l->r[k].sub ? l->r[k].size : mesh->size[l->r[k].axis];
   HK_TRY(check_disjoint(mesh, all, l->n));
-  piece p[HK_MAX_RANK];
-  int np;
-  HK_TRY(ordered_pieces(mesh, all, l->n, p, &np));
+  nm_sharding *s = calloc(1, sizeof *s);   /* the groups' axes must form a sharding */
+  if (!s) hk_out_of_memory();
+  s->rank = 1;
+  s->dims[0] = *l;
+  const hk_sharding *unused;
+  hk_status *st = from_mesh(m, mesh, s, &unused);
+  free(s);
+  HK_TRY(st);
   if (*per <= 1) return hk_cur_error(c, "mesh replica groups have only one device per replica group");
   return NULL;
 }
@@ -684,7 +602,7 @@ hk_status *hk_mesh_replica_groups_parse(hk_module *m, const char *text, size_t l
   if (!st && (mesh.maximal || !mesh.n_axes))
     st = hk_cur_error_at(mesh.at, "mesh replica groups need a mesh with axes");
   if (!st) st = parse_ref_list(&c, &mesh, l, false);
-  if (!st) st = check_group_refs(&c, &mesh, l, &per);
+  if (!st) st = check_group_refs(&c, m, &mesh, l, &per);
   if (!st) st = groups_layout(&c, &mesh, l, rdims, &nr, perm);
   if (!st) *out = make_groups(m, &mesh, nr, rdims, perm, per);
   if (!st) *consumed = c.i;

@@ -22,18 +22,26 @@ static void build(const sdy_mesh *mesh, const char *mesh_name, const int *where,
   }
 }
 
+/* s over mesh, NULL when it is none (open, or its axes form no sharding). */
+static const hk_sharding *to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_sharding *s) {
+  hk_status *st;
+  const hk_sharding *r = sdy_to_hlo(m, mesh, s, 0, NULL, &st);
+  hk_status_free(st);
+  return r;
+}
+
 bool sdy_from_hlo(hk_module *m, const sdy_mesh *mesh, const char *mesh_name,
                   const hk_sharding *h, int rank, sdy_sharding *out) {
   int where[SDY_MAX_AXES] = {0};
   int64_t tries = 0;
   if (mesh->n_axes == 0) {          /* a maximal mesh: every dim closed and empty */
     build(mesh, mesh_name, where, rank, out);
-    const hk_sharding *got = sdy_to_hlo(m, mesh, out, 0, NULL);
+    const hk_sharding *got = to_hlo(m, mesh, out);
     return hk_sharding_equivalent(got, hk_sharding_without_shard_group(m, h));
   }
   for (;;) {
     build(mesh, mesh_name, where, rank, out);
-    const hk_sharding *got = sdy_to_hlo(m, mesh, out, 0, NULL);
+    const hk_sharding *got = to_hlo(m, mesh, out);
     if (got && hk_sharding_equivalent(got, hk_sharding_without_shard_group(m, h))) return true;
     int a = 0;                     /* next assignment, odometer style */
     while (a < mesh->n_axes && ++where[a] > rank) where[a++] = 0;

@@ -29,8 +29,9 @@ static hk_status *convert_one(sdy_import_ctx *cx, const sdy_sharding *sh, const 
   int rank = hk_shape_is_array(shape) ? shape->rank : 0;
   HK_TRY(sdy_check_sharding(mesh, sh, rank));
   HK_TRY(sdy_check_free_of(sh, n_manual, manual));
-  *out = sdy_to_hlo(cx->m, mesh, sh, n_manual, manual);
-  return NULL;
+  hk_status *st;
+  *out = sdy_to_hlo(cx->m, mesh, sh, n_manual, manual, &st);
+  return st;
 }
 
 /* The array leaves of a shape, depth first (a tuple sharding's order). */

@@ -147,7 +147,9 @@ static bool fully_manual(const manual_info *mi) {
 /* A sharding over the mesh, {replicated} where Shardy's is fully open. */
 static const hk_sharding *over_mesh(sdy_import_ctx *cx, const manual_info *mi,
                                     const sdy_sharding *s, int n, char (*axes)[64]) {
-  const hk_sharding *h = sdy_to_hlo(cx->m, mi->mesh, s, n, axes);
+  hk_status *st;   /* check_shardings has read s: no error but sub-axes not nesting */
+  const hk_sharding *h = sdy_to_hlo(cx->m, mi->mesh, s, n, axes, &st);
+  hk_status_free(st);
   return h ? h : hk_sharding_replicated(cx->m);
 }
 

@@ -116,10 +116,11 @@ void sdy_print_manual_axes(const sdy_manual_axes *ma, hk_buf *b);
 const sdy_mesh *sdy_find_mesh(const sdy_meshes *ms, const sdy_sharding *s);
 hk_status *sdy_check_sharding(const sdy_mesh *mesh, const sdy_sharding *s, int rank);
 /* The HloSharding of s over mesh with `manual` axes turned into a manual
- * subgroup dim (n_manual 0: none); NULL (no sharding) when s is fully open
- * with no axes at all. */
+ * subgroup dim (n_manual 0: none) by hk_sharding_from_mesh; NULL (no
+ * sharding) when s is fully open with no axes at all, or NULL and *st when
+ * its axes do not form a sharding. */
 const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_sharding *s,
-                              int n_manual, char (*manual)[64]);
+                              int n_manual, char (*manual)[64], hk_status **st);
 /* An error when s names one of the (manual) axes `names`. */
 hk_status *sdy_check_free_of(const sdy_sharding *s, int n, char (*names)[64]);
 /* s with the manual axes removed from its dims (the body-side sharding). */

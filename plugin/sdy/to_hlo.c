@@ -1,10 +1,8 @@
 /* to_hlo.c - a Shardy tensor sharding as an HloSharding, the way XLA's
  * convertToHloSharding (xla/service/spmd/shardy/mhlo_round_trip/
- * export_shardings.cc) builds it: the mesh's axes, split into the sub-axes
- * the sharding uses, form the reshape dims of an iota (or of the mesh's
- * device list); sharded axes come first in dim order, then the manual
- * axes, then the unreduced axes (as newer XLA's V3ToV2Sharding), then
- * every other axis as one replicated subgroup dim. */
+ * export_shardings.cc) builds it: Shardy's checks and names here, the rule
+ * itself is the host's hk_sharding_from_mesh (abi/hlokit/sharding.h), the
+ * one the text parser uses for XLA's named shardings. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,58 +109,6 @@ void sdy_drop_axes(sdy_sharding *s, int n, char (*names)[64]) {
   }
 }
 
-/* One piece of the mesh: a whole axis or a sub-axis, in mesh order. */
-typedef struct piece {
-  int axis;
-  int64_t lo, hi;                  /* pre-size range */
-} piece;
-
-/* The mesh's axes split at every sub-axis boundary the dims use (XLA's
- * getOrderedAxisRefs).  A sub-axis's pre-size is the product of the
- * pieces before (major to) it, so the pieces of one axis are listed by
- * increasing pre-size. */
-static int ordered_pieces(const sdy_mesh *mesh, const sdy_sharding *s, piece *out) {
-  int n = 0;
-  for (int a = 0; a < mesh->n_axes; a++) {
-    int64_t cuts[2 + 2 * (SDY_MAX_DIMS + 1) * SDY_MAX_AXES];
-    int nc = 0;
-    cuts[nc++] = 1;
-    cuts[nc++] = mesh->axes[a].size;
-    const sdy_axis_ref *refs[SDY_MAX_DIMS * SDY_MAX_AXES + SDY_MAX_AXES];
-    int nr = 0;
-    for (int d = 0; d < s->rank; d++)
-      for (int k = 0; k < s->dims[d].n_axes; k++) refs[nr++] = &s->dims[d].axes[k];
-    for (int k = 0; k < s->n_unreduced; k++) refs[nr++] = &s->unreduced[k];
-    for (int k = 0; k < nr; k++) {
-      const sdy_axis_ref *r = refs[k];
-      if (!r->sub || strcmp(r->name, mesh->axes[a].name) != 0) continue;
-      cuts[nc++] = r->pre_size;
-      cuts[nc++] = r->pre_size * r->size;
-    }
-    for (int i = 1; i < nc; i++)   /* sort, dedup */
-      for (int j = i; j > 0 && cuts[j - 1] > cuts[j]; j--) {
-        int64_t t = cuts[j];
-        cuts[j] = cuts[j - 1];
-        cuts[j - 1] = t;
-      }
-    int u = 1;
-    for (int i = 1; i < nc; i++)
-      if (cuts[i] != cuts[u - 1]) cuts[u++] = cuts[i];
-    if (u == 1) u = 2, cuts[1] = cuts[0];   /* a size-1 axis: one piece */
-    for (int i = 0; i + 1 < u; i++) out[n++] = (piece){a, cuts[i], cuts[i + 1]};
-  }
-  return n;
-}
-
-static int find_piece(const piece *p, int n, const sdy_mesh *mesh, const sdy_axis_ref *r) {
-  int a = axis_index(mesh, r->name);
-  int64_t lo, hi;
-  ref_range(mesh, r, &lo, &hi);
-  for (int k = 0; k < n; k++)
-    if (p[k].axis == a && p[k].lo == lo && p[k].hi == hi) return k;
-  return -1;
-}
-
 static bool fully_open(const sdy_sharding *s) {
   if (s->n_replicated || s->n_unreduced) return false;
   for (int d = 0; d < s->rank; d++)
@@ -170,98 +116,54 @@ static bool fully_open(const sdy_sharding *s) {
   return true;
 }
 
-/* Devices of the mesh arranged as reshape dims, transposed by perm,
- * flattened: the explicit tile assignment of a mesh with device_ids. */
-static int64_t *transposed_devices(const sdy_mesh *mesh, const int64_t *rdims, const int32_t *perm,
-                                   int nr, int64_t total) {
-  int64_t *out = malloc(sizeof *out * (size_t)total);
-  int64_t stride[SDY_MAX_AXES * 4], idx[SDY_MAX_AXES * 4] = {0};
-  if (!out) hk_out_of_memory();
-  int64_t st = 1;
-  for (int k = nr - 1; k >= 0; k--) stride[k] = st, st *= rdims[k];
-  for (int64_t o = 0; o < total; o++) {
-    int64_t src = 0;
-    for (int k = 0; k < nr; k++) src += idx[k] * stride[perm[k]];
-    out[o] = mesh->devices[src];
-    for (int k = nr - 1; k >= 0; k--) {    /* next index over the permuted dims */
-      if (++idx[k] < rdims[perm[k]]) break;
-      idx[k] = 0;
-    }
-  }
+/* The ABI's view of a Shardy sharding (storage for every ref). */
+typedef struct abi_view {
+  int64_t sizes[SDY_MAX_AXES];
+  hk_mesh mesh;
+  hk_mesh_axis_refs dims[SDY_MAX_DIMS];
+  hk_mesh_axis_ref refs[(SDY_MAX_DIMS + 2) * SDY_MAX_AXES];
+  int n_refs;
+  hk_mesh_sharding s;
+} abi_view;
+
+static void add_ref(abi_view *v, const sdy_mesh *mesh, const sdy_axis_ref *r) {
+  v->refs[v->n_refs++] = (hk_mesh_axis_ref){axis_index(mesh, r->name), r->sub ? r->pre_size : 1,
+                                            r->sub ? r->size : 0};
+}
+
+static hk_mesh_axis_refs abi_refs(abi_view *v, const sdy_mesh *mesh, const sdy_axis_ref *r, int n) {
+  hk_mesh_axis_refs out = {n, v->refs + v->n_refs};
+  for (int k = 0; k < n; k++) add_ref(v, mesh, &r[k]);
   return out;
 }
 
+static hk_mesh_axis_refs abi_manual(abi_view *v, const sdy_mesh *mesh, int n, char (*manual)[64]) {
+  hk_mesh_axis_refs out = {n, v->refs + v->n_refs};
+  for (int k = 0; k < n; k++) v->refs[v->n_refs++] = (hk_mesh_axis_ref){axis_index(mesh, manual[k]), 1, 0};
+  return out;
+}
+
+/* Replicated axes are left out: they never change the tile assignment
+ * (Shardy's checks, sdy_check_sharding, have read them). */
+static void abi_view_of(abi_view *v, const sdy_mesh *mesh, const sdy_sharding *s, int n_manual,
+                        char (*manual)[64]) {
+  for (int k = 0; k < mesh->n_axes; k++) v->sizes[k] = mesh->axes[k].size;
+  v->mesh = (hk_mesh){mesh->n_axes, v->sizes, mesh->n_devices ? mesh->devices : NULL, NULL};
+  for (int d = 0; d < s->rank; d++) v->dims[d] = abi_refs(v, mesh, s->dims[d].axes, s->dims[d].n_axes);
+  v->s = (hk_mesh_sharding){.rank = s->rank, .dims = v->dims};
+  v->s.unreduced = abi_refs(v, mesh, s->unreduced, s->n_unreduced);
+  v->s.manual = abi_manual(v, mesh, n_manual, manual);
+}
+
 const hk_sharding *sdy_to_hlo(hk_module *m, const sdy_mesh *mesh, const sdy_sharding *s,
-                              int n_manual, char (*manual)[64]) {
-  if (mesh->n_axes == 0)
-    return mesh->n_devices ? hk_sharding_maximal(m, mesh->devices[0]) : hk_sharding_replicated(m);
-  if (n_manual == mesh->n_axes) return hk_sharding_manual(m);
-  if (!n_manual && fully_open(s)) return NULL;
-  piece pieces[SDY_MAX_AXES * 4];
-  int np = ordered_pieces(mesh, s, pieces);
-  int pos_of_piece[SDY_MAX_AXES * 4];
-  for (int k = 0; k < np; k++) pos_of_piece[k] = -1;
-  int64_t tile[SDY_MAX_DIMS + 3];
-  int nt = s->rank, pos = 0;
-  for (int d = 0; d < s->rank; d++) {
-    tile[d] = 1;
-    for (int k = 0; k < s->dims[d].n_axes; k++) {
-      int p = find_piece(pieces, np, mesh, &s->dims[d].axes[k]);
-      tile[d] *= pieces[p].hi / pieces[p].lo;
-      pos_of_piece[p] = pos++;
-    }
-  }
-  uint8_t types[3];
-  int ntypes = 0;
-  if (n_manual) {
-    tile[nt] = 1;
-    for (int j = 0; j < n_manual; j++) {
-      sdy_axis_ref r = {0};
-      snprintf(r.name, sizeof r.name, "%s", manual[j]);
-      int p = find_piece(pieces, np, mesh, &r);
-      tile[nt] *= pieces[p].hi / pieces[p].lo;
-      pos_of_piece[p] = pos++;
-    }
-    nt++;
-    types[ntypes++] = HK_SUBGROUP_MANUAL;
-  }
-  if (s->n_unreduced) {            /* newer XLA: an unreduced subgroup after the manual one */
-    tile[nt] = 1;
-    for (int j = 0; j < s->n_unreduced; j++) {
-      int p = find_piece(pieces, np, mesh, &s->unreduced[j]);
-      tile[nt] *= pieces[p].hi / pieces[p].lo;
-      pos_of_piece[p] = pos++;
-    }
-    nt++;
-    types[ntypes++] = HK_SUBGROUP_UNREDUCED;
-  }
-  int64_t rdims[SDY_MAX_AXES * 4], replicated = 1;
-  int32_t perm[SDY_MAX_AXES * 4];
-  int rpos = pos;
-  for (int k = 0; k < np; k++) {
-    rdims[k] = pieces[k].hi / pieces[k].lo;
-    if (pos_of_piece[k] < 0) {
-      perm[rpos++] = k;
-      replicated *= rdims[k];
-    } else {
-      perm[pos_of_piece[k]] = k;
-    }
-  }
-  if (replicated > 1) {
-    tile[nt++] = replicated;
-    types[ntypes++] = HK_SUBGROUP_REPLICATED;
-  }
-  int64_t total = 1, data = 1;
-  for (int k = 0; k < nt; k++) total *= tile[k];
-  for (int d = 0; d < s->rank; d++) data *= tile[d];
-  if (data == 1 && !n_manual && !s->n_unreduced) return hk_sharding_replicated(m);
-  hk_iota iota = {nt, tile, np, rdims, perm};
-  hk_sharding t = {.kind = HK_SHARDING_TILED, .n_tile_dims = nt, .tile_dims = tile,
-                   .n_subgroups = ntypes, .subgroups = types};
-  int64_t *devs = NULL;
-  if (mesh->n_devices) t.devices = devs = transposed_devices(mesh, rdims, perm, np, total);
-  else t.iota = &iota;
-  const hk_sharding *r = hk_sharding_canonical(m, hk_sharding_intern(m, &t));
-  free(devs);
+                              int n_manual, char (*manual)[64], hk_status **st) {
+  *st = NULL;
+  if (mesh->n_axes && n_manual == mesh->n_axes) return hk_sharding_manual(m);
+  if (!n_manual && mesh->n_axes && fully_open(s)) return NULL;
+  abi_view *v = calloc(1, sizeof *v);
+  if (!v) hk_out_of_memory();
+  abi_view_of(v, mesh, s, n_manual, manual);
+  const hk_sharding *r = hk_sharding_from_mesh(m, &v->mesh, &v->s, st);
+  free(v);
   return r;
 }
