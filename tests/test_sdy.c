@@ -474,6 +474,10 @@ START_TEST(bad_text_reported_with_instruction_and_offset) {
   assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",
                       param_sharded("f32[8]", "#sdy.sharding<@mesh, [{\\\"x\\\":(2)3}]>"),
                       "does not divide");
+  /* x:(1)2 and x:(3)2 of a 6 do not overlap, but do not nest (hk_sharding_from_mesh) */
+  assert_import_fails("mesh = #sdy.mesh<[\"x\"=6]>",
+                      param_sharded("f32[6,6]", "#sdy.sharding<@mesh, [{\\\"x\\\":(1)2}, {\\\"x\\\":(3)2}]>"),
+                      "sub-axes of axis 0 cannot coexist");
   assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]", param_sharded("f32[8]", "#sdy.sharding<@mesh, [{}]>"),
                       "module attribute xla.sdy.meshes");
   assert_import_fails("mesh = #sdy.mesh<[\"x\"=8]>",

@@ -80,6 +80,7 @@ static hk_status *check_shardings(sdy_import_ctx *cx, const manual_info *mi) {
       st = hk_error(HK_INVALID_ARGUMENT, "%s sharding %d is on another mesh", in ? "in" : "out", j);
     else
       st = sdy_check_sharding(mi->mesh, sh, rank_of(v));
+    if (!st) sdy_to_hlo(cx->m, mi->mesh, sh, 0, NULL, &st);   /* its axes form a sharding */
     if (!st) st = sdy_check_free_of(sh, mi->n_parent, mi->parent);
     if (st) return sdy_error_at(at, in ? SDY_IN_SHARDINGS : SDY_OUT_SHARDINGS, st);
   }
@@ -147,7 +148,7 @@ static bool fully_manual(const manual_info *mi) {
 /* A sharding over the mesh, {replicated} where Shardy's is fully open. */
 static const hk_sharding *over_mesh(sdy_import_ctx *cx, const manual_info *mi,
                                     const sdy_sharding *s, int n, char (*axes)[64]) {
-  hk_status *st;   /* check_shardings has read s: no error but sub-axes not nesting */
+  hk_status *st;   /* none: check_shardings has converted s */
   const hk_sharding *h = sdy_to_hlo(cx->m, mi->mesh, s, n, axes, &st);
   hk_status_free(st);
   return h ? h : hk_sharding_replicated(cx->m);
