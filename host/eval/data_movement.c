@@ -127,7 +127,6 @@ hk_status *hk_op_slice(hk_device_ctx *d, const hk_instr *ins, hk_value *const *o
   return NULL;
 }
 
-static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* Start indices from scalar operands first..first+rank-1 (or one vector
  * operand), clamped so that size fits. */
@@ -151,7 +150,7 @@ static hk_status *start_indices(const hk_instr *ins, hk_value *const *ops, int f
     if (size[i] > a->dims[i] || size[i] < 0)
       return hk_eval_error(ins, HK_INVALID_ARGUMENT, "slice size %lld exceeds dimension %d",
                            (long long)size[i], i);
-    start[i] = clamp64(start[i], 0, a->dims[i] - size[i]);
+    start[i] = hk_clamp_i64(start[i], 0, a->dims[i] - size[i]);
   }
   return NULL;
 }

@@ -36,6 +36,14 @@ void hk_cpu_slot_resume(void);
 
 /* ---- element helpers --------------------------------------------------- */
 static inline int hk_esize(int elem) { return hk_prim_storage_bytes((hk_prim)elem); }
+static inline int64_t hk_clamp_i64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+/* The sharding of array leaf `leaf` (depth-first) of a value sharded by s:
+ * a tuple sharding is flat over the leaves, as XLA's; a non-tuple one
+ * applies to every leaf; NULL (whole) past a tuple sharding's end. */
+static inline const hk_sharding *hk_eval_leaf_sharding(const hk_sharding *s, int64_t leaf) {
+  if (!s || s->kind != HK_SHARDING_TUPLE) return s;
+  return leaf < s->n_elems ? s->elems[leaf] : NULL;
+}
 /* Wraps x to the bit width of an integer type (sign- or zero-extended). */
 int64_t hk_wrap_int(hk_prim p, int64_t x);
 /* Rounds a double to the precision of float type p (the value it would

@@ -39,7 +39,6 @@ static int64_t batch_coord(const index_reader *r, const int64_t *g, int64_t dim)
   return 0;
 }
 
-static int64_t clamp64(int64_t x, int64_t lo, int64_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *ops,
                         hk_value **out) {
@@ -77,12 +76,12 @@ hk_status *hk_op_gather(hk_device_ctx *d, const hk_instr *ins, hk_value *const *
       start[g->start_index_map.v[k]] = index_component(&ir, gb, k);
     /* a size-0 slice (allowed on collapsed dims) still reads in bounds */
     for (int k = 0; k < a->rank; k++)
-      start[k] = clamp64(start[k], 0, a->dims[k] - (ss[k] > 0 ? ss[k] : 1));
+      start[k] = hk_clamp_i64(start[k], 0, a->dims[k] - (ss[k] > 0 ? ss[k] : 1));
     /* XLA's shape inference does not compare the sizes of paired batching
      * dims: a batch coordinate past the operand's is clamped like a start */
     for (int k = 0; k < g->operand_batching_dims.n; k++) {
       int64_t od = g->operand_batching_dims.v[k];
-      start[od] = clamp64(batch_coord(&ir, gb, g->start_indices_batching_dims.v[k]), 0, a->dims[od] - 1);
+      start[od] = hk_clamp_i64(batch_coord(&ir, gb, g->start_indices_batching_dims.v[k]), 0, a->dims[od] - 1);
     }
     int64_t off = 0;
     for (int k = 0; k < a->rank; k++) off += start[k] * ast[k];

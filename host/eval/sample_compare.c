@@ -59,7 +59,7 @@ static void plan_push(plan *pl, const position *p) {
 
 static const hk_sharding *output_sharding(const hk_module *g, const hk_module *p, int leaf) {
   const hk_sharding *s = hk_spmd_result_sharding(g, p);
-  if (s && s->kind == HK_SHARDING_TUPLE) s = leaf < s->n_elems ? s->elems[leaf] : NULL;
+  s = hk_eval_leaf_sharding(s, leaf);
   return s;
 }
 

@@ -436,10 +436,9 @@ static int map_gather(const se_move *mv, const int64_t *o, int64_t *in) {
   int noff = 0;
   for (int d = 0; d < os->rank; d++) {
     int64_t size = ins->attrs->gather_slice_sizes.v[d], hi = os->dims[d] - size;
-    int64_t s = full[d] < 0 ? 0 : full[d] > hi ? hi : full[d];
     /* paired batching dims may differ in size: clamped as gather_scatter.c does */
-    if (hk_i64s_has(g->operand_batching_dims, d))
-      s = full[d] < 0 ? 0 : full[d] > os->dims[d] - 1 ? os->dims[d] - 1 : full[d];
+    if (hk_i64s_has(g->operand_batching_dims, d)) hi = os->dims[d] - 1;
+    int64_t s = hk_clamp_i64(full[d], 0, hi);
     in[d] = s;
     if (!hk_i64s_has(g->collapsed_slice_dims, d) && !hk_i64s_has(g->operand_batching_dims, d))
       in[d] += o[g->offset_dims.v[noff++]];

@@ -79,7 +79,7 @@ static hk_status *param_offset(se_ctx *x, const se_frame *f, const hk_instr *ins
                                const hk_shape *gs, int64_t *off) {
   for (int d = 0; d < gs->rank; d++) off[d] = 0;
   const hk_sharding *s = x->partitioned ? x->param_sharding[num] : NULL;
-  if (s && s->kind == HK_SHARDING_TUPLE) s = leaf < s->n_elems ? s->elems[leaf] : NULL;
+  s = hk_eval_leaf_sharding(s, leaf);
   if (!s || s->kind != HK_SHARDING_TILED) return NULL;
   int64_t tmp[HK_MAX_RANK];
   if (!hk_sharding_tile_offset(s, gs, f->partition, tmp))

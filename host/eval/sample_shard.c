@@ -266,7 +266,7 @@ static hk_status *compare_sampled(se_ctx *gx, se_frame *f, const piece *pc, int6
 
 static const hk_sharding *leaf_sharding(const hk_module *g, const hk_module *p, int leaf) {
   const hk_sharding *s = hk_spmd_result_sharding(g, p);
-  if (s && s->kind == HK_SHARDING_TUPLE) s = leaf < s->n_elems ? s->elems[leaf] : NULL;
+  s = hk_eval_leaf_sharding(s, leaf);
   return s;
 }
 

@@ -9,13 +9,10 @@ static bool whole_value(const hk_sharding *s) {
          s->kind == HK_SHARDING_UNKNOWN || s->kind == HK_SHARDING_MAXIMAL;
 }
 
-/* The sharding of a tuple's element whose leaves start at leaf `first`
- * (depth-first): a tuple sharding is flat over the leaves, as XLA's, so a
- * nested element keeps the whole list and its own first leaf; a non-tuple
- * sharding applies to every leaf. */
+/* The sharding of a tuple element whose leaves start at leaf `first`: a
+ * nested tuple keeps the whole (flat) list and walks on from `first`. */
 static const hk_sharding *leaf_sharding(const hk_sharding *s, int64_t first, const hk_shape *elem) {
-  if (!s || s->kind != HK_SHARDING_TUPLE || hk_shape_is_tuple(elem)) return s;
-  return first < s->n_elems ? s->elems[first] : s;
+  return hk_shape_is_tuple(elem) ? s : hk_eval_leaf_sharding(s, first);
 }
 
 /* Copies the box [goff, goff+dims) of g (clipped to g) into l at 0. */
