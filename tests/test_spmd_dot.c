@@ -617,6 +617,62 @@ START_TEST(conv_rhs_non_contracting_spatial_dim_stays_split) {
 }
 END_TEST
 
+START_TEST(conv_batch_spatial_dim_splits_like_a_batch_dim) {
+  /* Spatial dim 0 is a batch dim in disguise (XLA's SpatialIsBatch: the
+   * whole dim as the window, base dilation its size, stride one less):
+   * position j of the lhs meets position j of the kernel only.  Split on
+   * both operands and the output, each device convolves its own pieces
+   * with the window refitted to them (size 3, stride 2, base dilation 3):
+   * no collective.  The window-dilated spelling of the same batch dim
+   * (stride 1, window dilation 5) splits the same way. */
+  static const char *const windows[] = {"size=6x3 stride=5x1 lhs_dilate=6x1",
+                                        "size=6x3 lhs_dilate=6x1 rhs_dilate=5x1"};
+  for (int w = 0; w < 2; w++) {
+    char text[1024];
+    snprintf(text, sizeof text,
+             "HloModule m, num_partitions=2\n\nENTRY e {\n"
+             "  lhs = f32[6,8,4,3] parameter(0), sharding={devices=[2,1,1,1]0,1}\n"
+             "  rhs = f32[6,3,3,5] parameter(1), sharding={devices=[2,1,1,1]0,1}\n"
+             "  ROOT c = f32[6,6,4,5] convolution(lhs, rhs), window={%s},"
+             " dim_labels=01bf_01io->01bf, sharding={devices=[2,1,1,1]0,1}\n}\n",
+             windows[w]);
+    hk_module *g = hk_test_parse(text);
+    hk_module *m = partitioned(g, "allow_module_signature_change=true");
+    ck_assert_int_eq(spmd_check_collectives(m), 0);
+    hk_instr *c = hk_test_last_op(m, HK_OP_CONVOLUTION);
+    ck_assert_ptr_nonnull(c);
+    const hk_window_dim *d = &c->attrs->window->dims[0];
+    ck_assert_int_eq(d->size, 3);
+    ck_assert_int_eq(d->base_dilation, 3);
+    ck_assert_int_eq(w ? d->window_dilation : d->stride, 2);
+    int64_t dims[4] = {3, 6, 4, 5};
+    check_root_and_values(g, m, 2, 4, dims);
+  }
+}
+END_TEST
+
+START_TEST(conv_batch_and_spatial_dims_split_keeps_the_batch_split) {
+  /* XLA's ConvWithParallelDimAndNonParallelSpatialDimPartitioned made
+   * small: tiled on a batch-like spatial dim and on a real convolution
+   * dim.  The convolution dim is gathered within each batch group only
+   * (lhs f32[4,2,3,3] and kernel f32[4,1,2,3] pieces, one all-gather each)
+   * and the batch dim stays split: no value is made whole and nothing
+   * falls back to replication. */
+  hk_module *g = hk_test_parse(
+      "HloModule m, num_partitions=4\n\nENTRY e {\n"
+      "  lhs = f32[8,4,3,3] parameter(0), sharding={devices=[2,2,1,1]<=[4]}\n"
+      "  rhs = f32[8,2,3,3] parameter(1), sharding={devices=[2,2,1,1]<=[4]}\n"
+      "  ROOT c = f32[8,3,3,3] convolution(lhs, rhs), window={size=8x2 stride=7x1 lhs_dilate=8x1},"
+      " dim_labels=01bf_01io->01bf, sharding={devices=[2,2,1,1]<=[4]}\n}\n");
+  hk_module *m = partitioned(g, "allow_module_signature_change=true");
+  ck_assert_int_eq(spmd_check_collectives(m), 2);
+  ck_assert_int_eq(hk_test_count_op(m, HK_OP_ALL_GATHER), 2);
+  ck_assert_int_eq(spmd_check_bytes_sent(m, HK_OP_ALL_GATHER), (4 * 2 * 3 * 3 + 4 * 1 * 3 * 3) * 4);
+  int64_t dims[4] = {4, 2, 3, 3};
+  check_root_and_values(g, m, 4, 4, dims);
+}
+END_TEST
+
 START_TEST(shared_operand_reshard_keeps_the_gather) {
   /* Two dots want rhs gathered the same way: XLA's check_users_sharding
    * keeps one all-gather both use instead of a loop each. */
@@ -987,6 +1043,8 @@ static Suite *suite(void) {
   tcase_add_test(t, scatter_window_rings_over_two_output_dims);
   tcase_add_test(t, conv_spatial_dot_dims_partition_like_a_dot);
   tcase_add_test(t, conv_rhs_non_contracting_spatial_dim_stays_split);
+  tcase_add_test(t, conv_batch_spatial_dim_splits_like_a_batch_dim);
+  tcase_add_test(t, conv_batch_and_spatial_dims_split_keeps_the_batch_split);
   tcase_add_test(t, shared_operand_reshard_keeps_the_gather);
   tcase_add_test(t, sparse_dot_metadata_follows_its_operand);
   tcase_add_test(t, uneven_contraction_zeroes_the_padding);

@@ -10,25 +10,32 @@
 
 static int64_t groups_of(int64_t g) { return g > 1 ? g : 1; }
 
-/* Whether spatial dim i is a real convolution dim, not a dot dim in
- * disguise (XLA's ParseConvolutionDimsInfo). */
-static bool conv_spatial_dim(const hk_instr *conv, int i) {
+spmd_conv_dim_role spmd_conv_dim_role_of(const hk_instr *conv, int k) {
   const hk_conv_dnums *cd = conv->attrs->conv;
-  const hk_window_dim *w = &conv->attrs->window->dims[i];
-  int64_t lhs = conv->operands[0]->shape->dims[cd->input_spatial[i]];
-  int64_t rhs = conv->operands[1]->shape->dims[cd->kernel_spatial[i]];
-  bool plain = w->base_dilation == 1 && w->window_dilation == 1;
-  /* batch: one window per position, or the whole dim as the window with
-   * base dilation spreading it */
-  if (w->size == 1 && w->stride == 1 && plain && !w->pad_lo && !w->pad_hi && !w->reversal && lhs == rhs)
-    return false;
-  if (lhs == w->size && plain && !w->pad_lo && !w->pad_hi && !w->reversal) return false;
-  if (w->stride == 1 && plain) {
-    if (rhs == 1 && w->size == 1 && !w->pad_lo && !w->pad_hi && !w->reversal) return false;
-    if (lhs == 1 && w->size == rhs && w->pad_lo == rhs - 1 && w->pad_hi == rhs - 1 && w->reversal)
-      return false;
+  const hk_window *w = conv->attrs->window;
+  if (!w || k >= w->n_dims) return SPMD_CONV_SPATIAL;
+  const hk_window_dim *wd = &w->dims[k];
+  int64_t l = conv->operands[0]->shape->dims[cd->input_spatial[k]];
+  int64_t r = conv->operands[1]->shape->dims[cd->kernel_spatial[k]];
+  bool unpadded = !wd->pad_lo && !wd->pad_hi && !wd->reversal;
+  int64_t step = l > 1 ? l - 1 : 1;
+  /* XLA's SpatialIsBatch (its padded form is left a convolution dim) */
+  if (unpadded && l == wd->size && l == wd->base_dilation) {
+    if (wd->stride == step && wd->window_dilation == 1) return SPMD_CONV_BATCH;
+    if (wd->window_dilation == step && wd->stride == 1) return SPMD_CONV_BATCH_DILATED;
   }
-  return true;
+  bool plain = wd->base_dilation == 1 && wd->window_dilation == 1;
+  if (plain && unpadded && l == wd->size && r == wd->size) return SPMD_CONV_CONTRACTING;
+  if (!plain || wd->stride != 1) return SPMD_CONV_SPATIAL;
+  if (r == 1 && wd->size == 1 && unpadded) return SPMD_CONV_LHS_NON_CONTRACTING;
+  if (l == 1 && wd->size == r && wd->pad_lo == r - 1 && wd->pad_hi == r - 1 && wd->reversal)
+    return SPMD_CONV_RHS_NON_CONTRACTING;
+  return SPMD_CONV_SPATIAL;
+}
+
+/* Whether spatial dim i is a real convolution dim, not a dot dim in disguise. */
+static bool conv_spatial_dim(const hk_instr *conv, int i) {
+  return spmd_conv_dim_role_of(conv, i) == SPMD_CONV_SPATIAL;
 }
 
 static int64_t parts(const hk_sharding *s, int64_t d) {

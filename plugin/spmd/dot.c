@@ -21,15 +21,12 @@ typedef struct dot_dims {
   int n_whole;                     /* convolution: spatial dims, never partitioned */
   int whole_lhs[HK_MAX_RANK], whole_rhs[HK_MAX_RANK], whole_out[HK_MAX_RANK];
   /* Convolution: spatial dims that are dot dims in disguise, as XLA's
-   * ParseConvolutionDimsInfo (spatial_role): window sc_window[i] of the
-   * local convolution is refitted to operand dim sc_dim[i] (lhs for a
-   * contracting dim, rhs for an rhs non-contracting one). */
+   * ParseConvolutionDimsInfo (spmd_conv_dim_role_of): window sc_window[i]
+   * of the local convolution is refitted to operand dim sc_dim[i] (lhs
+   * for a batch or contracting dim, rhs for an rhs non-contracting one). */
   int n_spatial_contract;
   int sc_role[HK_MAX_RANK], sc_dim[HK_MAX_RANK], sc_window[HK_MAX_RANK];
 } dot_dims;
-
-/* The roles of a convolution's spatial dim (spatial_role). */
-enum { SPATIAL_CONV, SPATIAL_CONTRACTING, SPATIAL_LHS_NON_CONTRACTING, SPATIAL_RHS_NON_CONTRACTING };
 
 static void map_dims(const hk_instr *dot, dot_dims *m) {
   const hk_dot_dnums *dn = dot->attrs->dot;
@@ -195,6 +192,21 @@ static bool whole_ok(const dot_dims *dm, const dot_plan *p) {
         (hk_sharding_is_tiled(p->out) && hk_sharding_dim_partitions(p->out, dm->whole_out[k]) > 1))
       return false;
   return true;
+}
+
+/* s (of the lhs, rhs or output: side 0, 1, 2) with the spatial dims
+ * that must stay whole replicated, so a plan it drives keeps its other
+ * splits (a convolution tiled on a dot dim and a spatial dim keeps the
+ * dot dim split, not everything gathered). */
+static const hk_sharding *whole_dims_replicated(spmd_visitor *v, const dot_dims *dm,
+                                                const hk_sharding *s, int side) {
+  if (!dm->n_whole || !s || !hk_sharding_is_tiled(s)) return s;
+  const int *whole = side == 0 ? dm->whole_lhs : side == 1 ? dm->whole_rhs : dm->whole_out;
+  int64_t dims[HK_MAX_RANK];
+  int n = 0;
+  for (int k = 0; k < dm->n_whole; k++)
+    if (hk_sharding_dim_partitions(s, whole[k]) > 1) dims[n++] = whole[k];
+  return n ? spmd_replicate_dims(v, s, n, dims) : s;
 }
 
 /* The one data dim along which `o` splits `from`'s tiles further, each
@@ -1122,9 +1134,9 @@ static bool best_plan(spmd_visitor *v, const hk_instr *dot, const dot_dims *dm,
                       dot_plan *best) {
   if (xla_base_plan(v, dot, dm, lc, rc, o, best)) return true;
   dot_plan plans[3];
-  plan_output(v, dm, o, &plans[0]);
-  plan_operand(v, dm, lc, 0, &plans[1]);
-  plan_operand(v, dm, rc, 1, &plans[2]);
+  plan_output(v, dm, whole_dims_replicated(v, dm, o, 2), &plans[0]);
+  plan_operand(v, dm, whole_dims_replicated(v, dm, lc, 0), 0, &plans[1]);
+  plan_operand(v, dm, whole_dims_replicated(v, dm, rc, 1), 1, &plans[2]);
   int b = -1;
   for (int k = 0; k < 3; k++) {
     if (!plans[k].ok || !plans[k].lhs || !plans[k].rhs || !plans[k].out) continue;
@@ -1223,17 +1235,22 @@ static bool plan_operands(spmd_visitor *v, hk_instr *orig, const dot_dims *dm, c
 }
 
 /* The local convolution d's windows over spatial dot dims refitted to its
- * local operands: a contracting one covers the local lhs dim (the
- * kernel's is paired with it), an rhs non-contracting one the local
- * kernel dim (padded by its size - 1). */
+ * local operands (XLA's CreateShardedConvolution): a contracting one
+ * covers the local lhs dim (the kernel's is paired with it), an rhs
+ * non-contracting one the local kernel dim (padded by its size - 1), a
+ * batch one the local lhs dim with its base dilation and its stride (or
+ * window dilation) one less. */
 static void local_contracting_windows(spmd_visitor *v, hk_instr *d, const dot_dims *dm) {
   hk_attrs *a = hk_instr_attrs(d);
   const hk_window *w = a->window;
   hk_window_dim *wd = hk_memdup(v->m, w->dims, sizeof *wd * (size_t)w->n_dims);
   for (int i = 0; i < dm->n_spatial_contract; i++) {
     hk_window_dim *x = &wd[dm->sc_window[i]];
-    if (dm->sc_role[i] == SPATIAL_CONTRACTING) x->size = d->operands[0]->shape->dims[dm->sc_dim[i]];
-    if (dm->sc_role[i] == SPATIAL_RHS_NON_CONTRACTING) {
+    int64_t l = d->operands[0]->shape->dims[dm->sc_dim[i]], step = l > 1 ? l - 1 : 1;
+    if (dm->sc_role[i] == SPMD_CONV_CONTRACTING) x->size = l;
+    if (dm->sc_role[i] == SPMD_CONV_BATCH) *x = (hk_window_dim){l, step, 0, 0, l, 1, false};
+    if (dm->sc_role[i] == SPMD_CONV_BATCH_DILATED) *x = (hk_window_dim){l, 1, 0, 0, l, step, false};
+    if (dm->sc_role[i] == SPMD_CONV_RHS_NON_CONTRACTING) {
       x->size = d->operands[1]->shape->dims[dm->sc_dim[i]];
       x->pad_lo = x->pad_hi = x->size - 1;
     }
@@ -1296,30 +1313,6 @@ hk_status *spmd_handle_dot(spmd_visitor *v, hk_instr *orig, bool *handled) {
   return partition_contraction(v, orig, &dm, handled);
 }
 
-/* What spatial dim k of conv is (XLA's ParseConvolutionDimsInfo): a
- * contracting dim (one window over the whole input dim, no padding,
- * dilation or reversal; any stride), an lhs non-contracting dim (a size-1
- * window over a size-1 kernel dim), an rhs non-contracting dim (a size-1
- * input dim, the window the whole kernel dim, padded by its size - 1 on
- * both sides and reversed), or a convolution dim (kept whole). */
-static int spatial_role(const hk_instr *conv, int k) {
-  const hk_window *w = conv->attrs->window;
-  if (!w || k >= w->n_dims) return SPATIAL_CONV;
-  const hk_window_dim *wd = &w->dims[k];
-  const hk_conv_dnums *cd = conv->attrs->conv;
-  int64_t l = conv->operands[0]->shape->dims[cd->input_spatial[k]];
-  int64_t r = conv->operands[1]->shape->dims[cd->kernel_spatial[k]];
-  bool plain = wd->base_dilation == 1 && wd->window_dilation == 1;
-  if (plain && l == wd->size && r == wd->size && !wd->pad_lo && !wd->pad_hi && !wd->reversal)
-    return SPATIAL_CONTRACTING;
-  if (!plain || wd->stride != 1) return SPATIAL_CONV;
-  if (r == 1 && wd->size == 1 && !wd->pad_lo && !wd->pad_hi && !wd->reversal)
-    return SPATIAL_LHS_NON_CONTRACTING;
-  if (l == 1 && wd->size == r && wd->pad_lo == r - 1 && wd->pad_hi == r - 1 && wd->reversal)
-    return SPATIAL_RHS_NON_CONTRACTING;
-  return SPATIAL_CONV;
-}
-
 /* A convolution without feature/batch groups is a dot whose spatial dims
  * act as batch dims that must stay whole (no halo exchange here), but for
  * those that are contracting dims in disguise (spatial_contracts). */
@@ -1341,20 +1334,23 @@ static bool map_conv_dims(const hk_instr *conv, bool spatial_contracts, dot_dims
   m->n_whole = m->n_spatial_contract = 0;
   for (int k = 0; k < cd->n_spatial; k++) {
     int l = (int)cd->input_spatial[k], r = (int)cd->kernel_spatial[k];
-    int role = spatial_contracts ? spatial_role(conv, k) : SPATIAL_CONV;
+    int role = spatial_contracts ? (int)spmd_conv_dim_role_of(conv, k) : SPMD_CONV_SPATIAL;
+    bool batch = role == SPMD_CONV_BATCH || role == SPMD_CONV_BATCH_DILATED;
     /* A size-1 dim of the other operand (or of the output) maps nowhere:
      * its *_to_out and partner stay -1. */
-    if (role == SPATIAL_CONTRACTING) {
+    if (role == SPMD_CONV_CONTRACTING) {
       m->rhs_contract_of_lhs[l] = r;
       m->lhs_contract_of_rhs[r] = l;
-    } else if (role == SPATIAL_LHS_NON_CONTRACTING) {
+    } else if (batch) {
+      m->lhs_to_out[l] = m->rhs_to_out[r] = (int)cd->output_spatial[k];
+    } else if (role == SPMD_CONV_LHS_NON_CONTRACTING) {
       m->lhs_to_out[l] = (int)cd->output_spatial[k];
-    } else if (role == SPATIAL_RHS_NON_CONTRACTING) {
+    } else if (role == SPMD_CONV_RHS_NON_CONTRACTING) {
       m->rhs_to_out[r] = (int)cd->output_spatial[k];
     }
-    if (role != SPATIAL_CONV) {
+    if (role != SPMD_CONV_SPATIAL) {
       m->sc_role[m->n_spatial_contract] = role;
-      m->sc_dim[m->n_spatial_contract] = role == SPATIAL_RHS_NON_CONTRACTING ? r : l;
+      m->sc_dim[m->n_spatial_contract] = role == SPMD_CONV_RHS_NON_CONTRACTING ? r : l;
       m->sc_window[m->n_spatial_contract++] = k;
       continue;
     }

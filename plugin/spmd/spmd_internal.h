@@ -465,6 +465,19 @@ const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape
 /* ---- conv.c: convolutions, spatially partitioned ones here, the rest
  * through the dot handler; *handled false when neither applies ---- */
 hk_status *spmd_handle_convolution(spmd_visitor *v, hk_instr *orig, bool *handled);
+/* What spatial dim k of a convolution is (XLA's ParseConvolutionDimsInfo):
+ * a dot dim in disguise or a real convolution dim. */
+typedef enum spmd_conv_dim_role {
+  SPMD_CONV_SPATIAL,               /* a convolution dim: windows slide over it */
+  SPMD_CONV_BATCH,                 /* the whole dim as one window over its base
+                                      dilation: position j of the lhs meets
+                                      position j of the kernel only */
+  SPMD_CONV_BATCH_DILATED,         /* the same through window dilation */
+  SPMD_CONV_CONTRACTING,           /* one window over the whole dim */
+  SPMD_CONV_LHS_NON_CONTRACTING,   /* size-1 windows over a size-1 kernel dim */
+  SPMD_CONV_RHS_NON_CONTRACTING,   /* a size-1 lhs dim, the kernel reversed over it */
+} spmd_conv_dim_role;
+spmd_conv_dim_role spmd_conv_dim_role_of(const hk_instr *conv, int k);
 
 /* (a + b - 1) / b: a dim of a elements over b shards, the tile size. */
 static inline int64_t spmd_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
