@@ -272,6 +272,48 @@ START_TEST(scatter_operand_passthrough_variadic) {
 }
 END_TEST
 
+START_TEST(scatter_variadic_operands_take_the_first_operands_split) {
+  /* The operands are split differently (in1 on its window dim, in0 on
+   * the dim the indices address): as XLA, in1 is resharded to in0's
+   * split and the scatter runs on f32[1,9] pieces, the out-of-range rows
+   * of each piece's replicated updates skipped; nothing falls back to
+   * making every operand whole (was: 4 all-gathers before the scatter,
+   * each device scattering into the whole f32[2,9] operands). */
+  const char *text =
+      "HloModule m\n"
+      "comb {\n"
+      "  a0 = f32[] parameter(0)\n"
+      "  a1 = f32[] parameter(1)\n"
+      "  b0 = f32[] parameter(2)\n"
+      "  b1 = f32[] parameter(3)\n"
+      "  s = f32[] add(a0, b0)\n"
+      "  x = f32[] add(a1, b1)\n"
+      "  ROOT t = (f32[], f32[]) tuple(s, x)\n"
+      "}\n"
+      "ENTRY e {\n"
+      "  in0 = f32[2,9] parameter(0), sharding={devices=[2,1,2]<=[4] last_tile_dim_replicate}\n"
+      "  in1 = f32[2,9] parameter(1), sharding={devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}\n"
+      "  idx = s32[3] constant({1, 0, 1}), sharding={replicated}\n"
+      "  u0 = f32[3,9] parameter(2), sharding={replicated}\n"
+      "  u1 = f32[3,9] parameter(3), sharding={replicated}\n"
+      "  ROOT s = (f32[2,9], f32[2,9]) scatter(in0, in1, idx, u0, u1), to_apply=comb,\n"
+      "    update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0},\n"
+      "    index_vector_dim=1, sharding={{devices=[2,1,2]<=[4] last_tile_dim_replicate},\n"
+      "    {devices=[2,1,2]<=[4] last_tile_dim_replicate}}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 4, NULL);
+  hk_instr *sc = hk_test_last_op(p, HK_OP_SCATTER);
+  ck_assert_ptr_nonnull(sc);
+  for (int k = 0; k < 2; k++) {
+    ck_assert_int_eq(sc->operands[k]->shape->dims[0], 1);
+    ck_assert_int_eq(sc->operands[k]->shape->dims[1], 9);
+  }
+  /* in1 alone moves: one collective, no gather of in0 or the updates */
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  hk_module_free(p);
+}
+END_TEST
+
 static const char *index_scatter_fmt =
     "HloModule m\n"
     "comb {\n"
@@ -570,6 +612,7 @@ static Suite *suite(void) {
   tcase_add_test(t, gather_trivial_sliced_recursing_into_index_groups);
   tcase_add_test(t, scatter_merged_passthroughs);
   tcase_add_test(t, scatter_operand_passthrough_variadic);
+  tcase_add_test(t, scatter_variadic_operands_take_the_first_operands_split);
   tcase_add_test(t, scatter_index_passthrough_combiners);
   tcase_add_test(t, scatter_overwrite_not_index_passthrough);
   tcase_add_test(t, scatter_bf16_sum_not_reordered);

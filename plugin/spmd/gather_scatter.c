@@ -894,11 +894,11 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
   int n = (orig->n_operands - 1) / 2;
-  /* Planned from the operands' annotations, as XLA does. */
+  /* Planned from the first operand's annotation: a variadic scatter's
+   * other operands are resharded to the plan's sharding with it (XLA's
+   * FindCommonSharding when they do not merge; merging compatible ones
+   * into a finer sharding is not done here). */
   const hk_sharding *so = first_element(spmd_sharding_of(v, orig->operands[0]));
-  for (int k = 1; k < n; k++)
-    if (!hk_sharding_equivalent(first_element(spmd_sharding_of(v, orig->operands[k])), so))
-      return spmd_handle_fallback(v, orig);
   hk_opcode combiner = scatter_combiner(orig);
   gs_plan op_plan, idx_plan;
   bool op_ok = plan_operand_driven(v, &g, orig->operands[0]->shape, so, &op_plan);
