@@ -953,6 +953,8 @@ START_TEST(after_report_names_each_full_rematerialization) {
   ck_assert_msg(strstr(r, "full rematerialization: 1\n"), "%s", r);
   ck_assert_msg(strstr(r, "involuntary full rematerialization: p made whole by all-gather %"), "%s", r);
   ck_assert_msg(strstr(r, "(512 bytes per device) going from {devices=[1,2]0,1} to {replicated}"), "%s", r);
+  /* and the fft is named as the instruction that fell back */
+  ck_assert_msg(strstr(r, "replicated fallbacks: 1\n  replicated fallback: fft %r\n"), "%s", r);
   free(r);
   /* A dot with a handler makes nothing whole. */
   r = report_of("HloModule m, num_partitions=2\n\nENTRY e {\n"
@@ -962,6 +964,7 @@ START_TEST(after_report_names_each_full_rematerialization) {
                 " sharding={replicated}\n}\n");
   ck_assert_msg(strstr(r, "full rematerialization: 0\n"), "%s", r);
   ck_assert_ptr_null(strstr(r, "involuntary"));
+  ck_assert_ptr_null(strstr(r, "replicated fallback:"));
   free(r);
 }
 END_TEST

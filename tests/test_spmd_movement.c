@@ -153,6 +153,31 @@ END_TEST
 
 /* ---- reshape splitting / merging an unevenly partitioned dim --------------- */
 
+START_TEST(reshape_merging_a_split_minor_dim_gathers_only_that_dim) {
+  /* XLA's ReshapeWithReshard3 made small: [2,16] split [2,4] merges into
+   * 32 split 8 ways.  No operand tiling gives the output's (8 does not
+   * divide 2), dim 1's split cannot go through the merge (device (p,q)'s
+   * elements are not contiguous) and no halo fixes it.  As XLA, only dim 1
+   * is gathered, within groups of 4 (its f32[1,4] piece sent), the merged
+   * dim keeps dim 0's split, and the result is sliced to the 8-way output
+   * locally: nothing is made whole (was: both dims gathered). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[2,16] parameter(0), sharding={devices=[2,4]<=[8]}\n"
+      "  ROOT r = f32[32] reshape(x), sharding={devices=[8]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_ALL_GATHER), 1 * 4 * 4);
+  const hk_instr *ag = first_of(p, HK_OP_ALL_GATHER);
+  ck_assert_ptr_nonnull(ag);
+  ck_assert_int_eq(ag->shape->dims[0], 1);
+  ck_assert_int_eq(ag->shape->dims[1], 16);
+  int64_t root[1] = {4};
+  ck_assert(spmd_check_root_dims(p, 1, root));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(reshape_split_uneven_aligned_moves_nothing) {
   /* 14 rows over 4 = shards of 4; [7,2] over 4 = 2 x 2 rows: the same rows. */
   const char *text =
@@ -433,6 +458,7 @@ static Suite *suite(void) {
   tcase_add_test(t, reshape_split_uneven_by_halo);
   tcase_add_test(t, reshape_merge_uneven_by_left_halo);
   tcase_add_test(t, reshape_merge_uneven_four_ways);
+  tcase_add_test(t, reshape_merging_a_split_minor_dim_gathers_only_that_dim);
   tcase_add_test(t, reshape_halo_with_another_dim_tiled);
   tcase_add_test(t, reshape_halo_three_neighbours_partially_replicated);
   tcase_add_test(t, reshape_merge_halo_with_another_dim_tiled);

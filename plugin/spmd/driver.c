@@ -300,7 +300,8 @@ static char *report(const hk_module *m, const char *when, int64_t top, const spm
     hk_buf_printf(&b, "  collectives emitted: %lld\n", (long long)p->collectives_emitted);
     hk_buf_printf(&b, "  full rematerialization: %lld\n", (long long)p->full_rematerializations);
     if (p->remat_notes.len) hk_buf_put(&b, p->remat_notes.data, p->remat_notes.len);
-    hk_buf_printf(&b, "  replicated fallback: %lld\n", (long long)p->replicated_fallbacks);
+    hk_buf_printf(&b, "  replicated fallbacks: %lld\n", (long long)p->replicated_fallbacks);
+    if (p->fallback_notes.len) hk_buf_put(&b, p->fallback_notes.data, p->fallback_notes.len);
   }
   hk_buf_put(&b, "", 1);
   return b.data;
@@ -503,7 +504,9 @@ static hk_status *run_phases(spmd_partitioner *p, hk_module *m, const hk_exec_th
   if (p->num_replicas < 1) p->num_replicas = 1;
   p->full_rematerializations = p->replicated_fallbacks = p->collectives_emitted = 0;
   hk_buf_free(&p->remat_notes);
+  hk_buf_free(&p->fallback_notes);
   hk_buf_init(&p->remat_notes);
+  hk_buf_init(&p->fallback_notes);
   p->n_new_comps = 0;
   spmd_memo_clear(&p->memo);   /* shardings of the module run before */
   vt->collective_ops(self, p->num_partitions, p->num_replicas, &p->collectives);
@@ -554,6 +557,7 @@ static void spmd_destroy(hk_pass *self) {
   free(p->before_report);
   free(p->after_report);
   hk_buf_free(&p->remat_notes);
+  hk_buf_free(&p->fallback_notes);
   free(p->new_comps);
   free(p->orig_comps);
   free(p->notes.has_candidate);
@@ -622,6 +626,7 @@ static hk_pass *spmd_create(const hk_option_values *opts, hk_registry *reg, hk_s
   }
   p->pass.vt = &spmd_base_vtable.pass;
   hk_buf_init(&p->remat_notes);
+  hk_buf_init(&p->fallback_notes);
   spmd_options_from_values(opts, &p->options);
   p->num_partitions_override = hk_opt_int(opts, "num_partitions");
   p->num_replicas_override = hk_opt_int(opts, "num_replicas");

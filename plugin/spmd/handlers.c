@@ -74,7 +74,11 @@ hk_status *spmd_handle_fallback(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   if (hk_sharding_is_tiled(s)) remat = remat || orig->n_operands > 0;
   /* Counted when something was sharded: replicated code needs no handler. */
-  if (remat || hk_sharding_is_tiled(s)) v->p->replicated_fallbacks++;
+  if (remat || hk_sharding_is_tiled(s)) {
+    v->p->replicated_fallbacks++;
+    hk_buf_printf(&v->p->fallback_notes, "  replicated fallback: %s %%%s\n",
+                  hk_opcode_name((hk_opcode)orig->opcode), orig->name);
+  }
   const hk_sharding *out = hk_sharding_is_maximal(s) ? s : spmd_replicated_like(v, s, orig->shape);
   clone_local(v, orig, orig->shape, ops, out);
   ops_free(ops, ops_buf);
@@ -217,33 +221,53 @@ const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape
   return spmd_regroup_memo(v, o, ri + 1, gsz, groups, true);
 }
 
+/* The largest part of the operand's tiling s that a local reshape carries
+ * to the output (XLA's PropagateShardingThroughReshape, whole dims only):
+ * s with the splits of its minor dims replicated one at a time until the
+ * reshape groups take the rest; *out_s is then the output's tiling.  NULL
+ * when nothing passes. */
+static const hk_sharding *reshape_kept_splits(spmd_visitor *v, const hk_instr *orig,
+                                              const hk_sharding *s, const hk_sharding **out_s) {
+  const hk_shape *in = orig->operands[0]->shape;
+  for (int64_t d = in->rank - 1; d >= 0; d--) {
+    if (hk_sharding_dim_partitions(s, (int)d) == 1) continue;
+    s = spmd_replicate_dims(v, s, 1, &d);
+    if (!s || hk_sharding_num_tiles(s) <= 1) return NULL;
+    *out_s = spmd_reshape_operand_sharding(v, orig->shape, in, s, NULL);
+    if (*out_s) return s;
+  }
+  return NULL;
+}
+
+/* The operand under sharding in (its local reshape giving out). */
+static hk_status *reshape_as(spmd_visitor *v, hk_instr *orig, const hk_sharding *in,
+                             const hk_sharding *out) {
+  hk_instr *op;
+  HK_TRY(operand_as(v, orig, 0, in, &op));
+  clone_local(v, orig, spmd_local_shape(v, out, orig->shape), &op, out);
+  return NULL;
+}
+
+/* XLA's HandleReshape: the operand resharded so the output's tiling
+ * follows; else the operand as it is tiled, the result resharded; else
+ * halos for a split or merged dim; else the part of the operand's tiling
+ * the reshape carries, the rest gathered; else replicated. */
 static hk_status *handle_reshape(spmd_visitor *v, hk_instr *orig) {
   const hk_sharding *s = spmd_sharding_of(v, orig);
   const hk_sharding *in_s =
       spmd_reshape_operand_sharding(v, orig->operands[0]->shape, orig->shape, s, NULL);
-  if (!in_s) {
-    /* No operand tiling gives the output's: reshape the operand as it is
-     * tiled, and let the result be resharded (an all-to-all, say). */
-    spmd_value *val = spmd_lookup(v, orig->operands[0]);
-    const hk_sharding *out_s =
-        val && val->sharding && is_tiled_plain(val->sharding)
-            ? spmd_reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, val->sharding,
-                                            NULL)
-            : NULL;
-    if (!out_s) {
-      bool handled = false;
-      HK_TRY(spmd_reshape_by_halo(v, orig, &handled));
-      return handled ? NULL : spmd_handle_fallback(v, orig);
-    }
-    hk_instr *op;
-    HK_TRY(operand_as(v, orig, 0, val->sharding, &op));
-    clone_local(v, orig, spmd_local_shape(v, out_s, orig->shape), &op, out_s);
-    return NULL;
-  }
-  hk_instr *op;
-  HK_TRY(operand_as(v, orig, 0, in_s, &op));
-  clone_local(v, orig, spmd_local_shape(v, s, orig->shape), &op, s);
-  return NULL;
+  if (in_s) return reshape_as(v, orig, in_s, s);
+  spmd_value *val = spmd_lookup(v, orig->operands[0]);
+  const hk_sharding *have = val && val->sharding && is_tiled_plain(val->sharding) ? val->sharding : NULL;
+  const hk_sharding *out_s =
+      have ? spmd_reshape_operand_sharding(v, orig->shape, orig->operands[0]->shape, have, NULL) : NULL;
+  if (out_s) return reshape_as(v, orig, have, out_s);
+  bool handled = false;
+  HK_TRY(spmd_reshape_by_halo(v, orig, &handled));
+  if (handled) return NULL;
+  const hk_sharding *kept = have ? reshape_kept_splits(v, orig, have, &out_s) : NULL;
+  if (kept) return reshape_as(v, orig, kept, out_s);
+  return spmd_handle_fallback(v, orig);
 }
 
 /* ---- reduce -------------------------------------------------------------------- */

@@ -64,6 +64,7 @@ typedef struct spmd_partitioner {
   hk_spmd_collective_ops collectives;
   int64_t full_rematerializations;
   hk_buf remat_notes;              /* one line per full rematerialization */
+  hk_buf fallback_notes;           /* one line per replicated fallback */
   int64_t replicated_fallbacks;     /* instructions the fallback partitioned */
   int64_t collectives_emitted;
   /* Replica groups made this run, shared by every collective over the
