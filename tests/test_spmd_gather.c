@@ -314,6 +314,35 @@ START_TEST(scatter_variadic_operands_take_the_first_operands_split) {
 }
 END_TEST
 
+START_TEST(scatter_with_replicated_operand_follows_the_updates_split) {
+  /* Neither the operand (replicated) nor the indices (replicated) give a
+   * plan: the operand is driven by the updates' window split instead
+   * (its slice of the passthrough dim cut locally), each device scatters
+   * its columns, and the result goes to the scatter's row split by one
+   * all-to-all (was: the updates gathered, 60 bytes sent, and the
+   * scatter run whole on every device). */
+  const char *text =
+      "HloModule m\n"
+      "add { a = f32[] parameter(0)\n b = f32[] parameter(1)\n ROOT r = f32[] add(a, b) }\n"
+      "ENTRY e {\n"
+      "  in = f32[2,10] parameter(0), sharding={replicated}\n"
+      "  idx = s32[3] constant({1, 0, 1}), sharding={replicated}\n"
+      "  u = f32[3,10] parameter(1), sharding={devices=[1,2]0,1}\n"
+      "  ROOT s = f32[2,10] scatter(in, idx, u), to_apply=add, update_window_dims={1},\n"
+      "    inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1,\n"
+      "    sharding={devices=[2,1]0,1}\n"
+      "}\n";
+  hk_module *p = spmd_check_partition(reg, text, 2, NULL);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_GATHER), 0);
+  ck_assert_int_eq(spmd_check_collectives(p), 1);
+  ck_assert_int_eq(hk_test_count_op(p, HK_OP_ALL_TO_ALL), 1);
+  hk_instr *sc = hk_test_last_op(p, HK_OP_SCATTER);
+  ck_assert_ptr_nonnull(sc);
+  ck_assert_int_eq(sc->operands[2]->shape->dims[1], 5);   /* the updates stay split */
+  hk_module_free(p);
+}
+END_TEST
+
 static const char *index_scatter_fmt =
     "HloModule m\n"
     "comb {\n"
@@ -613,6 +642,7 @@ static Suite *suite(void) {
   tcase_add_test(t, scatter_merged_passthroughs);
   tcase_add_test(t, scatter_operand_passthrough_variadic);
   tcase_add_test(t, scatter_variadic_operands_take_the_first_operands_split);
+  tcase_add_test(t, scatter_with_replicated_operand_follows_the_updates_split);
   tcase_add_test(t, scatter_index_passthrough_combiners);
   tcase_add_test(t, scatter_overwrite_not_index_passthrough);
   tcase_add_test(t, scatter_bf16_sum_not_reordered);

@@ -178,6 +178,23 @@ START_TEST(reshape_merging_a_split_minor_dim_gathers_only_that_dim) {
 }
 END_TEST
 
+START_TEST(reshape_keeps_uneven_splits_of_dims_it_leaves_alone) {
+  /* 13 and 5 pass through the reshape as they are, each split unevenly
+   * (tiles of 7 and 3, padded alike on both sides); only the last two
+   * dims merge.  Every split stays: no collective (was: a fallback that
+   * gathered the operand, 3 collectives). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[13,5,4,6] parameter(0), sharding={devices=[2,2,2,1]<=[8]}\n"
+      "  ROOT r = f32[13,5,24] reshape(x), sharding={devices=[2,2,2]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  ck_assert_int_eq(spmd_check_collectives(p), 0);
+  int64_t root[3] = {7, 3, 12};
+  ck_assert(spmd_check_root_dims(p, 3, root));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(reshape_split_uneven_aligned_moves_nothing) {
   /* 14 rows over 4 = shards of 4; [7,2] over 4 = 2 x 2 rows: the same rows. */
   const char *text =
@@ -459,6 +476,7 @@ static Suite *suite(void) {
   tcase_add_test(t, reshape_merge_uneven_by_left_halo);
   tcase_add_test(t, reshape_merge_uneven_four_ways);
   tcase_add_test(t, reshape_merging_a_split_minor_dim_gathers_only_that_dim);
+  tcase_add_test(t, reshape_keeps_uneven_splits_of_dims_it_leaves_alone);
   tcase_add_test(t, reshape_halo_with_another_dim_tiled);
   tcase_add_test(t, reshape_halo_three_neighbours_partially_replicated);
   tcase_add_test(t, reshape_merge_halo_with_another_dim_tiled);

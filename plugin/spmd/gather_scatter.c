@@ -890,6 +890,20 @@ static bool plan_from_updates(spmd_visitor *v, const gs_dims *g, const hk_shape 
          !pl->n_trivial && pl->n_passthrough;
 }
 
+/* When neither the operand's nor the indices' split gives a plan: the
+ * operand driven by the updates' window split or by the scatter's own
+ * sharding (a reshard of the operand, where the fallback would gather
+ * every input), the cheaper of the two (memory, then bytes). */
+static const gs_plan *plan_from_elsewhere(spmd_visitor *v, const hk_instr *orig, const gs_dims *g,
+                                          gs_plan alt[2]) {
+  const hk_shape *op = orig->operands[0]->shape;
+  int n = (orig->n_operands - 1) / 2;
+  bool a = plan_from_updates(v, g, op, first_element(spmd_sharding_of(v, orig->operands[n + 1])), &alt[0]);
+  bool b = plan_operand_driven(v, g, op, first_element(spmd_sharding_of(v, orig)), &alt[1]);
+  if (a && b) return scatter_plan_cheaper(v, orig, &alt[0], &alt[1]) ? &alt[0] : &alt[1];
+  return a ? &alt[0] : b ? &alt[1] : NULL;
+}
+
 hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
   gs_dims g;
   if (!scatter_dims(orig, &g)) return spmd_handle_fallback(v, orig);
@@ -922,6 +936,8 @@ hk_status *spmd_handle_scatter(spmd_visitor *v, hk_instr *orig) {
       plan_merged(v, &g, &from_upd, &idx_plan, true, &upd_merged) &&
       scatter_plan_cheaper(v, orig, &upd_merged, pl))
     pl = &upd_merged;
+  gs_plan alt[2];
+  if (!pl) pl = plan_from_elsewhere(v, orig, &g, alt);
   if (!pl) return spmd_handle_fallback(v, orig);
   return scatter_with_plan(v, orig, &g, pl, combiner);
 }

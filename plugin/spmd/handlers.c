@@ -158,6 +158,13 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
  * (its rows then misalign: reshape_halo.c exchanges halos): halo[0] and
  * halo[1] are set to its major input and output dims, -1 when no group
  * needed it. */
+/* The dims of s in [from, to) longer than 1. */
+static int non_unit_dims(const hk_shape *s, int from, int to) {
+  int n = 0;
+  for (int d = from; d < to; d++) n += s->dims[d] > 1;
+  return n;
+}
+
 const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
                                                  const hk_shape *out, const hk_sharding *o,
                                                  int *halo) {
@@ -191,11 +198,16 @@ const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape
       if (oj != major_j && hk_sharding_dim_partitions(o, oj) > 1) return NULL;
     if (j > j0) {
       int64_t k = hk_sharding_dim_partitions(o, major_j);
-      if (k > 1 && i > i0 && (out->dims[major_j] % k || in->dims[major_i] % k) && halo &&
-          halo[0] < 0) {
+      /* One dim of size > 1 on each side: the same dim, any split of it
+       * (uneven ones padded alike) passes. */
+      bool same_dim = i > i0 && in->dims[major_i] == out->dims[major_j] &&
+                      non_unit_dims(in, i0, i) == 1 && non_unit_dims(out, j0, j) == 1;
+      bool uneven = k > 1 && i > i0 && !same_dim &&
+                    (out->dims[major_j] % k || in->dims[major_i] % k);
+      if (uneven && halo && halo[0] < 0) {
         halo[0] = major_i;
         halo[1] = major_j;
-      } else if (k > 1 && (i == i0 || out->dims[major_j] % k || in->dims[major_i] % k)) {
+      } else if (k > 1 && (i == i0 || uneven)) {
         return NULL;
       }
       i0 = major_i;
