@@ -457,6 +457,22 @@ START_TEST(partial_to_tiled_uneven_all_to_all_then_slice) {
 }
 END_TEST
 
+START_TEST(partial_to_tiled_with_halos_too_wide_ends) {
+  /* The all-to-all to [1,2,8,8] leaves dim 2's 8 elements one to a device;
+   * the [1,4,32] target wants 4 rows of halo each side, too wide to
+   * exchange.  The general path finishes the reshard (was: it resharded
+   * back to the source and round again until the stack overflowed). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[32,4,8] parameter(0), sharding={devices=[16,1,1,8]<=[128] last_tile_dim_replicate}\n"
+      "  ROOT c = f32[32,4,8] copy(x), sharding={devices=[1,4,32]<=[128]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 128, NULL);
+  int64_t root[3] = {32, 1, 1};
+  ck_assert(spmd_check_root_dims(p, 3, root));
+  hk_module_free(p);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("spmd_movement");
   TCase *t = tcase_create("movement");
@@ -482,6 +498,7 @@ static Suite *suite(void) {
   tcase_add_test(t, reshape_merge_halo_with_another_dim_tiled);
   tcase_add_test(t, partial_to_tiled_all_to_all_then_slice);
   tcase_add_test(t, partial_to_tiled_uneven_all_to_all_then_slice);
+  tcase_add_test(t, partial_to_tiled_with_halos_too_wide_ends);
   tcase_add_test(t, rebuild_iota_times_broadcast_instead_of_all_to_all);
   tcase_add_test(t, rebuild_uneven_iota_and_replicated_operand);
   tcase_add_test(t, rebuild_zero_broadcast_under_dynamic_update_slice);

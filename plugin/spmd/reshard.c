@@ -974,7 +974,10 @@ static void search_coarsened(spmd_visitor *v, const hk_shape *gs, const hk_shard
   if (d == gs->rank) {
     const hk_sharding *mid = left == 1 ? coarsened(v, to, gs->rank, f) : NULL;
     a2a_plan pl;
-    if (!mid || !nests_in(v, gs, mid, to) || !best_all_to_all(v, gs, from, mid, &pl)) return;
+    /* mid == from is no all-to-all: the nested path already had its turn. */
+    if (!mid || hk_sharding_equivalent(mid, from) || !nests_in(v, gs, mid, to) ||
+        !best_all_to_all(v, gs, from, mid, &pl))
+      return;
     int64_t c = all_to_all_cost(v, gs, from, mid, &pl) + nested_cost(v, gs, mid, to);
     if (best->cost < 0 || c < best->cost) *best = (slice_after_plan){mid, pl, c};
     return;
@@ -1006,6 +1009,10 @@ static slice_after_plan plan_slice_after(spmd_visitor *v, const hk_shape *gs,
   return best;
 }
 
+static hk_status *reshard_by_gathers(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                                     const hk_sharding *from, const hk_sharding *to,
+                                     hk_instr **out);
+
 /* The plan above when it costs no more than gathering or moving a factor
  * first. */
 static bool try_slice_after(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
@@ -1021,8 +1028,10 @@ static bool try_slice_after(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   emit_all_to_all(v, h, gs, from, sp.mid, &sp.pl, &mid, err);
   if (*err) return true;
   hk_instr *aligned = spmd_align_nested(v, mid, gs, sp.mid, to);
+  /* Halos too wide to exchange: the general path, not another reshard
+   * that could pick this plan back (from -> mid -> from ...). */
   if (aligned) *out = slice_nested(v, aligned, gs, sp.mid, to);
-  else *err = spmd_reshard_hlo(v, mid, gs, sp.mid, to, out);
+  else *err = reshard_by_gathers(v, mid, gs, sp.mid, to, out);
   return true;
 }
 
@@ -1095,7 +1104,14 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
       (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err) ||
        try_slice_after(v, h, gs, from, to, out, &err) || try_move_first(v, h, gs, from, to, out, &err)))
     return err;
-  /* to is tiled: gather the dims whose partitioning changes, then slice. */
+  return reshard_by_gathers(v, h, gs, from, to, out);
+}
+
+/* The general path to a tiled `to`: gather the dims whose partitioning
+ * changes, then slice. */
+static hk_status *reshard_by_gathers(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                                     const hk_sharding *from, const hk_sharding *to,
+                                     hk_instr **out) {
   const hk_sharding *orig_from = from;
   general_plan g;
   plan_general(v, gs, from, to, &g);
