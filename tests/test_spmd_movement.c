@@ -457,6 +457,25 @@ START_TEST(partial_to_tiled_uneven_all_to_all_then_slice) {
 }
 END_TEST
 
+START_TEST(partial_to_tiled_in_another_order_cuts_then_permutes) {
+  /* Column half 0 is on devices {0,1,4,5}, half 1 on {2,3,6,7}; [1,8]
+   * wants eighth d on device d, so devices 4,5 and 2,3 hold the wrong
+   * half.  Each device cuts an eighth of its own half and one permute
+   * delivers them: 64 x 16 floats per device (was: the whole f32[64,128]
+   * all-gathered, 16 KB sent per device, a full rematerialization). */
+  const char *text =
+      "HloModule m\nENTRY e {\n"
+      "  x = f32[64,128] parameter(0), sharding={devices=[1,2,4]<=[2,2,2]T(1,0,2) last_tile_dim_replicate}\n"
+      "  ROOT c = f32[64,128] copy(x), sharding={devices=[1,8]<=[8]}\n}\n";
+  hk_module *p = spmd_check_partition(reg, text, 8, NULL);
+  hk_test_expect_ops(p, {HK_OP_COLLECTIVE_PERMUTE, 1}, {HK_OP_ALL_GATHER, 0}, {HK_OP_ALL_TO_ALL, 0});
+  ck_assert_int_eq(spmd_check_bytes_sent(p, HK_OP_COLLECTIVE_PERMUTE), 64 * 16 * 4);
+  int64_t root[2] = {64, 16};
+  ck_assert(spmd_check_root_dims(p, 2, root));
+  hk_module_free(p);
+}
+END_TEST
+
 START_TEST(partial_to_tiled_with_halos_too_wide_ends) {
   /* The all-to-all to [1,2,8,8] leaves dim 2's 8 elements one to a device;
    * the [1,4,32] target wants 4 rows of halo each side, too wide to
@@ -499,6 +518,7 @@ static Suite *suite(void) {
   tcase_add_test(t, partial_to_tiled_all_to_all_then_slice);
   tcase_add_test(t, partial_to_tiled_uneven_all_to_all_then_slice);
   tcase_add_test(t, partial_to_tiled_with_halos_too_wide_ends);
+  tcase_add_test(t, partial_to_tiled_in_another_order_cuts_then_permutes);
   tcase_add_test(t, rebuild_iota_times_broadcast_instead_of_all_to_all);
   tcase_add_test(t, rebuild_uneven_iota_and_replicated_operand);
   tcase_add_test(t, rebuild_zero_broadcast_under_dynamic_update_slice);

@@ -1013,17 +1013,22 @@ static hk_status *reshard_by_gathers(spmd_visitor *v, hk_instr *h, const hk_shap
                                      const hk_sharding *from, const hk_sharding *to,
                                      hk_instr **out);
 
+/* The price of gathering, or of moving a factor first when cheaper: what
+ * the all-to-all-then-slice and slice-then-permute plans must beat. */
+static int64_t cheapest_other_path(spmd_visitor *v, const hk_shape *gs, const hk_sharding *from,
+                                   const hk_sharding *to) {
+  factor_move mv;
+  int64_t than = general_path_cost(v, gs, from, to), moved = move_first_cost(v, gs, from, to, &mv);
+  return moved >= 0 && moved < than ? moved : than;
+}
+
 /* The plan above when it costs no more than gathering or moving a factor
  * first. */
 static bool try_slice_after(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                             const hk_sharding *from, const hk_sharding *to, hk_instr **out,
                             hk_status **err) {
   slice_after_plan sp = plan_slice_after(v, gs, from, to);
-  if (sp.cost < 0) return false;
-  factor_move mv;
-  int64_t than = general_path_cost(v, gs, from, to), moved = move_first_cost(v, gs, from, to, &mv);
-  if (moved >= 0 && moved < than) than = moved;
-  if (sp.cost > than) return false;
+  if (sp.cost < 0 || sp.cost > cheapest_other_path(v, gs, from, to)) return false;
   hk_instr *mid;
   emit_all_to_all(v, h, gs, from, sp.mid, &sp.pl, &mid, err);
   if (*err) return true;
@@ -1033,6 +1038,88 @@ static bool try_slice_after(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
   if (aligned) *out = slice_nested(v, aligned, gs, sp.mid, to);
   else *err = reshard_by_gathers(v, mid, gs, sp.mid, to, out);
   return true;
+}
+
+/* ---- a local slice, then one permute ------------------------------------------ */
+
+/* `to` with its tiles given to other devices so that it nests in `from`:
+ * each tile of `to` goes to a holder of the `from` tile it lies in, the
+ * device `to` names when that one holds it.  NULL when to's partitions do
+ * not refine from's or from replicates nothing (the permute alone then). */
+static const hk_sharding *nested_owners(spmd_visitor *v, const hk_shape *gs,
+                                        const hk_sharding *from, const hk_sharding *to) {
+  int r = gs->rank, nt = to->n_tile_dims;
+  bool repl = to->replicate_on_last_tile_dim;
+  if (from->kind != HK_SHARDING_TILED || to->kind != HK_SHARDING_TILED || from->n_subgroups ||
+      to->n_subgroups || spmd_manual_factor(from) != 1 || spmd_manual_factor(to) != 1 ||
+      hk_sharding_replication_factor(from) < 2 || nt != r + (repl ? 1 : 0) || r > HK_MAX_RANK)
+    return NULL;
+  for (int d = 0; d < r; d++)
+    if (hk_sharding_dim_partitions(to, d) % hk_sharding_dim_partitions(from, d)) return NULL;
+  int64_t n = v->p->num_partitions, n_tiles = hk_sharding_num_tiles(from), total = 1;
+  for (int i = 0; i < nt; i++) total *= to->tile_dims[i];
+  if (total != n || n_tiles < 1) return NULL;
+  int64_t *start = malloc(sizeof(int64_t) * (size_t)(n_tiles + 1));
+  int64_t *holders = malloc(sizeof(int64_t) * (size_t)n);
+  int64_t *parent = malloc(sizeof(int64_t) * (size_t)n), *devs = malloc(sizeof(int64_t) * (size_t)n);
+  bool *used = calloc((size_t)n, 1);
+  if (!start || !holders || !parent || !devs || !used) hk_out_of_memory();
+  tile_holders(from, r, n, n_tiles, start, holders);
+  int64_t c[HK_MAX_RANK + 1], fi[HK_MAX_RANK];
+  /* First the devices that keep their own tile, then the others. */
+  for (int64_t lin = 0; lin < n; lin++) {
+    for (int64_t x = lin, i = nt - 1; i >= 0; i--) {
+      c[i] = x % to->tile_dims[i];
+      x /= to->tile_dims[i];
+    }
+    for (int d = 0; d < r; d++)
+      c[d] /= hk_sharding_dim_partitions(to, d) / hk_sharding_dim_partitions(from, d);
+    parent[lin] = tile_linear(from, r, c);
+    int64_t dev = to->devices[lin];
+    bool holds = hk_sharding_tile_index(from, dev, fi) && tile_linear(from, r, fi) == parent[lin];
+    devs[lin] = holds && !used[dev] ? dev : -1;
+    if (devs[lin] >= 0) used[dev] = true;
+  }
+  bool ok = true;
+  for (int64_t lin = 0; lin < n && ok; lin++) {
+    if (devs[lin] >= 0) continue;
+    devs[lin] = pick_source(holders, start[parent[lin]], start[parent[lin] + 1], used, -1);
+    ok = devs[lin] >= 0;
+    if (ok) used[devs[lin]] = true;
+  }
+  const hk_sharding *own = ok ? hk_sharding_tiled(v->m, nt, to->tile_dims, devs, repl) : NULL;
+  free(start);
+  free(holders);
+  free(parent);
+  free(devs);
+  free(used);
+  return own ? hk_sharding_canonical(v->m, own) : NULL;
+}
+
+/* Partial replication to a tiling that refines it, its devices in another
+ * order: each device cuts a tile of `to` from its own data, then one
+ * collective-permute puts every tile on its device.  XLA permutes whole
+ * source tiles into a compatible order and cuts after
+ * (PartialReplicateReshardCompatibleSharding); cutting first moves 1/k of
+ * that. */
+static int64_t slice_then_permute_cost(spmd_visitor *v, const hk_shape *gs,
+                                       const hk_sharding *from, const hk_sharding *to) {
+  const hk_sharding *own = nested_owners(v, gs, from, to);
+  if (!own || hk_sharding_equivalent(own, to) || !nests_in(v, gs, from, own)) return -1;
+  return nested_cost(v, gs, from, own) +   /* halos first when the tiles are uneven */
+         spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, to, gs), 2);
+}
+
+/* The plan above when it costs no more than gathering or moving a factor
+ * first. */
+static bool try_slice_then_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
+                                   const hk_sharding *from, const hk_sharding *to,
+                                   hk_instr **out) {
+  int64_t cost = slice_then_permute_cost(v, gs, from, to);
+  if (cost < 0 || cost > cheapest_other_path(v, gs, from, to)) return false;
+  const hk_sharding *own = nested_owners(v, gs, from, to);
+  hk_instr *aligned = spmd_align_nested(v, h, gs, from, own);
+  return aligned && try_permute(v, slice_nested(v, aligned, gs, from, own), gs, own, to, out);
 }
 
 /* Whether s splits some data dim (a value under it is not whole anywhere). */
@@ -1102,7 +1189,9 @@ static hk_status *reshard_array(spmd_visitor *v, hk_instr *h, const hk_shape *gs
   if (from->kind == HK_SHARDING_TILED && spmd_manual_factor(from) == 1 &&
       spmd_manual_factor(to) == 1 &&
       (try_permute(v, h, gs, from, to, out) || try_all_to_all(v, h, gs, from, to, out, &err) ||
-       try_slice_after(v, h, gs, from, to, out, &err) || try_move_first(v, h, gs, from, to, out, &err)))
+       try_slice_after(v, h, gs, from, to, out, &err) ||
+       try_slice_then_permute(v, h, gs, from, to, out) ||
+       try_move_first(v, h, gs, from, to, out, &err)))
     return err;
   return reshard_by_gathers(v, h, gs, from, to, out);
 }
@@ -1187,7 +1276,10 @@ static int64_t direct_cost(spmd_visitor *v, const hk_shape *gs, const hk_shardin
     int64_t moved = move_first_cost(v, gs, from, to, &mv);
     if (moved >= 0 && moved < gather) gather = moved;
     slice_after_plan sp = plan_slice_after(v, gs, from, to);
-    if (sp.cost >= 0 && sp.cost < gather) gather = sp.cost;
+    /* The order reshard_array tries them in. */
+    int64_t cut = slice_then_permute_cost(v, gs, from, to);
+    if (sp.cost >= 0 && sp.cost <= gather) gather = sp.cost;
+    else if (cut >= 0 && cut < gather) gather = cut;
   }
   return cost + gather;
 }
