@@ -1103,8 +1103,9 @@ static const hk_sharding *nested_owners(spmd_visitor *v, const hk_shape *gs,
  * (PartialReplicateReshardCompatibleSharding); cutting first moves 1/k of
  * that. */
 static int64_t slice_then_permute_cost(spmd_visitor *v, const hk_shape *gs,
-                                       const hk_sharding *from, const hk_sharding *to) {
-  const hk_sharding *own = nested_owners(v, gs, from, to);
+                                       const hk_sharding *from, const hk_sharding *to,
+                                       const hk_sharding **owners) {
+  const hk_sharding *own = *owners = nested_owners(v, gs, from, to);
   if (!own || hk_sharding_equivalent(own, to) || !nests_in(v, gs, from, own)) return -1;
   return nested_cost(v, gs, from, own) +   /* halos first when the tiles are uneven */
          spmd_plan_cost(v->p, HK_COLL_COLLECTIVE_PERMUTE, local_bytes(v, to, gs), 2);
@@ -1115,9 +1116,9 @@ static int64_t slice_then_permute_cost(spmd_visitor *v, const hk_shape *gs,
 static bool try_slice_then_permute(spmd_visitor *v, hk_instr *h, const hk_shape *gs,
                                    const hk_sharding *from, const hk_sharding *to,
                                    hk_instr **out) {
-  int64_t cost = slice_then_permute_cost(v, gs, from, to);
+  const hk_sharding *own;
+  int64_t cost = slice_then_permute_cost(v, gs, from, to, &own);
   if (cost < 0 || cost > cheapest_other_path(v, gs, from, to)) return false;
-  const hk_sharding *own = nested_owners(v, gs, from, to);
   hk_instr *aligned = spmd_align_nested(v, h, gs, from, own);
   return aligned && try_permute(v, slice_nested(v, aligned, gs, from, own), gs, own, to, out);
 }
@@ -1277,7 +1278,8 @@ static int64_t direct_cost(spmd_visitor *v, const hk_shape *gs, const hk_shardin
     if (moved >= 0 && moved < gather) gather = moved;
     slice_after_plan sp = plan_slice_after(v, gs, from, to);
     /* The order reshard_array tries them in. */
-    int64_t cut = slice_then_permute_cost(v, gs, from, to);
+    const hk_sharding *own;
+    int64_t cut = slice_then_permute_cost(v, gs, from, to, &own);
     if (sp.cost >= 0 && sp.cost <= gather) gather = sp.cost;
     else if (cut >= 0 && cut < gather) gather = cut;
   }
