@@ -150,6 +150,13 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
 
 /* ---- reshape ---------------------------------------------------------------------- */
 
+/* The dims of s in [from, to) longer than 1. */
+static int non_unit_dims(const hk_shape *s, int from, int to) {
+  int n = 0;
+  for (int d = from; d < to; d++) n += s->dims[d] > 1;
+  return n;
+}
+
 /* The input sharding under which a local reshape yields the output's
  * tiling: reshape groups (input dims <-> output dims of equal product) may
  * be partitioned only on their major output dim, by a count dividing the
@@ -158,13 +165,6 @@ static hk_status *handle_transpose(spmd_visitor *v, hk_instr *orig) {
  * (its rows then misalign: reshape_halo.c exchanges halos): halo[0] and
  * halo[1] are set to its major input and output dims, -1 when no group
  * needed it. */
-/* The dims of s in [from, to) longer than 1. */
-static int non_unit_dims(const hk_shape *s, int from, int to) {
-  int n = 0;
-  for (int d = from; d < to; d++) n += s->dims[d] > 1;
-  return n;
-}
-
 const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape *in,
                                                  const hk_shape *out, const hk_sharding *o,
                                                  int *halo) {
@@ -198,10 +198,9 @@ const hk_sharding *spmd_reshape_operand_sharding(spmd_visitor *v, const hk_shape
       if (oj != major_j && hk_sharding_dim_partitions(o, oj) > 1) return NULL;
     if (j > j0) {
       int64_t k = hk_sharding_dim_partitions(o, major_j);
-      /* One dim of size > 1 on each side: the same dim, any split of it
-       * (uneven ones padded alike) passes. */
-      bool same_dim = i > i0 && in->dims[major_i] == out->dims[major_j] &&
-                      non_unit_dims(in, i0, i) == 1 && non_unit_dims(out, j0, j) == 1;
+      /* One dim of size > 1 on each side (equal products: the same dim):
+       * any split of it passes, uneven ones padded alike. */
+      bool same_dim = i > i0 && non_unit_dims(in, i0, i) == 1 && non_unit_dims(out, j0, j) == 1;
       bool uneven = k > 1 && i > i0 && !same_dim &&
                     (out->dims[major_j] % k || in->dims[major_i] % k);
       if (uneven && halo && halo[0] < 0) {
